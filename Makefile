@@ -1,0 +1,33 @@
+# The commands a newcomer runs: `make demo` and `make test`.
+BUILD ?= build
+JOBS ?= 2
+CMAKE_FLAGS ?=
+
+.PHONY: all build deps configure test unit demo bench clean
+
+all: build
+
+deps:
+	scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+
+configure: $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The whole suite: unit tests, multi-process integration tests, python tests.
+test: build
+	cd $(BUILD) && ctest --output-on-failure --timeout 600
+
+# Only the fast in-process tests.
+unit: build
+	cd $(BUILD) && ctest --output-on-failure -L unit
+
+demo: deps build
+	scripts/demo.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
