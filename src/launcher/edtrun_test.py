@@ -412,6 +412,9 @@ def test_missing_command(sshd, workdir):
     (["-np", "2", "-H", "a:two"], "-H entry 1: 'a:two'", 2),
     (["-np", "1", "--start-timeout", "soon"], "--start-timeout soon is not a positive duration", 2),
     (["-np", "1", "-x", "UNSET_VARIABLE_EDT"], "-x UNSET_VARIABLE_EDT=VALUE", 2),
+    (["-np", "1", "-H", "no-such-host.invalid"], "cannot resolve host 'no-such-host.invalid'", 1),
+    (["-np", "1", "--hostfile", "/nonexistent/hostfile"], "cannot read hostfile /nonexistent/hostfile", 2),
+    (["-np", "1", "-H", "a", "--hostfile", "/x"], "-H and --hostfile both given", 2),
 ])
 def test_bad_arguments(workdir, args, message, code):
     result = edtrun(args + ["true"], workdir)
