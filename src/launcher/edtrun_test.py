@@ -519,13 +519,18 @@ EDT_BENCH = os.environ.get("EDT_BENCH")
 
 @pytest.mark.skipif(not EDT_BENCH, reason="edt-bench is not part of this build")
 def test_edt_bench_allreduce_over_ssh_hosts(sshd, workdir):
+    # Correctness, not speed: a few iterations per size keep the test short
+    # on a machine with fewer cores than ranks.
     result = edtrun(["-np", "4", "-H", "127.0.0.2:2,127.0.0.3:2"] + sshd.args() +
-                    [EDT_BENCH, "allreduce", "--check", "--max-bytes", "1M"], workdir, timeout=300)
+                    [EDT_BENCH, "allreduce", "--check", "--max-bytes", "1M", "--iters", "5", "--warmup", "1"],
+                    workdir, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    rows = [l for l in lines_of(result.stdout).get(0, []) if re.match(r"\s*\d+\s+\d+\s", l)]
-    assert rows, result.stdout
+    out = lines_of(result.stdout)
+    assert "4 ranks on 2 host(s)" in out[0][0], out[0][0]
+    rows = [line.split() for line in out[0] if re.match(r"\s*\d+\s+\d+\s", line)]
+    assert [int(row[0]) for row in rows] == [4 << i for i in range(19)], rows
     for row in rows:
-        assert row.split()[-1] == "0", "wrong elements: " + row
+        assert row[-1] == "0", "wrong elements: %s" % row
 
 
 if __name__ == "__main__":

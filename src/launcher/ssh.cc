@@ -45,8 +45,11 @@ std::string remote_worker_script(const std::string& cwd, const Environment& env,
 }
 
 std::vector<std::string> ssh_command(const std::string& host, const SshOptions& options, const std::string& script) {
-  std::vector<std::string> argv = {
-      "ssh", "-T", "-x", "-a",
+  std::vector<std::string> argv = {"ssh", "-T", "-x", "-a"};
+  // ssh keeps the first value it gets for an option, so the user's come
+  // before edtrun's defaults and override them.
+  for (const auto& option : options.options) argv.insert(argv.end(), {"-o", option});
+  argv.insert(argv.end(), {
       "-o", "BatchMode=yes",
       // Hosts of a training cluster are recreated with new host keys (as
       // horovodrun assumes); LogLevel=ERROR keeps the "added to known hosts"
@@ -57,10 +60,9 @@ std::vector<std::string> ssh_command(const std::string& host, const SshOptions& 
       // A host that vanishes is noticed within 30 s, and its workers count as failed.
       "-o", "ServerAliveInterval=10",
       "-o", "ServerAliveCountMax=3",
-  };
+  });
   if (options.port != 0) argv.insert(argv.end(), {"-p", std::to_string(options.port)});
   if (!options.identity_file.empty()) argv.insert(argv.end(), {"-i", options.identity_file});
-  for (const auto& option : options.options) argv.insert(argv.end(), {"-o", option});
   argv.push_back(host);
   argv.push_back("exec /bin/sh -c " + shell_quote(script));
   return argv;

@@ -33,7 +33,7 @@ TEST(SshCommand, BatchModePortIdentityAndOptions) {
   SshOptions options;
   options.port = 2222;
   options.identity_file = "/k";
-  options.options = {"UserKnownHostsFile=/dev/null"};
+  options.options = {"UserKnownHostsFile=/dev/null", "StrictHostKeyChecking=yes"};
   options.connect_timeout = std::chrono::seconds(7);
   auto argv = ssh_command("127.0.0.2", options, "echo hi");
   std::string joined;
@@ -42,6 +42,8 @@ TEST(SshCommand, BatchModePortIdentityAndOptions) {
   for (const char* part : {"-o BatchMode=yes ", "-p 2222 ", "-i /k ", "-o UserKnownHostsFile=/dev/null ", "-o ConnectTimeout=7 "}) {
     EXPECT_NE(joined.find(part), std::string::npos) << part << " in " << joined;
   }
+  // The user's choice comes first, which is the one ssh keeps.
+  EXPECT_LT(joined.find("StrictHostKeyChecking=yes"), joined.find("StrictHostKeyChecking=no"));
   EXPECT_EQ(argv[argv.size() - 2], "127.0.0.2");
   EXPECT_EQ(argv.back(), "exec /bin/sh -c 'echo hi'");
 }
