@@ -206,7 +206,9 @@ void ApiServer::install_routes() {
     if (!cluster) return;
     if (Status st = store->mark_deleting(cluster->spec.name); !st.is_ok()) return refuse(res, from_status(st, "name"));
     options_.reconciler->enqueue(cluster->spec.name);
-    reply(res, 202, cluster_to_json(*store->cluster(cluster->spec.name)));
+    // The reconciler may have removed it already; answer with what was marked.
+    cluster->phase = phase::kDeleting;
+    reply(res, 202, cluster_to_json(*cluster));
   }));
   s.Get(R"(/api/v1/clusters/([^/]+)/hostfile)", authed([store, owned_cluster](const httplib::Request& req, httplib::Response& res, const User& user) {
     auto cluster = owned_cluster(req.matches[1], user, res);

@@ -410,8 +410,9 @@ Refusal ControlStore::scale_cluster(const std::string& name, int containers, con
     if (Status st = leave.run(); !st.is_ok()) return ApiError{500, "", st.message(), "retry"};
   }
   spec.containers = containers;
-  Stmt update(db_, "UPDATE clusters SET spec = ? WHERE name = ?");
-  update.bind(1, spec_to_text(spec)).bind(2, name);
+  // The phase changes with the spec, so no reader sees the new size as Running.
+  Stmt update(db_, "UPDATE clusters SET spec = ?, phase = ?, message = '' WHERE name = ?");
+  update.bind(1, spec_to_text(spec)).bind(2, std::string(phase::kScaling)).bind(3, name);
   if (Status st = update.run(); !st.is_ok()) return ApiError{500, "", st.message(), "retry"};
   if (Status st = tx.commit(); !st.is_ok()) return ApiError{500, "", st.message(), "retry"};
   return std::nullopt;
