@@ -96,6 +96,8 @@ void ApiServer::stop() {
 void ApiServer::install_routes() {
   httplib::Server& s = *server_;
   s.set_payload_max_length(options_.max_body_bytes);
+  // Log streams hold a thread each while their job runs.
+  s.new_task_queue = [] { return new httplib::ThreadPool(32); };
   s.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
     refusals_++;
@@ -166,11 +168,22 @@ void ApiServer::install_routes() {
   }));
 
   // Clusters.
-  s.Get("/api/v1/clusters", authed([store](const httplib::Request&, httplib::Response& res, const User& user) {
+  s.Get("/api/v1/clusters", authed([this, store](const httplib::Request&, httplib::Response& res, const User& user) {
+    // The list is rebuilt only when the store changed since it was last built.
+    const int64_t version = store->version();
+    {
+      std::lock_guard lock(list_mu_);
+      auto it = list_cache_.find(user.name);
+      if (it != list_cache_.end() && it->second.first == version)
+        return res.set_content(it->second.second, "application/json");
+    }
     json items = json::array();
     for (const auto& c : store->clusters())
       if (user.admin || c.owner == user.name) items.push_back(cluster_to_json(c));
-    reply(res, 200, {{"clusters", items}});
+    std::string body = json{{"clusters", items}}.dump();
+    res.set_content(body, "application/json");
+    std::lock_guard lock(list_mu_);
+    list_cache_[user.name] = {version, std::move(body)};
   }));
   s.Post("/api/v1/clusters", authed([this, store](const httplib::Request& req, httplib::Response& res, const User& user) {
     json body;

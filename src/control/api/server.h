@@ -9,7 +9,9 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "control/backends/backend.h"
@@ -50,6 +52,9 @@ class ApiServer {
   std::thread thread_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> refusals_{0};
+  // GET /clusters bodies by user, with the store version they were built at.
+  std::mutex list_mu_;
+  std::map<std::string, std::pair<int64_t, std::string>> list_cache_;  // guarded by list_mu_
 };
 
 // SHA-256 of a token, in hex: what the store keeps.

@@ -584,6 +584,11 @@ Status ControlStore::delete_cluster(const std::string& name) {
   return s.run();
 }
 
+int64_t ControlStore::version() {
+  std::lock_guard lock(mu_);
+  return sqlite3_total_changes64(db_);
+}
+
 Result<int64_t> ControlStore::create_job(const Job& job) {
   std::lock_guard lock(mu_);
   Stmt s(db_, "INSERT INTO jobs(cluster, container, owner, command, state, exit_code, message, pid, pid_start, "

@@ -133,6 +133,10 @@ class ControlStore {
   Status delete_container(const std::string& name);
   Status delete_cluster(const std::string& name);
 
+  // Grows with every row written; equal values mean nothing changed in
+  // between (readers cache what they built from the store by it).
+  int64_t version();
+
   // Jobs.
   Result<int64_t> create_job(const Job& job);
   Status update_job(const Job& job);
