@@ -146,6 +146,14 @@ class Edtd : public ::testing::Test {
     }
     return out;
   }
+  // The bubblewrap processes of this test's containers (live, not zombies).
+  std::vector<std::string> sandbox_processes() {
+    std::vector<std::string> out;
+    for (const auto& p : processes_of_data_dir())
+      if (p.find(": /usr/bin/bwrap") != std::string::npos) out.push_back(p.substr(0, p.find(':')));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
   // Listening TCP sockets on this test's addresses.
   int listeners_on_range() {
     Output o = sh("ss -Hltn");
@@ -238,15 +246,16 @@ TEST_F(Edtd, ClustersAndJobsSurviveSigkill) {
   auto [status, job] = request("POST", "/api/v1/clusters/keep/jobs", R"({"command": "echo begun; sleep 3; echo survived"})", token_);
   ASSERT_EQ(status, 201) << job.dump();
   json before = get("/api/v1/clusters/keep");
-  auto sandboxes = processes_of_data_dir();
-  ASSERT_FALSE(sandboxes.empty());
+  auto sandboxes = sandbox_processes();
+  ASSERT_EQ(sandboxes.size(), 4u);  // per container: bwrap outside and its init inside
 
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  auto while_down = processes_of_data_dir();
-  EXPECT_EQ(while_down.size(), sandboxes.size()) << "containers died with edtd";
+  EXPECT_EQ(sandbox_processes(), sandboxes) << "containers died with edtd";
   start_edtd();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sandbox_processes(), sandboxes) << "containers were restarted, not re-adopted";
 
   json after = get("/api/v1/clusters/keep");
   EXPECT_EQ(after["status"]["phase"], "Running");
