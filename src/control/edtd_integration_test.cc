@@ -214,6 +214,17 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   EXPECT_EQ(lines(ssh.text)[0], "tthvd-worker-0");
   EXPECT_EQ(lines(ssh.text)[1].rfind(c["status"]["containers"][0]["address"].get<std::string>() + " ", 0), 0u);
 
+  // edt's own tools of the running edtd (here: its build tree) are on the PATH inside.
+  Output tools = edt("run tthvd -- sh -c 'command -v edt; echo $PYTHONPATH'");
+  ASSERT_EQ(tools.code, 0) << tools.text;
+  EXPECT_EQ(lines(tools.text)[0], EDT_CLI);
+  EXPECT_EQ(lines(tools.text)[1], std::string(EDT_SOURCE_DIR) + "/python");
+
+  // edt ssh logs in with the cluster's key, to the launcher or a named container.
+  Output from_host = edt("ssh tthvd tthvd-worker-0 hostname");
+  EXPECT_EQ(from_host.code, 0) << from_host.text;
+  EXPECT_EQ(from_host.text, "tthvd-worker-0\n");
+
   Output scaled = edt("cluster scale tthvd --containers 4 --wait");
   ASSERT_EQ(scaled.code, 0) << scaled.text;
   EXPECT_EQ(lines(edt("hostfile tthvd").text).size(), 4u);
