@@ -1,0 +1,205 @@
+#include "control/reconcile/reconciler.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+namespace edt::control {
+namespace {
+
+// A backend whose containers do what the test says: they become Ready on
+// the next observe unless held, and go when SIGTERMed unless stubborn.
+class FakeBackend : public Backend {
+ public:
+  Status prepare_cluster(const std::string&) override { return Status::ok(); }
+  Result<SandboxRef> start(const SandboxSpec& spec) override {
+    events.push_back("start " + spec.name);
+    if (fail_start == spec.name) return internal_error("no room for " + spec.name);
+    specs[spec.name] = spec;
+    SandboxRef ref{++next_pid, 1};
+    state[ref.pid] = SandboxState::kStarting;
+    return ref;
+  }
+  SandboxState observe(const std::string& name, const SandboxRef& ref) override {
+    auto it = state.find(ref.pid);
+    if (it == state.end()) return SandboxState::kGone;
+    if (it->second == SandboxState::kStarting && !held.count(name)) it->second = SandboxState::kReady;
+    return it->second;
+  }
+  Status signal(const SandboxRef& ref, int sig) override {
+    events.push_back(std::string(sig == SIGKILL ? "kill " : "term ") + std::to_string(ref.pid));
+    if (sig == SIGKILL || !stubborn) state.erase(ref.pid);
+    return Status::ok();
+  }
+  Status remove(const std::string& name) override {
+    events.push_back("remove " + name);
+    return Status::ok();
+  }
+  Status write_cluster_files(const std::string&, const ClusterFiles& f) override {
+    if (f.hostfile != files.hostfile) events.push_back("hostfile " + std::to_string(std::count(f.hostfile.begin(), f.hostfile.end(), '\n')));
+    files = f;
+    return Status::ok();
+  }
+  Status remove_cluster(const std::string& cluster) override {
+    events.push_back("remove-cluster " + cluster);
+    return Status::ok();
+  }
+  Result<SandboxRef> exec(const SandboxRef&, const ExecSpec&) override { return internal_error("not used"); }
+  Result<std::string> ssh_private_key(const std::string&) override { return std::string("key"); }
+  int ssh_port() const override { return 22; }
+
+  std::vector<std::string> events;
+  std::map<int64_t, SandboxState> state;
+  std::map<std::string, SandboxSpec> specs;
+  std::set<std::string> held;
+  std::string fail_start;
+  bool stubborn = false;
+  ClusterFiles files;
+  int64_t next_pid = 100;
+};
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = std::filesystem::temp_directory_path() / ("edt-reconcile-test-" + std::to_string(getpid()) + ".db");
+    store_ = ControlStore::open(path_.string()).value();
+    ASSERT_TRUE(store_->create_user("alice", false).is_ok());
+    ASSERT_TRUE(store_->put_image({"edt", "/", {"horovod", "megatron"}, true}).is_ok());
+    std::vector<Gpu> gpus;
+    for (int i = 0; i < 4; ++i) gpus.push_back({i, "P4", true, ""});
+    ASSERT_TRUE(store_->set_gpus(gpus).is_ok());
+    range_ = AddressRange::parse("127.91.0.0/24").value();
+    ReconcilerOptions options;
+    options.grace = std::chrono::milliseconds(0);
+    options.base_env = {{"PATH", "/usr/bin"}};
+    reconciler_ = std::make_unique<Reconciler>(store_.get(), &backend_, options);
+  }
+  void TearDown() override {
+    reconciler_.reset();
+    store_.reset();
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_.string() + suffix);
+  }
+  void create(const std::string& name, int containers, int gpus = 0, const std::string& framework = "horovod") {
+    ClusterSpec spec;
+    spec.name = name;
+    spec.framework = framework;
+    spec.containers = containers;
+    if (gpus) spec.gpu = {"P4", gpus};
+    ASSERT_FALSE(store_->create_cluster(spec, "alice", range_, 1).has_value());
+  }
+  // Runs passes until one says it is settled; returns how many it took.
+  int settle(const std::string& name) {
+    for (int i = 1; i <= 20; ++i) {
+      auto r = reconciler_->reconcile(name);
+      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+      if (r.is_ok() && *r) return i;
+    }
+    return -1;
+  }
+
+  std::filesystem::path path_;
+  std::unique_ptr<ControlStore> store_;
+  FakeBackend backend_;
+  AddressRange range_;
+  std::unique_ptr<Reconciler> reconciler_;
+};
+
+TEST_F(ReconcilerTest, CreatesThenIsIdempotent) {
+  create("a", 2, 1);
+  EXPECT_GT(settle("a"), 1);
+  auto c = store_->cluster("a");
+  EXPECT_EQ(c->phase, "Running");
+  EXPECT_TRUE(c->ever_running);
+  for (const auto& k : c->containers) EXPECT_EQ(k.phase, "Running");
+  EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\na-worker-0 slots=1\n");
+  EXPECT_EQ(backend_.files.discover, "a-launcher:1\na-worker-0:1\n");
+  EXPECT_NE(backend_.files.hosts.find(c->containers[1].address + "\ta-worker-0"), std::string::npos);
+  EXPECT_EQ(backend_.specs["a-worker-0"].env["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(backend_.specs["a-worker-0"].env["PATH"], "/usr/bin");
+  // Nothing changed: another pass does nothing at all.
+  auto events = backend_.events;
+  EXPECT_EQ(settle("a"), 1);
+  EXPECT_EQ(backend_.events, events);
+}
+
+TEST_F(ReconcilerTest, ScaleUpListsNewContainersOnceRunning) {
+  create("a", 2);
+  settle("a");
+  ASSERT_FALSE(store_->scale_cluster("a", 4, range_).has_value());
+  EXPECT_EQ(store_->cluster("a")->phase, "Scaling");
+  backend_.held.insert("a-worker-2");
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(reconciler_->reconcile("a").value());
+  EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\na-worker-0 slots=1\na-worker-1 slots=1\n");
+  EXPECT_EQ(store_->cluster("a")->phase, "Scaling");
+  backend_.held.clear();
+  settle("a");
+  EXPECT_EQ(std::count(backend_.files.hostfile.begin(), backend_.files.hostfile.end(), '\n'), 4);
+  EXPECT_EQ(store_->cluster("a")->phase, "Running");
+}
+
+TEST_F(ReconcilerTest, ScaleDownLeavesTheFilesBeforeBeingStopped) {
+  create("a", 4);
+  settle("a");
+  backend_.events.clear();
+  backend_.stubborn = true;  // they ignore SIGTERM: SIGKILL after the grace
+  ASSERT_FALSE(store_->scale_cluster("a", 2, range_).has_value());
+  settle("a");
+  ASSERT_GE(backend_.events.size(), 7u);
+  EXPECT_EQ(backend_.events[0], "hostfile 2");
+  EXPECT_EQ(backend_.events[1].rfind("term ", 0), 0u);
+  EXPECT_EQ(backend_.events[2].rfind("term ", 0), 0u);
+  EXPECT_NE(std::find(backend_.events.begin(), backend_.events.end(), "remove a-worker-2"), backend_.events.end());
+  EXPECT_EQ(std::count_if(backend_.events.begin(), backend_.events.end(), [](auto& e) { return e.rfind("kill", 0) == 0; }), 2);
+  EXPECT_EQ(store_->containers("a").size(), 2u);
+  EXPECT_EQ(store_->cluster("a")->phase, "Running");
+}
+
+TEST_F(ReconcilerTest, FailedCreateRemovesEverything) {
+  create("a", 3, 1);
+  backend_.fail_start = "a-worker-1";
+  settle("a");
+  auto c = store_->cluster("a");
+  EXPECT_EQ(c->phase, "Failed");
+  EXPECT_NE(c->message.find("no room for a-worker-1"), std::string::npos) << c->message;
+  EXPECT_TRUE(c->containers.empty());
+  EXPECT_TRUE(backend_.state.empty()) << "a started container was left running";
+  EXPECT_EQ(backend_.events.back(), "remove-cluster a");
+  EXPECT_EQ(store_->catalog({"alice", false}).gpus_free["P4"], 4);
+}
+
+TEST_F(ReconcilerTest, FailedScaleGoesBackToTheFormerSize) {
+  create("a", 2);
+  settle("a");
+  ASSERT_FALSE(store_->scale_cluster("a", 4, range_).has_value());
+  backend_.fail_start = "a-worker-2";
+  settle("a");
+  auto c = store_->cluster("a");
+  EXPECT_EQ(c->phase, "Running");
+  EXPECT_EQ(c->spec.containers, 2);
+  EXPECT_EQ(c->containers.size(), 2u);
+  EXPECT_NE(c->message.find("scale to 4 failed"), std::string::npos) << c->message;
+  EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\na-worker-0 slots=1\n");
+}
+
+TEST_F(ReconcilerTest, RestartsAContainerThatDiedAndDeletes) {
+  create("m", 3, 0, "megatron");
+  settle("m");
+  EXPECT_EQ(backend_.specs["m-worker-1"].env["NODE_RANK"], "2");
+  EXPECT_EQ(backend_.specs["m-worker-1"].env["MASTER_ADDR"], "m-launcher");
+  EXPECT_EQ(backend_.specs["m-worker-1"].env["NNODES"], "3");
+  backend_.state.erase(store_->containers("m")[1].sandbox.pid);  // m-worker-0 died
+  settle("m");
+  EXPECT_EQ(store_->containers("m")[1].status.message, "restarted after it stopped");
+  EXPECT_EQ(store_->cluster("m")->phase, "Running");
+  ASSERT_TRUE(store_->mark_deleting("m").is_ok());
+  settle("m");
+  EXPECT_FALSE(store_->cluster("m").has_value());
+  EXPECT_TRUE(backend_.state.empty());
+}
+
+}  // namespace
+}  // namespace edt::control
