@@ -235,3 +235,27 @@ def test_silent_worker_is_detected_by_heartbeats(hostfile):
     assert_exactly_once(job)
     assert "sent no heartbeat for 3 s" in job.stderr()
     assert_nothing_left(job)
+
+
+def test_discovery_script_scales_up(hostfile):
+    # The script prints what the file holds; the file is the "cluster".
+    with open(hostfile, "w") as f:
+        f.write(f"{HOSTS[0]}:1\n")
+    job = Job(["-np", "1", "--min-np", "1", "--max-np", "3", "--discovery-interval", "200ms",
+               "--host-discovery-script", f"cat {hostfile}", "--slots-per-host", "2"],
+              ["--samples", "12000", "--batch", "8", "--step-ms", "3"])
+    job.wait_for(lambda e: e["size"] == 1 and e["step"] >= 20, what="size 1")
+    with open(hostfile, "w") as f:
+        f.write(f"{HOSTS[0]}:1\n{HOSTS[1]}\n")  # a bare host: --slots-per-host 2, capped by --max-np 3
+    job.wait_for(lambda e: e["size"] == 3, what="size 3")
+    assert job.finish() == 0, job.stderr()
+    assert_exactly_once(job)
+    assert [s["worker"] for s in job.of("start")].count("w0") == 1
+    assert_nothing_left(job)
+
+
+def test_output_filename_is_refused_in_elastic_mode(hostfile):
+    result = subprocess.run([EDTRUN, "-np", "1", "--min-np", "1", "--output-filename", "/tmp/x", "--", WORKER],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "--output-filename is not supported in elastic mode" in result.stderr
