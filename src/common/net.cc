@@ -1,0 +1,199 @@
+#include "common/net.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <thread>
+#include <algorithm>
+#include <memory>
+
+namespace edt::net {
+namespace {
+
+struct AddrInfoDeleter {
+  void operator()(addrinfo* ai) const { freeaddrinfo(ai); }
+};
+using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+
+Result<AddrInfoPtr> resolve(const std::string& host, uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  addrinfo* out = nullptr;
+  const std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out);
+  if (rc != 0)
+    return unavailable("cannot resolve host '" + host + "': " + gai_strerror(rc) +
+                       "; check the name or use an IP address");
+  return AddrInfoPtr(out);
+}
+
+int ms_until(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) return 0;
+  return static_cast<int>(std::min<int64_t>(left, 1 << 30));
+}
+
+// Waits until `fd` is ready for `events`; false on deadline.
+bool wait_ready(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, ms_until(deadline));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) return true;  // let the read/write report the error
+  }
+}
+
+}  // namespace
+
+Result<HostPort> parse_host_port(const std::string& text) {
+  HostPort out;
+  std::string port_text;
+  if (!text.empty() && text[0] == '[') {
+    auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return invalid_argument("address '" + text + "' is not [v6addr]:port");
+    out.host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      return invalid_argument("address '" + text + "' is not host:port (for example 127.0.0.1:29400)");
+    out.host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+  }
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || value == 0 || value > 65535)
+    return invalid_argument("address '" + text + "' has port '" + port_text + "'; a port is 1..65535");
+  out.port = static_cast<uint16_t>(value);
+  return out;
+}
+
+std::string format_host_port(const std::string& host, uint16_t port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+Result<int> listen_tcp(const std::string& host, uint16_t port, int backlog) {
+  EDT_ASSIGN_OR_RETURN(AddrInfoPtr ai, resolve(host, port, true));
+  int last_err = 0;
+  for (addrinfo* a = ai.get(); a; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_err = errno;
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, backlog) == 0) return fd;
+    last_err = errno;
+    ::close(fd);
+  }
+  return io_error("listen on " + format_host_port(host, port), last_err);
+}
+
+Result<uint16_t> local_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return io_error("getsockname", errno);
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+}
+
+Result<int> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline) {
+  const std::string where = format_host_port(host, port);
+  std::string last_error = "no address";
+  auto backoff = std::chrono::milliseconds(10);
+  for (;;) {
+    auto ai = resolve(host, port, false);
+    if (!ai.is_ok()) return ai.status();
+    for (addrinfo* a = ai->get(); a; a = a->ai_next) {
+      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) {
+        last_error = std::strerror(errno);
+        continue;
+      }
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) return fd;
+      last_error = std::strerror(errno);
+      ::close(fd);
+    }
+    if (Clock::now() + backoff >= deadline) break;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+  return unavailable("cannot connect to " + where + ": " + last_error +
+                     "; is the process that should listen there running?");
+}
+
+Status set_nonblocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return io_error("fcntl(F_GETFL)", errno);
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (::fcntl(fd, F_SETFL, flags) != 0) return io_error("fcntl(F_SETFL)", errno);
+  return Status::ok();
+}
+
+Status set_nodelay(int fd) {
+  int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) return io_error("TCP_NODELAY", errno);
+  return Status::ok();
+}
+
+void set_buffer_sizes(int fd, int bytes) {
+  // Best effort: the kernel caps these at net.core.[rw]mem_max.
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+Status write_all(int fd, const void* data, size_t n, Clock::time_point deadline, const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      p += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_ready(fd, POLLOUT, deadline)) return timeout_error("timed out sending to " + what);
+      continue;
+    }
+    return unavailable(what + " is gone: " + std::strerror(errno));
+  }
+  return Status::ok();
+}
+
+Status read_all(int fd, void* data, size_t n, Clock::time_point deadline, const std::string& what) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return unavailable(what + " is gone: it closed the connection");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (!wait_ready(fd, POLLIN, deadline)) return timeout_error("timed out waiting for " + what);
+      continue;
+    }
+    return unavailable(what + " is gone: " + std::strerror(errno));
+  }
+  return Status::ok();
+}
+
+}  // namespace edt::net

@@ -1,0 +1,48 @@
+// Small TCP helpers shared by the rendezvous store and the TCP transport:
+// address parsing, listening, connecting with retries, and whole-buffer reads
+// and writes with a deadline. All return Status; none raises SIGPIPE.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "edt/status.h"
+
+namespace edt::net {
+
+using Clock = std::chrono::steady_clock;
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// "host:port", "1.2.3.4:5" or "[::1]:5".
+Result<HostPort> parse_host_port(const std::string& text);
+
+// "host:port", with brackets for IPv6 literals.
+std::string format_host_port(const std::string& host, uint16_t port);
+
+// A listening socket on host:port (port 0 picks a free one). Close-on-exec.
+Result<int> listen_tcp(const std::string& host, uint16_t port, int backlog = 128);
+
+// The port a bound socket got.
+Result<uint16_t> local_port(int fd);
+
+// Connects, retrying while nobody listens yet, until `deadline`.
+Result<int> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline);
+
+Status set_nonblocking(int fd, bool on);
+Status set_nodelay(int fd);
+// Asks for `bytes` of socket send and receive buffer (the kernel may cap it).
+void set_buffer_sizes(int fd, int bytes);
+
+// Writes/reads exactly `n` bytes, waiting at most until `deadline`.
+// `what` names the peer in errors ("TCP store at 1.2.3.4:5").
+// A closed or reset connection is kUnavailable; the deadline is kTimeout.
+Status write_all(int fd, const void* data, size_t n, Clock::time_point deadline, const std::string& what);
+Status read_all(int fd, void* data, size_t n, Clock::time_point deadline, const std::string& what);
+
+}  // namespace edt::net
