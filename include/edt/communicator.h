@@ -48,7 +48,7 @@ struct CommunicatorOptions {
   int rank = -1;
   int size = 0;
   // Host identity: ranks with equal host share memory. Empty: gethostname().
-  std::string host;
+  std::string host{};
   // "auto" (shm inside a host, TCP across), "tcp" (TCP everywhere) or "shm"
   // (every rank must be on one host).
   std::string transport = "auto";
@@ -58,7 +58,7 @@ struct CommunicatorOptions {
   // Address the TCP transport listens on and tells its peers. Empty: the
   // host identity when it is an IP address, else this host's name resolved
   // (falling back to 127.0.0.1).
-  std::string bind_address;
+  std::string bind_address{};
 };
 
 // An op submitted with an _async call.
