@@ -38,10 +38,10 @@ Result<double> parse_number(const char* var, const char* text) {
 size_t row_bytes(const Meta& m) {
   int64_t row = 1;
   for (size_t d = 1; d < m.shape.size(); ++d) row *= m.shape[d];
-  return static_cast<size_t>(row) * element_size(m.dtype);
+  return static_cast<size_t>(row) * dtype_size(m.dtype);
 }
 
-size_t tensor_bytes(const Meta& m) { return static_cast<size_t>(num_elements(m.shape)) * element_size(m.dtype); }
+size_t tensor_bytes(const Meta& m) { return static_cast<size_t>(num_elements(m.shape)) * dtype_size(m.dtype); }
 
 // The rows of dimension 0 that reducescatter leaves on `rank`: as even as
 // possible, the first ranks taking one more when it does not divide.
@@ -229,7 +229,6 @@ void Engine::loop() {
 }
 
 Status Engine::cycle(bool* finished) {
-  auto cycle_start = std::chrono::steady_clock::now();
   std::vector<Announcement> announcements;
   bool join = false, shut_down = false;
   {
@@ -298,8 +297,12 @@ Status Engine::cycle(bool* finished) {
     }
   }
 
+  // The pause runs from the end of the exchange, which every rank leaves at
+  // about the same moment: idle ranks then meet again together and the
+  // communicator's waits stay short.
+  auto next_cycle = std::chrono::steady_clock::now() + options_.cycle_time;
   std::unique_lock lock(mu_);
-  wake_.wait_until(lock, cycle_start + options_.cycle_time, [&] {
+  wake_.wait_until(lock, next_cycle, [&] {
     return !queue_.empty() || (join_asked_ && !join_announced_) || (shutdown_asked_ && !shutdown_announced_);
   });
   return Status::ok();
@@ -372,7 +375,7 @@ Status Engine::run_allreduce_group(const std::vector<const Ready*>& group) {
     }
     offset += n;
   }
-  reduce_scaled(*collectives_, fusion_buffer_.data(), total / element_size(m.dtype), m, &status);
+  reduce_scaled(*collectives_, fusion_buffer_.data(), total / dtype_size(m.dtype), m, &status);
   if (!status.is_ok()) return status;
   if (group.size() > 1) fused_batches_.fetch_add(1);
   offset = 0;

@@ -115,8 +115,8 @@ std::string describe_mismatch(const Meta& a, const Meta& b) {
     s << "Mismatched data types: One rank had type " << dtype_name(a.dtype) << ", but another rank had type "
       << dtype_name(b.dtype) << ".";
   } else if ((a.type == OpType::kAllreduce || a.type == OpType::kReducescatter) && a.op != b.op) {
-    s << "Mismatched reduction operations: One rank did an op " << reduce_op_name(a.op)
-      << ", but another rank did an op " << reduce_op_name(b.op) << ".";
+    s << "Mismatched reduction operations: One rank did an op " << op_name(a.op)
+      << ", but another rank did an op " << op_name(b.op) << ".";
   } else if ((a.type == OpType::kAllreduce || a.type == OpType::kReducescatter) && a.prescale != b.prescale) {
     s << "Mismatched prescale factors: One rank sent factor " << format_factor(a.prescale)
       << ", but another rank sent factor " << format_factor(b.prescale) << ".";

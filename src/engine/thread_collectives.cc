@@ -3,6 +3,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "collectives/reduce.h"
+
 namespace edt::engine {
 
 class ThreadCollectives final : public Collectives {
@@ -13,11 +15,11 @@ class ThreadCollectives final : public Collectives {
   int size() const override { return group_->size_; }
 
   Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) override {
-    size_t bytes = count * element_size(dtype);
+    size_t bytes = count * dtype_size(dtype);
     stage(buffer, bytes);
     EDT_RETURN_IF_ERROR(group_->barrier());
     std::memcpy(buffer, group_->stages_[0].data(), bytes);
-    for (int r = 1; r < size(); ++r) reduce_into(buffer, group_->stages_[r].data(), count, dtype, op);
+    for (int r = 1; r < size(); ++r) collectives::reduce_into(buffer, group_->stages_[r].data(), count, dtype, op);
     return group_->barrier();
   }
 
