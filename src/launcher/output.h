@@ -1,0 +1,59 @@
+// Where the workers' output goes.
+//
+// By default every line a worker writes appears on edtrun's stdout or stderr
+// as "[rank]<stdout>: line" or "[rank]<stderr>: line" (horovodrun's format).
+// Lines are whole: output arrives in arbitrary chunks, so each stream keeps
+// its unfinished line until the newline (or the end of the stream, or
+// kMaxLine bytes) arrives, and lines of different workers never mix.
+// With --output-filename DIR each worker's streams are copied unchanged to
+// DIR/rank.N/stdout and DIR/rank.N/stderr instead.
+//
+// Used from the driver's event loop only; not thread safe.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "edt/status.h"
+
+namespace edt::launcher {
+
+enum class Stream { kStdout, kStderr };
+
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  // Bytes the worker of `rank` wrote.
+  virtual void write(int rank, Stream stream, std::string_view bytes) = 0;
+  // The stream ended; an unfinished last line is emitted.
+  virtual void close(int rank, Stream stream) = 0;
+};
+
+// The prefixing sink, emitting each finished line (with its prefix and
+// newline) through `emit`.
+class LinePrefixer final : public OutputSink {
+ public:
+  static constexpr size_t kMaxLine = 64 * 1024;
+  using Emit = std::function<void(Stream, std::string_view line)>;
+
+  explicit LinePrefixer(Emit emit) : emit_(std::move(emit)) {}
+  void write(int rank, Stream stream, std::string_view bytes) override;
+  void close(int rank, Stream stream) override;
+
+ private:
+  void emit_line(int rank, Stream stream, std::string_view text);
+
+  Emit emit_;
+  std::map<std::pair<int, Stream>, std::string> pending_;
+};
+
+// Lines to edtrun's own stdout and stderr.
+std::unique_ptr<OutputSink> terminal_output();
+
+// DIR/rank.N/stdout and stderr for ranks 0..np-1, made (and truncated) now.
+Result<std::unique_ptr<OutputSink>> directory_output(const std::string& dir, int np);
+
+}  // namespace edt::launcher

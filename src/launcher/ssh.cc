@@ -1,0 +1,69 @@
+#include "launcher/ssh.h"
+
+namespace edt::launcher {
+
+std::string shell_quote(std::string_view text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+std::string remote_worker_script(const std::string& cwd, const Environment& env, const std::vector<std::string>& command,
+                                 std::chrono::seconds grace) {
+  std::string env_words;
+  for (const auto& [name, value] : env) env_words += " " + shell_quote(name + "=" + value);
+  std::string command_words;
+  for (const auto& word : command) command_words += " " + shell_quote(word);
+  const std::string program = shell_quote(command.front());
+  const std::string where = "on $(hostname)";
+  const std::string g = std::to_string(grace.count());
+  // fd 3 keeps the ssh channel: an asynchronous list gets /dev/null as stdin,
+  // but an explicit redirection from fd 3 is kept.
+  return "exec 3<&0 </dev/null\n"
+         "cd " + shell_quote(cwd) + " 2>/dev/null || { echo \"edtrun: directory \"" + shell_quote(cwd) + "\" does not exist " + where +
+         "; run edtrun from a directory that exists on every host\" >&2; exit 127; }\n"
+         + (env.count("PATH") ? "PATH=" + shell_quote(env.at("PATH")) + "\n" : std::string()) +
+         "command -v " + program + " >/dev/null 2>&1 || { echo \"edtrun: command \"" + program + "\" not found " + where +
+         " (PATH=$PATH); install it there or give its full path\" >&2; exit 127; }\n"
+         "echo '" + std::string(kStartedMarker) + "'\n"
+         "setsid env" + env_words + command_words + " 3<&- &\n"
+         "worker=$!\n"
+         "setsid sh -c 'cat >/dev/null; kill -TERM -$1 2>/dev/null; sleep " + g +
+         "; kill -KILL -$1 2>/dev/null' edtrun-watch \"$worker\" <&3 >/dev/null 2>&1 &\n"
+         "watcher=$!\n"
+         "exec 3<&-\n"
+         "wait \"$worker\" 2>/dev/null\n"
+         "status=$?\n"
+         "kill -KILL -\"$worker\" -\"$watcher\" 2>/dev/null\n"
+         "exit \"$status\"\n";
+}
+
+std::vector<std::string> ssh_command(const std::string& host, const SshOptions& options, const std::string& script) {
+  std::vector<std::string> argv = {
+      "ssh", "-T", "-x", "-a",
+      "-o", "BatchMode=yes",
+      // Hosts of a training cluster are recreated with new host keys (as
+      // horovodrun assumes); LogLevel=ERROR keeps the "added to known hosts"
+      // warning out of worker output.
+      "-o", "StrictHostKeyChecking=no",
+      "-o", "LogLevel=ERROR",
+      "-o", "ConnectTimeout=" + std::to_string(options.connect_timeout.count()),
+      // A host that vanishes is noticed within 30 s, and its workers count as failed.
+      "-o", "ServerAliveInterval=10",
+      "-o", "ServerAliveCountMax=3",
+  };
+  if (options.port != 0) argv.insert(argv.end(), {"-p", std::to_string(options.port)});
+  if (!options.identity_file.empty()) argv.insert(argv.end(), {"-i", options.identity_file});
+  for (const auto& option : options.options) argv.insert(argv.end(), {"-o", option});
+  argv.push_back(host);
+  argv.push_back("exec /bin/sh -c " + shell_quote(script));
+  return argv;
+}
+
+}  // namespace edt::launcher

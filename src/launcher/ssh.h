@@ -1,0 +1,47 @@
+// Starting a worker on another host through the OpenSSH client.
+//
+// edtrun runs `ssh ... host '<wrapper>'`, where the wrapper is a POSIX sh
+// script that
+//   1. changes to edtrun's working directory and checks that the command
+//      exists (exit 127 with a message if not),
+//   2. prints kStartedMarker on stdout, which tells edtrun the host answered,
+//   3. starts the worker in a session of its own (setsid) with the job's
+//      environment, stdin from /dev/null,
+//   4. watches its own stdin, the ssh channel: when edtrun closes it, or
+//      edtrun or the connection dies, it reads end-of-file and stops the
+//      worker's whole session (SIGTERM, then SIGKILL after the grace period),
+//   5. exits with the worker's status (128 + signal when killed),
+// so no worker outlives edtrun or its connection. The remote login shell
+// only runs `exec /bin/sh -c '<wrapper>'`; the wrapper avoids bash-isms
+// (dash's `kill` takes no `--`).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launcher/worker_env.h"
+
+namespace edt::launcher {
+
+inline constexpr std::string_view kStartedMarker = "edtrun: worker started";
+
+struct SshOptions {
+  int port = 0;                        // -p; 0: ssh's default
+  std::string identity_file;           // -i; empty: ssh's default
+  std::vector<std::string> options;    // extra -o NAME=VALUE
+  std::chrono::seconds connect_timeout{30};
+};
+
+// `text` as one word for a POSIX shell: 'it'\''s'.
+std::string shell_quote(std::string_view text);
+
+// The wrapper (see above) for running `command` in `cwd` with `env`.
+std::string remote_worker_script(const std::string& cwd, const Environment& env, const std::vector<std::string>& command,
+                                 std::chrono::seconds grace);
+
+// The full ssh command line that runs `script` on `host`.
+std::vector<std::string> ssh_command(const std::string& host, const SshOptions& options, const std::string& script);
+
+}  // namespace edt::launcher

@@ -1,0 +1,99 @@
+#include "launcher/ssh.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "launcher/process.h"
+#include "launcher/test_util.h"
+
+namespace edt::launcher {
+namespace {
+
+using namespace edt::launcher::test_util;
+
+TEST(ShellQuote, SurvivesTheShell) {
+  std::string tricky = "it's \"$HOME\" `x` \\ $(y) ; \n end";
+  auto p = Process::spawn({{"sh", "-c", "printf '%s' " + shell_quote(tricky)}, {"PATH=/usr/bin:/bin"}});
+  ASSERT_TRUE(p.is_ok());
+  std::string out;
+  char buffer[256];
+  ssize_t n;
+  while ((n = read(p.value()->stdout_fd(), buffer, sizeof buffer)) != 0) {
+    if (n > 0) out.append(buffer, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(out, tricky);
+}
+
+TEST(SshCommand, BatchModePortIdentityAndOptions) {
+  SshOptions options;
+  options.port = 2222;
+  options.identity_file = "/k";
+  options.options = {"UserKnownHostsFile=/dev/null"};
+  options.connect_timeout = std::chrono::seconds(7);
+  auto argv = ssh_command("127.0.0.2", options, "echo hi");
+  std::string joined;
+  for (const auto& a : argv) joined += a + " ";
+  EXPECT_EQ(argv.front(), "ssh");
+  for (const char* part : {"-o BatchMode=yes ", "-p 2222 ", "-i /k ", "-o UserKnownHostsFile=/dev/null ", "-o ConnectTimeout=7 "}) {
+    EXPECT_NE(joined.find(part), std::string::npos) << part << " in " << joined;
+  }
+  EXPECT_EQ(argv[argv.size() - 2], "127.0.0.2");
+  EXPECT_EQ(argv.back(), "exec /bin/sh -c 'echo hi'");
+}
+
+// The wrapper is plain sh, so it is tested here without ssh: stdin plays the
+// ssh channel.
+std::unique_ptr<Process> run_wrapper(const std::vector<std::string>& command, const Environment& env,
+                                     const std::string& cwd = "/tmp") {
+  std::string script = remote_worker_script(cwd, env, command, std::chrono::seconds(1));
+  SpawnOptions spawn{{"/bin/sh", "-c", script}, {"PATH=/usr/bin:/bin"}, true};
+  auto p = Process::spawn(spawn);
+  EXPECT_TRUE(p.is_ok()) << p.status().to_string();
+  return std::move(p).value();
+}
+
+TEST(RemoteWorkerScript, MarkerEnvironmentDirectoryAndExitCode) {
+  auto p = run_wrapper({"sh", "-c", "echo \"$A|$B|$(pwd)\"; exit 7"}, {{"A", "x y"}, {"B", "it's"}});
+  EXPECT_EQ(read_line(p->stdout_fd()), kStartedMarker);
+  EXPECT_EQ(read_line(p->stdout_fd()), "x y|it's|/tmp");
+  EXPECT_EQ(wait_exit(*p).code, 7);
+}
+
+TEST(RemoteWorkerScript, ClosingStdinStopsTheWorkerAndItsChildren) {
+  auto p = run_wrapper({"sh", "-c", "sleep 100 & echo $!; wait"}, {});
+  EXPECT_EQ(read_line(p->stdout_fd()), kStartedMarker);
+  pid_t sleeper = std::stoi(read_line(p->stdout_fd()));
+  EXPECT_TRUE(alive(sleeper));
+  p->close_stdin();
+  EXPECT_EQ(wait_exit(*p).code, 128 + SIGTERM);
+  EXPECT_TRUE(wait_until_dead(sleeper));
+}
+
+TEST(RemoteWorkerScript, WorkerIgnoringSigtermIsKilledAfterTheGrace) {
+  auto p = run_wrapper({"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.1; done"}, {});
+  EXPECT_EQ(read_line(p->stdout_fd()), kStartedMarker);
+  EXPECT_EQ(read_line(p->stdout_fd()), "ready");
+  auto start = std::chrono::steady_clock::now();
+  p->close_stdin();
+  EXPECT_EQ(wait_exit(*p).code, 128 + SIGKILL);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
+}
+
+TEST(RemoteWorkerScript, MissingCommandOrDirectoryExits127WithAMessage) {
+  auto p = run_wrapper({"no-such-command-edt"}, {});
+  std::string err = read_line(p->stderr_fd());
+  EXPECT_NE(err.find("edtrun: command no-such-command-edt not found on "), std::string::npos) << err;
+  EXPECT_EQ(wait_exit(*p).code, 127);
+  auto q = run_wrapper({"true"}, {}, "/no/such/dir");
+  err = read_line(q->stderr_fd());
+  EXPECT_NE(err.find("edtrun: directory /no/such/dir does not exist on "), std::string::npos) << err;
+  EXPECT_EQ(wait_exit(*q).code, 127);
+}
+
+}  // namespace
+}  // namespace edt::launcher
