@@ -1,1 +1,0 @@
-from edt.torch.elastic import *  # noqa: F401,F403
