@@ -1,0 +1,147 @@
+// Elastic training: state that survives membership changes, and a sampler
+// that trains every sample of an epoch exactly once whatever the resizes.
+//
+// The model (docs/elastic.md tells it to users):
+// - A job runs as a sequence of membership generations. Each generation has
+//   a fixed set of workers and its own communicator; a change of membership
+//   (hosts added or removed, a worker failed) forms a new generation.
+// - A worker keeps its training state in registered StateObjects. commit()
+//   saves a copy of every object in memory; a failure rolls every survivor
+//   back to the last commit. Workers learn of membership changes at commit
+//   points, or at once when a collective fails because a peer died.
+// - Survivors keep their process and their memory across generations. A
+//   worker that joins receives the committed state from the member with the
+//   most recent commit.
+//
+// ElasticSampler is a StateObject: it records which samples of the epoch
+// the job has processed, and on every reset re-partitions the samples not
+// yet processed (as of the restored commit) across the new workers.
+//
+// Thread safety: an ElasticSampler is owned by one training thread; its
+// methods must not be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "edt/status.h"
+
+namespace edt::elastic {
+
+// A piece of training state that elastic training saves at commit(),
+// restores on rollback and sends to workers that join. Implement it for
+// anything that must survive a reset: model parameters, optimizer state,
+// the epoch and batch counters, a sampler.
+class StateObject {
+ public:
+  virtual ~StateObject() = default;
+
+  // The object's current value as bytes. Called at commit() and when the
+  // state is sent to newcomers.
+  virtual std::string serialize() const = 0;
+
+  // Replaces the object's value with bytes made by serialize() (possibly on
+  // another worker). Malformed bytes return kInvalidArgument and leave the
+  // object unchanged.
+  virtual Status deserialize(std::string_view bytes) = 0;
+
+  // Called after every membership change, once the state of the new
+  // generation is in place, with this worker's new rank and the new size.
+  virtual void on_reset(int /*rank*/, int /*size*/) {}
+};
+
+struct ElasticSamplerOptions {
+  uint64_t num_samples = 0;  // samples in the data set: indices 0 .. num_samples-1
+  uint64_t seed = 0;         // the permutation of epoch e depends on (seed, e) only
+  bool shuffle = true;       // false: the samples in index order
+};
+
+// Splits the samples of an epoch among the workers of the current
+// generation, and tracks what the job has processed.
+//
+// Workers train in lockstep: at every step each worker takes batch(b) and,
+// once the step is done (its allreduce completed), calls record_batch(b)
+// with the same b on every worker. Because the partition is a function of
+// the state every worker shares (the processed samples as of the last
+// reset, the rank and the size), each worker knows what every other worker
+// processed without communicating, and serialize() captures the processed
+// samples of the whole job, not only this worker's.
+//
+// The partition: the samples of the epoch's permutation not yet processed
+// (the "remaining" samples, in permutation order) are dealt round-robin:
+// worker r of n gets remaining[r], remaining[r + n], ... Shards differ in
+// size by at most one; at the last step of an epoch some workers may get a
+// batch shorter than b, or empty. Samples are never padded or repeated.
+class ElasticSampler final : public StateObject {
+ public:
+  // Starts at epoch 0, as worker 0 of 1.
+  explicit ElasticSampler(const ElasticSamplerOptions& options);
+
+  // Starts epoch `epoch`: nothing of it is processed yet.
+  void set_epoch(uint64_t epoch);
+
+  // Re-partitions the samples not yet processed across `size` workers, this
+  // one being `rank`. Called by State after every membership change and
+  // rollback (through on_reset), and by the user at the start.
+  // Requires 0 <= rank < size.
+  void reset(int rank, int size);
+
+  // This worker's next batch: up to `batch_size` sample indices, empty once
+  // its shard of the epoch is done. Does not change the sampler.
+  std::vector<uint64_t> batch(uint64_t batch_size) const;
+
+  // Every worker has processed its batch(batch_size).
+  void record_batch(uint64_t batch_size);
+
+  // Steps of `batch_size` per worker still needed to finish the epoch
+  // (the same on every worker).
+  uint64_t steps_left(uint64_t batch_size) const;
+
+  // True when every sample of the epoch is processed.
+  bool epoch_done() const { return cursor_ >= shard_size(0); }
+
+  uint64_t epoch() const { return epoch_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const ElasticSamplerOptions& options() const { return options_; }
+
+  // Samples of the epoch processed by the whole job, and still to process.
+  uint64_t processed_count() const;
+  uint64_t remaining_count() const { return options_.num_samples - processed_count(); }
+
+  // This worker's whole shard of the remaining samples as of the last reset
+  // (what it processes from the reset to the end of the epoch).
+  std::vector<uint64_t> shard() const;
+
+  // StateObject: the epoch and the set of processed samples of the job.
+  // deserialize() refuses bytes made for another data set (a different
+  // num_samples, seed or shuffle) and re-partitions with the current rank
+  // and size; on_reset() calls reset().
+  std::string serialize() const override;
+  Status deserialize(std::string_view bytes) override;
+  void on_reset(int rank, int size) override { reset(rank, size); }
+
+ private:
+  // The processed samples of the job now, as a bitmap over sample indices.
+  std::vector<bool> processed_now() const;
+  void repartition();  // remaining_ from processed_, cursor_ = 0
+  uint64_t shard_size(int rank) const;
+
+  ElasticSamplerOptions options_;
+  uint64_t epoch_ = 0;
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<uint64_t> permutation_;  // of epoch_
+  std::vector<bool> processed_;        // as of the last reset
+  std::vector<uint64_t> remaining_;    // as of the last reset, permutation order
+  uint64_t cursor_ = 0;                // samples per worker processed since the last reset
+};
+
+// The permutation of 0 .. n-1 for (seed, epoch): the same on every worker,
+// machine and build (it uses its own generator, not the standard library's
+// unspecified distributions).
+std::vector<uint64_t> epoch_permutation(uint64_t n, uint64_t seed, uint64_t epoch);
+
+}  // namespace edt::elastic
