@@ -59,7 +59,7 @@ def timed(fn, steps):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=20, help="timed steps per mode (in rounds of 5)")
-    p.add_argument("--batch", type=int, default=32, help="samples per rank and step")
+    p.add_argument("--batch", type=int, default=8, help="samples per rank and step")
     p.add_argument("--plot", help="write a PNG bar chart here")
     args = p.parse_args()
 

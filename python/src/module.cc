@@ -12,6 +12,7 @@
 #include <string>
 
 #include "edt/communicator.h"
+#include "edt/elastic.h"
 #include "edt/store.h"
 #include "engine/communicator_collectives.h"
 #include "engine/engine.h"
@@ -148,4 +149,31 @@ PYBIND11_MODULE(_edt, m) {
       .def("poll", &Runtime::poll)
       .def("wait", &Runtime::wait)
       .def("shutdown", &Runtime::shutdown);
+
+  using edt::elastic::ElasticSampler;
+  py::class_<ElasticSampler>(m, "ElasticSampler")
+      .def(py::init([](uint64_t num_samples, uint64_t seed, bool shuffle) {
+             return std::make_unique<ElasticSampler>(edt::elastic::ElasticSamplerOptions{num_samples, seed, shuffle});
+           }),
+           py::arg("num_samples"), py::arg("seed"), py::arg("shuffle"))
+      .def("set_epoch", &ElasticSampler::set_epoch)
+      .def("reset", [](ElasticSampler& s, int rank, int size) {
+        if (size < 1 || rank < 0 || rank >= size) {
+          throw py::value_error("ElasticSampler.reset: rank " + std::to_string(rank) + " is not in 0.." +
+                                std::to_string(size - 1));
+        }
+        s.reset(rank, size);
+      })
+      .def("batch", &ElasticSampler::batch)
+      .def("record_batch", &ElasticSampler::record_batch)
+      .def("steps_left", &ElasticSampler::steps_left)
+      .def("shard", &ElasticSampler::shard)
+      .def_property_readonly("epoch", &ElasticSampler::epoch)
+      .def_property_readonly("epoch_done", &ElasticSampler::epoch_done)
+      .def_property_readonly("processed_count", &ElasticSampler::processed_count)
+      .def_property_readonly("remaining_count", &ElasticSampler::remaining_count)
+      .def("serialize", [](const ElasticSampler& s) { return py::bytes(s.serialize()); })
+      .def("deserialize", [](ElasticSampler& s, const py::bytes& b) {
+        edt::python::throw_if_error(s.deserialize(std::string_view(b)));
+      });
 }

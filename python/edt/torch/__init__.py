@@ -15,6 +15,7 @@ from edt.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgathe
                                grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, join, poll,
                                reducescatter, reducescatter_async, synchronize)
 from edt.torch.optimizer import DistributedOptimizer
+from edt.torch import elastic  # noqa: E402  (hvd.elastic, as in Horovod)
 
 
 def init(comm=None, process_sets=None):
