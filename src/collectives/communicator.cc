@@ -241,16 +241,14 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
 
   // --- descriptors --------------------------------------------------------
 
-  // Publishes this rank's descriptor and checks everyone's. `small_data` rides
-  // along with the descriptor when everything is in one shared segment.
-  Status agree(Descriptor mine, const std::vector<size_t>* recv_counts, const void* small_data = nullptr,
-               size_t small_bytes = 0) {
+  // Publishes this rank's descriptor and checks everyone's.
+  Status agree(Descriptor mine, const std::vector<size_t>* recv_counts) {
     EDT_RETURN_IF_ERROR(transport_->broken());
     mine.seq = seq_++;
     std::vector<Descriptor> all(size_);
     if (single_segment()) {
       std::vector<std::vector<uint8_t>> raw;
-      EDT_RETURN_IF_ERROR(shm_->round_with_descriptor(&mine, sizeof mine, &raw, small_data, small_bytes));
+      EDT_RETURN_IF_ERROR(shm_->round_with_descriptor(&mine, sizeof mine, &raw));
       for (int r = 0; r < size_; ++r) std::memcpy(&all[r], raw[r].data(), sizeof(Descriptor));
     } else {
       std::vector<transport::Send> sends;
@@ -286,10 +284,17 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   Status do_allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
     Descriptor d{.count = count, .kind = OpKind::kAllreduce, .type = type, .op = op};
     if (count > 0 && (!send || !recv)) return reject(d, null_buffer("allreduce", !send ? "send" : "recv"));
-    const size_t bytes = count * dtype_size(type);
-    if (single_segment() && shm_->is_small(bytes)) {
-      EDT_RETURN_IF_ERROR(agree(d, nullptr, send, bytes));
-      shm_->small_allreduce_after_round(recv, count, type, op);
+    if (single_segment()) {
+      // The argument check rides on the first round of the data.
+      EDT_RETURN_IF_ERROR(transport_->broken());
+      d.seq = seq_++;
+      collectives::ShmAllreduce::Agreement agreement{&d, sizeof d, [&](const auto& raw) {
+                                                       std::vector<Descriptor> all(size_);
+                                                       for (int r = 0; r < size_; ++r)
+                                                         std::memcpy(&all[r], raw[r].data(), sizeof(Descriptor));
+                                                       return check_descriptors(all, nullptr);
+                                                     }};
+      EDT_RETURN_IF_ERROR(shm_->allreduce(send, recv, count, type, op, &agreement));
     } else {
       EDT_RETURN_IF_ERROR(agree(d, nullptr));
       EDT_RETURN_IF_ERROR(allreduce_data(send, recv, count, type, op));

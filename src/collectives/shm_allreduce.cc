@@ -30,10 +30,8 @@ Status ShmAllreduce::round() {
       peers_, "a shared-memory round");
 }
 
-Status ShmAllreduce::round_with_descriptor(const void* mine, size_t bytes, std::vector<std::vector<uint8_t>>* all,
-                                           const void* data, size_t data_bytes) {
+Status ShmAllreduce::round_with_descriptor(const void* mine, size_t bytes, std::vector<std::vector<uint8_t>>* all) {
   EDT_CHECK(bytes <= transport::shm::kDescriptorBytes);
-  if (data != nullptr) std::memcpy(my_slot(use_ & 1), data, data_bytes);
   const int parity = (step_ + 1) & 1;
   std::memcpy(segment_->descriptor(local_rank_, parity), mine, bytes);
   EDT_RETURN_IF_ERROR(round());
@@ -46,7 +44,7 @@ Status ShmAllreduce::round_with_descriptor(const void* mine, size_t bytes, std::
 }
 
 void ShmAllreduce::small_allreduce_after_round(void* recv, size_t count, DataType type, ReduceOp op) {
-  const int buffer = use_++ & 1;
+  const int buffer = use_++ % transport::shm::kSlotBuffers;
   const size_t bytes = count * dtype_size(type);
   if (n_ == 1) {
     std::memcpy(recv, segment_->slot(0, buffer), bytes);
@@ -57,33 +55,50 @@ void ShmAllreduce::small_allreduce_after_round(void* recv, size_t count, DataTyp
   for (int j = 2; j < n_; ++j) reduce_into(recv, segment_->slot(j, buffer), count, type, op);
 }
 
-Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
+Status ShmAllreduce::round_reading_descriptors(const Agreement& a) {
+  std::vector<std::vector<uint8_t>> all;
+  EDT_RETURN_IF_ERROR(round_with_descriptor(a.mine, a.bytes, &all));
+  return a.check(all);
+}
+
+Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                               const Agreement* agreement) {
   const size_t es = dtype_size(type);
-  if (count == 0) return Status::ok();
   if (is_small(count * es)) {
-    std::memcpy(my_slot(use_ & 1), send, count * es);
-    EDT_RETURN_IF_ERROR(round());
+    std::memcpy(my_slot(use_ % transport::shm::kSlotBuffers), send, count * es);
+    EDT_RETURN_IF_ERROR(agreement ? round_reading_descriptors(*agreement) : round());
     small_allreduce_after_round(recv, count, type, op);
     return Status::ok();
   }
   op = combining_op(op);
   const size_t chunk_elems = segment_->slot_bytes() / es;
+  const size_t chunks = (count + chunk_elems - 1) / chunk_elems;
   const uint8_t* in = static_cast<const uint8_t*>(send);
   uint8_t* out = static_cast<uint8_t*>(recv);
-  for (size_t off = 0; off < count; off += chunk_elems) {
-    const size_t ce = std::min(chunk_elems, count - off);
-    const int buffer = use_++ & 1;
-    std::memcpy(my_slot(buffer), in + off * es, ce * es);
-    EDT_RETURN_IF_ERROR(round());
-    const std::vector<size_t> slices = block_offsets(ce, n_);
-    uint8_t* mine = my_slot(buffer) + slices[local_rank_] * es;
-    const size_t slice = slices[local_rank_ + 1] - slices[local_rank_];
-    for (int j = 0; j < n_; ++j)
-      if (j != local_rank_) reduce_into(mine, segment_->slot(j, buffer) + slices[local_rank_] * es, slice, type, op);
-    EDT_RETURN_IF_ERROR(round());
-    for (int j = 0; j < n_; ++j)
-      std::memcpy(out + (off + slices[j]) * es, segment_->slot(j, buffer) + slices[j] * es,
-                  (slices[j + 1] - slices[j]) * es);
+  const uint64_t first_use = use_;
+  use_ += chunks;
+  auto buffer_of = [&](size_t k) { return int((first_use + k) % transport::shm::kSlotBuffers); };
+  auto elems_of = [&](size_t k) { return std::min(chunk_elems, count - k * chunk_elems); };
+  // Round k: chunk k goes in, chunk k-1 comes out (see the header).
+  for (size_t k = 0; k <= chunks; ++k) {
+    if (k < chunks) std::memcpy(my_slot(buffer_of(k)), in + k * chunk_elems * es, elems_of(k) * es);
+    EDT_RETURN_IF_ERROR(k == 0 && agreement ? round_reading_descriptors(*agreement) : round());
+    if (k > 0) {
+      const size_t ce = elems_of(k - 1);
+      const std::vector<size_t> slices = block_offsets(ce, n_);
+      uint8_t* dst = out + (k - 1) * chunk_elems * es;
+      for (int j = 0; j < n_; ++j)
+        std::memcpy(dst + slices[j] * es, segment_->slot(j, buffer_of(k - 1)) + slices[j] * es,
+                    (slices[j + 1] - slices[j]) * es);
+    }
+    if (k < chunks) {
+      const size_t ce = elems_of(k);
+      const std::vector<size_t> slices = block_offsets(ce, n_);
+      const size_t at = slices[local_rank_] * es, slice = slices[local_rank_ + 1] - slices[local_rank_];
+      uint8_t* mine = my_slot(buffer_of(k)) + at;
+      for (int j = 0; j < n_; ++j)
+        if (j != local_rank_) reduce_into(mine, segment_->slot(j, buffer_of(k)) + at, slice, type, op);
+    }
   }
   return Status::ok();
 }

@@ -1,28 +1,32 @@
 // Allreduce among the ranks of one host through their shared segment.
 //
-// Every local rank owns a step flag (a counter on its own cache line) and two
-// slot buffers. A *round* is: write what the others must see, then raise the
-// own flag to the next step number, then wait until every flag has reached
-// it. A rank raises its flag only after it has finished reading everything
-// of the previous round, so once a rank has seen all flags at step s, nobody
-// still reads what was written before step s-1. Slot buffers alternate (use
-// u writes buffer u % 2): when use u+2 writes a buffer, every rank has passed
-// a round after its last read of use u.
+// Every local rank owns a step flag (a counter on its own cache line) and
+// three slot buffers. A *round* is: write what the others must see, raise the
+// own flag to the next step number, wait until every flag has reached it. A
+// rank raises its flag only after it has finished reading everything it read
+// after the previous round, so once a rank has seen all flags at step s,
+// nobody still reads what was read between steps s-2 and s-1.
 //
 // Small buffers (one round): each rank copies its data into its slot, then
 // every rank reduces all slots in local-rank order straight into its output.
-// Large buffers go in chunks of one slot (two rounds each): each rank copies
-// its chunk into its slot; after the round, local rank i reduces slice i of
-// the chunk from all slots into slice i of its own slot; after the second
-// round every rank copies all reduced slices out. Each chunk stays in cache
-// between the copy in, the reduction and the copy out, and the reduction
-// work is split evenly.
+//
+// Large buffers go in chunks of one slot, software-pipelined so that each
+// chunk costs one round. Before round k a rank has copied chunk k into its
+// slot buffer k % 3 and has reduced its slice of chunk k-1; after round k it
+// copies every rank's reduced slice of chunk k-1 out to its output, then
+// reduces its own slice of chunk k: local rank i folds slice i of every
+// rank's slot into slice i of its own slot. Three buffers make the reuse
+// safe: chunk k+3 overwrites buffer k % 3 only after round k+2, which nobody
+// enters before finishing the copy-out of chunk k (after round k+1). Each
+// chunk stays in cache between copy in, reduction and copy out, the
+// reduction work is split evenly, and a chunk costs one synchronisation.
 //
 // A round may also carry a descriptor per rank (double-buffered by step
 // parity), so that a collective's argument check costs no extra round.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -38,25 +42,33 @@ class ShmAllreduce {
   ShmAllreduce(std::shared_ptr<transport::shm::Segment> segment, transport::Transport* transport,
                std::vector<int> members, int local_rank);
 
+  // The descriptor round a large allreduce folds into its first data round:
+  // `mine` is published, and `check` sees everyone's before any output is
+  // written; an error from it stops every rank at the same point.
+  struct Agreement {
+    const void* mine;
+    size_t bytes;
+    std::function<Status(const std::vector<std::vector<uint8_t>>&)> check;
+  };
+
   // recv = op over local ranks of send (kAverage left as a sum); in place
   // when send == recv.
-  Status allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  Status allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                   const Agreement* agreement = nullptr);
 
   // One round publishing `mine` (at most kDescriptorBytes) and reading every
-  // local rank's into `all` (local order). If `data` is given, it is copied
-  // into this rank's next slot first, for small_allreduce_after_round().
-  Status round_with_descriptor(const void* mine, size_t bytes, std::vector<std::vector<uint8_t>>* all,
-                               const void* data = nullptr, size_t data_bytes = 0);
-  // Completes an allreduce whose data rode along with the last round.
-  void small_allreduce_after_round(void* recv, size_t count, DataType type, ReduceOp op);
-
-  // Whether `bytes` fit the one-round path.
-  bool is_small(size_t bytes) const { return bytes <= kSmallBytes && bytes <= segment_->slot_bytes(); }
+  // local rank's into `all` (local order).
+  Status round_with_descriptor(const void* mine, size_t bytes, std::vector<std::vector<uint8_t>>* all);
 
  private:
+  // Whether `bytes` fit the one-round path.
+  bool is_small(size_t bytes) const { return bytes <= kSmallBytes && bytes <= segment_->slot_bytes(); }
+  // Completes a small allreduce after its round.
+  void small_allreduce_after_round(void* recv, size_t count, DataType type, ReduceOp op);
   static constexpr size_t kSmallBytes = 32 << 10;
 
   Status round();
+  Status round_reading_descriptors(const Agreement& a);
   uint8_t* my_slot(int buffer) { return segment_->slot(local_rank_, buffer); }
 
   std::shared_ptr<transport::shm::Segment> segment_;

@@ -337,8 +337,10 @@ void Driver::on_exit(Worker& worker, const ExitStatus& status) {
     int fd = s == Stream::kStdout ? worker.process->stdout_fd() : worker.process->stderr_fd();
     if (fd >= 0) read_output(worker, s);
   }
-  if (options_.verbose) log(worker.name() + " " + status.describe());
-  if (status.success() || worker.stopped_by_us || failed_) return;
+  if (status.success() || worker.stopped_by_us || failed_) {
+    if (options_.verbose) log(worker.name() + " " + status.describe());
+    return;
+  }
   if (worker.remote && !worker.started) {
     std::string ssh_error = trimmed(worker.early_stderr);
     if (status.code == 255) {

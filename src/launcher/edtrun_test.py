@@ -412,6 +412,9 @@ def test_missing_command(sshd, workdir):
     (["-np", "2", "-H", "a:two"], "-H entry 1: 'a:two'", 2),
     (["-np", "1", "--start-timeout", "soon"], "--start-timeout soon is not a positive duration", 2),
     (["-np", "1", "-x", "UNSET_VARIABLE_EDT"], "-x UNSET_VARIABLE_EDT=VALUE", 2),
+    (["-np", "1", "-H", "no-such-host.invalid"], "cannot resolve host 'no-such-host.invalid'", 1),
+    (["-np", "1", "--hostfile", "/nonexistent/hostfile"], "cannot read hostfile /nonexistent/hostfile", 2),
+    (["-np", "1", "-H", "a", "--hostfile", "/x"], "-H and --hostfile both given", 2),
 ])
 def test_bad_arguments(workdir, args, message, code):
     result = edtrun(args + ["true"], workdir)
@@ -488,6 +491,27 @@ def test_torch_distributed_gloo_runs_unchanged(sshd, workdir, hosts):
     result = edtrun(args, workdir, timeout=120)
     assert result.returncode == 0, result.stderr
     assert lines_of(result.stdout) == {0: ["rank 0 of 2 sum 3.0"], 1: ["rank 1 of 2 sum 3.0"]}
+
+
+EDTRUN_PROBE = os.environ.get("EDTRUN_PROBE", "edtrun-probe")
+
+
+@pytest.mark.parametrize("hosts,transport,expected", [
+    ("localhost:3", "auto", "shm"),
+    ("127.0.0.2:2,127.0.0.3:2", "auto", "shm+tcp"),
+    ("localhost:1,127.0.0.2:1,127.0.0.3:1", "tcp", "tcp"),
+], ids=["local", "ssh-hosts", "tcp"])
+def test_libedt_communicator_forms_from_edtruns_environment(sshd, workdir, hosts, transport, expected):
+    size = sum(int(h.split(":")[1]) for h in hosts.split(","))
+    result = edtrun(["-np", str(size), "-H", hosts] + sshd.args() + [EDTRUN_PROBE], workdir,
+                    env=dict(os.environ, EDT_TRANSPORT=transport), timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = lines_of(result.stdout)
+    total = size * (size + 1) // 2
+    assert sorted(out) == list(range(size))
+    for rank, lines in out.items():
+        assert len(lines) == 1 and lines[0].startswith("rank %d/%d " % (rank, size)), lines
+        assert lines[0].endswith("transport %s sum %d" % (expected, total)), lines
 
 
 EDT_BENCH = os.environ.get("EDT_BENCH")

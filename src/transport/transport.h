@@ -135,7 +135,7 @@ class Transport {
 // than cores on a host the communicator asks for a short spin.
 class Backoff {
  public:
-  static constexpr uint32_t kDefaultSpinRounds = 20000;  // about 100-400 us
+  static constexpr uint32_t kDefaultSpinRounds = 4000;  // some tens of microseconds
   explicit Backoff(uint32_t spin_rounds = kDefaultSpinRounds) : spin_rounds_(spin_rounds) {}
   void idle();
   void reset() { spins_ = 0; }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -17,7 +18,10 @@ namespace {
 constexpr uint64_t kMagic = 0x6564742d73686d31ull;  // "edt-shm1"
 
 size_t ring_bytes_for(int local_size) { return local_size <= 4 ? (256u << 10) : (128u << 10); }
-size_t slot_bytes_for(int local_size) { return local_size <= 2 ? (512u << 10) : (256u << 10); }
+// Big chunks mean few synchronisations (each one costs a scheduling delay
+// when ranks share cores); all of a host's slots together stay within a
+// part of the last-level cache.
+size_t slot_bytes_for(int local_size) { return std::max<size_t>(256u << 10, (4u << 20) / size_t(local_size)); }
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -31,7 +35,7 @@ Layout layout(int local_size, size_t header_and_control) {
   Layout l;
   l.rings_offset = align_up(header_and_control, 4096);
   l.slots_offset = align_up(l.rings_offset + n * n * ring_stride, 4096);
-  l.total = l.slots_offset + n * 2 * slot_bytes_for(local_size);
+  l.total = l.slots_offset + n * kSlotBuffers * slot_bytes_for(local_size);
   return l;
 }
 

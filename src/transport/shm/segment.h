@@ -7,7 +7,7 @@
 //   rings[i][j]  for each ordered pair i != j: a single-producer single-
 //                consumer byte ring (head and tail counters on their own
 //                lines), the Channel between local ranks i and j
-//   slots[i][b]  per local rank two slot buffers, used alternately by the
+//   slots[i][b]  per local rank kSlotBuffers slot buffers, used in turn by the
 //                shared-memory allreduce (see collectives/shm_allreduce.h)
 //
 // The local leader creates it under a unique /dev/shm name, publishes the
@@ -28,6 +28,7 @@ namespace edt::transport::shm {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kDescriptorBytes = 64;  // two of these per rank, by step parity
+inline constexpr int kSlotBuffers = 3;
 
 struct alignas(kCacheLine) Counter {
   std::atomic<uint64_t> value;
@@ -51,7 +52,7 @@ class Segment {
   std::atomic<uint64_t>& flag(int local) { return control(local)->flag.value; }
   uint8_t* descriptor(int local, int parity) { return control(local)->descriptor[parity]; }
   uint8_t* slot(int local, int buffer) {
-    return base_ + slots_offset_ + (size_t(local) * 2 + size_t(buffer)) * slot_bytes_;
+    return base_ + slots_offset_ + (size_t(local) * kSlotBuffers + size_t(buffer)) * slot_bytes_;
   }
 
   struct Ring {
