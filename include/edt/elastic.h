@@ -17,16 +17,29 @@
 // the job has processed, and on every reset re-partitions the samples not
 // yet processed (as of the restored commit) across the new workers.
 //
-// Thread safety: an ElasticSampler is owned by one training thread; its
-// methods must not be called concurrently.
+// Errors: run() tells the two reasons to reset apart by code. kHostsUpdated:
+// the membership changed and the state was committed (nothing is lost).
+// kPeerFailed (or kTimeout/kAborted from a collective): a worker failed and
+// the survivors rolled back to the last commit. Any other error from the
+// training function ends run() with that error.
+//
+// Thread safety: State and ElasticSampler are owned by one training thread;
+// their methods must not be called concurrently (State's background thread
+// only heartbeats, watches for new generations and, when a worker failed,
+// aborts the communicator so that a blocked collective returns).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "edt/communicator.h"
 #include "edt/status.h"
+#include "edt/store.h"
 
 namespace edt::elastic {
 
@@ -138,6 +151,87 @@ class ElasticSampler final : public StateObject {
   std::vector<uint64_t> remaining_;    // as of the last reset, permutation order
   uint64_t cursor_ = 0;                // samples per worker processed since the last reset
 };
+
+struct StateOptions {
+  // The rendezvous store (in edtrun: the TCP store at EDT_COORDINATOR), and a
+  // second handle to it for the background thread (its own connection for
+  // a TCP store; the same object for a MemoryStore).
+  std::shared_ptr<Store> store;
+  std::shared_ptr<Store> watch_store;
+  std::string worker_id;   // unique in the job (EDT_WORKER_ID)
+  std::string host;        // host identity (EDT_HOSTNAME); equal hosts share memory
+  std::string transport = "auto";  // CommunicatorOptions::transport (EDT_TRANSPORT)
+  // How long a collective waits for a silent peer (EDT_TIMEOUT).
+  std::chrono::milliseconds collective_timeout{30000};
+  // How long a worker waits for a generation that includes it
+  // (EDT_ELASTIC_TIMEOUT; edtrun passes --elastic-timeout).
+  std::chrono::milliseconds elastic_timeout{600000};
+  std::chrono::milliseconds heartbeat_interval{1000};
+};
+
+// The training state of one worker and its place in the job.
+//
+// Register the StateObjects first, then call run(). commit() saves every
+// object (in memory) and checks for membership changes; restore() puts the
+// last commit back. A worker's first commit id is 0 (the state it starts
+// with); every commit adds one, and the state of a new generation comes from
+// the member with the highest commit id.
+class State {
+ public:
+  // From edtrun's elastic environment: EDT_COORDINATOR, EDT_WORKER_ID,
+  // EDT_HOSTNAME, EDT_TRANSPORT, EDT_TIMEOUT, EDT_ELASTIC_TIMEOUT. A missing
+  // variable is kInvalidArgument naming it (the program was not started by
+  // edtrun in elastic mode).
+  static Result<std::unique_ptr<State>> from_env();
+  static Result<std::unique_ptr<State>> create(StateOptions options);
+  ~State();
+
+  // Registers `object` (not owned; it must outlive the State) under `name`.
+  // Every worker must register the same names in the same order.
+  void add(const std::string& name, StateObject* object);
+  // `callback` runs after every membership change, once the new state is
+  // in place (after the StateObjects' on_reset).
+  void on_reset(std::function<void()> callback);
+
+  // Saves every object as the new commit, then check_host_updates().
+  Status commit();
+  // Puts the last commit back into every object.
+  Status restore();
+  // kHostsUpdated if a new generation was announced, on every rank alike
+  // (rank 0's view is broadcast, so all ranks leave at the same commit);
+  // OK otherwise. A collective: every rank must call it.
+  Status check_host_updates();
+
+  // The communicator of the current generation (valid inside run()).
+  Communicator& comm();
+  int rank() const;
+  int size() const;
+  int64_t generation() const;
+  int64_t commit_id() const;
+  // Resets this worker went through (generations it joined after its first).
+  int resets() const;
+
+ private:
+  friend Status run(State& state, const std::function<Status(State&)>& fn);
+  struct Impl;
+  explicit State(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs `fn` until it returns OK, through membership changes: joins the next
+// generation (a new communicator; newcomers receive the committed state from
+// the member with the most recent commit), calls the reset callbacks and
+// calls `fn` again. After kHostsUpdated the state is kept as committed;
+// after a failure of a collective (kPeerFailed, kTimeout, kAborted) every
+// survivor rolls back to its last commit first. Returns OK when `fn` does,
+// the first other error of `fn`, kAborted if the job shut down or this worker
+// was removed (its host left the host list), or kTimeout if no generation
+// took it in within the elastic timeout.
+Status run(State& state, const std::function<Status(State&)>& fn);
+
+// True if `status` (from run()) means this worker left the job on purpose
+// (its host was removed), which is a clean end for a worker.
+bool left_the_job(const Status& status);
 
 // The permutation of 0 .. n-1 for (seed, epoch): the same on every worker,
 // machine and build (it uses its own generator, not the standard library's

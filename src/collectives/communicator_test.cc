@@ -90,6 +90,23 @@ TEST_P(Collectives, AllreduceSumEveryCountInAndOutOfPlace) {
   });
 }
 
+// 12 MB of float32, past the size where the output is written with
+// streaming stores; the rank count is not the point, so only up to 3.
+TEST(LargeAllreduce, StreamsItsOutputOnEveryTransport) {
+  const size_t count = 3000017;
+  for (Topology t : {Topology::kShm, Topology::kTcp, Topology::kTwoHosts}) {
+    for (int n = 2; n <= 3; ++n) {
+      run_ranks(t, n, [&](Communicator& c) {
+        std::vector<float> send(count), recv(count, -1.0f);
+        for (size_t i = 0; i < count; ++i) send[i] = value(c.rank(), i);
+        ASSERT_TRUE(c.allreduce(send.data(), recv.data(), count, DataType::kFloat32, ReduceOp::kSum).is_ok());
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(recv[i], float((i % 7 + 1) * n * (n + 1) / 2)) << topology_name(t) << " " << i;
+      });
+    }
+  }
+}
+
 TEST_P(Collectives, AllreduceEveryOpAndType) {
   const int n = ranks();
   run_ranks(topology(), n, [&](Communicator& c) {

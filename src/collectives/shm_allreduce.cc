@@ -1,11 +1,47 @@
 #include "collectives/shm_allreduce.h"
 
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "collectives/algorithms.h"
 #include "collectives/reduce.h"
 
 namespace edt::collectives {
+namespace {
+
+// Outputs larger than this are written with non-temporal stores: they will
+// not fit in cache anyway, and streaming stores skip reading each output
+// line before overwriting it, a third of the memory traffic of a copy.
+constexpr size_t kStreamingOutputBytes = 8 << 20;
+
+void copy_out(uint8_t* dst, const uint8_t* src, size_t n, bool streaming) {
+#if defined(__SSE2__)
+  if (streaming && n >= 256) {
+    size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+    std::memcpy(dst, src, head);
+    dst += head, src += head, n -= head;
+    size_t blocks = n / 64;
+    for (size_t i = 0; i < blocks; ++i, dst += 64, src += 64) {
+      __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
+      __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
+      __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 48), d);
+    }
+    std::memcpy(dst, src, n % 64);
+    return;
+  }
+#endif
+  (void)streaming;
+  std::memcpy(dst, src, n);
+}
+
+}  // namespace
 
 ShmAllreduce::ShmAllreduce(std::shared_ptr<transport::shm::Segment> segment, transport::Transport* transport,
                            std::vector<int> members, int local_rank)
@@ -75,6 +111,7 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
   const size_t chunks = (count + chunk_elems - 1) / chunk_elems;
   const uint8_t* in = static_cast<const uint8_t*>(send);
   uint8_t* out = static_cast<uint8_t*>(recv);
+  const bool streaming = count * es >= kStreamingOutputBytes;
   const uint64_t first_use = use_;
   use_ += chunks;
   auto buffer_of = [&](size_t k) { return int((first_use + k) % transport::shm::kSlotBuffers); };
@@ -88,8 +125,8 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
       const std::vector<size_t> slices = block_offsets(ce, n_);
       uint8_t* dst = out + (k - 1) * chunk_elems * es;
       for (int j = 0; j < n_; ++j)
-        std::memcpy(dst + slices[j] * es, segment_->slot(j, buffer_of(k - 1)) + slices[j] * es,
-                    (slices[j + 1] - slices[j]) * es);
+        copy_out(dst + slices[j] * es, segment_->slot(j, buffer_of(k - 1)) + slices[j] * es,
+                 (slices[j + 1] - slices[j]) * es, streaming);
     }
     if (k < chunks) {
       const size_t ce = elems_of(k);
@@ -100,6 +137,9 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
         if (j != local_rank_) reduce_into(mine, segment_->slot(j, buffer_of(k)) + at, slice, type, op);
     }
   }
+#if defined(__SSE2__)
+  if (streaming) _mm_sfence();  // streaming stores are weakly ordered
+#endif
   return Status::ok();
 }
 

@@ -240,6 +240,11 @@ int MembershipCoordinator::starting() const {
   return n;
 }
 
+bool MembershipCoordinator::registered(const std::string& id) const {
+  auto it = workers_.find(id);
+  return it != workers_.end() && it->second.registered;
+}
+
 Result<PollOutcome> MembershipCoordinator::poll() {
   PollOutcome out;
   const auto now = Clock::now();

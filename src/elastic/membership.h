@@ -197,6 +197,8 @@ class MembershipCoordinator {
   const Generation& current() const { return current_; }
   // Workers expected but not registered yet.
   int starting() const;
+  // Whether expected worker `id` has registered.
+  bool registered(const std::string& id) const;
 
  private:
   struct Worker {

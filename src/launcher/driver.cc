@@ -30,38 +30,6 @@ constexpr std::chrono::milliseconds kDrainTime{2000};
 // this long on top to report that before it is killed.
 constexpr std::chrono::milliseconds kSshExtraGrace{2000};
 
-// This machine's address on the route to `host`: what a process there uses
-// to reach us. Connecting a UDP socket sends nothing; it only picks the route.
-Result<std::string> address_toward(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  int rc = getaddrinfo(host.c_str(), "22", &hints, &found);
-  if (rc != 0) {
-    return unavailable("cannot resolve host '" + host + "': " + gai_strerror(rc) + "; check the host list and DNS");
-  }
-  std::string result;
-  int err = 0;
-  for (addrinfo* a = found; a != nullptr && result.empty(); a = a->ai_next) {
-    int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t length = sizeof local;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
-      char text[INET6_ADDRSTRLEN] = {};
-      const void* raw = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-                                                   : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
-      if (inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) result = text;
-    } else {
-      err = errno;
-    }
-    close(fd);
-  }
-  freeaddrinfo(found);
-  if (result.empty()) return io_error("no route from this machine to host '" + host + "'", err);
-  return result;
-}
-
 Result<int> free_tcp_port() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return io_error("cannot make a socket to find a free port", errno);
@@ -91,6 +59,37 @@ std::string trimmed(std::string text) {
 }
 
 }  // namespace
+
+// Connecting a UDP socket sends nothing; it only picks the route.
+Result<std::string> address_toward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host.c_str(), "22", &hints, &found);
+  if (rc != 0) {
+    return unavailable("cannot resolve host '" + host + "': " + gai_strerror(rc) + "; check the host list and DNS");
+  }
+  std::string result;
+  int err = 0;
+  for (addrinfo* a = found; a != nullptr && result.empty(); a = a->ai_next) {
+    int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof local;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+      char text[INET6_ADDRSTRLEN] = {};
+      const void* raw = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                                                   : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) result = text;
+    } else {
+      err = errno;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  if (result.empty()) return io_error("no route from this machine to host '" + host + "'", err);
+  return result;
+}
 
 // One slot of the job and the process that runs it.
 struct Driver::Worker {

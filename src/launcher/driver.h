@@ -50,6 +50,10 @@ struct DriverOptions {
   LocalIdentity local = LocalIdentity::of_this_machine();
 };
 
+// This machine's address on the route to `host`: what a process there uses
+// to reach us (the elastic driver needs it too).
+Result<std::string> address_toward(const std::string& host);
+
 class Driver {
  public:
   explicit Driver(DriverOptions options);

@@ -11,6 +11,7 @@
 
 #include "common/units.h"
 #include "launcher/driver.h"
+#include "launcher/elastic_flags.h"
 
 namespace edt::launcher {
 namespace {
@@ -64,6 +65,8 @@ int run(int argc, char** argv) {
   app.add_flag("--verbose", verbose, "Say what edtrun does: addresses, commands, exits");
   app.add_option("-x", exports, "Pass VAR=VALUE (or VAR, with edtrun's value) to every worker, repeatable")
       ->allow_extra_args(false);
+  ElasticFlags elastic;
+  add_elastic_flags(app, elastic);
   try {
     std::vector<std::string> reversed = long_option_spellings(args);
     std::reverse(reversed.begin(), reversed.end());  // CLI11 takes a vector last argument first
@@ -116,6 +119,7 @@ int run(int argc, char** argv) {
   if (!parsed_exports.is_ok()) return fail(parsed_exports.status().message(), kUsageError);
   options.exports = parsed_exports.value();
 
+  if (elastic.enabled()) return run_elastic(std::move(options), hostfile, elastic);
   Driver driver(std::move(options));
   auto code = driver.run();
   if (!code.is_ok()) {

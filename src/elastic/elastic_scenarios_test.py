@@ -1,0 +1,261 @@
+"""Elastic edtrun scenarios with real processes.
+
+Modelled on what Horovod's elastic integration tests check. The worker is
+edt-bench-elastic, which logs one JSON line per event (start, reset, step,
+epoch, end) and checks at the end of every epoch that its model counts each
+sample exactly once. Several hosts are names that all mean this machine
+(localhost, 127.0.0.1 and its host name), so workers are forked directly and
+the communicator still sees distinct hosts (TCP between them).
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+EDTRUN = os.environ["EDTRUN"]
+WORKER = os.environ["EDT_BENCH_ELASTIC"]
+HOSTS = ["localhost", "127.0.0.1", socket.gethostname()]
+
+
+class Job:
+    """edtrun in the background; its output parsed as it comes."""
+
+    def __init__(self, args, worker_args, timeout=120):
+        self.events = []
+        self.stderr_lines = []
+        self.lock = threading.Lock()
+        self.process = subprocess.Popen([EDTRUN] + args + ["--", WORKER] + worker_args,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.timeout = timeout
+        self.readers = [threading.Thread(target=self._read_stdout, daemon=True),
+                        threading.Thread(target=self._read_stderr, daemon=True)]
+        for r in self.readers:
+            r.start()
+
+    def _read_stdout(self):
+        for line in self.process.stdout:
+            # "[w3]<stdout>: {...}"
+            _, _, body = line.partition(": ")
+            try:
+                event = json.loads(body)
+            except ValueError:
+                continue
+            event["seen"] = time.time()
+            with self.lock:
+                self.events.append(event)
+
+    def _read_stderr(self):
+        for line in self.process.stderr:
+            with self.lock:
+                self.stderr_lines.append(line.rstrip("\n"))
+
+    def of(self, kind):
+        with self.lock:
+            return [e for e in self.events if e.get("event") == kind]
+
+    def wait_for(self, predicate, limit=30.0, what="a condition"):
+        end = time.time() + limit
+        while time.time() < end:
+            found = [e for e in self.of("step") if predicate(e)]
+            if found:
+                return found[0]
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"no step with {what} within {limit} s; stderr:\n" + self.stderr())
+
+    def finish(self):
+        try:
+            code = self.process.wait(self.timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        for r in self.readers:
+            r.join(5)
+        return code
+
+    def stderr(self):
+        with self.lock:
+            return "\n".join(self.stderr_lines)
+
+    def pids(self):
+        return {e["worker"]: e["pid"] for e in self.of("start")}
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def assert_nothing_left(job):
+    end = time.time() + 10
+    pids = list(job.pids().values())
+    while time.time() < end and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not [p for p in pids if alive(p)], "workers left running"
+
+
+def assert_exactly_once(job):
+    epochs = job.of("epoch")
+    assert epochs, "no epoch finished; stderr:\n" + job.stderr()
+    assert all(e["exactly_once"] for e in epochs), epochs
+
+
+def write_hostfile(path, lines):
+    # As the platform does it: write, then rename (inotify sees IN_MOVED_TO).
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.rename(tmp, path)
+
+
+@pytest.fixture
+def hostfile():
+    directory = tempfile.mkdtemp(prefix="edt-elastic-")
+    return os.path.join(directory, "hostfile")
+
+
+def test_hosts_added_then_removed(hostfile):
+    write_hostfile(hostfile, [f"{HOSTS[0]} slots=1", f"{HOSTS[1]} slots=1"])
+    job = Job(["-np", "2", "--min-np", "1", "--max-np", "4", "--hostfile", hostfile],
+              ["--samples", "24000", "--batch", "8", "--step-ms", "3", "--epochs", "2"])
+    job.wait_for(lambda e: e["size"] == 2 and e["step"] >= 20, what="size 2")
+    write_hostfile(hostfile, [f"{HOSTS[0]} slots=1", f"{HOSTS[1]} slots=1", f"{HOSTS[2]} slots=2"])
+    grown = job.wait_for(lambda e: e["size"] == 4, what="size 4")
+    job.wait_for(lambda e: e["size"] == 4 and e["step"] >= grown["step"] + 30, what="30 steps at size 4")
+    write_hostfile(hostfile, [f"{HOSTS[0]} slots=1", f"{HOSTS[1]} slots=1"])
+    job.wait_for(lambda e: e["size"] == 2 and e["gen"] >= 3, what="size 2 again")
+    assert job.finish() == 0, job.stderr()
+    assert_exactly_once(job)
+    # The two first workers were never restarted and kept ranks 0 and 1.
+    starts = job.of("start")
+    assert [s["worker"] for s in starts].count("w0") == 1 and [s["worker"] for s in starts].count("w1") == 1
+    for worker, rank in (("w0", 0), ("w1", 1)):
+        assert {e["rank"] for e in job.of("reset") if e["worker"] == worker} == {rank}
+        sizes = [e["size"] for e in job.of("reset") if e["worker"] == worker]
+        assert sizes == [2, 4, 2], sizes
+    # The newcomers ran on the added host and left when it was removed.
+    newcomers = {s["worker"]: s["host"] for s in starts if s["worker"] not in ("w0", "w1")}
+    assert set(newcomers.values()) == {HOSTS[2]} and len(newcomers) == 2
+    assert_nothing_left(job)
+
+
+def test_sigkill_of_one_worker_fixed_hosts(hostfile):
+    job = Job(["-np", "3", "--min-np", "2", "-H", f"{HOSTS[0]}:2,{HOSTS[1]}:1"],
+              ["--samples", "12000", "--batch", "8", "--step-ms", "3", "--commit-every", "5"])
+    job.wait_for(lambda e: e["size"] == 3 and e["step"] >= 40, what="size 3")
+    victim = job.pids()["w2"]
+    killed = time.time()
+    os.kill(victim, signal.SIGKILL)
+    after = job.wait_for(lambda e: e["size"] == 2 and e["t"] > killed, what="size 2 after the kill")
+    assert after["t"] - killed < 2.0, after["t"] - killed
+    assert job.finish() == 0, job.stderr()
+    assert_exactly_once(job)
+    assert "w2 on host 127.0.0.1 was killed by signal 9" in job.stderr()
+    assert sorted(s["worker"] for s in job.of("start")) == ["w0", "w1", "w2"]  # no restart, no replacement
+    assert_nothing_left(job)
+
+
+def test_exception_in_one_rank(hostfile):
+    job = Job(["-np", "3", "--min-np", "1", "-H", f"{HOSTS[0]}:2,{HOSTS[1]}:1"],
+              ["--samples", "6000", "--batch", "8", "--step-ms", "2", "--commit-every", "3",
+               "--fail-at-step", "25", "--fail-host", HOSTS[1]])
+    assert job.finish() == 0, job.stderr()
+    assert_exactly_once(job)
+    assert "host 127.0.0.1 is blacklisted" in job.stderr()
+    assert {e["size"] for e in job.of("epoch")} == {2}
+    assert_nothing_left(job)
+
+
+def test_all_ranks_failing_ends_the_job(hostfile):
+    job = Job(["-np", "2", "--min-np", "1", "-H", f"{HOSTS[0]}:1,{HOSTS[1]}:1"],
+              ["--samples", "6000", "--batch", "8", "--fail-at-step", "10"], timeout=60)
+    assert job.finish() == 1
+    err = job.stderr()
+    assert "every host is blacklisted" in err, err
+    assert "exited with code 3" in err
+    assert_nothing_left(job)
+
+
+def test_minimum_not_reached_within_the_timeout(hostfile):
+    began = time.time()
+    job = Job(["-np", "1", "--min-np", "2", "--elastic-timeout", "2", "-H", f"{HOSTS[0]}:1"],
+              ["--samples", "100"], timeout=60)
+    assert job.finish() == 1
+    took = time.time() - began
+    err = job.stderr()
+    assert "had 1 usable slots" in err and "needs at least 2 (--min-np)" in err, err
+    assert 2.0 <= took < 10.0, took
+    assert_nothing_left(job)
+
+
+def test_reset_limit(hostfile):
+    job = Job(["-np", "3", "--min-np", "1", "--reset-limit", "0", "-H", f"{HOSTS[0]}:2,{HOSTS[1]}:1"],
+              ["--samples", "60000", "--batch", "8", "--step-ms", "2",
+               "--fail-at-step", "20", "--fail-host", HOSTS[1]], timeout=60)
+    assert job.finish() == 1
+    err = job.stderr()
+    assert "reset limit (--reset-limit 0) after 1 resets" in err, err
+    assert_nothing_left(job)
+
+
+def test_blacklisted_host_comes_back_after_its_cooldown(hostfile):
+    job = Job(["-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "1", "2",
+               "-H", f"{HOSTS[0]}:1,{HOSTS[1]}:1"],
+              ["--samples", "16000", "--batch", "8", "--step-ms", "3",
+               "--fail-at-step", "20", "--fail-host", HOSTS[1]])
+    job.wait_for(lambda e: e["size"] == 1, what="size 1 after the failure")
+    back = job.wait_for(lambda e: e["size"] == 2 and e["worker"] == "w2", limit=20, what="the host back")
+    assert job.finish() == 0, job.stderr()
+    assert_exactly_once(job)
+    assert "host 127.0.0.1 is blacklisted for 1 s" in job.stderr()
+    assert "host 127.0.0.1 is back from its blacklist cooldown" in job.stderr()
+    assert {s["worker"]: s["host"] for s in job.of("start")}["w2"] == HOSTS[1]
+    assert back["rank"] == 1
+    assert_nothing_left(job)
+
+
+def test_silent_worker_is_detected_by_heartbeats(hostfile):
+    job = Job(["-np", "2", "--min-np", "1", "--heartbeat-timeout", "3s", "-H", f"{HOSTS[0]}:1,{HOSTS[1]}:1"],
+              ["--samples", "12000", "--batch", "8", "--step-ms", "3",
+               "--fail-at-step", "30", "--fail-host", HOSTS[1], "--fail-mode", "hang"])
+    hung = job.wait_for(lambda e: e["step"] >= 30, what="step 30")
+    after = job.wait_for(lambda e: e["size"] == 1, limit=20, what="size 1 after the hang")
+    assert after["t"] - hung["t"] < 10.0
+    assert job.finish() == 0, job.stderr()
+    assert_exactly_once(job)
+    assert "sent no heartbeat for 3 s" in job.stderr()
+    assert_nothing_left(job)
+
+
+def test_discovery_script_scales_up(hostfile):
+    # The script prints what the file holds; the file is the "cluster".
+    with open(hostfile, "w") as f:
+        f.write(f"{HOSTS[0]}:1\n")
+    job = Job(["-np", "1", "--min-np", "1", "--max-np", "3", "--discovery-interval", "200ms",
+               "--host-discovery-script", f"cat {hostfile}", "--slots-per-host", "2"],
+              ["--samples", "12000", "--batch", "8", "--step-ms", "3"])
+    job.wait_for(lambda e: e["size"] == 1 and e["step"] >= 20, what="size 1")
+    with open(hostfile, "w") as f:
+        f.write(f"{HOSTS[0]}:1\n{HOSTS[1]}\n")  # a bare host: --slots-per-host 2, capped by --max-np 3
+    job.wait_for(lambda e: e["size"] == 3, what="size 3")
+    assert job.finish() == 0, job.stderr()
+    assert_exactly_once(job)
+    assert [s["worker"] for s in job.of("start")].count("w0") == 1
+    assert_nothing_left(job)
+
+
+def test_output_filename_is_refused_in_elastic_mode(hostfile):
+    result = subprocess.run([EDTRUN, "-np", "1", "--min-np", "1", "--output-filename", "/tmp/x", "--", WORKER],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "--output-filename is not supported in elastic mode" in result.stderr

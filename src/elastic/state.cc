@@ -1,0 +1,272 @@
+// State and run(): the worker side of elastic training.
+//
+// A reset (joining a generation) goes:
+//   1. join: wait for a generation newer than ours that lists this worker;
+//   2. agree: every member announces its last commit id; the source is the
+//      member with the highest (lowest rank on ties);
+//   3. form the generation's communicator under its own store prefix;
+//   4. sync: the source broadcasts its committed state (a header of sizes,
+//      then the bytes), every other member deserializes it;
+//   5. on_reset of every StateObject, then the user's callbacks.
+// A failure in 2-4 reports the generation broken and starts over at 1; the
+// coordinator forms the next generation without whoever failed.
+#include <cstdlib>
+#include <mutex>
+
+#include "edt/elastic.h"
+#include "edt/tcp_store.h"
+#include "common/units.h"
+#include "elastic/membership.h"
+
+namespace edt::elastic {
+namespace {
+
+constexpr char kLeftTheJob[] = "left the job";
+
+bool is_collective_failure(StatusCode code) {
+  return code == StatusCode::kPeerFailed || code == StatusCode::kTimeout || code == StatusCode::kAborted;
+}
+
+}  // namespace
+
+struct State::Impl {
+  StateOptions options;
+  std::shared_ptr<MembershipClient> membership;
+  std::vector<std::pair<std::string, StateObject*>> objects;
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::string> committed;  // per object, as of the last commit
+  bool has_snapshot = false;
+  int64_t commit_id = 0;
+  int resets = -1;  // the first generation is not a reset
+
+  std::mutex comm_mu;
+  std::shared_ptr<Communicator> comm;  // guarded by comm_mu (for the abort from the watcher)
+  int64_t generation = 0;              // of comm; guarded by comm_mu
+
+  void snapshot() {
+    committed.clear();
+    for (const auto& [name, object] : objects) committed.push_back(object->serialize());
+    has_snapshot = true;
+  }
+
+  Status load(const std::vector<std::string>& bytes) {
+    for (size_t i = 0; i < objects.size(); ++i) {
+      Status s = objects[i].second->deserialize(bytes[i]);
+      if (!s.is_ok()) return s.with_context("state object '" + objects[i].first + "'");
+    }
+    return Status::ok();
+  }
+
+  // Step 4: the source's committed bytes to every member.
+  Status sync(Communicator& c, int source) {
+    if (!has_snapshot) snapshot();
+    std::vector<int64_t> header(objects.size() + 1);
+    header[0] = commit_id;
+    for (size_t i = 0; i < objects.size(); ++i) header[i + 1] = static_cast<int64_t>(committed[i].size());
+    EDT_RETURN_IF_ERROR(c.broadcast(header.data(), header.size(), DataType::kInt64, source));
+    std::string all;
+    if (c.rank() == source) {
+      for (const auto& bytes : committed) all += bytes;
+    } else {
+      size_t total = 0;
+      for (size_t i = 1; i < header.size(); ++i) total += static_cast<size_t>(header[i]);
+      all.resize(total);
+    }
+    EDT_RETURN_IF_ERROR(c.broadcast(all.data(), all.size(), DataType::kUInt8, source));
+    if (c.rank() == source) return Status::ok();
+    std::vector<std::string> received;
+    size_t at = 0;
+    for (size_t i = 1; i < header.size(); ++i) {
+      received.push_back(all.substr(at, static_cast<size_t>(header[i])));
+      at += static_cast<size_t>(header[i]);
+    }
+    EDT_RETURN_IF_ERROR(load(received));
+    committed = std::move(received);
+    commit_id = header[0];
+    return Status::ok();
+  }
+
+  // Steps 1-5.
+  Status rejoin() {
+    for (;;) {
+      int64_t after;
+      {
+        std::lock_guard lock(comm_mu);
+        after = generation;
+        if (comm) comm->abort();
+        comm.reset();
+      }
+      EDT_ASSIGN_OR_RETURN(Generation gen, membership->join(after, options.elastic_timeout));
+      const int rank = gen.rank_of(options.worker_id);
+      const int size = static_cast<int>(gen.members.size());
+      auto source = membership->agree_on_source(gen, commit_id, options.elastic_timeout);
+      if (!source.is_ok()) {
+        if (source.status().code() == StatusCode::kHostsUpdated) continue;
+        return source.status();
+      }
+      CommunicatorOptions copts;
+      copts.rank = rank;
+      copts.size = size;
+      copts.host = options.host;
+      copts.transport = options.transport;
+      copts.timeout = options.collective_timeout;
+      auto created = Communicator::create(std::make_shared<PrefixStore>(comm_prefix(gen.number), options.store), copts);
+      if (!created.is_ok()) {
+        membership->report_broken(gen.number, created.status().to_string());
+        std::lock_guard lock(comm_mu);
+        generation = gen.number;
+        continue;
+      }
+      {
+        std::lock_guard lock(comm_mu);
+        comm = created.value();
+        generation = gen.number;
+      }
+      // A failure generation announced while this one formed: start over.
+      if (membership->newest_seen() > gen.number) continue;
+      Status synced = sync(*created.value(), source->rank);
+      if (!synced.is_ok()) {
+        if (!is_collective_failure(synced.code())) return synced;
+        membership->report_broken(gen.number, synced.to_string());
+        continue;
+      }
+      ++resets;
+      for (const auto& [name, object] : objects) object->on_reset(rank, size);
+      for (const auto& callback : callbacks) callback();
+      return Status::ok();
+    }
+  }
+};
+
+State::State(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+State::~State() {
+  // Stop the watcher before the communicator it might abort goes away.
+  impl_->membership.reset();
+}
+
+Result<std::unique_ptr<State>> State::create(StateOptions options) {
+  if (!options.store) return invalid_argument("StateOptions.store is not set");
+  if (!options.watch_store) options.watch_store = options.store;
+  auto impl = std::make_unique<Impl>();
+  MembershipClientOptions m;
+  m.id = options.worker_id;
+  m.host = options.host;
+  m.heartbeat_interval = options.heartbeat_interval;
+  impl->membership = std::make_shared<MembershipClient>(options.store, options.watch_store, m);
+  impl->options = std::move(options);
+  Impl* raw = impl.get();
+  // When a worker failed, a peer may be silent rather than gone: abort the
+  // communicator so that a blocked collective returns now.
+  impl->membership->on_new_generation([raw](const Generation& gen) {
+    if (!gen.failure) return;
+    std::lock_guard lock(raw->comm_mu);
+    if (raw->comm && raw->generation < gen.number) raw->comm->abort();
+  });
+  EDT_RETURN_IF_ERROR(impl->membership->start());
+  return std::unique_ptr<State>(new State(std::move(impl)));
+}
+
+Result<std::unique_ptr<State>> State::from_env() {
+  auto env = [](const char* name) -> Result<std::string> {
+    const char* v = std::getenv(name);
+    if (!v || !*v)
+      return invalid_argument(std::string(name) +
+                              " is not set; start the program with edtrun in elastic mode (--min-np/--max-np)");
+    return std::string(v);
+  };
+  auto duration = [](const char* name, std::chrono::milliseconds fallback) -> Result<std::chrono::milliseconds> {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return fallback;
+    auto d = parse_duration(v);
+    if (!d.is_ok()) return d.status().with_context(name);
+    return d.value();
+  };
+  StateOptions options;
+  EDT_ASSIGN_OR_RETURN(std::string coordinator, env("EDT_COORDINATOR"));
+  EDT_ASSIGN_OR_RETURN(options.worker_id, env("EDT_WORKER_ID"));
+  EDT_ASSIGN_OR_RETURN(options.host, env("EDT_HOSTNAME"));
+  if (const char* t = std::getenv("EDT_TRANSPORT"); t && *t) options.transport = t;
+  EDT_ASSIGN_OR_RETURN(options.collective_timeout, duration("EDT_TIMEOUT", options.collective_timeout));
+  EDT_ASSIGN_OR_RETURN(options.elastic_timeout, duration("EDT_ELASTIC_TIMEOUT", options.elastic_timeout));
+  EDT_ASSIGN_OR_RETURN(auto store, connect_tcp_store(coordinator));
+  EDT_ASSIGN_OR_RETURN(auto watch_store, connect_tcp_store(coordinator));
+  options.store = std::make_shared<PrefixStore>("elastic", store);
+  options.watch_store = std::make_shared<PrefixStore>("elastic", watch_store);
+  return create(std::move(options));
+}
+
+void State::add(const std::string& name, StateObject* object) { impl_->objects.emplace_back(name, object); }
+
+void State::on_reset(std::function<void()> callback) { impl_->callbacks.push_back(std::move(callback)); }
+
+Status State::commit() {
+  impl_->snapshot();
+  ++impl_->commit_id;
+  return check_host_updates();
+}
+
+Status State::restore() {
+  if (!impl_->has_snapshot) return Status::ok();  // nothing committed: the state is as it started
+  return impl_->load(impl_->committed);
+}
+
+Status State::check_host_updates() {
+  int32_t updated = impl_->membership->newest_seen() > generation() ? 1 : 0;
+  Communicator& c = comm();
+  EDT_RETURN_IF_ERROR(c.broadcast(&updated, 1, DataType::kInt32, 0));
+  if (updated)
+    return Status(StatusCode::kHostsUpdated, "the membership changed after generation " +
+                                                 std::to_string(generation()) + "; the state is committed");
+  return Status::ok();
+}
+
+Communicator& State::comm() {
+  std::lock_guard lock(impl_->comm_mu);
+  EDT_CHECK_MSG(impl_->comm != nullptr, "State::comm() outside run()");
+  return *impl_->comm;
+}
+
+int State::rank() const {
+  std::lock_guard lock(impl_->comm_mu);
+  return impl_->comm ? impl_->comm->rank() : -1;
+}
+
+int State::size() const {
+  std::lock_guard lock(impl_->comm_mu);
+  return impl_->comm ? impl_->comm->size() : 0;
+}
+
+int64_t State::generation() const {
+  std::lock_guard lock(impl_->comm_mu);
+  return impl_->generation;
+}
+
+int64_t State::commit_id() const { return impl_->commit_id; }
+int State::resets() const { return impl_->resets; }
+
+Status run(State& state, const std::function<Status(State&)>& fn) {
+  State::Impl& impl = *state.impl_;
+  bool rejoin = true;
+  for (;;) {
+    if (rejoin) EDT_RETURN_IF_ERROR(impl.rejoin());
+    Status status = fn(state);
+    if (status.is_ok()) return status;
+    if (status.code() == StatusCode::kHostsUpdated) {
+      rejoin = true;
+      continue;
+    }
+    if (!is_collective_failure(status.code())) return status;
+    // A worker failed: roll back and tell the coordinator (it may already
+    // know, from the process exit; the first report of a generation wins).
+    impl.membership->report_broken(state.generation(), status.to_string());
+    EDT_RETURN_IF_ERROR(state.restore());
+    rejoin = true;
+  }
+}
+
+bool left_the_job(const Status& status) {
+  return status.code() == StatusCode::kAborted && status.message().find(kLeftTheJob) != std::string::npos;
+}
+
+}  // namespace edt::elastic

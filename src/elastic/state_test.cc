@@ -1,0 +1,208 @@
+// State and run() with workers as threads: one MemoryStore, real
+// communicators, the test playing the launcher through a coordinator.
+//
+// The training function is the shape of data-parallel training: each step
+// every worker takes its batch from an ElasticSampler, the "gradient" is a
+// vector with a 1 for each of its samples, an allreduce sums it, and every
+// worker adds the sum to its model. At the end of the epoch the model of
+// every worker must count every sample exactly once.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "edt/elastic.h"
+#include "elastic/membership.h"
+
+namespace edt::elastic {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint64_t kSamples = 1200;
+constexpr uint64_t kBatch = 3;
+constexpr int kCommitEvery = 4;
+
+struct Model final : StateObject {
+  std::vector<int64_t> counts = std::vector<int64_t>(kSamples);
+  int64_t steps = 0;
+
+  std::string serialize() const override {
+    std::string out(sizeof steps + counts.size() * sizeof(int64_t), '\0');
+    std::memcpy(out.data(), &steps, sizeof steps);
+    std::memcpy(out.data() + sizeof steps, counts.data(), counts.size() * sizeof(int64_t));
+    return out;
+  }
+  Status deserialize(std::string_view bytes) override {
+    if (bytes.size() != sizeof steps + counts.size() * sizeof(int64_t)) return invalid_argument("model size");
+    std::memcpy(&steps, bytes.data(), sizeof steps);
+    std::memcpy(counts.data(), bytes.data() + sizeof steps, counts.size() * sizeof(int64_t));
+    return Status::ok();
+  }
+};
+
+struct WorkerResult {
+  Status status;
+  std::vector<int64_t> counts;
+  int resets = 0;
+  std::vector<int> sizes;  // size at each reset
+};
+
+class ElasticJob {
+ public:
+  explicit ElasticJob(CoordinatorOptions options = {}) : coordinator_(store_, options) {
+    poller_ = std::thread([this] {
+      while (!stop_) {
+        {
+          std::lock_guard lock(mu_);
+          auto out = coordinator_.poll();
+          EXPECT_TRUE(out.is_ok()) << out.status().to_string();
+        }
+        std::this_thread::sleep_for(2ms);
+      }
+    });
+  }
+  ~ElasticJob() {
+    stop_ = true;
+    poller_.join();
+  }
+
+  // Starts worker `id`; if die_at_step >= 0 it dies (aborts its
+  // communicator and disappears) when its model reaches that step.
+  std::future<WorkerResult> start(const std::string& id, int slot, int64_t die_at_step = -1) {
+    {
+      std::lock_guard lock(mu_);
+      coordinator_.expect(id, "h", 0, slot);
+    }
+    return std::async(std::launch::async, [=, this] { return work(id, die_at_step); });
+  }
+
+  void lost(const std::string& id) {
+    std::lock_guard lock(mu_);
+    coordinator_.lost(id, "died");
+  }
+  void remove(const std::string& id) {
+    std::lock_guard lock(mu_);
+    coordinator_.remove(id, "host removed");
+  }
+
+  std::atomic<int64_t> max_step{0};
+
+ private:
+  WorkerResult work(const std::string& id, int64_t die_at_step) {
+    WorkerResult result;
+    auto state = State::create({.store = store_,
+                                .watch_store = store_,
+                                .worker_id = id,
+                                .host = "h",
+                                .transport = "tcp",
+                                .collective_timeout = 5000ms,
+                                .elastic_timeout = 10000ms,
+                                .heartbeat_interval = 50ms});
+    if (!state.is_ok()) {
+      result.status = state.status();
+      return result;
+    }
+    Model model;
+    ElasticSampler sampler({.num_samples = kSamples, .seed = 42});
+    state.value()->add("model", &model);
+    state.value()->add("sampler", &sampler);
+    state.value()->on_reset([&] { result.sizes.push_back(state.value()->size()); });
+    result.status = run(*state.value(), [&](State& s) -> Status {
+      while (!sampler.epoch_done()) {
+        if (model.steps == die_at_step) {
+          s.comm().abort();
+          return internal_error("simulated death");
+        }
+        std::vector<int64_t> grad(kSamples);
+        for (uint64_t i : sampler.batch(kBatch)) ++grad[i];
+        EDT_RETURN_IF_ERROR(s.comm().allreduce(grad.data(), grad.data(), kSamples, DataType::kInt64, ReduceOp::kSum));
+        for (uint64_t i = 0; i < kSamples; ++i) model.counts[i] += grad[i];
+        sampler.record_batch(kBatch);
+        ++model.steps;
+        int64_t seen = max_step.load();
+        while (seen < model.steps && !max_step.compare_exchange_weak(seen, model.steps)) {
+        }
+        std::this_thread::sleep_for(1ms);
+        if (model.steps % kCommitEvery == 0) EDT_RETURN_IF_ERROR(s.commit());
+      }
+      return Status::ok();
+    });
+    if (die_at_step >= 0 && result.status.code() == StatusCode::kInternal) lost(id);
+    result.counts = model.counts;
+    result.resets = state.value()->resets();
+    return result;
+  }
+
+  std::shared_ptr<Store> store_ = std::make_shared<MemoryStore>();
+  std::mutex mu_;
+  MembershipCoordinator coordinator_;  // guarded by mu_
+  std::atomic<bool> stop_{false};
+  std::thread poller_;
+};
+
+void wait_for_step(ElasticJob& job, int64_t step) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (job.max_step.load() < step && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_GE(job.max_step.load(), step);
+}
+
+void expect_exactly_once(const WorkerResult& r) {
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  for (uint64_t i = 0; i < kSamples; ++i) ASSERT_EQ(r.counts[i], 1) << "sample " << i;
+}
+
+TEST(ElasticState, GrowsFromTwoToThreeWithoutRestartingTheTwo) {
+  ElasticJob job;
+  auto a = job.start("a", 0), b = job.start("b", 1);
+  wait_for_step(job, 20);
+  auto c = job.start("c", 2);
+  auto ra = a.get(), rb = b.get(), rc = c.get();
+  for (const auto* r : {&ra, &rb, &rc}) expect_exactly_once(*r);
+  EXPECT_EQ(ra.sizes, (std::vector<int>{2, 3}));  // the same thread, same memory: one reset
+  EXPECT_EQ(ra.resets, 1);
+  EXPECT_EQ(rc.sizes, (std::vector<int>{3}));
+}
+
+TEST(ElasticState, SurvivesAWorkerDyingAndRollsBack) {
+  ElasticJob job;
+  auto a = job.start("a", 0), b = job.start("b", 1), c = job.start("c", 2, /*die_at_step=*/30);
+  auto rc = c.get();
+  EXPECT_EQ(rc.status.code(), StatusCode::kInternal);
+  auto ra = a.get(), rb = b.get();
+  expect_exactly_once(ra);
+  expect_exactly_once(rb);
+  EXPECT_EQ(ra.sizes, (std::vector<int>{3, 2}));
+}
+
+TEST(ElasticState, ShrinksWhenAWorkerIsRemoved) {
+  ElasticJob job;
+  auto a = job.start("a", 0), b = job.start("b", 1), c = job.start("c", 2);
+  wait_for_step(job, 20);
+  job.remove("b");
+  auto rb = b.get();
+  EXPECT_TRUE(left_the_job(rb.status)) << rb.status.to_string();
+  auto ra = a.get(), rc = c.get();
+  expect_exactly_once(ra);
+  expect_exactly_once(rc);
+  EXPECT_EQ(rc.sizes, (std::vector<int>{3, 2}));
+}
+
+TEST(ElasticState, LeftTheJobMeansRemovalOnly) {
+  EXPECT_FALSE(left_the_job(Status(StatusCode::kHostsUpdated, "membership changed")));
+  EXPECT_FALSE(left_the_job(aborted("the job is shutting down: reset limit")));
+  EXPECT_TRUE(left_the_job(aborted("worker a left the job: host removed")));
+}
+
+TEST(ElasticState, FromEnvNamesWhatIsMissing) {
+  unsetenv("EDT_COORDINATOR");
+  auto r = State::from_env();
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("EDT_COORDINATOR"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace edt::elastic
