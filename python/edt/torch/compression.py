@@ -1,0 +1,44 @@
+"""Gradient compression, as Horovod's horovod.torch.compression."""
+
+import torch
+
+
+class Compressor:
+    """Compresses a tensor before communication and restores it after."""
+
+    @staticmethod
+    def compress(tensor):
+        raise NotImplementedError
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        raise NotImplementedError
+
+
+class NoneCompressor(Compressor):
+    @staticmethod
+    def compress(tensor):
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor
+
+
+class FP16Compressor(Compressor):
+    """Floating-point tensors travel as float16 and come back in their type."""
+
+    @staticmethod
+    def compress(tensor):
+        if tensor.dtype.is_floating_point:
+            return tensor.type(torch.float16), tensor.dtype
+        return tensor, tensor.dtype
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor.type(ctx) if ctx.is_floating_point else tensor
+
+
+class Compression:
+    none = NoneCompressor
+    fp16 = FP16Compressor

@@ -1,0 +1,75 @@
+"""Broadcasting model and optimizer state, and moving Python objects."""
+
+import io
+import pickle
+
+import torch
+
+from edt.torch import mpi_ops
+
+
+def _named(params):
+    if isinstance(params, dict):
+        return sorted(params.items())
+    if isinstance(params, list) and params and isinstance(params[0], tuple):
+        return params
+    raise ValueError("broadcast_parameters expects a state_dict or named_parameters(), got %s" % type(params))
+
+
+def broadcast_parameters(params, root_rank):
+    """Overwrites every rank's parameters (a state_dict or
+    model.named_parameters()) with root_rank's, in place."""
+    handles = []
+    for name, p in _named(params):
+        if p is None or not torch.is_tensor(p):
+            continue
+        handles.append(mpi_ops.broadcast_async_(p.data if isinstance(p, torch.nn.Parameter) else p, root_rank,
+                                                name="broadcast_parameters." + name))
+    for h in handles:
+        mpi_ops.synchronize(h)
+
+
+def broadcast_optimizer_state(optimizer, root_rank):
+    """Makes every rank's optimizer state (moments, step counts, and the
+    hyper-parameters of each parameter group) equal to root_rank's."""
+    state = broadcast_object(optimizer.state_dict() if mpi_ops._runtime.get().rank == root_rank else None,
+                             root_rank, name="broadcast_optimizer_state")
+    optimizer.load_state_dict(state)
+
+
+def _to_bytes(obj):
+    buffer = io.BytesIO()
+    torch.save(obj, buffer, pickle_protocol=pickle.HIGHEST_PROTOCOL)
+    return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+
+
+def _from_bytes(t):
+    return torch.load(io.BytesIO(t.numpy().tobytes()))
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=None):
+    """root_rank's `obj` (anything picklable, tensors included) on every rank."""
+    name = name or "broadcast_object"
+    if mpi_ops._runtime.get().rank == root_rank:
+        payload = _to_bytes(obj)
+        length = torch.tensor([payload.numel()], dtype=torch.int64)
+    else:
+        length = torch.zeros(1, dtype=torch.int64)
+    mpi_ops.broadcast_(length, root_rank, name=name + ".size")
+    if mpi_ops._runtime.get().rank != root_rank:
+        payload = torch.empty(int(length[0]), dtype=torch.uint8)
+    mpi_ops.broadcast_(payload, root_rank, name=name + ".data")
+    return obj if mpi_ops._runtime.get().rank == root_rank else _from_bytes(payload)
+
+
+def allgather_object(obj, name=None, process_set=None):
+    """The list of every rank's `obj`, in rank order."""
+    name = name or "allgather_object"
+    payload = _to_bytes(obj)
+    sizes = mpi_ops.allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + ".sizes")
+    data = mpi_ops.allgather(payload, name=name + ".data")
+    out, offset = [], 0
+    for n in sizes.tolist():
+        out.append(_from_bytes(data[offset:offset + n]))
+        offset += n
+    return out

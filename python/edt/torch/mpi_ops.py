@@ -1,0 +1,352 @@
+"""Horovod's collective operations on torch tensors, run by edt's engine.
+
+Tensors cross into C++ as (data pointer, shape, dtype). A contiguous CPU
+tensor of a type the runtime carries is reduced or overwritten in place,
+without a copy; any other tensor (non-contiguous, on another device, int8,
+int16 or bool) travels through a contiguous CPU copy of a type the runtime
+carries, and the result is copied back into it.
+"""
+
+import itertools
+import threading
+
+import torch
+
+from edt import _runtime
+
+# Horovod's reduction constants, with Horovod's values.
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_ENGINE_OP = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+_OP_NAME = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
+
+# The engine's request kinds (engine::OpType).
+_ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER = range(6)
+_KIND_NAME = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "barrier"]
+
+# The runtime's element types (edt::DataType).
+_DTYPE = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3,
+          torch.int32: 4, torch.int64: 5, torch.uint8: 6}
+# Types the runtime does not carry travel as a wider one.
+_CARRIER = {torch.int8: torch.int32, torch.int16: torch.int32, torch.bool: torch.uint8}
+
+_lock = threading.Lock()
+_handles = {}  # handle -> _Pending
+_next_handle = itertools.count(1)
+_noname = {}   # kind -> counter for unnamed requests
+
+
+class _Pending:
+    """A submitted Python-level request: the engine handles it waits for,
+    the buffers they use (kept alive until then) and how to build the
+    result from the engine's outputs."""
+
+    def __init__(self, engine_handles, buffers, finish):
+        self.engine_handles = engine_handles
+        self.buffers = buffers
+        self.finish = finish
+
+
+def _name(kind, name):
+    if name is not None:
+        return str(name)
+    with _lock:
+        n = _noname.get(kind, 0)
+        _noname[kind] = n + 1
+    return "%s.noname.%d" % (_KIND_NAME[kind], n)
+
+
+def _work(tensor, copy=False):
+    """The contiguous CPU tensor the engine works on for `tensor`, and
+    whether it is a copy whose result must be copied back."""
+    t = tensor.detach()
+    carrier = _CARRIER.get(t.dtype, t.dtype)
+    if carrier not in _DTYPE:
+        raise ValueError("edt cannot communicate tensors of dtype %s" % t.dtype)
+    if not copy and t.device.type == "cpu" and t.dtype == carrier and t.is_contiguous():
+        return t, False
+    return t.to(device="cpu", dtype=carrier, copy=True).contiguous(), True
+
+
+def _submit(kind, name, work, op=0, root=0, prescale=1.0, postscale=1.0, splits=()):
+    from edt import _edt
+    try:
+        return _runtime.get().submit(name, kind, _DTYPE[work.dtype], op, root, float(prescale),
+                                     float(postscale), list(work.shape), [int(s) for s in splits],
+                                     work.data_ptr())
+    except _edt.EdtError as e:
+        raise _runtime.translate(e, submitting=True) from None
+
+
+def _register(engine_handles, buffers, finish):
+    handle = next(_next_handle)
+    with _lock:
+        _handles[handle] = _Pending(engine_handles, buffers, finish)
+    return handle
+
+
+def _from_bytes(data, shape, dtype):
+    if data is None or data.size == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.from_numpy(data).view(dtype).reshape(shape)
+
+
+def _resolve_op(op, average):
+    """Horovod's op from its `op` and deprecated `average` arguments."""
+    if average is not None:
+        if op is not None:
+            raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+        return Average if average else Sum
+    return Average if op is None else op
+
+
+def _engine_op(op):
+    if op == Adasum:
+        raise NotImplementedError("edt does not implement Adasum; use op=hvd.Average or hvd.Sum")
+    if op not in _ENGINE_OP:
+        raise ValueError("unknown reduction op %r; use hvd.Average, Sum, Min, Max or Product" % (op,))
+    return _ENGINE_OP[op]
+
+
+def poll(handle):
+    """True when the request behind `handle` has finished."""
+    with _lock:
+        pending = _handles.get(handle)
+    if pending is None:
+        raise ValueError("unknown handle %r (already synchronized?)" % (handle,))
+    rt = _runtime.get()
+    return all(rt.poll(h) for h in pending.engine_handles)
+
+
+def synchronize(handle):
+    """Waits for the request behind `handle` and returns its result."""
+    from edt import _edt
+    with _lock:
+        pending = _handles.pop(handle, None)
+    if pending is None:
+        raise ValueError("unknown handle %r (already synchronized?)" % (handle,))
+    rt = _runtime.get()
+    outputs, error = [], None
+    for h in pending.engine_handles:  # wait for all, even after an error, so no buffer is freed early
+        try:
+            outputs.append(rt.wait(h))
+        except _edt.EdtError as e:
+            error = error or e
+    if error is not None:
+        raise _runtime.translate(error) from None
+    return pending.finish(outputs)
+
+
+def _copy_back(target, work, copied):
+    if copied:
+        target.copy_(work)
+    return target
+
+
+# allreduce
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=None):
+    """Starts an in-place allreduce of `tensor`; returns a handle for
+    synchronize()."""
+    return grouped_allreduce_async_([tensor], average, name, op, prescale_factor, postscale_factor,
+                                    _single=True)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=None):
+    """Starts an allreduce of a copy of `tensor`; synchronize() returns the
+    result as a new tensor."""
+    return allreduce_async_(tensor.detach().clone(memory_format=torch.contiguous_format), average, name, op,
+                            prescale_factor, postscale_factor)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=None):
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor))
+
+
+class _AllreduceFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale):
+        ctx.args = (op, prescale, postscale)
+        return synchronize(allreduce_async(tensor, None, name, op, prescale, postscale))
+
+    @staticmethod
+    def backward(ctx, grad):
+        op, prescale, postscale = ctx.args
+        return allreduce(grad, op=op, prescale_factor=prescale, postscale_factor=postscale), None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=None):
+    """The reduction of `tensor` over all ranks (default: the average), as a
+    new tensor. Differentiable: the gradient is allreduced the same way."""
+    from edt.torch.compression import Compression
+    compression = compression or Compression.none
+    op = _resolve_op(op, average)
+    compressed, ctx = compression.compress(tensor)
+    if compressed.requires_grad:
+        reduced = _AllreduceFunction.apply(compressed, name, op, prescale_factor, postscale_factor)
+    else:
+        reduced = synchronize(allreduce_async(compressed, None, name, op, prescale_factor, postscale_factor))
+    return compression.decompress(reduced, ctx)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=None, _single=False):
+    """Starts in-place allreduces of several tensors, fused together."""
+    engine_op = _engine_op(_resolve_op(op, average))
+    base = _name(_ALLREDUCE, name)
+    works, handles = [], []
+    for i, t in enumerate(tensors):
+        work, copied = _work(t)
+        works.append((t, work, copied))
+        handles.append(_submit(_ALLREDUCE, base if _single else "%s.%d" % (base, i), work, engine_op,
+                               prescale=prescale_factor, postscale=postscale_factor))
+
+    def finish(_outputs):
+        results = [_copy_back(t, w, c) for t, w, c in works]
+        return results[0] if _single else results
+    return _register(handles, works, finish)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=None):
+    copies = [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors]
+    return grouped_allreduce_async_(copies, average, name, op, prescale_factor, postscale_factor)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                       process_set=None):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor))
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, process_set=None):
+    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor))
+
+
+# allgather
+
+def allgather_async(tensor, name=None, process_set=None):
+    """Starts an allgather: the tensors of all ranks concatenated along
+    dimension 0 (which may differ between ranks)."""
+    work, _ = _work(tensor)
+    h = _submit(_ALLGATHER, _name(_ALLGATHER, name), work)
+
+    def finish(outputs):
+        data, shape, _, _ = outputs[0]
+        return _from_bytes(data, shape, work.dtype).to(device=tensor.device, dtype=tensor.dtype)
+    return _register([h], [work], finish)
+
+
+def allgather(tensor, name=None, process_set=None):
+    return synchronize(allgather_async(tensor, name))
+
+
+# broadcast
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    """Starts an in-place broadcast of root_rank's `tensor` to every rank."""
+    work, copied = _work(tensor)
+    h = _submit(_BROADCAST, _name(_BROADCAST, name), work, root=root_rank)
+    return _register([h], [work], lambda _: _copy_back(tensor, work, copied))
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    return broadcast_async_(tensor.detach().clone(memory_format=torch.contiguous_format), root_rank, name)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    return synchronize(broadcast_async_(tensor, root_rank, name))
+
+
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    return synchronize(broadcast_async(tensor, root_rank, name))
+
+
+# alltoall
+
+def alltoall_async(tensor, splits=None, name=None, process_set=None):
+    """Starts an alltoall: rows splits[d] of `tensor` (consecutive, by
+    destination) go to rank d. Without splits, dimension 0 is divided
+    evenly."""
+    n = size()
+    if splits is None:
+        if tensor.dim() == 0 or tensor.shape[0] % n:
+            raise ValueError("alltoall without splits needs a first dimension divisible by the number of "
+                             "ranks (%d); got shape %s" % (n, list(tensor.shape)))
+        splits = [tensor.shape[0] // n] * n
+    elif torch.is_tensor(splits):
+        splits = splits.tolist()
+    work, _ = _work(tensor)
+    h = _submit(_ALLTOALL, _name(_ALLTOALL, name), work, splits=splits)
+
+    def finish(outputs):
+        data, shape, received, _ = outputs[0]
+        out = _from_bytes(data, shape, work.dtype).to(device=tensor.device, dtype=tensor.dtype)
+        return out, torch.tensor(received, dtype=torch.int32)
+    return _register([h], [work], finish)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=None):
+    """The rows every rank sent to this one, in rank order; with `splits`,
+    also the rows received from each rank (as Horovod returns them)."""
+    out, received = synchronize(alltoall_async(tensor, splits, name))
+    return out if splits is None else (out, received)
+
+
+# reducescatter
+
+def reducescatter_async(tensor, name=None, compression=None, op=Average, process_set=None,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reducescatter: the reduction over ranks, of which this rank
+    keeps its share of dimension 0 (the first ranks take one more row when
+    it does not divide evenly)."""
+    if op not in (Average, Sum):
+        raise ValueError("reducescatter supports hvd.Average and hvd.Sum, not %s" % _OP_NAME.get(op, op))
+    work, _ = _work(tensor)
+    h = _submit(_REDUCESCATTER, _name(_REDUCESCATTER, name), work, _ENGINE_OP[op],
+                prescale=prescale_factor, postscale=postscale_factor)
+
+    def finish(outputs):
+        data, shape, _, _ = outputs[0]
+        return _from_bytes(data, shape, work.dtype).to(device=tensor.device, dtype=tensor.dtype)
+    return _register([h], [work], finish)
+
+
+def reducescatter(tensor, name=None, compression=None, op=Average, process_set=None, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    return synchronize(reducescatter_async(tensor, name, compression, op, prescale_factor=prescale_factor,
+                                           postscale_factor=postscale_factor))
+
+
+# barrier and join
+
+def barrier(process_set=None):
+    """Returns once every rank has called barrier()."""
+    empty = torch.empty(0, dtype=torch.uint8)
+    h = _submit(_BARRIER, _name(_BARRIER, None), empty)
+    synchronize(_register([h], [empty], lambda _: None))
+
+
+def join(device=-1):
+    """Declares that this rank has no more data: until every rank joined,
+    allreduces of the others go on with this rank adding zeros. Returns the
+    rank that joined last."""
+    from edt import _edt
+    try:
+        h = _runtime.get().submit_join()
+    except _edt.EdtError as e:
+        raise _runtime.translate(e, submitting=True) from None
+    return synchronize(_register([h], [], lambda outputs: outputs[0][3]))
+
+
+def size():
+    return _runtime.get().size

@@ -1,0 +1,1 @@
+from edt.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401

@@ -1,0 +1,1 @@
+from edt.torch.elastic import *  # noqa: F401,F403

@@ -1,0 +1,179 @@
+// edt._edt: the C++ half of the Python package. It holds one Runtime (a
+// Communicator and the Engine behind it) and passes tensors as raw
+// (pointer, shape, dtype) triples, so no libtorch header is compiled here;
+// edt.torch does the tensor side. Errors become edt._edt.EdtError with
+// args (status code name, message).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "edt/communicator.h"
+#include "edt/elastic.h"
+#include "edt/store.h"
+#include "engine/communicator_collectives.h"
+#include "engine/engine.h"
+
+namespace py = pybind11;
+
+namespace edt::python {
+namespace {
+
+struct EdtError {
+  std::string code;
+  std::string message;
+};
+
+void throw_if_error(const Status& s) {
+  if (!s.is_ok()) throw EdtError{status_code_name(s.code()), s.message()};
+}
+
+template <typename T>
+T value_or_throw(Result<T> r) {
+  throw_if_error(r.status());
+  return std::move(r).value();
+}
+
+// A process not started by edtrun (no EDT_SIZE) is a job of one rank, as a
+// Horovod script run with plain `python3` is.
+std::shared_ptr<Communicator> make_communicator() {
+  if (std::getenv("EDT_SIZE") == nullptr) {
+    CommunicatorOptions options;
+    options.rank = 0;
+    options.size = 1;
+    return value_or_throw(Communicator::create(std::make_shared<MemoryStore>(), options));
+  }
+  return value_or_throw(Communicator::from_env());
+}
+
+class Runtime {
+ public:
+  Runtime() : communicator_(make_communicator()) {
+    engine::EngineOptions options = value_or_throw(engine::engine_options_from_env());
+    engine_ = value_or_throw(engine::Engine::start(engine::communicator_collectives(communicator_), options));
+  }
+  ~Runtime() {
+    py::gil_scoped_release release;
+    engine_.reset();
+  }
+
+  const Communicator& comm() const { return *communicator_; }
+
+  int64_t submit(const std::string& name, int type, int dtype, int op, int root, double prescale, double postscale,
+                 std::vector<int64_t> shape, std::vector<int64_t> splits, uintptr_t data) {
+    engine::Meta m;
+    m.type = static_cast<engine::OpType>(type);
+    m.dtype = static_cast<DataType>(dtype);
+    m.op = static_cast<ReduceOp>(op);
+    m.root = root;
+    m.prescale = prescale;
+    m.postscale = postscale;
+    m.shape = std::move(shape);
+    m.splits = std::move(splits);
+    return value_or_throw(engine_->submit(name, m, reinterpret_cast<void*>(data)));
+  }
+
+  int64_t submit_join() { return value_or_throw(engine_->submit_join()); }
+  bool poll(int64_t handle) { return value_or_throw(engine_->poll(handle)); }
+
+  // (bytes as a uint8 array or None, shape, recv_splits, last joined rank)
+  py::tuple wait(int64_t handle) {
+    engine::Output out;
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = engine_->wait(handle, &out);
+    }
+    throw_if_error(status);
+    py::object data = py::none();
+    if (!out.shape.empty() || !out.data.empty()) {
+      auto* bytes = new std::vector<uint8_t>(std::move(out.data));
+      py::capsule owner(bytes, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
+      data = py::array_t<uint8_t>({bytes->size()}, {size_t{1}}, bytes->data(), owner);
+    }
+    return py::make_tuple(data, out.shape, out.recv_splits, out.last_joined_rank);
+  }
+
+  void shutdown() {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = engine_->shutdown();
+    }
+    throw_if_error(s);
+  }
+
+  uint64_t fused_batches() const { return engine_->fused_batches(); }
+  uint64_t fusion_threshold() const { return engine_->options().fusion_threshold; }
+  double cycle_time_ms() const { return engine_->options().cycle_time.count() / 1000.0; }
+
+ private:
+  std::shared_ptr<Communicator> communicator_;
+  std::unique_ptr<engine::Engine> engine_;
+};
+
+}  // namespace
+}  // namespace edt::python
+
+PYBIND11_MODULE(_edt, m) {
+  using edt::python::Runtime;
+  m.doc() = "edt's C++ runtime: communicator and engine";
+  static py::exception<edt::python::EdtError> error(m, "EdtError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const edt::python::EdtError& e) {
+      PyErr_SetObject(error.ptr(), py::make_tuple(e.code, e.message).ptr());
+    }
+  });
+
+  py::class_<Runtime>(m, "Runtime")
+      .def(py::init<>())
+      .def_property_readonly("rank", [](const Runtime& r) { return r.comm().rank(); })
+      .def_property_readonly("size", [](const Runtime& r) { return r.comm().size(); })
+      .def_property_readonly("local_rank", [](const Runtime& r) { return r.comm().local_rank(); })
+      .def_property_readonly("local_size", [](const Runtime& r) { return r.comm().local_size(); })
+      .def_property_readonly("cross_rank", [](const Runtime& r) { return r.comm().cross_rank(); })
+      .def_property_readonly("cross_size", [](const Runtime& r) { return r.comm().cross_size(); })
+      .def_property_readonly("transport", [](const Runtime& r) { return r.comm().transport_name(); })
+      .def_property_readonly("fused_batches", &Runtime::fused_batches)
+      .def_property_readonly("fusion_threshold", &Runtime::fusion_threshold)
+      .def_property_readonly("cycle_time_ms", &Runtime::cycle_time_ms)
+      .def("submit", &Runtime::submit, py::arg("name"), py::arg("type"), py::arg("dtype"), py::arg("op"),
+           py::arg("root"), py::arg("prescale"), py::arg("postscale"), py::arg("shape"), py::arg("splits"),
+           py::arg("data"))
+      .def("submit_join", &Runtime::submit_join)
+      .def("poll", &Runtime::poll)
+      .def("wait", &Runtime::wait)
+      .def("shutdown", &Runtime::shutdown);
+
+  using edt::elastic::ElasticSampler;
+  py::class_<ElasticSampler>(m, "ElasticSampler")
+      .def(py::init([](uint64_t num_samples, uint64_t seed, bool shuffle) {
+             return std::make_unique<ElasticSampler>(edt::elastic::ElasticSamplerOptions{num_samples, seed, shuffle});
+           }),
+           py::arg("num_samples"), py::arg("seed"), py::arg("shuffle"))
+      .def("set_epoch", &ElasticSampler::set_epoch)
+      .def("reset", [](ElasticSampler& s, int rank, int size) {
+        if (size < 1 || rank < 0 || rank >= size) {
+          throw py::value_error("ElasticSampler.reset: rank " + std::to_string(rank) + " is not in 0.." +
+                                std::to_string(size - 1));
+        }
+        s.reset(rank, size);
+      })
+      .def("batch", &ElasticSampler::batch)
+      .def("record_batch", &ElasticSampler::record_batch)
+      .def("steps_left", &ElasticSampler::steps_left)
+      .def("shard", &ElasticSampler::shard)
+      .def_property_readonly("epoch", &ElasticSampler::epoch)
+      .def_property_readonly("epoch_done", &ElasticSampler::epoch_done)
+      .def_property_readonly("processed_count", &ElasticSampler::processed_count)
+      .def_property_readonly("remaining_count", &ElasticSampler::remaining_count)
+      .def("serialize", [](const ElasticSampler& s) { return py::bytes(s.serialize()); })
+      .def("deserialize", [](ElasticSampler& s, const py::bytes& b) {
+        edt::python::throw_if_error(s.deserialize(std::string_view(b)));
+      });
+}

@@ -1,0 +1,62 @@
+#include "engine/communicator_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace edt::engine {
+namespace {
+
+class CommunicatorCollectives final : public Collectives {
+ public:
+  explicit CommunicatorCollectives(std::shared_ptr<Communicator> c) : c_(std::move(c)) {}
+
+  int rank() const override { return c_->rank(); }
+  int size() const override { return c_->size(); }
+
+  Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) override {
+    return c_->allreduce(buffer, buffer, count, dtype, op);
+  }
+  Status allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) override {
+    return c_->allgatherv(in, out, bytes, DataType::kUInt8);
+  }
+  Status broadcast(void* buffer, size_t bytes, int root) override {
+    return c_->broadcast(buffer, bytes, DataType::kUInt8, root);
+  }
+
+  // The Communicator's alltoall moves equal blocks; uneven ones travel padded
+  // to the largest block any rank sends, which one small allreduce finds.
+  Status alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
+                   const std::vector<size_t>& recv_bytes) override {
+    int64_t block = static_cast<int64_t>(*std::max_element(send_bytes.begin(), send_bytes.end()));
+    EDT_RETURN_IF_ERROR(c_->allreduce(&block, &block, 1, DataType::kInt64, ReduceOp::kMax));
+    size_t b = static_cast<size_t>(block);
+    padded_send_.assign(b * size(), 0);
+    padded_recv_.resize(b * size());
+    const auto* src = static_cast<const uint8_t*>(in);
+    for (int d = 0; d < size(); ++d) {
+      if (send_bytes[d]) std::memcpy(padded_send_.data() + d * b, src, send_bytes[d]);
+      src += send_bytes[d];
+    }
+    EDT_RETURN_IF_ERROR(c_->alltoall(padded_send_.data(), padded_recv_.data(), b, DataType::kUInt8));
+    auto* dst = static_cast<uint8_t*>(out);
+    for (int s = 0; s < size(); ++s) {
+      if (recv_bytes[s]) std::memcpy(dst, padded_recv_.data() + s * b, recv_bytes[s]);
+      dst += recv_bytes[s];
+    }
+    return Status::ok();
+  }
+
+  Status barrier() override { return c_->barrier(); }
+
+ private:
+  std::shared_ptr<Communicator> c_;
+  std::vector<uint8_t> padded_send_, padded_recv_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collectives> communicator_collectives(std::shared_ptr<Communicator> communicator) {
+  return std::make_unique<CommunicatorCollectives>(std::move(communicator));
+}
+
+}  // namespace edt::engine

@@ -1,0 +1,488 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+#include "common/units.h"
+
+namespace edt::engine {
+
+struct Engine::Op {
+  int64_t handle = 0;
+  Meta meta;
+  void* data = nullptr;
+  bool done = false;
+  Status status;
+  Output output;
+};
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+Result<double> parse_number(const char* var, const char* text) {
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || v < 0) {
+    return invalid_argument(std::string(var) + "='" + text + "' is not a non-negative number; unset it or give one");
+  }
+  return v;
+}
+
+size_t row_bytes(const Meta& m) {
+  int64_t row = 1;
+  for (size_t d = 1; d < m.shape.size(); ++d) row *= m.shape[d];
+  return static_cast<size_t>(row) * dtype_size(m.dtype);
+}
+
+size_t tensor_bytes(const Meta& m) { return static_cast<size_t>(num_elements(m.shape)) * dtype_size(m.dtype); }
+
+// The rows of dimension 0 that reducescatter leaves on `rank`: as even as
+// possible, the first ranks taking one more when it does not divide.
+std::pair<int64_t, int64_t> scatter_rows(int64_t rows, int rank, int size) {
+  int64_t base = rows / size, extra = rows % size;
+  int64_t begin = rank * base + std::min<int64_t>(rank, extra);
+  return {begin, base + (rank < extra ? 1 : 0)};
+}
+
+// The allreduce of a group runs as a sum when the caller asked for an
+// average; the division joins the postscale factor.
+void reduce_scaled(Collectives& c, void* buf, size_t count, const Meta& m, Status* status) {
+  if (m.prescale != 1.0) scale_buffer(buf, count, m.dtype, m.prescale);
+  ReduceOp op = m.op == ReduceOp::kAverage ? ReduceOp::kSum : m.op;
+  *status = c.allreduce(buf, count, m.dtype, op);
+  if (!status->is_ok()) return;
+  double post = m.postscale * (m.op == ReduceOp::kAverage ? 1.0 / c.size() : 1.0);
+  if (post != 1.0) scale_buffer(buf, count, m.dtype, post);
+}
+
+Status validate(const std::string& name, const Meta& m, const void* data, int size) {
+  auto bad = [&](const std::string& what) {
+    return invalid_argument(std::string(op_type_name(m.type)) + " '" + name + "': " + what);
+  };
+  if (name.empty()) return invalid_argument(std::string(op_type_name(m.type)) + ": the tensor name is empty");
+  for (int64_t d : m.shape) {
+    if (d < 0) return bad("negative dimension in shape " + shape_string(m.shape));
+  }
+  if (data == nullptr && m.type != OpType::kBarrier && num_elements(m.shape) > 0) return bad("null buffer");
+  if (m.type == OpType::kBroadcast && (m.root < 0 || m.root >= size)) {
+    return bad("root rank " + std::to_string(m.root) + " is out of range; the job has ranks 0 to " +
+               std::to_string(size - 1));
+  }
+  if ((m.type == OpType::kAlltoall || m.type == OpType::kReducescatter) && m.shape.empty()) {
+    return bad("needs a tensor with at least one dimension");
+  }
+  if (m.type == OpType::kAlltoall) {
+    if (static_cast<int>(m.splits.size()) != size) {
+      return bad("splits has " + std::to_string(m.splits.size()) + " entries; it needs one per rank (" +
+                 std::to_string(size) + ")");
+    }
+    int64_t sum = 0;
+    for (int64_t s : m.splits) {
+      if (s < 0) return bad("splits has a negative entry");
+      sum += s;
+    }
+    if (sum != m.shape[0]) {
+      return bad("splits add up to " + std::to_string(sum) + " but the first dimension is " +
+                 std::to_string(m.shape[0]));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<EngineOptions> engine_options_from_env() {
+  EngineOptions o;
+  for (const char* var : {"EDT_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"}) {
+    if (const char* v = env(var)) {
+      auto bytes = parse_size(v);
+      if (!bytes.is_ok()) return bytes.status().with_context(var);
+      o.fusion_threshold = *bytes;
+      break;
+    }
+  }
+  if (const char* v = env("HOROVOD_CYCLE_TIME")) {
+    EDT_ASSIGN_OR_RETURN(double ms, parse_number("HOROVOD_CYCLE_TIME", v));
+    o.cycle_time = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+  }
+  if (const char* v = env("HOROVOD_CACHE_CAPACITY")) {
+    EDT_ASSIGN_OR_RETURN(double n, parse_number("HOROVOD_CACHE_CAPACITY", v));
+    o.cache_capacity = static_cast<size_t>(n);
+  }
+  if (const char* v = env("HOROVOD_STALL_CHECK_TIME_SECONDS")) {
+    EDT_ASSIGN_OR_RETURN(double s, parse_number("HOROVOD_STALL_CHECK_TIME_SECONDS", v));
+    o.stall_warning = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  }
+  return o;
+}
+
+Engine::Engine(std::unique_ptr<Collectives> collectives, const EngineOptions& options)
+    : collectives_(std::move(collectives)),
+      options_(options),
+      rank_(collectives_->rank()),
+      size_(collectives_->size()),
+      negotiator_(size_, options.cache_capacity) {}
+
+Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<Collectives> collectives,
+                                              const EngineOptions& options) {
+  if (!collectives) return invalid_argument("Engine::start: no collectives");
+  std::unique_ptr<Engine> engine(new Engine(std::move(collectives), options));
+  engine->thread_ = std::thread([e = engine.get()] { e->loop(); });
+  return engine;
+}
+
+Engine::~Engine() { (void)shutdown(); }
+
+Result<int64_t> Engine::submit(const std::string& name, const Meta& meta, void* data) {
+  EDT_RETURN_IF_ERROR(validate(name, meta, data, size_));
+  std::lock_guard lock(mu_);
+  if (!broken_.is_ok()) return broken_;
+  if (shutdown_asked_ || stopped_) return failed_precondition("edt has been shut down; call init() again");
+  if (in_flight_.count(name)) {
+    return invalid_argument("Requested to " + std::string(op_type_name(meta.type)) +
+                            " a tensor with the same name as another tensor that is currently being processed: '" +
+                            name + "'. Give each in-flight tensor its own name.");
+  }
+  auto op = std::make_shared<Op>();
+  op->handle = next_handle_++;
+  op->meta = meta;
+  op->data = data;
+  in_flight_.emplace(name, op);
+  handles_.emplace(op->handle, op);
+  queue_.emplace_back(name, op);
+  wake_.notify_one();
+  return op->handle;
+}
+
+Result<int64_t> Engine::submit_join() {
+  std::lock_guard lock(mu_);
+  if (!broken_.is_ok()) return broken_;
+  if (shutdown_asked_ || stopped_) return failed_precondition("edt has been shut down; call init() again");
+  if (join_op_) return failed_precondition("join() is already in progress on this rank");
+  join_op_ = std::make_shared<Op>();
+  join_op_->handle = next_handle_++;
+  handles_.emplace(join_op_->handle, join_op_);
+  join_asked_ = true;
+  wake_.notify_one();
+  return join_op_->handle;
+}
+
+Result<bool> Engine::poll(int64_t handle) {
+  std::lock_guard lock(mu_);
+  auto it = handles_.find(handle);
+  if (it == handles_.end()) return not_found("no request with handle " + std::to_string(handle) + " is in flight");
+  return it->second->done;
+}
+
+Status Engine::wait(int64_t handle, Output* output) {
+  std::unique_lock lock(mu_);
+  auto it = handles_.find(handle);
+  if (it == handles_.end()) return not_found("no request with handle " + std::to_string(handle) + " is in flight");
+  std::shared_ptr<Op> op = it->second;
+  finished_.wait(lock, [&] { return op->done; });
+  handles_.erase(handle);
+  if (output) *output = std::move(op->output);
+  return op->status;
+}
+
+Status Engine::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    shutdown_asked_ = true;
+    wake_.notify_one();
+  }
+  {
+    std::lock_guard lock(thread_mu_);
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  }
+  std::lock_guard lock(mu_);
+  return broken_;
+}
+
+void Engine::loop() {
+  bool finished = false;
+  while (!finished) {
+    Status s = cycle(&finished);
+    if (!s.is_ok()) {
+      fail_everything(s.with_context("rank " + std::to_string(rank_)));
+      break;
+    }
+  }
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+  if (broken_.is_ok()) {
+    Status gone = failed_precondition("edt has been shut down");
+    for (auto& [name, op] : in_flight_) {
+      op->done = true;
+      op->status = gone;
+    }
+    in_flight_.clear();
+  }
+  finished_.notify_all();
+}
+
+Status Engine::cycle(bool* finished) {
+  std::vector<Announcement> announcements;
+  bool join = false, shut_down = false;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, op] : queue_) announcements.push_back({name, op->meta});
+    queue_.clear();
+    join = join_asked_ && !join_announced_;
+    shut_down = shutdown_asked_ && !shutdown_announced_;
+  }
+  join_announced_ |= join;
+  shutdown_announced_ |= shut_down;
+
+  std::string message;
+  if (!announcements.empty() || join || shut_down) message = negotiator_.encode(announcements, join, shut_down);
+  std::vector<uint64_t> lengths(size_);
+  uint64_t length = message.size();
+  EDT_RETURN_IF_ERROR(collectives_->allgatherv(&length, lengths.data(), std::vector<size_t>(size_, 8)));
+  uint64_t total = std::accumulate(lengths.begin(), lengths.end(), uint64_t{0});
+
+  if (total > 0) {
+    std::string all(total, '\0');
+    EDT_RETURN_IF_ERROR(
+        collectives_->allgatherv(message.data(), all.data(), std::vector<size_t>(lengths.begin(), lengths.end())));
+    std::vector<std::string_view> messages;
+    size_t offset = 0;
+    for (uint64_t n : lengths) {
+      messages.emplace_back(all.data() + offset, n);
+      offset += n;
+    }
+    EDT_ASSIGN_OR_RETURN(CycleOutcome outcome, negotiator_.decode(messages));
+    EDT_RETURN_IF_ERROR(run_ready(outcome.ready));
+    if (outcome.join_completed_by) {
+      std::lock_guard lock(mu_);
+      if (join_op_) {
+        join_op_->output.last_joined_rank = *outcome.join_completed_by;
+        join_op_->done = true;
+        join_op_.reset();
+      }
+      join_asked_ = false;
+      join_announced_ = false;
+      finished_.notify_all();
+    }
+    if (outcome.all_shut_down) {
+      *finished = true;
+      return Status::ok();
+    }
+  }
+
+  if (rank_ == 0 && options_.stall_warning.count() > 0) {
+    auto now = std::chrono::steady_clock::now();
+    std::vector<std::string> pending = negotiator_.pending_names();
+    std::erase_if(stall_seen_, [&](const auto& kv) {
+      return std::find(pending.begin(), pending.end(), kv.first) == pending.end();
+    });
+    for (const auto& name : pending) {
+      auto [it, inserted] = stall_seen_.try_emplace(name, now);
+      if (!inserted && now - it->second > options_.stall_warning) {
+        std::string ranks;
+        for (int r : negotiator_.missing_ranks(name)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+        std::fprintf(stderr,
+                     "edt: warning: tensor '%s' was submitted by some ranks but ranks %s have not submitted it "
+                     "for more than %lld s; check that every rank runs the same collectives.\n",
+                     name.c_str(), ranks.c_str(), static_cast<long long>(options_.stall_warning.count() / 1000));
+        it->second = now;  // warn again only after another period
+      }
+    }
+  }
+
+  // The pause runs from the end of the exchange, which every rank leaves at
+  // about the same moment: idle ranks then meet again together and the
+  // communicator's waits stay short.
+  auto next_cycle = std::chrono::steady_clock::now() + options_.cycle_time;
+  std::unique_lock lock(mu_);
+  wake_.wait_until(lock, next_cycle, [&] {
+    return !queue_.empty() || (join_asked_ && !join_announced_) || (shutdown_asked_ && !shutdown_announced_);
+  });
+  return Status::ok();
+}
+
+Status Engine::run_ready(const std::vector<Ready>& ready) {
+  // Consecutive allreduces that can share one reduction run fused.
+  size_t i = 0;
+  while (i < ready.size()) {
+    const Ready& r = ready[i];
+    if (!r.error.empty()) {
+      complete(r.name, invalid_argument(r.error), {});
+      ++i;
+      continue;
+    }
+    const Meta& m = r.first();
+    if (m.type != OpType::kAllreduce) {
+      EDT_RETURN_IF_ERROR(run_one(r));
+      ++i;
+      continue;
+    }
+    std::vector<const Ready*> group{&r};
+    size_t bytes = tensor_bytes(m);
+    size_t j = i + 1;
+    for (; j < ready.size(); ++j) {
+      const Ready& n = ready[j];
+      if (!n.error.empty()) break;
+      const Meta& nm = n.first();
+      if (nm.type != OpType::kAllreduce || nm.dtype != m.dtype || nm.op != m.op || nm.prescale != m.prescale ||
+          nm.postscale != m.postscale || bytes + tensor_bytes(nm) > options_.fusion_threshold) {
+        break;
+      }
+      bytes += tensor_bytes(nm);
+      group.push_back(&n);
+    }
+    EDT_RETURN_IF_ERROR(run_allreduce_group(group));
+    i = j;
+  }
+  return Status::ok();
+}
+
+Status Engine::run_allreduce_group(const std::vector<const Ready*>& group) {
+  const Meta& m = group[0]->first();
+  std::vector<std::shared_ptr<Op>> locals;
+  {
+    std::lock_guard lock(mu_);
+    for (const Ready* r : group) {
+      auto it = in_flight_.find(r->name);
+      locals.push_back(it == in_flight_.end() ? nullptr : it->second);  // null: this rank has joined
+    }
+  }
+  Status status;
+  if (group.size() == 1 && locals[0]) {
+    // One tensor: reduce the caller's buffer itself.
+    reduce_scaled(*collectives_, locals[0]->data, static_cast<size_t>(num_elements(m.shape)), m, &status);
+    if (!status.is_ok()) return status;
+    complete(group[0]->name, Status::ok(), {});
+    return Status::ok();
+  }
+  size_t total = 0;
+  for (const Ready* r : group) total += tensor_bytes(r->first());
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  size_t offset = 0;
+  for (size_t k = 0; k < group.size(); ++k) {
+    size_t n = tensor_bytes(group[k]->first());
+    if (locals[k]) {
+      std::memcpy(fusion_buffer_.data() + offset, locals[k]->data, n);
+    } else {
+      std::memset(fusion_buffer_.data() + offset, 0, n);  // a joined rank adds nothing
+    }
+    offset += n;
+  }
+  reduce_scaled(*collectives_, fusion_buffer_.data(), total / dtype_size(m.dtype), m, &status);
+  if (!status.is_ok()) return status;
+  if (group.size() > 1) fused_batches_.fetch_add(1);
+  offset = 0;
+  for (size_t k = 0; k < group.size(); ++k) {
+    size_t n = tensor_bytes(group[k]->first());
+    if (locals[k]) {
+      std::memcpy(locals[k]->data, fusion_buffer_.data() + offset, n);
+      complete(group[k]->name, Status::ok(), {});
+    }
+    offset += n;
+  }
+  return Status::ok();
+}
+
+Status Engine::run_one(const Ready& ready) {
+  std::shared_ptr<Op> local;
+  {
+    std::lock_guard lock(mu_);
+    auto it = in_flight_.find(ready.name);
+    if (it != in_flight_.end()) local = it->second;
+  }
+  const Meta& m = local ? local->meta : ready.first();
+  Output out;
+  switch (m.type) {
+    case OpType::kBarrier:
+      EDT_RETURN_IF_ERROR(collectives_->barrier());
+      break;
+    case OpType::kBroadcast:
+      EDT_RETURN_IF_ERROR(collectives_->broadcast(local->data, tensor_bytes(m), m.root));
+      break;
+    case OpType::kAllgather: {
+      std::vector<size_t> bytes(size_);
+      int64_t rows = 0;
+      for (int r = 0; r < size_; ++r) {
+        bytes[r] = static_cast<size_t>(ready.metas[r]->shape[0]) * row_bytes(m);
+        rows += ready.metas[r]->shape[0];
+      }
+      out.shape = m.shape;
+      out.shape[0] = rows;
+      out.data.resize(std::accumulate(bytes.begin(), bytes.end(), size_t{0}));
+      EDT_RETURN_IF_ERROR(collectives_->allgatherv(local->data, out.data.data(), bytes));
+      break;
+    }
+    case OpType::kAlltoall: {
+      std::vector<size_t> send(size_), recv(size_);
+      int64_t rows = 0;
+      for (int r = 0; r < size_; ++r) {
+        send[r] = static_cast<size_t>(m.splits[r]) * row_bytes(m);
+        int64_t in = ready.metas[r]->splits[rank_];
+        recv[r] = static_cast<size_t>(in) * row_bytes(m);
+        out.recv_splits.push_back(in);
+        rows += in;
+      }
+      out.shape = m.shape;
+      out.shape[0] = rows;
+      out.data.resize(std::accumulate(recv.begin(), recv.end(), size_t{0}));
+      EDT_RETURN_IF_ERROR(collectives_->alltoallv(local->data, send, out.data.data(), recv));
+      break;
+    }
+    case OpType::kReducescatter: {
+      // Reduced whole, then each rank keeps its rows: simple, and twice the
+      // traffic of a true reduce-scatter.
+      std::vector<uint8_t> whole(tensor_bytes(m));
+      std::memcpy(whole.data(), local->data, whole.size());
+      Status status;
+      reduce_scaled(*collectives_, whole.data(), static_cast<size_t>(num_elements(m.shape)), m, &status);
+      EDT_RETURN_IF_ERROR(status);
+      auto [begin, count] = scatter_rows(m.shape[0], rank_, size_);
+      out.shape = m.shape;
+      out.shape[0] = count;
+      auto first = whole.begin() + static_cast<std::ptrdiff_t>(begin * row_bytes(m));
+      out.data.assign(first, first + static_cast<std::ptrdiff_t>(count * row_bytes(m)));
+      break;
+    }
+    case OpType::kAllreduce:
+      EDT_CHECK_MSG(false, "allreduce runs in groups");
+  }
+  complete(ready.name, Status::ok(), std::move(out));
+  return Status::ok();
+}
+
+void Engine::complete(const std::string& name, Status status, Output output) {
+  std::lock_guard lock(mu_);
+  auto it = in_flight_.find(name);
+  if (it == in_flight_.end()) return;  // this rank had joined
+  it->second->status = std::move(status);
+  it->second->output = std::move(output);
+  it->second->done = true;
+  in_flight_.erase(it);
+  finished_.notify_all();
+}
+
+void Engine::fail_everything(const Status& status) {
+  std::lock_guard lock(mu_);
+  broken_ = status;
+  for (auto& [name, op] : in_flight_) {
+    op->done = true;
+    op->status = status;
+  }
+  in_flight_.clear();
+  queue_.clear();
+  if (join_op_) {
+    join_op_->done = true;
+    join_op_->status = status;
+    join_op_.reset();
+  }
+  finished_.notify_all();
+}
+
+}  // namespace edt::engine

@@ -1,0 +1,137 @@
+// Engine: the background thread behind edt.torch, as Horovod has one.
+//
+// Callers submit named requests (allreduce, allgather, broadcast, alltoall,
+// reducescatter, barrier, join) from any thread and get a handle back; the
+// engine's thread negotiates with the other ranks (see negotiation.h), so
+// ranks may submit in different orders, runs what every rank submitted,
+// fusing small allreduces into one buffer up to the fusion threshold, and
+// completes the handles. One cycle runs every `cycle_time`, or at once when
+// a request arrives while the thread waits.
+//
+// Buffers: the caller's buffer of an allreduce or broadcast is reduced or
+// overwritten in place; allgather, alltoall and reducescatter write a new
+// buffer the engine allocates (Output). The caller keeps its buffer alive
+// and untouched until wait() returns.
+//
+// Errors: a request whose ranks disagree fails on every rank with a message
+// naming both sides; the engine keeps running. A failing collective (a peer
+// died, the communicator was aborted) fails every request, pending and
+// future, with that Status: the engine is then broken and must be replaced.
+//
+// Thread safety: every public method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "edt/status.h"
+#include "engine/collectives.h"
+#include "engine/negotiation.h"
+
+namespace edt::engine {
+
+struct EngineOptions {
+  uint64_t fusion_threshold = 128ull << 20;           // bytes; 0 disables fusion
+  std::chrono::microseconds cycle_time{1000};         // pause between idle cycles
+  size_t cache_capacity = 1024;                       // names in the response cache
+  std::chrono::milliseconds stall_warning{60000};     // warn about names some ranks never sent
+};
+
+// Options from HOROVOD_FUSION_THRESHOLD or EDT_FUSION_THRESHOLD (bytes, or a
+// size such as 64M), HOROVOD_CYCLE_TIME (milliseconds, fractions allowed),
+// HOROVOD_CACHE_CAPACITY and HOROVOD_STALL_CHECK_TIME_SECONDS. A malformed
+// value is an error naming the variable.
+Result<EngineOptions> engine_options_from_env();
+
+// What a finished request produced besides its in-place buffer.
+struct Output {
+  std::vector<uint8_t> data;          // allgather, alltoall, reducescatter
+  std::vector<int64_t> shape;         // of `data`
+  std::vector<int64_t> recv_splits;   // alltoall: rows received from each rank
+  int last_joined_rank = -1;          // join
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> start(std::unique_ptr<Collectives> collectives,
+                                               const EngineOptions& options);
+  ~Engine();  // shuts down (see shutdown()) if still running
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const EngineOptions& options() const { return options_; }
+
+  // Submits a request; `data` is its buffer (see above). Fails at once when
+  // the name is already in flight, the request is malformed, or the engine
+  // is shut down or broken.
+  Result<int64_t> submit(const std::string& name, const Meta& meta, void* data);
+
+  // Announces that this rank has no more requests until every rank joined;
+  // its handle completes with the rank that joined last.
+  Result<int64_t> submit_join();
+
+  // True when the handle's request finished (successfully or not).
+  Result<bool> poll(int64_t handle);
+
+  // Waits for the request and forgets the handle.
+  Status wait(int64_t handle, Output* output);
+
+  // Leaves the job: waits until every rank called shutdown() (requests of
+  // other ranks that needed this one fail), then stops the thread.
+  // Idempotent. Returns the error that broke the engine, if any.
+  Status shutdown();
+
+  // Number of fused buffers reduced so far (for tests and benchmarks).
+  uint64_t fused_batches() const { return fused_batches_.load(); }
+
+ private:
+  struct Op;
+  Engine(std::unique_ptr<Collectives> collectives, const EngineOptions& options);
+  void loop();
+  Status cycle(bool* finished);
+  Status run_ready(const std::vector<Ready>& ready);
+  Status run_allreduce_group(const std::vector<const Ready*>& group);
+  Status run_one(const Ready& ready);
+  void complete(const std::string& name, Status status, Output output);
+  void fail_everything(const Status& status);
+
+  std::unique_ptr<Collectives> collectives_;
+  const EngineOptions options_;
+  const int rank_;
+  const int size_;
+
+  std::mutex mu_;
+  std::condition_variable wake_;       // a request arrived or shutdown was asked
+  std::condition_variable finished_;   // some handle finished
+  std::deque<std::pair<std::string, std::shared_ptr<Op>>> queue_;  // guarded by mu_
+  std::unordered_map<std::string, std::shared_ptr<Op>> in_flight_;  // by name; guarded by mu_
+  std::unordered_map<int64_t, std::shared_ptr<Op>> handles_;        // guarded by mu_
+  int64_t next_handle_ = 1;             // guarded by mu_
+  bool join_asked_ = false;             // guarded by mu_
+  std::shared_ptr<Op> join_op_;         // guarded by mu_
+  bool shutdown_asked_ = false;         // guarded by mu_
+  bool stopped_ = false;                // guarded by mu_
+  Status broken_;                       // guarded by mu_
+
+  // Owned by the background thread.
+  Negotiator negotiator_;
+  bool join_announced_ = false;
+  bool shutdown_announced_ = false;
+  std::vector<uint8_t> fusion_buffer_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> stall_seen_;
+  std::atomic<uint64_t> fused_batches_{0};
+
+  std::mutex thread_mu_;  // two threads must not join thread_ at once
+  std::thread thread_;
+};
+
+}  // namespace edt::engine

@@ -1,0 +1,321 @@
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+#include "engine/thread_collectives.h"
+
+namespace edt::engine {
+namespace {
+
+// Runs `body(rank, engine)` on `size` ranks, each a thread with its own engine.
+void run_ranks(int size, const std::function<void(int, Engine&)>& body, EngineOptions options = {}) {
+  ThreadGroup group(size);
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int r = 0; r < size; ++r) {
+    auto e = Engine::start(group.member(r), options);
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    engines.push_back(std::move(e).value());
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      body(r, *engines[r]);
+      EXPECT_TRUE(engines[r]->shutdown().is_ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+Meta allreduce_meta(std::vector<int64_t> shape, ReduceOp op = ReduceOp::kSum, DataType dtype = DataType::kFloat32) {
+  Meta m;
+  m.type = OpType::kAllreduce;
+  m.dtype = dtype;
+  m.op = op;
+  m.shape = std::move(shape);
+  return m;
+}
+
+Status run(Engine& e, const std::string& name, const Meta& m, void* data, Output* out = nullptr) {
+  auto h = e.submit(name, m, data);
+  if (!h.is_ok()) return h.status();
+  return e.wait(*h, out);
+}
+
+TEST(EngineTest, AllreduceInDifferentOrdersOnEachRank) {
+  constexpr int kSize = 4, kTensors = 20;
+  run_ranks(kSize, [](int rank, Engine& e) {
+    std::vector<std::vector<float>> data(kTensors);
+    std::vector<int64_t> handles(kTensors);
+    std::vector<int> order(kTensors);
+    std::iota(order.begin(), order.end(), 0);
+    if (rank % 2) std::reverse(order.begin(), order.end());
+    for (int t : order) {
+      data[t].assign(t + 1, static_cast<float>(rank + t));
+      auto h = e.submit("t" + std::to_string(t), allreduce_meta({t + 1}, ReduceOp::kAverage), data[t].data());
+      ASSERT_TRUE(h.is_ok());
+      handles[t] = *h;
+    }
+    for (int t = 0; t < kTensors; ++t) {
+      ASSERT_TRUE(e.wait(handles[t], nullptr).is_ok());
+      for (float v : data[t]) EXPECT_FLOAT_EQ(v, 1.5f + t);  // mean of rank + t over ranks 0..3
+    }
+  });
+}
+
+TEST(EngineTest, SmallTensorsAreFused) {
+  std::atomic<uint64_t> fused{0};
+  run_ranks(2, [&](int rank, Engine& e) {
+    std::vector<std::vector<double>> data(50, std::vector<double>(10, rank + 1.0));
+    std::vector<int64_t> handles;
+    for (int t = 0; t < 50; ++t) {
+      handles.push_back(e.submit("g" + std::to_string(t), allreduce_meta({10}, ReduceOp::kSum, DataType::kFloat64),
+                                 data[t].data()).value());
+    }
+    for (auto h : handles) ASSERT_TRUE(e.wait(h, nullptr).is_ok());
+    for (auto& d : data) EXPECT_EQ(d, std::vector<double>(10, 3.0));
+    if (rank == 0) fused = e.fused_batches();
+  });
+  EXPECT_GT(fused.load(), 0u);
+}
+
+TEST(EngineTest, FusionThresholdZeroReducesEachTensorAlone) {
+  EngineOptions options;
+  options.fusion_threshold = 0;
+  run_ranks(2, [](int rank, Engine& e) {
+    std::vector<std::vector<int32_t>> data(10, std::vector<int32_t>(3, rank + 2));
+    std::vector<int64_t> handles;
+    for (int t = 0; t < 10; ++t) {
+      handles.push_back(e.submit("p" + std::to_string(t), allreduce_meta({3}, ReduceOp::kProduct, DataType::kInt32),
+                                 data[t].data()).value());
+    }
+    for (auto h : handles) ASSERT_TRUE(e.wait(h, nullptr).is_ok());
+    for (auto& d : data) EXPECT_EQ(d, std::vector<int32_t>(3, 6));
+    EXPECT_EQ(e.fused_batches(), 0u);
+  }, options);
+}
+
+TEST(EngineTest, PrescaleAndPostscale) {
+  run_ranks(2, [](int rank, Engine& e) {
+    std::vector<float> x(4, rank + 1.0f);
+    Meta m = allreduce_meta({4});
+    m.prescale = 2.0;
+    m.postscale = 0.25;
+    ASSERT_TRUE(run(e, "s", m, x.data()).is_ok());
+    EXPECT_EQ(x, std::vector<float>(4, 1.5f));  // (2*1 + 2*2) / 4
+  });
+}
+
+TEST(EngineTest, MismatchedShapesFailOnEveryRankNamingBothSides) {
+  run_ranks(3, [](int rank, Engine& e) {
+    std::vector<float> x(6);
+    Meta m = allreduce_meta(rank == 1 ? std::vector<int64_t>{3} : std::vector<int64_t>{2, 3});
+    Status s = run(e, "w", m, x.data());
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("Mismatched allreduce tensor shapes: One rank sent a tensor of shape [2, 3], but "
+                               "another rank sent a tensor of shape [3]."),
+              std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("rank 0 and rank 1"), std::string::npos) << s.message();
+    // The engine keeps working after a mismatch.
+    std::vector<float> y(2, 1.0f);
+    ASSERT_TRUE(run(e, "after", allreduce_meta({2}), y.data()).is_ok());
+    EXPECT_EQ(y, std::vector<float>(2, 3.0f));
+  });
+}
+
+TEST(EngineTest, MismatchedTypesAndOperations) {
+  run_ranks(2, [](int rank, Engine& e) {
+    std::vector<double> x(4);
+    Status s = run(e, "d", allreduce_meta({4}, ReduceOp::kSum, rank ? DataType::kFloat64 : DataType::kFloat32),
+                   x.data());
+    EXPECT_NE(s.message().find("Mismatched data types: One rank had type float32, but another rank had type float64."),
+              std::string::npos)
+        << s.message();
+    s = run(e, "o", allreduce_meta({4}, rank ? ReduceOp::kMax : ReduceOp::kSum), x.data());
+    EXPECT_NE(s.message().find("Mismatched reduction operations: One rank did an op Sum, but another rank did an op Max."),
+              std::string::npos)
+        << s.message();
+    Meta m = allreduce_meta({4});
+    if (rank) m.type = OpType::kAllgather;
+    s = run(e, "k", m, x.data());
+    EXPECT_NE(s.message().find("Mismatched operations: One rank did an allreduce, but another rank did an allgather."),
+              std::string::npos)
+        << s.message();
+    Meta b = allreduce_meta({4});
+    b.type = OpType::kBroadcast;
+    b.root = rank;
+    s = run(e, "b", b, x.data());
+    EXPECT_NE(s.message().find("Mismatched broadcast root ranks: One rank specified root rank 0, but another rank "
+                               "specified root rank 1."),
+              std::string::npos)
+        << s.message();
+  });
+}
+
+TEST(EngineTest, AllgatherBroadcastAlltoallReducescatter) {
+  constexpr int kSize = 3;
+  run_ranks(kSize, [](int rank, Engine& e) {
+    // allgather: rank r sends r+1 rows of 2.
+    std::vector<int64_t> rows(2 * (rank + 1), rank);
+    Meta g;
+    g.type = OpType::kAllgather;
+    g.dtype = DataType::kInt64;
+    g.shape = {rank + 1, 2};
+    Output out;
+    ASSERT_TRUE(run(e, "ag", g, rows.data(), &out).is_ok());
+    EXPECT_EQ(out.shape, (std::vector<int64_t>{6, 2}));
+    std::vector<int64_t> got(out.data.size() / 8);
+    std::memcpy(got.data(), out.data.data(), out.data.size());
+    EXPECT_EQ(got, (std::vector<int64_t>{0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2}));
+
+    std::vector<uint8_t> bytes(5, static_cast<uint8_t>(rank * 10));
+    Meta b;
+    b.type = OpType::kBroadcast;
+    b.dtype = DataType::kUInt8;
+    b.shape = {5};
+    b.root = 2;
+    ASSERT_TRUE(run(e, "bc", b, bytes.data()).is_ok());
+    EXPECT_EQ(bytes, std::vector<uint8_t>(5, 20));
+
+    // alltoall: rank r sends d+1 rows to rank d, each row = 100 r + d.
+    std::vector<float> send;
+    Meta a;
+    a.type = OpType::kAlltoall;
+    a.dtype = DataType::kFloat32;
+    for (int d = 0; d < kSize; ++d) {
+      a.splits.push_back(d + 1);
+      for (int i = 0; i <= d; ++i) send.push_back(100.0f * rank + d);
+    }
+    a.shape = {static_cast<int64_t>(send.size())};
+    ASSERT_TRUE(run(e, "a2a", a, send.data(), &out).is_ok());
+    EXPECT_EQ(out.recv_splits, std::vector<int64_t>(kSize, rank + 1));
+    std::vector<float> recv(out.data.size() / 4);
+    std::memcpy(recv.data(), out.data.data(), out.data.size());
+    std::vector<float> want;
+    for (int s = 0; s < kSize; ++s) {
+      for (int i = 0; i <= rank; ++i) want.push_back(100.0f * s + rank);
+    }
+    EXPECT_EQ(recv, want);
+
+    // reducescatter of 7 rows: ranks get 3, 2, 2.
+    std::vector<float> rs(7);
+    std::iota(rs.begin(), rs.end(), 0.0f);
+    Meta r;
+    r.type = OpType::kReducescatter;
+    r.shape = {7};
+    ASSERT_TRUE(run(e, "rs", r, rs.data(), &out).is_ok());
+    std::vector<float> mine(out.data.size() / 4);
+    std::memcpy(mine.data(), out.data.data(), out.data.size());
+    std::vector<std::vector<float>> expected = {{0, 3, 6}, {9, 12}, {15, 18}};
+    EXPECT_EQ(mine, expected[rank]);
+  });
+}
+
+TEST(EngineTest, JoinLetsOtherRanksReduceAndReturnsLastRank) {
+  run_ranks(3, [](int rank, Engine& e) {
+    if (rank == 2) {
+      Output out;
+      auto h = e.submit_join();
+      ASSERT_TRUE(h.is_ok());
+      ASSERT_TRUE(e.wait(*h, &out).is_ok());
+      EXPECT_EQ(out.last_joined_rank, 0);
+      return;
+    }
+    // Ranks 0 and 1 reduce twice more; rank 2 adds zeros.
+    for (int step = 0; step < 2; ++step) {
+      std::vector<float> x(3, 1.0f);
+      ASSERT_TRUE(run(e, "j" + std::to_string(step), allreduce_meta({3}), x.data()).is_ok());
+      EXPECT_EQ(x, std::vector<float>(3, 2.0f));
+    }
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // join last
+    Output out;
+    ASSERT_TRUE(e.wait(e.submit_join().value(), &out).is_ok());
+    EXPECT_EQ(out.last_joined_rank, 0);
+  });
+}
+
+TEST(EngineTest, DuplicateNameInFlightIsRefused) {
+  run_ranks(2, [](int rank, Engine& e) {
+    std::vector<float> x(1), y(1);
+    if (rank == 0) {
+      auto h = e.submit("same", allreduce_meta({1}), x.data());
+      ASSERT_TRUE(h.is_ok());
+      auto again = e.submit("same", allreduce_meta({1}), y.data());
+      ASSERT_FALSE(again.is_ok());
+      EXPECT_NE(again.status().message().find("same name as another tensor"), std::string::npos);
+      ASSERT_TRUE(e.wait(*h, nullptr).is_ok());
+    } else {
+      ASSERT_TRUE(run(e, "same", allreduce_meta({1}), x.data()).is_ok());
+    }
+  });
+}
+
+TEST(EngineTest, BadRequestsFailAtSubmit) {
+  run_ranks(2, [](int, Engine& e) {
+    std::vector<float> x(4);
+    Meta b = allreduce_meta({4});
+    b.type = OpType::kBroadcast;
+    b.root = 5;
+    auto h = e.submit("b", b, x.data());
+    ASSERT_FALSE(h.is_ok());
+    EXPECT_NE(h.status().message().find("root rank 5 is out of range"), std::string::npos);
+    Meta a = allreduce_meta({4});
+    a.type = OpType::kAlltoall;
+    a.splits = {1, 2};
+    h = e.submit("a", a, x.data());
+    ASSERT_FALSE(h.is_ok());
+    EXPECT_NE(h.status().message().find("splits add up to 3 but the first dimension is 4"), std::string::npos);
+  });
+}
+
+TEST(EngineTest, AbortedCollectivesFailPendingRequestsInsteadOfHanging) {
+  ThreadGroup group(2);
+  auto e0 = std::move(Engine::start(group.member(0), {})).value();
+  auto e1 = std::move(Engine::start(group.member(1), {})).value();
+  std::vector<float> x(2);
+  auto h = e0->submit("never", allreduce_meta({2}), x.data());  // rank 1 never sends it
+  ASSERT_TRUE(h.is_ok());
+  group.abort();
+  Status s = e0->wait(*h, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kPeerFailed) << s.to_string();
+  EXPECT_FALSE(e0->submit("later", allreduce_meta({2}), x.data()).is_ok());
+  EXPECT_FALSE(e0->shutdown().is_ok());
+  EXPECT_FALSE(e1->shutdown().is_ok());
+}
+
+TEST(EngineTest, ShutdownFailsRequestsThatWaitForTheRankThatLeft) {
+  run_ranks(2, [](int rank, Engine& e) {
+    if (rank == 1) return;  // shuts down at once
+    std::vector<float> x(2);
+    Status s = run(e, "orphan", allreduce_meta({2}), x.data());
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("rank 1 has shut down"), std::string::npos) << s.message();
+  });
+}
+
+TEST(EngineOptionsTest, FromEnvironment) {
+  setenv("HOROVOD_FUSION_THRESHOLD", "1048576", 1);
+  setenv("HOROVOD_CYCLE_TIME", "2.5", 1);
+  auto o = engine_options_from_env();
+  ASSERT_TRUE(o.is_ok());
+  EXPECT_EQ(o->fusion_threshold, 1u << 20);
+  EXPECT_EQ(o->cycle_time.count(), 2500);
+  setenv("EDT_FUSION_THRESHOLD", "64M", 1);
+  EXPECT_EQ(engine_options_from_env()->fusion_threshold, 64u << 20);
+  setenv("HOROVOD_CYCLE_TIME", "fast", 1);
+  o = engine_options_from_env();
+  ASSERT_FALSE(o.is_ok());
+  EXPECT_NE(o.status().message().find("HOROVOD_CYCLE_TIME"), std::string::npos);
+  unsetenv("HOROVOD_FUSION_THRESHOLD");
+  unsetenv("EDT_FUSION_THRESHOLD");
+  unsetenv("HOROVOD_CYCLE_TIME");
+  EXPECT_EQ(engine_options_from_env()->fusion_threshold, 128u << 20);
+}
+
+}  // namespace
+}  // namespace edt::engine

@@ -1,0 +1,29 @@
+// What the engine adds to edt/types.h: reduction op names as Horovod prints
+// them in errors, shapes, and in-place scaling for the prescale/postscale
+// factors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "edt/types.h"
+
+namespace edt::engine {
+
+using edt::DataType;
+using edt::ReduceOp;
+
+// "Sum", "Average", ...: Horovod's spelling.
+const char* op_name(ReduceOp op);
+
+// "[2, 3]": a shape as Horovod's mismatch messages print it.
+std::string shape_string(const std::vector<int64_t>& shape);
+int64_t num_elements(const std::vector<int64_t>& shape);
+
+// Multiplies `count` elements at `data` by `factor` in place. Integer types
+// round toward zero; float16 and bfloat16 are scaled in float.
+void scale_buffer(void* data, size_t count, DataType dtype, double factor);
+
+}  // namespace edt::engine
