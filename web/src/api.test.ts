@@ -1,0 +1,54 @@
+import { describe, expect, it, vi } from 'vitest';
+import { Api, ApiError, errorFromBody, toCluster } from './api';
+
+function respond(status: number, body: unknown): typeof fetch {
+  return vi.fn(async () => new Response(typeof body === 'string' ? body : JSON.stringify(body), { status })) as unknown as typeof fetch;
+}
+
+describe('errors', () => {
+  it('keeps the field the server names', () => {
+    expect(errorFromBody(422, { error: { message: 'at least 2', field: 'containers' } }, 'x')).toMatchObject({ status: 422, message: 'at least 2', field: 'containers' });
+    expect(errorFromBody(409, { error: 'name taken', field: 'name' }, 'x')).toMatchObject({ message: 'name taken', field: 'name' });
+    expect(errorFromBody(500, null, 'fallback')).toMatchObject({ message: 'fallback', field: undefined });
+  });
+
+  it('sends the token, and signs out on 401', async () => {
+    const onUnauthorized = vi.fn();
+    const fetch = respond(401, { error: { message: 'wrong token' } });
+    const api = new Api({ token: () => 'secret', onUnauthorized, fetch });
+    await expect(api.listClusters()).rejects.toEqual(new ApiError(401, 'wrong token'));
+    expect(onUnauthorized).toHaveBeenCalledOnce();
+    const init = (fetch as unknown as { mock: { calls: [string, RequestInit][] } }).mock.calls[0];
+    expect(init[0]).toBe('/api/v1/clusters');
+    expect((init[1].headers as Record<string, string>)['Authorization']).toBe('Bearer secret');
+  });
+
+  it('reports a body that is not JSON as the message', async () => {
+    const api = new Api({ token: () => 't', fetch: respond(413, 'body over 1 MiB\n') });
+    await expect(api.createCluster({ name: 'a', framework: 'horovod', containers: 2 })).rejects.toMatchObject({ status: 413, message: 'body over 1 MiB' });
+  });
+});
+
+describe('toCluster', () => {
+  it('reads spec and status', () => {
+    const c = toCluster({
+      name: 'tthvd',
+      framework: 'horovod',
+      containers: 2,
+      image: 'edt',
+      gpu: { model: 'P4', count: 1 },
+      status: {
+        phase: 'Running',
+        containers: [
+          { name: 'tthvd-launcher', role: 'launcher', phase: 'Running', hostname: 'tthvd-launcher', address: '127.77.0.2', gpus: [0] },
+          { name: 'tthvd-worker-0', phase: 'Creating', gpus: 1 },
+        ],
+      },
+    });
+    expect(c).toMatchObject({ name: 'tthvd', containers: 2, phase: 'Running', gpu: { model: 'P4', count: 1 } });
+    expect(c.container_status.map((s) => [s.role, s.phase, s.gpus])).toEqual([
+      ['launcher', 'Running', ['0']],
+      ['worker', 'Creating', ['0']],
+    ]);
+  });
+});
