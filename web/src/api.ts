@@ -36,6 +36,7 @@ export interface Container {
   address: string;
   gpus: string[];
   started?: string;
+  message?: string;
 }
 
 export interface ClusterEvent {
@@ -114,14 +115,22 @@ function list(body: unknown, key: string): unknown[] {
   return Array.isArray(body) ? body : arr(obj(body)[key] ?? obj(body)['items']);
 }
 
-// The error body names what went wrong and, for bad input, the field:
-// {"error": {"message", "field"}} or {"error": "...", "field": "..."}.
+// edtd's error body names the field, what was wrong and what to do:
+// {"error": {"status", "field", "message", "fix"}}. The message shown is
+// "what; fix". A plain {"error": "..."} (from a proxy, say) is read too.
 export function errorFromBody(status: number, body: unknown, fallback: string): ApiError {
   const top = obj(body);
   const inner = obj(top['error']);
-  const message = str(inner['message']) || str(top['error']) || str(top['message']) || fallback;
+  const what = str(inner['message']) || str(top['error']) || str(top['message']) || fallback;
+  const fix = str(inner['fix']) || str(top['fix']);
   const field = str(inner['field']) || str(top['field']) || undefined;
-  return new ApiError(status, message, field);
+  return new ApiError(status, fix ? `${what}; ${fix}` : what, field);
+}
+
+// A time as ISO text, from ISO text or unix seconds (0 means not yet).
+function time(v: unknown): string | undefined {
+  if (typeof v === 'number') return v > 0 ? new Date(v * 1000).toISOString() : undefined;
+  return str(v) || undefined;
 }
 
 function gpuList(v: unknown): string[] {
@@ -138,14 +147,15 @@ function toContainer(v: unknown): Container {
     hostname: str(c['hostname']),
     address: str(c['address']),
     gpus: gpuList(c['gpus']),
-    started: str(c['started']) || str(c['started_at']) || undefined,
+    started: time(c['started_at'] ?? c['started']),
+    message: str(c['message']) || undefined,
   };
 }
 
 function toEvent(v: unknown): ClusterEvent {
   const e = obj(v);
   return {
-    time: str(e['time']) || str(e['timestamp']),
+    time: time(e['time'] ?? e['timestamp'] ?? e['at']) ?? '',
     type: str(e['type']) || str(e['reason']),
     message: str(e['message']),
   };
@@ -173,10 +183,23 @@ export function toCluster(v: unknown): Cluster {
     env: obj(spec['env']) as Record<string, string>,
     phase: str(status['phase']) || str(top['phase'], 'Pending'),
     message: str(status['message']) || str(top['message']),
-    created: str(top['created']) || str(top['created_at']) || str(status['created']) || undefined,
+    created: time(top['created_at'] ?? top['created']),
     container_status: arr(status['containers'] ?? (Array.isArray(containers) ? containers : [])).map(toContainer),
     events: arr(top['events'] ?? status['events']).map(toEvent),
   };
+}
+
+export function gpuModels(devices: unknown[]): GpuModel[] {
+  const models = new Map<string, GpuModel>();
+  for (const d of devices.map(obj)) {
+    const model = str(d['model']);
+    const m = models.get(model) ?? { model, total: 0, free: 0, simulated: false };
+    m.total += 1;
+    if (!str(d['holder'])) m.free += 1;
+    m.simulated ||= d['simulated'] === true;
+    models.set(model, m);
+  }
+  return [...models.values()];
 }
 
 function toJob(v: unknown): Job {
@@ -187,9 +210,10 @@ function toJob(v: unknown): Job {
     cluster: str(j['cluster']),
     command: Array.isArray(j['command']) ? (j['command'] as unknown[]).map((c) => str(c)).join(' ') : str(j['command']),
     phase: str(j['phase']) || str(j['state']) || str(j['status'], 'Running'),
-    exit_code: typeof code === 'number' ? code : null,
-    started: str(j['started']) || str(j['started_at']) || undefined,
-    finished: str(j['finished']) || str(j['finished_at']) || undefined,
+    // edtd reports -1 until the job ends.
+    exit_code: typeof code === 'number' && code >= 0 ? code : null,
+    started: time(j['created_at'] ?? j['started_at'] ?? j['started']),
+    finished: time(j['finished_at'] ?? j['finished']),
   };
 }
 
@@ -275,11 +299,15 @@ export class Api {
     });
   }
 
+  // edtd lists devices ({index, model, simulated, holder}); the form wants
+  // models with how many are free.
   async listGpus(): Promise<GpuModel[]> {
-    return list(await this.json('GET', '/gpus'), 'gpus').map((v) => {
-      const o = obj(v);
-      return { model: str(o['model']), total: num(o['total'] ?? o['count']), free: num(o['free']), simulated: o['simulated'] === true };
-    });
+    return gpuModels(list(await this.json('GET', '/gpus'), 'gpus'));
+  }
+
+  async whoami(): Promise<{ name: string; admin: boolean }> {
+    const o = obj(await this.json('GET', '/whoami'));
+    return { name: str(o['name']), admin: o['admin'] === true };
   }
 
   async listVolumes(): Promise<Volume[]> {
@@ -323,11 +351,16 @@ export class Api {
     if (rest) onText(rest);
   }
 
-  // The WebSocket URL of a terminal in one container. Browsers cannot set
-  // headers on a WebSocket, so the token travels as a query parameter.
-  terminalUrl(cluster: string, container: string, location: Location = window.location): string {
+  // Opens a terminal session in one container; returns the URL of its
+  // WebSocket. edtd serves terminals on a port of their own, on the same host
+  // as the API, and the one-time path stands for the token.
+  async openTerminal(cluster: string, container: string, location: Location = window.location): Promise<string> {
+    const body = obj(await this.json('POST', `/clusters/${encodeURIComponent(cluster)}/containers/${encodeURIComponent(container)}/terminal`));
     const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const path = `${this.base}/clusters/${encodeURIComponent(cluster)}/containers/${encodeURIComponent(container)}/terminal`;
-    return `${scheme}//${location.host}${path}?access_token=${encodeURIComponent(this.options.token() ?? '')}`;
+    return `${scheme}//${location.hostname}:${num(body['port'])}${str(body['path'])}`;
+  }
+
+  async listEvents(cluster: string): Promise<ClusterEvent[]> {
+    return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/events`), 'events').map(toEvent);
   }
 }

@@ -70,11 +70,18 @@ function renderAccount(): void {
     },
     (['auto', 'light', 'dark'] as Theme[]).map((t) => h('option', { value: t, selected: (localStorage.getItem(kThemeKey) ?? 'auto') === t }, `Theme: ${t}`)),
   );
+  const who = h('span', { class: 'muted', id: 'who', title: 'Signed in as' });
   replace(
     account,
     themeSelect,
-    storedToken() ? h('button', { type: 'button', class: 'secondary', id: 'sign-out', onclick: () => ctx.signOut() }, 'Sign out') : null,
+    storedToken() ? [who, h('button', { type: 'button', class: 'secondary', id: 'sign-out', onclick: () => ctx.signOut() }, 'Sign out')] : null,
   );
+  if (storedToken()) {
+    api.whoami().then(
+      (user) => (who.textContent = user.admin && user.name !== 'admin' ? `${user.name} (admin)` : user.name),
+      () => undefined,
+    );
+  }
 }
 
 const ctx: Context = {

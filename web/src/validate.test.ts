@@ -37,7 +37,7 @@ describe('validate', () => {
     ['-a', 'DNS label'],
     ['a-', 'DNS label'],
     ['a_b', 'DNS label'],
-    ['a'.repeat(64), 'at most 63'],
+    ['a'.repeat(41), 'at most 40'],
     ['taken', 'exists already'],
   ])('refuses the name %j', (name, message) => {
     expect(validate({ ...good(), name }, inventory).name).toContain(message);
@@ -49,6 +49,7 @@ describe('validate', () => {
     ['', 'whole number'],
     ['2.5', 'whole number'],
     ['-3', 'whole number'],
+    ['65', 'At most 64'],
     ['two', 'whole number'],
   ])('refuses %j containers', (containers, message) => {
     expect(validate({ ...good(), containers }, inventory).containers).toContain(message);
@@ -64,7 +65,8 @@ describe('validate', () => {
   it('counts GPUs over all containers against the free ones', () => {
     const form = { ...good(), containers: '4', gpu_enabled: true, gpu_model: 'NVIDIA-P4', gpu_count: '2' };
     expect(validate(form, inventory)['gpu.count']).toBe('4 containers × 2 GPUs = 8 NVIDIA-P4, but only 6 are free; ask for fewer.');
-    expect(validate({ ...form, gpu_count: '0' }, inventory)['gpu.count']).toContain('1 or more');
+    expect(validate({ ...form, gpu_count: '0' }, inventory)['gpu.count']).toContain('from 1 to 16');
+    expect(validate({ ...form, gpu_count: '17' }, inventory)['gpu.count']).toContain('from 1 to 16');
     expect(validate({ ...form, gpu_model: 'A100' }, inventory)['gpu.model']).toBe('Choose a GPU model.');
     expect(validate({ ...form, gpu_count: '1' }, inventory)).toEqual({});
     // Off means not asked for, whatever the fields hold.
@@ -81,7 +83,9 @@ describe('validate', () => {
     expect(parseSize('1X')).toBeNull();
     expect(parseSize('lots')).toBeNull();
     expect(validate({ ...good(), shm_enabled: true, shm: '1X' }, inventory).shm).toContain('is not a size');
-    expect(validate({ ...good(), shm_enabled: true, shm: '0M' }, inventory).shm).toContain('larger than 0');
+    expect(validate({ ...good(), shm_enabled: true, shm: '512K' }, inventory).shm).toContain('outside 1M to 256Gi');
+    expect(validate({ ...good(), shm_enabled: true, shm: '257G' }, inventory).shm).toContain('outside 1M to 256Gi');
+    expect(validate({ ...good(), shm_enabled: true, shm: '256Gi' }, inventory).shm).toBeUndefined();
   });
 
   it.each([
@@ -92,10 +96,12 @@ describe('validate', () => {
     ['/root//data', 'not normalised'],
     ['/root/data/', 'not normalised'],
     ['/root/./data', 'not normalised'],
-    ['/', 'root directory'],
+    ['/', "container's root"],
+    ['/root', "container's home"],
     ['/etc', 'system directory /etc'],
     ['/usr/lib/x', 'system directory /usr'],
-    ['/proc', 'system directory /proc'],
+    ['/tmp', 'system directory /tmp'],
+    ['/data', null],
     ['/etcetera', null],
     ['', 'Enter the path'],
   ])('checks the mount path %j', (path, message) => {
@@ -104,18 +110,18 @@ describe('validate', () => {
     else expect(result).toContain(message);
   });
 
-  it('names the mount a path error belongs to, and refuses a path used twice', () => {
+  it('names the mount a path error belongs to, and refuses overlapping paths', () => {
     const form = {
       ...good(),
       mounts: [
         { volume: 'data', path: '/root/data', read_only: false },
-        { volume: 'ckpt', path: '/root/data', read_only: true },
+        { volume: 'ckpt', path: '/root/data/ckpt', read_only: true },
         { volume: 'nope', path: 'rel', read_only: false },
       ],
     };
     const errors = validate(form, inventory);
     expect(errors['mounts[0].path']).toBeUndefined();
-    expect(errors['mounts[1].path']).toBe('Mount 1 uses /root/data already; choose another path.');
+    expect(errors['mounts[1].path']).toBe('/root/data/ckpt overlaps volume 1 at /root/data; choose a separate path.');
     expect(errors['mounts[2].volume']).toContain('Unknown volume "nope"');
     expect(errors['mounts[2].path']).toContain('is relative');
   });

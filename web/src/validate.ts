@@ -16,11 +16,21 @@ export const kFrameworks: { id: Framework; label: string }[] = [
 ];
 
 export const kMinContainers = 2;
-const kMaxLabel = 63;
+export const kMaxContainers = 64;
+// "<name>-worker-NN" must stay a DNS label (63 characters).
+const kMaxName = 40;
+const kMaxGpusPerContainer = 16;
+const kMinShm = 1024 ** 2;
+const kMaxShm = 256 * 1024 ** 3;
 
 // Directories a volume may not cover or be mounted inside: the sandbox takes
 // them from the host (read-only) or manages them itself.
-export const kSystemDirs = ['/bin', '/boot', '/dev', '/etc', '/lib', '/lib32', '/lib64', '/libx32', '/proc', '/run', '/sbin', '/sys', '/usr', '/var'];
+export const kSystemDirs = ['/bin', '/boot', '/dev', '/etc', '/job', '/lib', '/lib32', '/lib64', '/proc', '/run', '/sbin', '/sys', '/tmp', '/usr', '/var'];
+
+// True if path is dir or inside it.
+function isUnder(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(`${dir}/`);
+}
 
 export interface MountForm {
   volume: string;
@@ -92,7 +102,7 @@ export function parseSize(text: string): number | null {
 
 export function checkName(name: string, taken: string[]): string | null {
   if (name === '') return 'Give the cluster a name, e.g. tthvd.';
-  if (name.length > kMaxLabel) return `The name has ${name.length} characters; at most ${kMaxLabel} are allowed (it becomes a host name).`;
+  if (name.length > kMaxName) return `The name has ${name.length} characters; at most ${kMaxName} are allowed (it names hosts such as ${name.slice(0, 8)}…-worker-0).`;
   if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(name)) {
     return 'Use lower-case letters, digits and "-", starting and ending with a letter or digit (a DNS label), e.g. tthvd.';
   }
@@ -104,6 +114,7 @@ export function checkContainers(text: string): string | null {
   const n = parseCount(text);
   if (n === null) return 'Enter a whole number of containers, e.g. 2.';
   if (n < kMinContainers) return `A cluster needs at least ${kMinContainers} containers: one launcher and at least one worker.`;
+  if (n > kMaxContainers) return `At most ${kMaxContainers} containers per cluster; ask for fewer.`;
   return null;
 }
 
@@ -117,9 +128,9 @@ export function checkMountPath(path: string): string | null {
   if (path.length > 1 && (path.endsWith('/') || parts.some((p) => p === '' || p === '.'))) {
     return `"${path}" is not normalised; write it without "//", "/./" or a trailing "/".`;
   }
-  if (path === '/') return 'A volume cannot cover the root directory; mount it below /root or /mnt.';
-  const system = kSystemDirs.find((d) => path === d || path.startsWith(`${d}/`));
-  if (system) return `"${path}" is inside the system directory ${system}; mount the volume elsewhere, e.g. /root/data.`;
+  if (path === '/' || path === '/root') return `"${path}" would cover the container's ${path === '/' ? 'root' : 'home'}; mount below it, e.g. /root/data.`;
+  const system = kSystemDirs.find((d) => isUnder(path, d) || isUnder(d, path));
+  if (system) return `"${path}" covers the system directory ${system}; mount the volume elsewhere, e.g. /root/data or /data.`;
   return null;
 }
 
@@ -151,7 +162,7 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
     const model = inv.gpus.find((g) => g.model === form.gpu_model);
     const count = parseCount(form.gpu_count);
     if (!model) set('gpu.model', inv.gpus.length ? 'Choose a GPU model.' : 'This platform has no GPUs; turn GPU off.');
-    if (count === null || count < 1) set('gpu.count', 'Enter a whole number of GPUs per container, 1 or more.');
+    if (count === null || count < 1 || count > kMaxGpusPerContainer) set('gpu.count', `Enter a whole number of GPUs per container, from 1 to ${kMaxGpusPerContainer}.`);
     else if (model && containers >= 1 && count * containers > model.free) {
       set('gpu.count', `${containers} containers × ${count} GPU${count > 1 ? 's' : ''} = ${count * containers} ${model.model}, but only ${model.free} are free; ask for fewer.`);
     }
@@ -160,20 +171,16 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
   if (form.shm_enabled) {
     const bytes = parseSize(form.shm);
     if (bytes === null) set('shm', `"${form.shm}" is not a size; write a number with a unit, e.g. 512M or 1Gi.`);
-    else if (bytes === 0) set('shm', 'Shared memory must be larger than 0; e.g. 1Gi.');
+    else if (bytes < kMinShm || bytes > kMaxShm) set('shm', `${form.shm.trim()} is outside 1M to 256Gi; ask for a size in that range, e.g. 1Gi.`);
   }
 
-  const seen = new Map<string, number>();
   form.mounts.forEach((m, i) => {
     if (m.volume === '') set(`mounts[${i}].volume`, 'Choose a volume.');
     else if (!inv.volumes.some((v) => v.name === m.volume)) set(`mounts[${i}].volume`, `Unknown volume "${m.volume}"; create it first (edt volume create ${m.volume}).`);
     const pathError = checkMountPath(m.path);
     set(`mounts[${i}].path`, pathError);
-    if (!pathError) {
-      const other = seen.get(m.path);
-      if (other !== undefined) set(`mounts[${i}].path`, `Mount ${other + 1} uses ${m.path} already; choose another path.`);
-      seen.set(m.path, i);
-    }
+    const other = pathError ? -1 : form.mounts.findIndex((o, j) => j < i && !checkMountPath(o.path) && (isUnder(m.path, o.path) || isUnder(o.path, m.path)));
+    if (other >= 0) set(`mounts[${i}].path`, `${m.path} overlaps volume ${other + 1} at ${form.mounts[other].path}; choose a separate path.`);
   });
   return errors;
 }

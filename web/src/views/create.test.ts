@@ -14,7 +14,7 @@ function fakeEdtd(createAnswer: { status: number; body: unknown }) {
       return json(createAnswer.body, createAnswer.status);
     }
     if (url.endsWith('/images')) return json([{ name: 'edt', frameworks: ['horovod'] }]);
-    if (url.endsWith('/gpus')) return json([{ model: 'NVIDIA-P4', total: 4, free: 3, simulated: true }]);
+    if (url.endsWith('/gpus')) return json({ gpus: [0, 1, 2, 3].map((index) => ({ index, model: 'NVIDIA-P4', simulated: true, holder: index ? '' : 'old-launcher' })) });
     if (url.endsWith('/volumes')) return json([{ name: 'data' }]);
     if (url.endsWith('/clusters')) return json([{ name: 'old', framework: 'horovod', containers: 2 }]);
     return json({ error: 'not found' }, 404);

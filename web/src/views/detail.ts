@@ -113,7 +113,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
     scaleHelp.textContent =
       cluster.phase === 'Scaling' || running !== cluster.containers
         ? `Scaling to ${cluster.containers}: ${running} of ${cluster.containers} Running.`
-        : `Now ${cluster.containers} containers (1 launcher, ${cluster.containers - 1} workers). New workers join the hostfile once Running; removed ones leave it first.`;
+        : `Now ${cluster.containers} containers (1 launcher, ${cluster.containers - 1} worker${cluster.containers > 2 ? 's' : ''}). New workers join the hostfile once Running; removed ones leave it first.`;
   }
 
   scaleForm.addEventListener('submit', async (e) => {
@@ -240,6 +240,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
       }
       throw e;
     }
+    cluster.events = await ctx.api.listEvents(name);
     keepFocus(root, renderCluster);
     const text = await ctx.api.hostfile(name);
     if (hostfile.textContent !== text) hostfile.textContent = text;

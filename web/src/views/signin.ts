@@ -38,7 +38,7 @@ export async function signInView(ctx: Context, root: HTMLElement): Promise<void>
         submit.disabled = true;
         try {
           // A client of its own, so a wrong token does not sign out a session.
-          await new Api({ token: () => token }).listClusters();
+          await new Api({ token: () => token }).whoami();
           ctx.setToken(token);
           ctx.navigate('#/clusters');
         } catch (err) {

@@ -8,6 +8,7 @@ import { FitAddon } from '@xterm/addon-fit';
 import { Terminal } from '@xterm/xterm';
 import type { Context } from '../app';
 import { h } from '../dom';
+import { describe } from '../app';
 
 function themeColors(): { background: string; foreground: string; cursor: string } {
   const css = getComputedStyle(document.documentElement);
@@ -56,34 +57,44 @@ export async function terminalView(ctx: Context, root: HTMLElement, params: Reco
     return true;
   });
 
-  const socket = new WebSocket(ctx.api.terminalUrl(name, container));
-  socket.binaryType = 'arraybuffer';
+  const onWindowResize = () => fit.fit();
+  window.addEventListener('resize', onWindowResize);
+  let socket: WebSocket | null = null;
+  ctx.onLeave(() => {
+    window.removeEventListener('resize', onWindowResize);
+    socket?.close(1000);
+    term.dispose();
+  });
+
+  let url: string;
+  try {
+    url = await ctx.api.openTerminal(name, container);
+  } catch (e) {
+    state.textContent = 'Not connected';
+    term.write(`\x1b[31m${describe(e)}\x1b[0m\r\n`);
+    return;
+  }
+  const ws = new WebSocket(url);
+  socket = ws;
+  ws.binaryType = 'arraybuffer';
   const encoder = new TextEncoder();
   const sendSize = () => {
-    if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: 'resize', cols: term.cols, rows: term.rows }));
+    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'resize', cols: term.cols, rows: term.rows }));
   };
-  socket.addEventListener('open', () => {
+  ws.addEventListener('open', () => {
     state.textContent = 'Connected';
     sendSize();
     term.focus();
   });
-  socket.addEventListener('message', (e) => {
+  ws.addEventListener('message', (e) => {
     term.write(typeof e.data === 'string' ? e.data : new Uint8Array(e.data as ArrayBuffer));
   });
-  socket.addEventListener('close', (e) => {
+  ws.addEventListener('close', (e) => {
     state.textContent = e.code === 1000 ? 'Session ended' : `Disconnected${e.reason ? `: ${e.reason}` : ` (code ${e.code})`}`;
     term.write('\r\n\x1b[2m[connection closed]\x1b[0m\r\n');
   });
   term.onData((data) => {
-    if (socket.readyState === WebSocket.OPEN) socket.send(encoder.encode(data));
+    if (ws.readyState === WebSocket.OPEN) ws.send(encoder.encode(data));
   });
   term.onResize(sendSize);
-  const onWindowResize = () => fit.fit();
-  window.addEventListener('resize', onWindowResize);
-
-  ctx.onLeave(() => {
-    window.removeEventListener('resize', onWindowResize);
-    socket.close(1000);
-    term.dispose();
-  });
 }
