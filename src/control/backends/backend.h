@@ -1,0 +1,88 @@
+// Backend: where containers run. One narrow interface so the reconcile loop
+// does not care whether a container is a local sandbox, a pod or a Slurm
+// step: start one detached, observe it, signal it, remove what it left,
+// write the cluster's shared files (hosts, hostfile) into all of its
+// containers, and run a command in one.
+//
+// Containers outlive edtd: start() returns a SandboxRef that edtd stores, and
+// a restarted edtd observes the same sandbox through it. Calls are made from
+// the reconcile loop's one thread; exec() may come from API threads too.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "control/model/cluster.h"
+#include "control/store/store.h"
+#include "edt/status.h"
+
+namespace edt::control {
+
+struct SandboxMount {
+  std::string host_path;
+  std::string path;  // inside the container
+  bool read_only = false;
+};
+
+struct SandboxSpec {
+  std::string cluster;
+  std::string name;  // its hostname too
+  std::string address;
+  std::string image_root;  // "/" for the host's file system
+  uint64_t shm_bytes = 0;
+  std::vector<SandboxMount> mounts;
+  std::map<std::string, std::string> env;  // every session and job in it sees these
+  bool job_dir = false;                     // DeepSpeed: the hostfile also at /job/hostfile
+};
+
+enum class SandboxState {
+  kGone,      // not running (never started, exited, or killed)
+  kStarting,  // running, not yet accepting SSH
+  kReady,     // running and accepting SSH on its address
+};
+
+// The files every container of a cluster sees under /etc/mpi.
+struct ClusterFiles {
+  std::string hosts;     // /etc/hosts
+  std::string hostfile;  // /etc/mpi/hostfile
+  std::string discover;  // lines "name:slots" that /etc/mpi/discover_hosts.sh prints
+};
+
+struct ExecSpec {
+  std::string command;  // run with /bin/bash -c
+  std::string log_path;   // stdout and stderr, on the host
+  std::string exit_path;  // the exit code is written here when it ends
+  std::map<std::string, std::string> env;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Makes the cluster's shared directory and SSH keys; idempotent.
+  virtual Status prepare_cluster(const std::string& cluster) = 0;
+  // Starts a container, detached from edtd. Fails without leaving anything.
+  virtual Result<SandboxRef> start(const SandboxSpec& spec) = 0;
+  virtual SandboxState observe(const std::string& name, const SandboxRef& ref) = 0;
+  // SIGTERM reaches every process of the container; SIGKILL ends it.
+  virtual Status signal(const SandboxRef& ref, int signal) = 0;
+  // Removes a container's files; call once it is gone.
+  virtual Status remove(const std::string& name) = 0;
+  // Writes the shared files atomically (write, then rename).
+  virtual Status write_cluster_files(const std::string& cluster, const ClusterFiles& files) = 0;
+  // Removes the cluster's shared directory and keys.
+  virtual Status remove_cluster(const std::string& cluster) = 0;
+  // Runs a command in a running container, detached from edtd; returns the
+  // host-side process that waits for it.
+  virtual Result<SandboxRef> exec(const SandboxRef& container, const ExecSpec& spec) = 0;
+  // The private key that logs in to the cluster's containers.
+  virtual Result<std::string> ssh_private_key(const std::string& cluster) = 0;
+  virtual int ssh_port() const = 0;
+};
+
+// True if `ref` names a live, non-zombie process started at ref.pid_start.
+bool process_alive(const SandboxRef& ref);
+// The start time of a process (field 22 of /proc/PID/stat), 0 if none.
+uint64_t process_start_time(int64_t pid);
+
+}  // namespace edt::control

@@ -1,0 +1,383 @@
+#include "control/backends/local/local_backend.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+namespace edt::control {
+
+namespace fs = std::filesystem;
+
+uint64_t process_start_time(int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The command name (field 2) may hold spaces; the fields after it follow its ')'.
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  char state = 0;
+  rest >> state;
+  if (state == 'Z' || state == 'X') return 0;
+  for (int i = 4; i <= 22 && rest >> field; ++i) {
+    if (i == 22) return std::stoull(field);
+  }
+  return 0;
+}
+
+bool process_alive(const SandboxRef& ref) {
+  return ref.pid > 0 && ref.pid_start != 0 && process_start_time(ref.pid) == ref.pid_start;
+}
+
+namespace {
+
+Status write_file(const std::string& path, const std::string& content, mode_t mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return io_error("create " + path, errno);
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return io_error("write " + path, err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::fchmod(fd, mode);
+  if (::close(fd) != 0) return io_error("close " + path, errno);
+  return Status::ok();
+}
+
+// Replaces `path` in one step, so a reader sees the old or the new file.
+// Unchanged content is not rewritten.
+Status write_file_atomic(const std::string& path, const std::string& content, mode_t mode) {
+  std::ifstream in(path);
+  if (in) {
+    std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (old == content) return Status::ok();
+  }
+  const std::string tmp = path + ".tmp";
+  EDT_RETURN_IF_ERROR(write_file(tmp, content, mode));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return io_error("rename " + tmp, errno);
+  return Status::ok();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+Status make_dirs(const std::string& path, mode_t mode) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return Status(StatusCode::kIoError, "mkdir " + path + ": " + ec.message());
+  ::chmod(path.c_str(), mode);
+  return Status::ok();
+}
+
+Status run_quiet(const std::vector<std::string>& argv) {
+  pid_t pid = fork();
+  if (pid < 0) return io_error("fork", errno);
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return internal_error(argv[0] + " failed with status " + std::to_string(status));
+  return Status::ok();
+}
+
+// Starts argv in a session of its own, not as our child: it keeps running
+// when edtd exits or is killed. Its stdout and stderr go to `log_path`,
+// `fd3_path` (if any) is its fd 3. Returns its pid.
+Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                               const std::string& log_path, const std::string& fd3_path) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return io_error("pipe", errno);
+  // Everything the child needs is made before fork: after it, only
+  // async-signal-safe calls.
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t child = fork();
+  if (child < 0) return io_error("fork", errno);
+  if (child == 0) {
+    setsid();
+    pid_t grandchild = fork();
+    if (grandchild != 0) {
+      int64_t pid = grandchild;
+      (void)!::write(pipe_fds[1], &pid, sizeof(pid));
+      _exit(0);
+    }
+    int null = ::open("/dev/null", O_RDONLY);
+    int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (null < 0 || log < 0) _exit(126);
+    dup2(null, 0);
+    dup2(log, 1);
+    dup2(log, 2);
+    if (!fd3_path.empty()) {
+      int info = ::open(fd3_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (info < 0) _exit(126);
+      dup2(info, 3);
+      close_range(4, ~0u, 0);
+    } else {
+      close_range(3, ~0u, 0);
+    }
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  ::close(pipe_fds[1]);
+  int64_t pid = 0;
+  ssize_t n = ::read(pipe_fds[0], &pid, sizeof(pid));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (n != sizeof(pid)) return internal_error("could not start " + argv[0]);
+  return pid;
+}
+
+// The processes whose PID namespace is that of `init`.
+std::vector<pid_t> processes_in_namespace(pid_t init) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  const auto ns = fs::read_symlink("/proc/" + std::to_string(init) + "/ns/pid", ec);
+  if (ec) return out;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::error_code link_ec;
+    if (fs::read_symlink(entry.path() / "ns/pid", link_ec) == ns && !link_ec) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+std::string quote_env(const std::string& key, const std::string& value) {
+  return "\"" + key + "=" + value + "\"";
+}
+
+}  // namespace
+
+LocalBackend::LocalBackend(LocalBackendOptions options) : options_(std::move(options)) {}
+
+std::string LocalBackend::cluster_dir(const std::string& cluster) const {
+  return options_.data_dir + "/clusters/" + cluster;
+}
+
+std::string LocalBackend::container_dir(const std::string& name) const {
+  return options_.data_dir + "/containers/" + name;
+}
+
+std::string LocalBackend::container_path() const {
+  std::string path;
+  for (const auto& p : options_.tool_path) path += p + ":";
+  return path + "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+}
+
+Status LocalBackend::prepare_cluster(const std::string& cluster) {
+  const std::string dir = cluster_dir(cluster);
+  EDT_RETURN_IF_ERROR(make_dirs(dir + "/mpi", 0755));
+  EDT_RETURN_IF_ERROR(make_dirs(dir + "/ssh", 0700));
+  for (const char* key : {"id_ed25519", "host_ed25519"}) {
+    const std::string path = dir + "/ssh/" + key;
+    if (fs::exists(path) && fs::exists(path + ".pub")) continue;
+    fs::remove(path);
+    fs::remove(path + ".pub");
+    EDT_RETURN_IF_ERROR(run_quiet({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
+                                   "edt-" + cluster, "-f", path})
+                            .with_context("make the SSH keys of cluster " + cluster));
+  }
+  return Status::ok();
+}
+
+Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::string& dir) {
+  const std::string keys = cluster_dir(spec.cluster) + "/ssh/";
+  for (const char* sub : {"/etc/mpi", "/root/.ssh", "/tmp", "/conf"})
+    EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
+  ::chmod((dir + "/root").c_str(), 0700);
+  ::chmod((dir + "/root/.ssh").c_str(), 0700);
+  ::chmod((dir + "/tmp").c_str(), 01777);
+
+  // /etc: links into the image's /etc (bound at /run/host/etc) except the
+  // files that are the container's own.
+  const std::string image_etc = (spec.image_root == "/" ? "" : spec.image_root) + "/etc";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(image_etc, ec)) {
+    const std::string name = entry.path().filename();
+    if (name == "hosts" || name == "hostname" || name == "mpi") continue;
+    fs::create_symlink("/run/host/etc/" + name, dir + "/etc/" + name, ec);
+    if (ec) return Status(StatusCode::kIoError, "link " + dir + "/etc/" + name + ": " + ec.message());
+  }
+  if (ec) return Status(StatusCode::kIoError, "read " + image_etc + ": " + ec.message());
+  fs::create_symlink("mpi/hosts", dir + "/etc/hosts", ec);
+  EDT_RETURN_IF_ERROR(write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
+
+  // SSH: the cluster's key pair for root, a client that binds the
+  // container's address, and sshd on that address.
+  const std::string ssh = dir + "/root/.ssh/";
+  EDT_RETURN_IF_ERROR(write_file(ssh + "id_ed25519", read_file(keys + "id_ed25519"), 0600));
+  EDT_RETURN_IF_ERROR(write_file(ssh + "id_ed25519.pub", read_file(keys + "id_ed25519.pub"), 0644));
+  EDT_RETURN_IF_ERROR(write_file(ssh + "authorized_keys", read_file(keys + "id_ed25519.pub"), 0600));
+  const std::string port = std::to_string(options_.ssh_port);
+  EDT_RETURN_IF_ERROR(write_file(ssh + "config",
+                                 "Host *\n  Port " + port + "\n  BindAddress " + spec.address +
+                                     "\n  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking no\n"
+                                     "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n",
+                                 0600));
+  EDT_RETURN_IF_ERROR(write_file(dir + "/conf/host_ed25519", read_file(keys + "host_ed25519"), 0600));
+  std::string set_env;
+  for (const auto& [key, value] : spec.env) set_env += " " + quote_env(key, value);
+  EDT_RETURN_IF_ERROR(write_file(dir + "/conf/sshd_config",
+                                 "ListenAddress " + spec.address + ":" + port +
+                                     "\nHostKey /run/edt/host_ed25519\nPermitRootLogin prohibit-password\n"
+                                     "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+                                     "PidFile none\nPrintMotd no\nAcceptEnv LANG LC_*\nMaxStartups 100:30:200\n"
+                                     "SetEnv" + set_env + "\n",
+                                 0600));
+  return Status::ok();
+}
+
+std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const std::string& dir) const {
+  const std::string root = spec.image_root == "/" ? "" : spec.image_root;
+  std::vector<std::string> a = {"/usr/bin/bwrap", "--info-fd", "3", "--unshare-uts", "--unshare-pid",
+                                "--unshare-ipc", "--hostname", spec.name, "--ro-bind", root + "/usr", "/usr"};
+  for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
+    const std::string host = root + "/" + top;
+    std::error_code ec;
+    if (fs::is_symlink(host, ec)) {
+      a.insert(a.end(), {"--symlink", fs::read_symlink(host, ec).string(), std::string("/") + top});
+    } else if (fs::is_directory(host, ec)) {
+      a.insert(a.end(), {"--ro-bind", host, std::string("/") + top});
+    }
+  }
+  a.insert(a.end(), {"--ro-bind", root + "/etc", "/run/host/etc", "--ro-bind", dir + "/etc", "/etc",
+                     "--bind", cluster_dir(spec.cluster) + "/mpi", "/etc/mpi", "--ro-bind", root + "/var", "/var",
+                     "--bind", dir + "/root", "/root", "--bind", dir + "/tmp", "/tmp", "--dev", "/dev",
+                     "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs", "/dev/shm",
+                     "--dir", "/run/sshd", "--ro-bind", dir + "/conf", "/run/edt"});
+  if (spec.job_dir) a.insert(a.end(), {"--ro-bind", cluster_dir(spec.cluster) + "/mpi", "/job"});
+  for (const auto& bind : options_.tool_binds) a.insert(a.end(), {"--ro-bind", bind, bind});
+  for (const auto& m : spec.mounts) a.insert(a.end(), {m.read_only ? "--ro-bind" : "--bind", m.host_path, m.path});
+  a.insert(a.end(), {"--remount-ro", "/", "--chdir", "/root", "/usr/sbin/sshd", "-D", "-e", "-f",
+                     "/run/edt/sshd_config"});
+  return a;
+}
+
+Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
+  const std::string dir = container_dir(spec.name);
+  // A container directory left from an earlier try is stale: start clean.
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  auto fail = [&](Status status) -> Result<SandboxRef> {
+    fs::remove_all(dir, ec);
+    return status.with_context("start container " + spec.name);
+  };
+  if (Status st = make_container_dir(spec, dir); !st.is_ok()) return fail(st);
+  const std::string info_path = dir + "/info.json";
+  auto monitor = spawn_detached(bwrap_args(spec, dir), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, dir + "/log", info_path);
+  if (!monitor.is_ok()) return fail(monitor.status());
+  // bwrap writes the pid of the sandbox's init to its info fd once the
+  // namespaces exist; that is the pid edtd keeps.
+  for (int i = 0; i < 400; ++i) {
+    std::string info = read_file(info_path);
+    auto parsed = nlohmann::json::parse(info, nullptr, false);
+    if (!parsed.is_discarded() && parsed.contains("child-pid")) {
+      SandboxRef ref{parsed["child-pid"].get<int64_t>(), 0};
+      ref.pid_start = process_start_time(ref.pid);
+      if (ref.pid_start != 0) return ref;
+      break;
+    }
+    if (process_start_time(*monitor) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::string log = read_file(dir + "/log");
+  ::kill(static_cast<pid_t>(*monitor), SIGKILL);
+  return fail(internal_error("bubblewrap did not start: " + (log.empty() ? "no output" : log)));
+}
+
+SandboxState LocalBackend::observe(const std::string& name, const SandboxRef& ref) {
+  if (!process_alive(ref)) return SandboxState::kGone;
+  // sshd -e says so on stderr once it listens.
+  if (read_file(container_dir(name) + "/log").find("Server listening on") != std::string::npos)
+    return SandboxState::kReady;
+  return SandboxState::kStarting;
+}
+
+Status LocalBackend::signal(const SandboxRef& ref, int sig) {
+  if (!process_alive(ref)) return Status::ok();
+  if (sig == SIGKILL) {
+    // Killing a PID namespace's init kills every process in it.
+    if (::kill(static_cast<pid_t>(ref.pid), SIGKILL) != 0 && errno != ESRCH) return io_error("kill", errno);
+    return Status::ok();
+  }
+  for (pid_t pid : processes_in_namespace(static_cast<pid_t>(ref.pid))) ::kill(pid, sig);
+  return Status::ok();
+}
+
+Status LocalBackend::remove(const std::string& name) {
+  std::error_code ec;
+  fs::remove_all(container_dir(name), ec);
+  if (ec) return Status(StatusCode::kIoError, "remove " + container_dir(name) + ": " + ec.message());
+  return Status::ok();
+}
+
+Status LocalBackend::write_cluster_files(const std::string& cluster, const ClusterFiles& files) {
+  const std::string mpi = cluster_dir(cluster) + "/mpi/";
+  EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "hosts", files.hosts, 0644));
+  EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "hostfile", files.hostfile, 0644));
+  EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "discover_hosts.sh",
+                                        "#!/bin/sh\n# The Running containers of cluster " + cluster +
+                                            ", as name:slots.\ncat <<'EOF'\n" + files.discover + "EOF\n",
+                                        0755));
+  return Status::ok();
+}
+
+Status LocalBackend::remove_cluster(const std::string& cluster) {
+  std::error_code ec;
+  fs::remove_all(cluster_dir(cluster), ec);
+  if (ec) return Status(StatusCode::kIoError, "remove " + cluster_dir(cluster) + ": " + ec.message());
+  return Status::ok();
+}
+
+Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpec& spec) {
+  if (!process_alive(container)) return failed_precondition("the container is not running");
+  // A host-side shell waits for the command and records its exit code
+  // (write, then rename), so a restarted edtd can still learn it.
+  std::vector<std::string> argv = {"/bin/sh", "-c", "f=$1; shift; \"$@\"; echo $? > \"$f.tmp\"; mv \"$f.tmp\" \"$f\"",
+                                   "edt-job", spec.exit_path, "/usr/bin/nsenter", "-t",
+                                   std::to_string(container.pid), "-a", "/usr/bin/env", "-i", "-C", "/root"};
+  for (const auto& [key, value] : spec.env) argv.push_back(key + "=" + value);
+  argv.insert(argv.end(), {"/bin/bash", "-c", spec.command});
+  EDT_ASSIGN_OR_RETURN(int64_t pid, spawn_detached(argv, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, spec.log_path, ""));
+  return SandboxRef{pid, process_start_time(pid)};
+}
+
+Result<std::string> LocalBackend::ssh_private_key(const std::string& cluster) {
+  std::string key = read_file(cluster_dir(cluster) + "/ssh/id_ed25519");
+  if (key.empty()) return not_found("cluster " + cluster + " has no SSH key yet");
+  return key;
+}
+
+}  // namespace edt::control

@@ -1,0 +1,64 @@
+// LocalBackend: each container a bubblewrap sandbox on this machine.
+//
+// The sandbox's root is assembled, not the host's root bound read-only
+// (which would leave no place for new mount points): the image's /usr (with
+// /bin, /lib... as on the image), /var read-only; an /etc of its own made of
+// links to the image's /etc plus /etc/hosts and /etc/mpi from the cluster's
+// shared directory (bound as a directory, so a write-then-rename there is
+// seen at once in every container); its own writable /root and /tmp; a
+// /dev/shm tmpfs of the asked size; the volumes; then the root is remounted
+// read-only. It has its own UTS (hostname), PID and IPC namespaces and shares
+// the host's network: sshd listens on the container's own 127.x address, and
+// the SSH client binds that address, so peers see connections from it.
+//
+// Layout under the data dir:
+//   clusters/<cluster>/mpi/      hosts, hostfile, discover_hosts.sh
+//   clusters/<cluster>/ssh/      the cluster's key pair and sshd host key
+//   containers/<name>/           etc/, root/, tmp/, conf/ (sshd_config), log
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "control/backends/backend.h"
+
+namespace edt::control {
+
+struct LocalBackendOptions {
+  std::string data_dir;
+  int ssh_port = 2222;
+  // Directories bound read-only at the same path (edt's build or install
+  // tree), entries put in front of PATH, and PYTHONPATH.
+  std::vector<std::string> tool_binds;
+  std::vector<std::string> tool_path;
+  std::string python_path;
+};
+
+class LocalBackend : public Backend {
+ public:
+  explicit LocalBackend(LocalBackendOptions options);
+
+  Status prepare_cluster(const std::string& cluster) override;
+  Result<SandboxRef> start(const SandboxSpec& spec) override;
+  SandboxState observe(const std::string& name, const SandboxRef& ref) override;
+  Status signal(const SandboxRef& ref, int signal) override;
+  Status remove(const std::string& name) override;
+  Status write_cluster_files(const std::string& cluster, const ClusterFiles& files) override;
+  Status remove_cluster(const std::string& cluster) override;
+  Result<SandboxRef> exec(const SandboxRef& container, const ExecSpec& spec) override;
+  Result<std::string> ssh_private_key(const std::string& cluster) override;
+  int ssh_port() const override { return options_.ssh_port; }
+
+  // The PATH every container gets.
+  std::string container_path() const;
+
+ private:
+  std::string cluster_dir(const std::string& cluster) const;
+  std::string container_dir(const std::string& name) const;
+  Status make_container_dir(const SandboxSpec& spec, const std::string& dir);
+  std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
+
+  LocalBackendOptions options_;
+};
+
+}  // namespace edt::control

@@ -1,0 +1,403 @@
+// End-to-end tests of edtd: a real daemon, real bubblewrap sandboxes, the
+// real edt CLI. Each test starts its own edtd on a free port with its own
+// data dir and its own block of 127.x addresses. Needs root (namespaces).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace edt::control {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Output {
+  int code = -1;
+  std::string text;
+};
+
+// Runs a shell command; returns its exit code and its stdout+stderr.
+Output sh(const std::string& command) {
+  Output out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), p)) > 0) out.text.append(buffer, n);
+  int status = pclose(p);
+  out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+int free_port(const char* host) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  inet_pton(AF_INET, host, &addr.sin_addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+class Edtd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(geteuid(), 0u) << "these tests need root for namespaces";
+    const int id = getpid();
+    dir_ = "/tmp/edtd-it-" + std::to_string(id);
+    fs::remove_all(dir_);
+    port_ = free_port("127.0.0.1");
+    ssh_port_ = free_port("0.0.0.0");
+    prefix_ = "127." + std::to_string(100 + id % 100) + "." + std::to_string((id / 100) % 250) + ".";
+    api_ = "http://127.0.0.1:" + std::to_string(port_);
+    start_edtd();
+    std::ifstream in(dir_ + "/admin.token");
+    in >> token_;
+    ASSERT_FALSE(token_.empty());
+    env_ = "EDT_API=" + api_ + " EDT_TOKEN=" + token_ + " " + EDT_CLI + " ";
+  }
+
+  void TearDown() override {
+    // Whatever a failed test left: delete its clusters, then stop edtd.
+    if (pid_ > 0) {
+      json clusters = get("/api/v1/clusters");
+      for (const auto& c : clusters["clusters"]) sh(env_ + "cluster delete --wait " + c["name"].get<std::string>());
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+    fs::remove_all(dir_);
+  }
+
+  void start_edtd() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      fs::create_directories(dir_);
+      int log = open((dir_ + "/edtd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      dup2(log, 2);
+      std::string listen = "127.0.0.1:" + std::to_string(port_), range = prefix_ + "0/24",
+                  ssh = std::to_string(ssh_port_);
+      execl(EDTD_PATH, "edtd", "--data-dir", dir_.c_str(), "--listen", listen.c_str(), "--address-range",
+            range.c_str(), "--ssh-port", ssh.c_str(), "--gpus", "NVIDIA-P4=4", "--grace", "2s", nullptr);
+      _exit(127);
+    }
+    for (int i = 0; i < 100; ++i) {
+      httplib::Client c(api_);
+      if (c.Get("/healthz")) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "edtd did not come up";
+  }
+
+  httplib::Headers auth(const std::string& token) { return {{"Authorization", "Bearer " + token}}; }
+  json get(const std::string& path) {
+    httplib::Client c(api_);
+    auto r = c.Get(path.c_str(), auth(token_));
+    return r ? json::parse(r->body, nullptr, false) : json();
+  }
+  // A request; returns the status and the parsed body.
+  std::pair<int, json> request(const std::string& method, const std::string& path, const std::string& body,
+                               const std::string& token) {
+    httplib::Client c(api_);
+    httplib::Headers h = token.empty() ? httplib::Headers{} : auth(token);
+    httplib::Result r = method == "POST"    ? c.Post(path.c_str(), h, body, "application/json")
+                        : method == "PATCH" ? c.Patch(path.c_str(), h, body, "application/json")
+                        : method == "DELETE" ? c.Delete(path.c_str(), h)
+                                             : c.Get(path.c_str(), h);
+    if (!r) return {0, json()};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  Output edt(const std::string& args) { return sh(env_ + args); }
+
+  // Processes whose command line mentions the data dir (sandboxes, sshd, jobs).
+  std::vector<std::string> processes_of_data_dir() {
+    std::vector<std::string> out;
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (!std::isdigit(static_cast<unsigned char>(name[0])) || std::stoi(name) == pid_) continue;
+      std::ifstream in(entry.path() / "cmdline");
+      std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::ifstream stat(entry.path() / "stat");
+      std::string st((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      if (st.find(") Z") != std::string::npos) continue;  // a reaped-later zombie holds nothing
+      if (cmdline.find(dir_ + "/") != std::string::npos) out.push_back(name + ": " + cmdline);
+    }
+    return out;
+  }
+  // The bubblewrap processes of this test's containers (live, not zombies).
+  std::vector<std::string> sandbox_processes() {
+    std::vector<std::string> out;
+    for (const auto& p : processes_of_data_dir())
+      if (p.find(": /usr/bin/bwrap") != std::string::npos) out.push_back(p.substr(0, p.find(':')));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  // Listening TCP sockets on this test's addresses.
+  int listeners_on_range() {
+    Output o = sh("ss -Hltn");
+    int n = 0;
+    for (const auto& line : lines(o.text)) n += line.find(prefix_) != std::string::npos ? 1 : 0;
+    return n;
+  }
+  void expect_nothing_left() {
+    EXPECT_TRUE(processes_of_data_dir().empty()) << processes_of_data_dir()[0];
+    EXPECT_EQ(listeners_on_range(), 0);
+    EXPECT_TRUE(fs::is_empty(dir_ + "/containers")) << "container files left";
+    EXPECT_TRUE(!fs::exists(dir_ + "/clusters") || fs::is_empty(dir_ + "/clusters")) << "cluster files left";
+    std::ifstream mounts("/proc/self/mountinfo");
+    std::string all((std::istreambuf_iterator<char>(mounts)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(all.find(dir_), std::string::npos) << "a mount is left";
+    json gpus = get("/api/v1/gpus");
+    for (const auto& g : gpus["gpus"]) EXPECT_EQ(g["holder"], "");
+  }
+
+  std::string dir_, prefix_, api_, token_, env_;
+  int port_ = 0, ssh_port_ = 0;
+  pid_t pid_ = -1;
+};
+
+TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
+  ASSERT_EQ(edt("volume create data").code, 0);
+  std::ofstream(dir_ + "/volumes/data/hello.txt") << "from the host\n";
+  Output created = edt("cluster create tthvd --framework horovod --containers 2 --gpu NVIDIA-P4:1 --shm 128M "
+                       "--mount data: --wait");
+  ASSERT_EQ(created.code, 0) << created.text;
+
+  json c = get("/api/v1/clusters/tthvd");
+  ASSERT_EQ(c["status"]["phase"], "Running") << c.dump();
+  std::set<std::string> addresses;
+  for (const auto& k : c["status"]["containers"]) {
+    EXPECT_EQ(k["phase"], "Running");
+    addresses.insert(k["address"].get<std::string>());
+    EXPECT_EQ(k["address"].get<std::string>().rfind(prefix_, 0), 0u);
+  }
+  EXPECT_EQ(addresses.size(), 2u);
+  const std::string hostfile2 = "tthvd-launcher slots=1\ntthvd-worker-0 slots=1\n";
+  for (const std::string name : {"tthvd-launcher", "tthvd-worker-0"}) {
+    Output o = edt("exec " + name + " -- sh -c 'hostname; cat /etc/mpi/hostfile; echo $CUDA_VISIBLE_DEVICES; "
+                   "df -m /dev/shm | tail -1; cat /root/data/hello.txt; touch /usr/x 2>/dev/null || echo ro'");
+    ASSERT_EQ(o.code, 0) << o.text;
+    auto l = lines(o.text);
+    ASSERT_GE(l.size(), 7u) << o.text;
+    EXPECT_EQ(l[0], name);
+    EXPECT_EQ(l[1] + "\n" + l[2] + "\n", hostfile2);
+    EXPECT_TRUE(l[3] == "0" || l[3] == "1") << l[3];
+    EXPECT_NE(l[4].find(" 128 "), std::string::npos) << l[4];
+    EXPECT_EQ(l[5], "from the host");
+    EXPECT_EQ(l[6], "ro");
+  }
+  // Containers reach each other by name over SSH, from their own address.
+  Output ssh = edt("run tthvd -- ssh tthvd-worker-0 'hostname; echo $SSH_CLIENT'");
+  ASSERT_EQ(ssh.code, 0) << ssh.text;
+  EXPECT_EQ(lines(ssh.text)[0], "tthvd-worker-0");
+  EXPECT_EQ(lines(ssh.text)[1].rfind(c["status"]["containers"][0]["address"].get<std::string>() + " ", 0), 0u);
+
+  Output scaled = edt("cluster scale tthvd --containers 4 --wait");
+  ASSERT_EQ(scaled.code, 0) << scaled.text;
+  EXPECT_EQ(lines(edt("hostfile tthvd").text).size(), 4u);
+  Output mpi = edt("run tthvd -- mpirun --allow-run-as-root --hostfile /etc/mpi/hostfile -np 4 hostname");
+  ASSERT_EQ(mpi.code, 0) << mpi.text;
+  // mpirun's own warnings start with "[host:pid]"; the hostnames are the rest.
+  std::vector<std::string> names;
+  for (const auto& line : lines(mpi.text))
+    if (line[0] != '[') names.push_back(line);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
+            (std::set<std::string>{"tthvd-launcher", "tthvd-worker-0", "tthvd-worker-1", "tthvd-worker-2"}))
+      << mpi.text;
+  Output discover = edt("exec tthvd-worker-2 -- /etc/mpi/discover_hosts.sh");
+  EXPECT_EQ(lines(discover.text).size(), 4u) << discover.text;
+
+  ASSERT_EQ(edt("cluster scale tthvd --containers 2 --wait").code, 0);
+  EXPECT_EQ(edt("exec tthvd-launcher -- cat /etc/mpi/hostfile").text, hostfile2);
+  EXPECT_EQ(get("/api/v1/clusters/tthvd")["status"]["containers"].size(), 2u);
+  EXPECT_FALSE(fs::exists(dir_ + "/containers/tthvd-worker-2"));
+  EXPECT_NE(edt("exec tthvd-worker-2 -- true").code, 0);
+
+  Output deleted = edt("cluster delete tthvd --wait");
+  ASSERT_EQ(deleted.code, 0) << deleted.text;
+  EXPECT_EQ(get("/api/v1/clusters")["clusters"].size(), 0u);
+  expect_nothing_left();
+}
+
+TEST_F(Edtd, ClustersAndJobsSurviveSigkill) {
+  ASSERT_EQ(edt("cluster create keep --containers 2 --wait").code, 0);
+  auto [status, job] = request("POST", "/api/v1/clusters/keep/jobs", R"({"command": "echo begun; sleep 3; echo survived"})", token_);
+  ASSERT_EQ(status, 201) << job.dump();
+  json before = get("/api/v1/clusters/keep");
+  auto sandboxes = sandbox_processes();
+  ASSERT_EQ(sandboxes.size(), 4u);  // per container: bwrap outside and its init inside
+
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sandbox_processes(), sandboxes) << "containers died with edtd";
+  start_edtd();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sandbox_processes(), sandboxes) << "containers were restarted, not re-adopted";
+
+  json after = get("/api/v1/clusters/keep");
+  EXPECT_EQ(after["status"]["phase"], "Running");
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(after["status"]["containers"][i]["phase"], "Running");
+    // The same sandboxes, re-adopted: not restarted.
+    EXPECT_EQ(after["status"]["containers"][i]["started_at"], before["status"]["containers"][i]["started_at"]);
+    EXPECT_EQ(after["status"]["containers"][i]["message"], "");
+  }
+  Output log = edt("run keep -- true");
+  EXPECT_EQ(log.code, 0) << log.text;
+  const std::string id = std::to_string(job["id"].get<int64_t>());
+  httplib::Client c(api_);
+  auto streamed = c.Get(("/api/v1/jobs/" + id + "/log").c_str(), auth(token_));
+  ASSERT_TRUE(streamed);
+  EXPECT_EQ(streamed->body, "begun\nsurvived\n");
+  json done = get("/api/v1/jobs/" + id);
+  EXPECT_EQ(done["state"], "Succeeded");
+  EXPECT_EQ(done["exit_code"], 0);
+  EXPECT_EQ(edt("run keep -- exit 7").code, 7);
+  ASSERT_EQ(edt("cluster delete keep --wait").code, 0);
+  expect_nothing_left();
+}
+
+TEST_F(Edtd, FailedCreateLeavesNothingBehind) {
+  // Something else holds the SSH port on the first address edtd gives out.
+  int blocker = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(ssh_port_));
+  inet_pton(AF_INET, (prefix_ + "1").c_str(), &addr.sin_addr);
+  ASSERT_EQ(bind(blocker, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(blocker, 1), 0);
+  Output o = edt("cluster create broken --containers 2 --gpu NVIDIA-P4:2 --wait");
+  close(blocker);
+  EXPECT_NE(o.code, 0);
+  EXPECT_NE(o.text.find("failed"), std::string::npos) << o.text;
+  json c = get("/api/v1/clusters/broken");
+  EXPECT_EQ(c["status"]["phase"], "Failed");
+  for (int i = 0; i < 100 && !c["status"]["containers"].empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    c = get("/api/v1/clusters/broken");
+  }
+  EXPECT_TRUE(c["status"]["containers"].empty()) << c.dump();
+  for (int i = 0; i < 40 && fs::exists(dir_ + "/clusters/broken"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  expect_nothing_left();
+  Output deleted = edt("cluster delete broken --wait");
+  EXPECT_EQ(deleted.code, 0) << deleted.text;
+}
+
+TEST_F(Edtd, EveryBadInputIsRefusedAndChangesNothing) {
+  ASSERT_EQ(edt("cluster create mine --containers 2 --gpu NVIDIA-P4:1 --wait").code, 0);
+  ASSERT_EQ(edt("volume create vol").code, 0);
+  auto [made, bob] = request("POST", "/api/v1/users", R"({"name": "bob"})", token_);
+  ASSERT_EQ(made, 201);
+  const std::string bob_token = bob["token"];
+  json before = get("/api/v1/clusters");
+
+  struct Case {
+    std::string method, path, body;
+    int status;
+    std::string field;
+  };
+  const std::string base = R"("framework": "horovod", "containers": 2)";
+  std::vector<Case> cases = {
+      {"POST", "/api/v1/clusters", R"({"name": "a", "framework": "horovod", "containers": 1})", 422, "containers"},
+      {"POST", "/api/v1/clusters", R"({"name": "Bad_Name", )" + base + "}", 422, "name"},
+      {"POST", "/api/v1/clusters", R"({"name": "mine", )" + base + "}", 409, "name"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "framework": "caffe", "containers": 2})", 422, "framework"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "image": "nope", )" + base + "}", 422, "image"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "framework": "deepspeed", "containers": 2})", 422, "image"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "mounts": [{"volume": "nope"}], )" + base + "}", 422, "mounts[0].volume"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "gpu": {"model": "H100", "count": 1}, )" + base + "}", 422, "gpu.model"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "gpu": {"model": "NVIDIA-P4", "count": 2}, )" + base + "}", 409, "gpu.count"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "shm": "lots", )" + base + "}", 422, "shm"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "mounts": [{"volume": "vol", "path": "data"}], )" + base + "}", 422, "mounts[0].path"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "mounts": [{"volume": "vol", "path": "/root/../etc"}], )" + base + "}", 422, "mounts[0].path"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "mounts": [{"volume": "vol", "path": "/usr/lib"}], )" + base + "}", 422, "mounts[0].path"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", )", 400, ""},
+      {"POST", "/api/v1/clusters", "{\"name\": \"a\", \"env\": {\"X\": \"" + std::string(1100000, 'x') + "\"}}", 413, ""},
+      {"PATCH", "/api/v1/clusters/mine", R"({"containers": 5})", 409, "gpu.count"},
+      {"PATCH", "/api/v1/clusters/mine", R"({"containers": 1})", 422, "containers"},
+      {"PATCH", "/api/v1/clusters/mine", R"({"framework": "slurm"})", 422, "framework"},
+      {"PATCH", "/api/v1/clusters/none", R"({"containers": 3})", 404, "name"},
+  };
+  for (const auto& k : cases) {
+    auto [status, body] = request(k.method, k.path, k.body, token_);
+    EXPECT_EQ(status, k.status) << k.body.substr(0, 200) << " -> " << body.dump();
+    ASSERT_TRUE(body.is_object() && body.contains("error")) << k.body.substr(0, 200);
+    EXPECT_EQ(body["error"]["field"], k.field) << body.dump();
+    EXPECT_FALSE(body["error"]["message"].get<std::string>().empty());
+    EXPECT_FALSE(body["error"]["fix"].get<std::string>().empty());
+  }
+  // Tokens and ownership.
+  EXPECT_EQ(request("GET", "/api/v1/clusters", "", "").first, 401);
+  EXPECT_EQ(request("GET", "/api/v1/clusters", "", "edt_wrong").first, 401);
+  EXPECT_EQ(request("GET", "/api/v1/clusters/mine", "", bob_token).first, 403);
+  EXPECT_EQ(request("DELETE", "/api/v1/clusters/mine", "", bob_token).first, 403);
+  EXPECT_EQ(request("PATCH", "/api/v1/clusters/mine", R"({"containers": 3})", bob_token).first, 403);
+  EXPECT_EQ(request("POST", "/api/v1/clusters/mine/jobs", R"({"command": "id"})", bob_token).first, 403);
+  EXPECT_EQ(request("POST", "/api/v1/users", R"({"name": "eve"})", bob_token).first, 403);
+  EXPECT_EQ(request("GET", "/api/v1/clusters", "", bob_token).second["clusters"].size(), 0u);
+  EXPECT_EQ(request("GET", "/healthz", "", "").first, 200);
+
+  // The CLI prints the refusal and exits non-zero.
+  Output cli = edt("cluster create x --containers 1");
+  EXPECT_EQ(cli.code, 1);
+  EXPECT_NE(cli.text.find("refused (422): containers: containers is 1, fewer than 2"), std::string::npos) << cli.text;
+  EXPECT_NE(cli.text.find("fix: "), std::string::npos);
+
+  json after = get("/api/v1/clusters");
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(get("/api/v1/gpus")["gpus"].size(), 4u);
+  int held = 0;
+  json gpus = get("/api/v1/gpus");
+  for (const auto& g : gpus["gpus"]) held += g["holder"] == "" ? 0 : 1;
+  EXPECT_EQ(held, 2);
+}
+
+TEST_F(Edtd, FrameworkExtrasMetricsAndOpenApi) {
+  auto [st, img] = request("POST", "/api/v1/images", R"({"name": "ds", "root": "/", "frameworks": ["deepspeed", "megatron"]})", token_);
+  ASSERT_EQ(st, 201) << img.dump();
+  ASSERT_EQ(edt("cluster create ds --framework deepspeed --image ds --containers 2 --wait").code, 0);
+  EXPECT_EQ(edt("exec ds-worker-0 -- cat /job/hostfile").text, "ds-launcher slots=1\nds-worker-0 slots=1\n");
+  ASSERT_EQ(edt("cluster create mg --framework megatron --image ds --containers 3 --env FOO=bar --wait").code, 0);
+  EXPECT_EQ(edt("exec mg-worker-1 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT $NNODES $NODE_RANK $FOO'").text,
+            "mg-launcher 6000 3 2 bar\n");
+  httplib::Client c(api_);
+  auto metrics = c.Get("/api/v1/metrics", auth(token_));
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("edt_clusters{phase=\"Running\"} 2"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("edt_containers{phase=\"Running\"} 5"), std::string::npos) << metrics->body;
+  auto doc = c.Get("/api/v1/openapi.json");
+  ASSERT_TRUE(doc);
+  json openapi = json::parse(doc->body);
+  EXPECT_EQ(openapi["openapi"], "3.0.3");
+  EXPECT_TRUE(openapi["paths"].contains("/clusters/{name}"));
+  ASSERT_EQ(edt("cluster delete ds --wait").code, 0);
+  ASSERT_EQ(edt("cluster delete mg --wait").code, 0);
+  expect_nothing_left();
+}
+
+}  // namespace
+}  // namespace edt::control

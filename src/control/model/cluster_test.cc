@@ -1,0 +1,195 @@
+#include "control/model/cluster.h"
+
+#include <gtest/gtest.h>
+
+namespace edt::control {
+namespace {
+
+using nlohmann::json;
+
+json valid_body() {
+  return json::parse(R"({"name": "tthvd", "framework": "horovod", "containers": 2})");
+}
+
+// Parses `body` and expects a refusal with `status` naming `field`.
+void expect_refused(const json& body, int status, const std::string& field) {
+  ClusterSpec spec;
+  Refusal r = parse_cluster_spec(body, &spec);
+  ASSERT_TRUE(r.has_value()) << body.dump();
+  EXPECT_EQ(r->http_status, status) << r->message;
+  EXPECT_EQ(r->field, field) << r->message;
+  EXPECT_FALSE(r->message.empty());
+  EXPECT_FALSE(r->fix.empty());
+}
+
+TEST(ClusterSpec, ParsesAFullRequest) {
+  json body = json::parse(R"({"name": "tthvd", "framework": "deepspeed", "containers": 4, "image": "ds",
+    "gpu": {"model": "NVIDIA-P4", "count": 2}, "shm": "1Gi",
+    "mounts": [{"volume": "data", "path": "/data", "read_only": true}, {"volume": "home"}],
+    "env": {"NCCL_DEBUG": "INFO"}})");
+  ClusterSpec spec;
+  ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value());
+  EXPECT_EQ(spec.name, "tthvd");
+  EXPECT_EQ(spec.framework, "deepspeed");
+  EXPECT_EQ(spec.containers, 4);
+  EXPECT_EQ(spec.image, "ds");
+  EXPECT_EQ(spec.gpu.model, "NVIDIA-P4");
+  EXPECT_EQ(spec.gpu.count, 2);
+  EXPECT_EQ(spec.shm_bytes, 1ull << 30);
+  ASSERT_EQ(spec.mounts.size(), 2u);
+  EXPECT_TRUE(spec.mounts[0].read_only);
+  EXPECT_EQ(spec.mounts[1].path, "/root/home");
+  EXPECT_EQ(spec.env.at("NCCL_DEBUG"), "INFO");
+}
+
+TEST(ClusterSpec, DefaultsImageAndShm) {
+  ClusterSpec spec;
+  ASSERT_FALSE(parse_cluster_spec(valid_body(), &spec).has_value());
+  EXPECT_EQ(spec.image, "edt");
+  EXPECT_EQ(spec.shm_bytes, kDefaultShmBytes);
+  EXPECT_EQ(spec.gpu.count, 0);
+}
+
+TEST(ClusterSpec, RefusesFewerThanTwoContainers) {
+  for (int n : {1, 0, -3}) {
+    json body = valid_body();
+    body["containers"] = n;
+    expect_refused(body, 422, "containers");
+  }
+  json body = valid_body();
+  body["containers"] = "two";
+  expect_refused(body, 422, "containers");
+  body.erase("containers");
+  expect_refused(body, 422, "containers");
+}
+
+TEST(ClusterSpec, RefusesBadNames) {
+  for (const char* name : {"", "Tthvd", "-a", "a-", "a_b", "a.b", "x2345678901234567890123456789012345678901"}) {
+    json body = valid_body();
+    body["name"] = name;
+    expect_refused(body, 422, "name");
+  }
+  json body = valid_body();
+  body["name"] = 7;
+  expect_refused(body, 422, "name");
+}
+
+TEST(ClusterSpec, RefusesUnknownFrameworkAndFields) {
+  json body = valid_body();
+  body["framework"] = "tensorflow";
+  expect_refused(body, 422, "framework");
+  body = valid_body();
+  body["containres"] = 2;
+  expect_refused(body, 422, "containres");
+  body = valid_body();
+  body["gpu"] = {{"model", "X"}, {"cnt", 1}};
+  expect_refused(body, 422, "gpu.cnt");
+  expect_refused(json::array(), 400, "");
+}
+
+TEST(ClusterSpec, RefusesBadShm) {
+  for (json shm : {json("lots"), json("5Q"), json("512"), json("1Ti"), json(true)}) {
+    json body = valid_body();
+    body["shm"] = shm;
+    expect_refused(body, 422, "shm");
+  }
+}
+
+TEST(ClusterSpec, RefusesBadMountPaths) {
+  for (const char* path : {"data", "/root/../etc", "/root/./x", "/root//x", "/root/x/", "/", "/root", "/etc",
+                           "/etc/mpi", "/usr/local", "/proc", "/dev/shm", "/tmp"}) {
+    json body = valid_body();
+    body["mounts"] = {{{"volume", "v"}, {"path", path}}};
+    expect_refused(body, 422, "mounts[0].path");
+  }
+  json body = valid_body();
+  body["mounts"] = {{{"volume", "v"}, {"path", "/data"}}, {{"volume", "w"}, {"path", "/data/w"}}};
+  expect_refused(body, 422, "mounts[1].path");
+}
+
+TEST(ClusterSpec, AcceptsNormalMountPaths) {
+  for (const char* path : {"/root/data", "/data", "/srv/x/y", "/workspace"})
+    EXPECT_FALSE(check_mount_path(path, "p").has_value()) << path;
+}
+
+TEST(ClusterSpec, RefusesBadEnvAndGpu) {
+  json body = valid_body();
+  body["env"] = {{"1X", "a"}};
+  expect_refused(body, 422, "env.1X");
+  body["env"] = {{"X", 1}};
+  expect_refused(body, 422, "env.X");
+  body = valid_body();
+  body["gpu"] = {{"count", 1}};
+  expect_refused(body, 422, "gpu.model");
+  body["gpu"] = {{"model", "P4"}, {"count", -1}};
+  expect_refused(body, 422, "gpu.count");
+}
+
+Catalog test_catalog() {
+  Catalog c;
+  c.images["edt"] = {"edt", "/", {"horovod"}, true};
+  c.images["ds"] = {"ds", "/", {"deepspeed", "megatron"}, false};
+  c.volumes["data"] = {"data", "alice", "/x", true};
+  c.gpus_total["NVIDIA-P4"] = 8;
+  c.gpus_free["NVIDIA-P4"] = 3;
+  return c;
+}
+
+Refusal check(const std::string& text, int new_containers) {
+  ClusterSpec spec;
+  Refusal r = parse_cluster_spec(json::parse(text), &spec);
+  EXPECT_FALSE(r.has_value()) << r->message;
+  return check_against_catalog(spec, test_catalog(), new_containers);
+}
+
+TEST(Catalog, RefusesImageWithoutTheFramework) {
+  Refusal r = check(R"({"name": "a", "framework": "deepspeed", "containers": 2})", 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->http_status, 422);
+  EXPECT_EQ(r->field, "image");
+  EXPECT_EQ(r->message, "image edt carries horovod, not deepspeed");
+  EXPECT_FALSE(check(R"({"name": "a", "framework": "deepspeed", "containers": 2, "image": "ds"})", 2).has_value());
+}
+
+TEST(Catalog, RefusesUnknownImageVolumeAndModel) {
+  Refusal r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "image": "nope"})", 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "image");
+  r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "mounts": [{"volume": "nope"}]})", 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "mounts[0].volume");
+  r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "gpu": {"model": "H100", "count": 1}})", 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "gpu.model");
+  EXPECT_NE(r->fix.find("NVIDIA-P4"), std::string::npos);
+}
+
+TEST(Catalog, RefusesMoreGpusThanFreeSayingWhatIsFree) {
+  Refusal r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "gpu": {"model": "NVIDIA-P4", "count": 2}})", 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->http_status, 409);
+  EXPECT_EQ(r->field, "gpu.count");
+  EXPECT_NE(r->message.find("3 of 8 are free"), std::string::npos) << r->message;
+  EXPECT_FALSE(check(R"({"name": "a", "framework": "horovod", "containers": 3, "gpu": {"model": "NVIDIA-P4"}})", 3)
+                   .has_value());
+}
+
+TEST(Hostfile, ListsLauncherFirstWithSlotsFromGpus) {
+  auto make = [](std::string name, int index, std::vector<int> gpus) {
+    ContainerStatus c;
+    c.name = std::move(name);
+    c.index = index;
+    c.gpus = std::move(gpus);
+    return c;
+  };
+  std::vector<ContainerStatus> containers = {make("t-worker-1", 2, {4, 5}), make("t-launcher", 0, {0, 1}),
+                                             make("t-worker-0", 1, {2, 3})};
+  EXPECT_EQ(render_hostfile(containers), "t-launcher slots=2\nt-worker-0 slots=2\nt-worker-1 slots=2\n");
+  containers[0].gpus.clear();
+  EXPECT_EQ(render_hostfile({containers[0]}), "t-worker-1 slots=1\n");
+  EXPECT_EQ(container_name("t", 0), "t-launcher");
+  EXPECT_EQ(container_name("t", 3), "t-worker-2");
+}
+
+}  // namespace
+}  // namespace edt::control
