@@ -1,0 +1,301 @@
+// The console's whole workflow in a real browser against a real edtd: sign
+// in, create tthvd, see its containers Running, use the launcher's terminal,
+// scale to 4, run a job and watch its log and chart, and every form error.
+// The tests run in order and build on each other, as a user's session does.
+// Each saves a screenshot under EDT_TEST_OUT.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { Edtd, launchBrowser, outputDir, waitFor } from './harness.mjs';
+
+const kViewport = { width: 1280, height: 800 };
+const kHostfileLine = /^tthvd-(launcher|worker-\d+) slots=\d+$/;
+
+let edtd;
+let browser;
+let page;
+let shot = 0;
+const pageErrors = [];
+
+async function screenshot(name, target = page) {
+  shot += 1;
+  const file = path.join(outputDir(), `${String(shot).padStart(2, '0')}-${name}.png`);
+  await target.screenshot({ path: file, fullPage: true });
+  return file;
+}
+
+async function openApp(target, hash) {
+  await target.goto(`${edtd.base}/${hash}`);
+}
+
+function rowsIn(selector) {
+  return page.locator(`${selector} tbody tr`);
+}
+
+// The phases of the containers table, by container name.
+async function containerPhases() {
+  return page.$$eval('#containers-table tbody tr[data-container]', (rows) =>
+    Object.fromEntries(rows.map((r) => [r.getAttribute('data-container'), r.querySelector('[data-phase]')?.getAttribute('data-phase')])),
+  );
+}
+
+async function waitAllRunning(n) {
+  await waitFor(`${n} containers Running in the page`, async () => {
+    const phases = Object.values(await containerPhases());
+    return phases.length === n && phases.every((p) => p === 'Running');
+  }, { timeoutMs: 60000 });
+}
+
+// Runs a command in the open terminal and returns the lines it printed,
+// between markers the shell computes (so the echoed command never matches).
+async function runInTerminal(command) {
+  const tag = Math.floor(Math.random() * 1e6);
+  await page.locator('#terminal .xterm').click();
+  await page.keyboard.type(`echo "@@$((${tag}+1))"; ${command}; echo "@@$((${tag}+2))"\n`);
+  const text = await waitFor(`"${command}" to finish in the terminal`, async () => {
+    const rows = await page.locator('#terminal .xterm-rows').innerText();
+    return rows.includes(`@@${tag + 2}`) ? rows : null;
+  }, { timeoutMs: 20000 });
+  const lines = text.split('\n').map((l) => l.trimEnd());
+  const start = lines.lastIndexOf(`@@${tag + 1}`);
+  const end = lines.lastIndexOf(`@@${tag + 2}`);
+  return lines.slice(start + 1, end).filter((l) => l !== '');
+}
+
+async function openTerminalInLauncher() {
+  await openApp(page, '#/clusters/tthvd');
+  await page.click('#open-terminal');
+  await page.waitForURL(/#\/clusters\/tthvd\/terminal\/tthvd-launcher$/);
+  await waitFor('the terminal to connect', async () => (await page.textContent('#terminal-state')) === 'Connected');
+}
+
+before(async () => {
+  edtd = await Edtd.start();
+  const volume = await edtd.api('POST', '/volumes', { name: 'data' });
+  assert.equal(volume.status, 201, JSON.stringify(volume.json));
+  browser = await launchBrowser();
+  page = await browser.newPage({ viewport: kViewport, colorScheme: 'light' });
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+});
+
+after(async () => {
+  const failed = Boolean(process.exitCode);
+  if (failed) console.error(`edtd's log (${edtd?.logPath}):\n${edtd?.log().slice(-4000)}`);
+  await browser?.close();
+  await edtd?.stop({ keepData: failed });
+});
+
+test('sign in: a wrong token is refused next to the field, the admin token signs in', async () => {
+  await openApp(page, '');
+  await page.waitForURL(/#\/signin$/);
+  await page.fill('#token', 'not-a-token');
+  await page.press('#token', 'Enter');
+  await waitFor('the token error', async () => (await page.textContent('#token-error')).includes('does not know this token'));
+  assert.equal(await page.getAttribute('#token', 'aria-invalid'), 'true');
+  await screenshot('signin-wrong-token');
+
+  await page.fill('#token', edtd.token);
+  await page.press('#token', 'Enter');
+  await page.waitForURL(/#\/clusters$/);
+  await page.waitForSelector('#clusters td.empty');
+  await waitFor('the user name in the header', async () => (await page.textContent('#who')) === 'admin');
+  await screenshot('clusters-empty');
+});
+
+test('create tthvd with 2 containers, a GPU each, shared memory and a volume; both turn Running', async () => {
+  await page.click('#create');
+  await page.waitForSelector('#create-form');
+  await page.fill('[data-field="name"]', 'tthvd');
+  await page.fill('[data-field="containers"]', '2');
+  assert.equal(await page.locator('[data-field="image"] option').allTextContents().then((o) => o.join()), 'edt');
+  await page.check('#gpu-enabled');
+  assert.match(await page.locator('[data-field="gpu.model"] option:checked').textContent(), /NVIDIA-P4 — 8 of 8 free \(simulated\)/);
+  await page.check('#shm-enabled');
+  await page.fill('[data-field="shm"]', '1Gi');
+  await page.click('#add-mount');
+  assert.equal(await page.inputValue('[data-field="mounts[0].path"]'), '/root/data');
+  await screenshot('create-form');
+
+  await page.click('#create-submit');
+  await page.waitForURL(/#\/clusters\/tthvd$/);
+  await waitAllRunning(2);
+  assert.deepEqual(Object.keys(await containerPhases()), ['tthvd-launcher', 'tthvd-worker-0']);
+  await waitFor('a 2-line hostfile', async () => (await page.textContent('#hostfile')).trim().split('\n').length === 2);
+  assert.match(await page.textContent('#overview'), /2 × NVIDIA-P4/);
+  await waitFor('the Created event', async () => (await page.textContent('#events')).includes('Created'));
+  await screenshot('cluster-running-2');
+});
+
+test('the launcher terminal shows a 2-line /etc/mpi/hostfile', async () => {
+  await openTerminalInLauncher();
+  assert.deepEqual(await runInTerminal('hostname'), ['tthvd-launcher']);
+  const hostfile = await runInTerminal('cat /etc/mpi/hostfile');
+  assert.equal(hostfile.length, 2, hostfile.join('\n'));
+  hostfile.forEach((line) => assert.match(line, kHostfileLine));
+  const home = await runInTerminal('ls -d /root/data');
+  assert.deepEqual(home, ['/root/data']);
+  await screenshot('terminal-hostfile-2');
+});
+
+test('scale to 4: a confirmation, then 4 Running and a 4-line hostfile', async () => {
+  await openApp(page, '#/clusters/tthvd');
+  await waitAllRunning(2);
+  await page.fill('#scale-containers', '4');
+  await page.click('#scale-submit');
+  await page.waitForSelector('dialog[open]');
+  assert.match(await page.textContent('dialog h2'), /Scale tthvd from 2 to 4 containers\?/);
+  await page.click('#dialog-confirm');
+  await waitAllRunning(4);
+  await waitFor('a 4-line hostfile', async () => (await page.textContent('#hostfile')).trim().split('\n').length === 4);
+  (await page.textContent('#hostfile')).trim().split('\n').forEach((line) => assert.match(line, kHostfileLine));
+  await waitFor('the Scaled event', async () => (await page.textContent('#events')).includes('Scaled'));
+  await screenshot('cluster-running-4');
+
+  await openTerminalInLauncher();
+  const hostfile = await runInTerminal('cat /etc/mpi/hostfile');
+  assert.equal(hostfile.length, 4, hostfile.join('\n'));
+  await screenshot('terminal-hostfile-4');
+});
+
+test('run a job in the launcher: its log streams and its metrics are charted', async () => {
+  await openApp(page, '#/clusters/tthvd');
+  const command =
+    "python3 -c \"import time; [print(f'epoch={e} loss={1/e:.3f} acc={1-0.4/e:.3f} samples/s={1000*e}', flush=True) or time.sleep(0.4) for e in range(1, 5)]\"";
+  await page.fill('#job-command', command);
+  await page.click('#run-submit');
+  await page.waitForURL(/#\/jobs\/\d+$/);
+  await waitFor('the last epoch in the log', async () => (await page.textContent('#job-log')).includes('epoch=4 loss=0.250 acc=0.900 samples/s=4000'));
+  for (const metric of ['loss', 'acc', 'samples/s']) {
+    await waitFor(`4 points of ${metric}`, async () => (await page.getAttribute(`svg[data-metric="${metric}"]`, 'data-points')) === '4');
+  }
+  await waitFor('the job to succeed', async () => (await page.getAttribute('[data-key="Phase"] [data-phase]', 'data-phase')) === 'Succeeded');
+  assert.equal(await page.textContent('[data-key="Exit code"]'), '0');
+  await screenshot('job-log-chart');
+
+  await openApp(page, '#/clusters/tthvd');
+  await waitFor('the job in the jobs list', async () => (await rowsIn('#jobs-table').count()) === 1 && (await page.textContent('#jobs-table')).includes('Succeeded'));
+});
+
+test('the clusters list shows tthvd with 4/4 Running and its GPUs; selecting it enables Delete', async () => {
+  await openApp(page, '#/clusters');
+  const row = page.locator('#clusters tr[data-cluster="tthvd"]');
+  await waitFor('tthvd in the list', async () => (await row.count()) === 1);
+  assert.equal(await row.locator('[data-col="containers"]').textContent(), '4/4');
+  assert.equal(await row.locator('[data-phase]').getAttribute('data-phase'), 'Running');
+  assert.match(await row.textContent(), /Horovod.*4 × NVIDIA-P4/);
+  assert.equal(await page.isDisabled('#delete-selected'), true);
+  await row.locator('input[type="checkbox"]').check();
+  assert.equal(await page.isDisabled('#delete-selected'), false);
+  await screenshot('clusters-list');
+});
+
+// Each case: what to enter, the field whose error shows, and what it says.
+const kFormCases = [
+  { name: 'bad-name', fill: { name: 'TT_hvd' }, field: 'name', error: /DNS label/ },
+  { name: 'taken-name', fill: { name: 'tthvd' }, field: 'name', error: /cluster named "tthvd" exists already/ },
+  { name: 'one-container', fill: { name: 'one', containers: '1' }, field: 'containers', error: /at least 2 containers: one launcher/ },
+  { name: 'containers-not-a-number', fill: { name: 'x', containers: '2.5' }, field: 'containers', error: /whole number/ },
+  { name: 'too-many-gpus', fill: { name: 'big', containers: '3' }, gpu: '2', field: 'gpu.count', error: /3 containers × 2 GPUs = 6 NVIDIA-P4, but only 4 are free/ },
+  { name: 'bad-shm', fill: { name: 'shm' }, shm: 'lots', field: 'shm', error: /"lots" is not a size/ },
+  { name: 'relative-mount', fill: { name: 'm' }, mount: 'data', field: 'mounts[0].path', error: /is relative/ },
+  { name: 'dotdot-mount', fill: { name: 'm' }, mount: '/root/../etc', field: 'mounts[0].path', error: /contains "\.\."/ },
+  { name: 'system-mount', fill: { name: 'm' }, mount: '/usr/local', field: 'mounts[0].path', error: /covers the system directory \/usr/ },
+];
+
+test('each bad input in the create form is shown next to its field, and nothing is created', async () => {
+  for (const c of kFormCases) {
+    await openApp(page, '#/clusters');
+    await openApp(page, '#/create');
+    await page.waitForSelector('#create-form');
+    for (const [field, value] of Object.entries(c.fill)) await page.fill(`[data-field="${field}"]`, value);
+    if (c.gpu) {
+      await page.check('#gpu-enabled');
+      await page.fill('[data-field="gpu.count"]', c.gpu);
+    }
+    if (c.shm) {
+      await page.check('#shm-enabled');
+      await page.fill('[data-field="shm"]', c.shm);
+    }
+    if (c.mount) {
+      await page.click('#add-mount');
+      await page.fill('[data-field="mounts[0].path"]', c.mount);
+    }
+    await page.click('#create-submit');
+    const error = page.locator(`[data-error-for="${c.field}"]`);
+    await waitFor(`the ${c.name} error`, async () => c.error.test(await error.textContent()));
+    assert.equal(await page.getAttribute(`[data-field="${c.field}"]`, 'aria-invalid'), 'true', c.name);
+    // The focus goes to the first field in error, for keyboard users.
+    assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-invalid')), 'true', c.name);
+    assert.match(page.url(), /#\/create$/, `${c.name}: the form stays`);
+    await screenshot(`form-error-${c.name}`);
+  }
+  const { json } = await edtd.api('GET', '/clusters');
+  assert.deepEqual(json.clusters.map((c) => c.name), ['tthvd'], 'no cluster was made from a bad form');
+});
+
+test("edtd's own refusal lands next to the field it names", async () => {
+  // The form loads while the volume exists; it is gone by the time the form
+  // is sent, which only edtd can know.
+  assert.equal((await edtd.api('POST', '/volumes', { name: 'scratch' })).status, 201);
+  await openApp(page, '#/clusters');
+  await openApp(page, '#/create');
+  await page.waitForSelector('#create-form');
+  await page.fill('[data-field="name"]', 'late');
+  await page.click('#add-mount');
+  await page.selectOption('[data-field="mounts[0].volume"]', 'scratch');
+  assert.equal((await edtd.api('DELETE', '/volumes/scratch')).status, 200);
+  await page.click('#create-submit');
+  const error = page.locator('[data-error-for="mounts[0].volume"]');
+  await waitFor("edtd's unknown-volume error", async () => /unknown volume 'scratch'; create it first/.test(await error.textContent()));
+  await screenshot('form-error-from-edtd');
+  assert.equal((await edtd.api('GET', '/clusters/late')).status, 404);
+});
+
+test('keyboard only: Tab reaches Create, Enter opens the form with the focus in Name, Enter submits', async () => {
+  await openApp(page, '#/clusters');
+  await page.waitForSelector('#clusters tr[data-cluster="tthvd"]');
+  await page.locator('body').focus();
+  const reached = await waitFor('Tab to reach Create', async () => {
+    await page.keyboard.press('Tab');
+    return (await page.evaluate(() => document.activeElement?.id)) === 'create';
+  }, { timeoutMs: 10000, intervalMs: 0 });
+  assert.ok(reached);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#create-form');
+  await waitFor('the focus in Name', async () => (await page.evaluate(() => document.activeElement?.getAttribute('data-field'))) === 'name');
+  await page.keyboard.type('Not Valid');
+  await page.keyboard.press('Enter');
+  await waitFor('the name error', async () => /DNS label/.test(await page.textContent('[data-error-for="name"]')));
+  assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('data-field')), 'name');
+  await screenshot('keyboard-create');
+});
+
+test('a narrow window in the dark theme: every page fits without scrolling sideways', async () => {
+  const narrow = await browser.newPage({ viewport: { width: 390, height: 844 }, colorScheme: 'dark' });
+  await narrow.addInitScript((token) => localStorage.setItem('edt.token', token), edtd.token);
+  for (const [hash, ready, name] of [
+    ['#/clusters', '#clusters tr[data-cluster="tthvd"]', 'narrow-dark-clusters'],
+    ['#/clusters/tthvd', '#containers-table tr[data-container]', 'narrow-dark-cluster'],
+    ['#/create', '#create-form', 'narrow-dark-create'],
+    ['#/jobs/1', 'svg[data-metric="loss"]', 'narrow-dark-job'],
+  ]) {
+    await openApp(narrow, hash);
+    await narrow.waitForSelector(ready);
+    const overflow = await narrow.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `${hash} is ${overflow}px wider than the window`);
+    const background = await narrow.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.equal(background, 'rgb(13, 17, 23)', 'the dark theme is applied');
+    await screenshot(name, narrow);
+  }
+  await narrow.close();
+});
+
+test('sign out forgets the token', async () => {
+  await openApp(page, '#/clusters');
+  await page.click('#sign-out');
+  await page.waitForURL(/#\/signin$/);
+  await openApp(page, '#/clusters/tthvd');
+  await page.waitForURL(/#\/signin$/);
+  assert.equal(await page.evaluate(() => localStorage.getItem('edt.token')), null);
+  assert.deepEqual(pageErrors, [], 'no uncaught errors in the page');
+});

@@ -1,0 +1,126 @@
+// What the console's end-to-end tests stand on: a real edtd in a fresh data
+// directory with simulated GPUs, its API for setting things up, and Debian's
+// chromium driven by playwright-core.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const env = (name, fallback) => {
+  const value = process.env[name] ?? fallback;
+  if (!value) throw new Error(`${name} is not set; run these tests through ctest (make test)`);
+  return value;
+};
+
+export const kChromiumArgs = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+export async function waitFor(what, fn, { timeoutMs = 30000, intervalMs = 200 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const value = await fn();
+      if (value) return value;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last.message}` : ''}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+export class Edtd {
+  static async start() {
+    const self = new Edtd();
+    self.dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'edt-console-e2e-'));
+    self.port = await freePort();
+    self.base = `http://127.0.0.1:${self.port}`;
+    // A /16 of our own, so a platform test running at the same time does not
+    // hand out the same container addresses.
+    const range = `127.${200 + (process.pid % 50)}.0.0/16`;
+    self.logPath = path.join(self.dataDir, 'edtd.log');
+    const log = fs.openSync(self.logPath, 'a');
+    self.proc = spawn(
+      env('EDTD'),
+      ['--data-dir', self.dataDir, '--listen', `127.0.0.1:${self.port}`, '--gpus', 'NVIDIA-P4=8', '--address-range', range, '--grace', '2s', '--web-dir', env('EDT_WEB_DIST')],
+      { stdio: ['ignore', log, log] },
+    );
+    self.exited = new Promise((resolve) => self.proc.on('exit', resolve));
+    await waitFor('edtd to answer /healthz', async () => (await fetch(`${self.base}/healthz`)).ok, { timeoutMs: 20000 });
+    self.token = fs.readFileSync(path.join(self.dataDir, 'admin.token'), 'utf8').trim();
+    return self;
+  }
+
+  async api(method, route, body) {
+    const res = await fetch(`${this.base}/api/v1${route}`, {
+      method,
+      headers: { Authorization: `Bearer ${this.token}`, 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      json = text;
+    }
+    return { status: res.status, json };
+  }
+
+  // Deletes every cluster and waits until they are gone, so no container
+  // outlives the test; then stops edtd. The data directory stays when
+  // keepData is set (a test failed: its log is in there).
+  async stop({ keepData = false } = {}) {
+    if (!this.proc) return;
+    try {
+      const { json } = await this.api('GET', '/clusters');
+      for (const c of json?.clusters ?? []) await this.api('DELETE', `/clusters/${c.name}`);
+      await waitFor('every cluster to be deleted', async () => ((await this.api('GET', '/clusters')).json?.clusters ?? []).length === 0, { timeoutMs: 60000 });
+    } finally {
+      this.proc.kill('SIGTERM');
+      await this.exited;
+      this.proc = null;
+    }
+    if (!keepData) fs.rmSync(this.dataDir, { recursive: true, force: true });
+  }
+
+  log() {
+    return fs.existsSync(this.logPath) ? fs.readFileSync(this.logPath, 'utf8') : '';
+  }
+}
+
+export async function launchBrowser() {
+  const require = createRequire(path.join(env('EDT_WEB_SOURCE'), 'package.json'));
+  const { chromium } = require('playwright-core');
+  // playwright-core starts chromium with a fresh temporary profile
+  // (--user-data-dir) of its own and removes it on close.
+  return chromium.launch({ executablePath: env('EDT_CHROMIUM', '/usr/bin/chromium'), args: kChromiumArgs, headless: true });
+}
+
+export function outputDir() {
+  const dir = env('EDT_TEST_OUT');
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
+}

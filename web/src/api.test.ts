@@ -1,0 +1,76 @@
+import { describe, expect, it, vi } from 'vitest';
+import { Api, ApiError, errorFromBody, gpuModels, toCluster } from './api';
+
+function respond(status: number, body: unknown): typeof fetch {
+  return vi.fn(async () => new Response(typeof body === 'string' ? body : JSON.stringify(body), { status })) as unknown as typeof fetch;
+}
+
+describe('errors', () => {
+  it('keeps the field the server names', () => {
+    expect(errorFromBody(422, { error: { status: 422, field: 'containers', message: 'containers is 1, fewer than 2', fix: 'ask for at least 2 containers' } }, 'x')).toMatchObject({
+      status: 422,
+      message: 'containers is 1, fewer than 2; ask for at least 2 containers',
+      field: 'containers',
+    });
+    expect(errorFromBody(409, { error: 'name taken', field: 'name' }, 'x')).toMatchObject({ message: 'name taken', field: 'name' });
+    expect(errorFromBody(500, null, 'fallback')).toMatchObject({ message: 'fallback', field: undefined });
+  });
+
+  it('sends the token, and signs out on 401', async () => {
+    const onUnauthorized = vi.fn();
+    const fetch = respond(401, { error: { message: 'wrong token' } });
+    const api = new Api({ token: () => 'secret', onUnauthorized, fetch });
+    await expect(api.listClusters()).rejects.toEqual(new ApiError(401, 'wrong token'));
+    expect(onUnauthorized).toHaveBeenCalledOnce();
+    const init = (fetch as unknown as { mock: { calls: [string, RequestInit][] } }).mock.calls[0];
+    expect(init[0]).toBe('/api/v1/clusters');
+    expect((init[1].headers as Record<string, string>)['Authorization']).toBe('Bearer secret');
+  });
+
+  it('reports a body that is not JSON as the message', async () => {
+    const api = new Api({ token: () => 't', fetch: respond(413, 'body over 1 MiB\n') });
+    await expect(api.createCluster({ name: 'a', framework: 'horovod', containers: 2 })).rejects.toMatchObject({ status: 413, message: 'body over 1 MiB' });
+  });
+});
+
+describe('toCluster', () => {
+  it('reads spec and status', () => {
+    const c = toCluster({
+      name: 'tthvd',
+      framework: 'horovod',
+      containers: 2,
+      image: 'edt',
+      created_at: 1764430000,
+      gpu: { model: 'P4', count: 1 },
+      status: {
+        phase: 'Running',
+        containers: [
+          { name: 'tthvd-launcher', role: 'launcher', phase: 'Running', hostname: 'tthvd-launcher', address: '127.77.0.2', gpus: [0] },
+          { name: 'tthvd-worker-0', phase: 'Creating', gpus: [1], started_at: 0 },
+        ],
+      },
+    });
+    expect(c).toMatchObject({ name: 'tthvd', containers: 2, phase: 'Running', gpu: { model: 'P4', count: 1 }, created: '2025-11-29T15:26:40.000Z' });
+    expect(c.container_status[1].started).toBeUndefined();
+    expect(c.container_status.map((s) => [s.role, s.phase, s.gpus])).toEqual([
+      ['launcher', 'Running', ['0']],
+      ['worker', 'Creating', ['1']],
+    ]);
+  });
+});
+
+describe('gpuModels', () => {
+  it('counts devices per model and the free ones', () => {
+    expect(
+      gpuModels([
+        { index: 0, model: 'NVIDIA-P4', simulated: true, holder: 'tthvd-launcher' },
+        { index: 1, model: 'NVIDIA-P4', simulated: true, holder: '' },
+        { index: 2, model: 'NVIDIA-P4', simulated: true },
+        { index: 3, model: 'NVIDIA-H200', simulated: false, holder: '' },
+      ]),
+    ).toEqual([
+      { model: 'NVIDIA-P4', total: 3, free: 2, simulated: true },
+      { model: 'NVIDIA-H200', total: 1, free: 1, simulated: false },
+    ]);
+  });
+});

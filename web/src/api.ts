@@ -1,0 +1,366 @@
+// The client of edtd's public REST API (/api/v1), the only thing the console
+// talks to. Every call carries the bearer token; every failure becomes an
+// ApiError that keeps the HTTP status and, when the server names one, the
+// field the error concerns, so forms can show it next to that field.
+
+export type Framework = 'horovod' | 'deepspeed' | 'megatron' | 'slurm';
+export type Phase = 'Pending' | 'Creating' | 'Running' | 'Scaling' | 'Failed' | 'Deleting' | string;
+
+export interface Mount {
+  volume: string;
+  path: string;
+  read_only?: boolean;
+}
+
+export interface GpuRequest {
+  model: string;
+  count: number;
+}
+
+export interface ClusterSpec {
+  name: string;
+  framework: Framework;
+  containers: number;
+  image?: string;
+  gpu?: GpuRequest;
+  shm?: string;
+  mounts?: Mount[];
+  env?: Record<string, string>;
+}
+
+export interface Container {
+  name: string;
+  role: string;
+  phase: Phase;
+  hostname: string;
+  address: string;
+  gpus: string[];
+  started?: string;
+  message?: string;
+}
+
+export interface ClusterEvent {
+  time: string;
+  type: string;
+  message: string;
+}
+
+export interface Cluster extends ClusterSpec {
+  phase: Phase;
+  message: string;
+  created?: string;
+  container_status: Container[];
+  events: ClusterEvent[];
+}
+
+export interface Image {
+  name: string;
+  frameworks: string[];
+  description?: string;
+}
+
+export interface GpuModel {
+  model: string;
+  total: number;
+  free: number;
+  simulated: boolean;
+}
+
+export interface Volume {
+  name: string;
+  host_path?: string;
+}
+
+export interface Job {
+  id: string;
+  cluster: string;
+  command: string;
+  phase: string;
+  exit_code: number | null;
+  started?: string;
+  finished?: string;
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly field?: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+type Json = Record<string, unknown>;
+
+function str(v: unknown, fallback = ''): string {
+  return typeof v === 'string' ? v : typeof v === 'number' ? String(v) : fallback;
+}
+
+function num(v: unknown, fallback = 0): number {
+  return typeof v === 'number' && Number.isFinite(v) ? v : fallback;
+}
+
+function arr(v: unknown): unknown[] {
+  return Array.isArray(v) ? v : [];
+}
+
+function obj(v: unknown): Json {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : {};
+}
+
+// A list comes either bare or wrapped as {"<key>": [...]}.
+function list(body: unknown, key: string): unknown[] {
+  return Array.isArray(body) ? body : arr(obj(body)[key] ?? obj(body)['items']);
+}
+
+// edtd's error body names the field, what was wrong and what to do:
+// {"error": {"status", "field", "message", "fix"}}. The message shown is
+// "what; fix". A plain {"error": "..."} (from a proxy, say) is read too.
+export function errorFromBody(status: number, body: unknown, fallback: string): ApiError {
+  const top = obj(body);
+  const inner = obj(top['error']);
+  const what = str(inner['message']) || str(top['error']) || str(top['message']) || fallback;
+  const fix = str(inner['fix']) || str(top['fix']);
+  const field = str(inner['field']) || str(top['field']) || undefined;
+  return new ApiError(status, fix ? `${what}; ${fix}` : what, field);
+}
+
+// A time as ISO text, from ISO text or unix seconds (0 means not yet).
+function time(v: unknown): string | undefined {
+  if (typeof v === 'number') return v > 0 ? new Date(v * 1000).toISOString() : undefined;
+  return str(v) || undefined;
+}
+
+function gpuList(v: unknown): string[] {
+  if (typeof v === 'number') return v > 0 ? Array.from({ length: v }, (_, i) => String(i)) : [];
+  return arr(v).map((g) => (typeof g === 'object' ? str(obj(g)['index'] ?? obj(g)['id']) : str(g)));
+}
+
+function toContainer(v: unknown): Container {
+  const c = obj(v);
+  return {
+    name: str(c['name']),
+    role: str(c['role']) || (str(c['name']).endsWith('-launcher') ? 'launcher' : 'worker'),
+    phase: str(c['phase'], 'Pending'),
+    hostname: str(c['hostname']),
+    address: str(c['address']),
+    gpus: gpuList(c['gpus']),
+    started: time(c['started_at'] ?? c['started']),
+    message: str(c['message']) || undefined,
+  };
+}
+
+function toEvent(v: unknown): ClusterEvent {
+  const e = obj(v);
+  return {
+    time: time(e['time'] ?? e['timestamp'] ?? e['at']) ?? '',
+    type: str(e['type']) || str(e['reason']),
+    message: str(e['message']),
+  };
+}
+
+// A cluster as the console uses it, from the server's JSON: the spec at the
+// top level (or under "spec") and the observed state under "status".
+export function toCluster(v: unknown): Cluster {
+  const top = obj(v);
+  const spec = Object.keys(obj(top['spec'])).length ? obj(top['spec']) : top;
+  const status = obj(top['status']);
+  const gpu = obj(spec['gpu']);
+  const containers = spec['containers'];
+  return {
+    name: str(top['name']) || str(spec['name']),
+    framework: str(spec['framework']) as Framework,
+    containers: typeof containers === 'number' ? containers : arr(containers).length,
+    image: str(spec['image']) || undefined,
+    gpu: str(gpu['model']) ? { model: str(gpu['model']), count: num(gpu['count']) } : undefined,
+    shm: str(spec['shm']) || str(spec['shm_size']) || undefined,
+    mounts: arr(spec['mounts']).map((m) => {
+      const o = obj(m);
+      return { volume: str(o['volume']), path: str(o['path']), read_only: o['read_only'] === true };
+    }),
+    env: obj(spec['env']) as Record<string, string>,
+    phase: str(status['phase']) || str(top['phase'], 'Pending'),
+    message: str(status['message']) || str(top['message']),
+    created: time(top['created_at'] ?? top['created']),
+    container_status: arr(status['containers'] ?? (Array.isArray(containers) ? containers : [])).map(toContainer),
+    events: arr(top['events'] ?? status['events']).map(toEvent),
+  };
+}
+
+export function gpuModels(devices: unknown[]): GpuModel[] {
+  const models = new Map<string, GpuModel>();
+  for (const d of devices.map(obj)) {
+    const model = str(d['model']);
+    const m = models.get(model) ?? { model, total: 0, free: 0, simulated: false };
+    m.total += 1;
+    if (!str(d['holder'])) m.free += 1;
+    m.simulated ||= d['simulated'] === true;
+    models.set(model, m);
+  }
+  return [...models.values()];
+}
+
+function toJob(v: unknown): Job {
+  const j = obj(v);
+  const code = j['exit_code'];
+  return {
+    id: str(j['id']),
+    cluster: str(j['cluster']),
+    command: Array.isArray(j['command']) ? (j['command'] as unknown[]).map((c) => str(c)).join(' ') : str(j['command']),
+    phase: str(j['phase']) || str(j['state']) || str(j['status'], 'Running'),
+    // edtd reports -1 until the job ends.
+    exit_code: typeof code === 'number' && code >= 0 ? code : null,
+    started: time(j['created_at'] ?? j['started_at'] ?? j['started']),
+    finished: time(j['finished_at'] ?? j['finished']),
+  };
+}
+
+export interface ApiOptions {
+  base?: string;
+  token: () => string | null;
+  onUnauthorized?: () => void;
+  fetch?: typeof fetch;
+}
+
+export class Api {
+  private readonly base: string;
+
+  constructor(private readonly options: ApiOptions) {
+    this.base = options.base ?? '/api/v1';
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    const token = this.options.token();
+    return token ? { Authorization: `Bearer ${token}`, ...extra } : extra;
+  }
+
+  private async send(method: string, path: string, body?: unknown): Promise<Response> {
+    const doFetch = this.options.fetch ?? fetch;
+    let response: Response;
+    try {
+      response = await doFetch(this.base + path, {
+        method,
+        headers: this.headers(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      throw new ApiError(0, `edtd did not answer (${(e as Error).message}); is it running?`);
+    }
+    if (response.ok) return response;
+    let parsed: unknown = null;
+    const text = await response.text();
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = { error: text.trim() };
+    }
+    const error = errorFromBody(response.status, parsed, `${method} ${path}: HTTP ${response.status}`);
+    if (response.status === 401) this.options.onUnauthorized?.();
+    throw error;
+  }
+
+  private async json(method: string, path: string, body?: unknown): Promise<unknown> {
+    const response = await this.send(method, path, body);
+    const text = await response.text();
+    return text ? JSON.parse(text) : null;
+  }
+
+  async listClusters(): Promise<Cluster[]> {
+    return list(await this.json('GET', '/clusters'), 'clusters').map(toCluster);
+  }
+
+  async getCluster(name: string): Promise<Cluster> {
+    return toCluster(await this.json('GET', `/clusters/${encodeURIComponent(name)}`));
+  }
+
+  async createCluster(spec: ClusterSpec): Promise<Cluster> {
+    return toCluster(await this.json('POST', '/clusters', spec));
+  }
+
+  async scaleCluster(name: string, containers: number): Promise<Cluster> {
+    return toCluster(await this.json('PATCH', `/clusters/${encodeURIComponent(name)}`, { containers }));
+  }
+
+  async deleteCluster(name: string): Promise<void> {
+    await this.send('DELETE', `/clusters/${encodeURIComponent(name)}`);
+  }
+
+  async hostfile(name: string): Promise<string> {
+    const response = await this.send('GET', `/clusters/${encodeURIComponent(name)}/hostfile`);
+    return response.text();
+  }
+
+  async listImages(): Promise<Image[]> {
+    return list(await this.json('GET', '/images'), 'images').map((v) => {
+      const o = obj(v);
+      return { name: str(o['name']), frameworks: arr(o['frameworks']).map((f) => str(f)), description: str(o['description']) || undefined };
+    });
+  }
+
+  // edtd lists devices ({index, model, simulated, holder}); the form wants
+  // models with how many are free.
+  async listGpus(): Promise<GpuModel[]> {
+    return gpuModels(list(await this.json('GET', '/gpus'), 'gpus'));
+  }
+
+  async whoami(): Promise<{ name: string; admin: boolean }> {
+    const o = obj(await this.json('GET', '/whoami'));
+    return { name: str(o['name']), admin: o['admin'] === true };
+  }
+
+  async listVolumes(): Promise<Volume[]> {
+    return list(await this.json('GET', '/volumes'), 'volumes').map((v) => {
+      const o = obj(v);
+      return { name: str(o['name']), host_path: str(o['host_path']) || undefined };
+    });
+  }
+
+  async runJob(cluster: string, command: string): Promise<Job> {
+    return toJob(await this.json('POST', `/clusters/${encodeURIComponent(cluster)}/jobs`, { command }));
+  }
+
+  async listJobs(cluster: string): Promise<Job[]> {
+    return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/jobs`), 'jobs').map(toJob);
+  }
+
+  async getJob(id: string): Promise<Job> {
+    return toJob(await this.json('GET', `/jobs/${encodeURIComponent(id)}`));
+  }
+
+  // Follows a job's log: calls onText with each piece as it arrives, until the
+  // server ends the stream (the job finished) or the signal aborts.
+  async followLog(id: string, onText: (text: string) => void, signal: AbortSignal): Promise<void> {
+    const doFetch = this.options.fetch ?? fetch;
+    const response = await doFetch(`${this.base}/jobs/${encodeURIComponent(id)}/log?follow=1`, {
+      headers: this.headers(),
+      signal,
+    });
+    if (!response.ok || !response.body) {
+      throw errorFromBody(response.status, null, `log of job ${id}: HTTP ${response.status}`);
+    }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      onText(decoder.decode(value, { stream: true }));
+    }
+    const rest = decoder.decode();
+    if (rest) onText(rest);
+  }
+
+  // Opens a terminal session in one container; returns the URL of its
+  // WebSocket. edtd serves terminals on a port of their own, on the same host
+  // as the API, and the one-time path stands for the token.
+  async openTerminal(cluster: string, container: string, location: Location = window.location): Promise<string> {
+    const body = obj(await this.json('POST', `/clusters/${encodeURIComponent(cluster)}/containers/${encodeURIComponent(container)}/terminal`));
+    const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    return `${scheme}//${location.hostname}:${num(body['port'])}${str(body['path'])}`;
+  }
+
+  async listEvents(cluster: string): Promise<ClusterEvent[]> {
+    return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/events`), 'events').map(toEvent);
+  }
+}

@@ -1,0 +1,173 @@
+// The console's shell: header, theme, and a hash router (#/clusters,
+// #/clusters/NAME, ...) so every page has a URL that works when reloaded.
+
+import './style.css';
+import { Api } from './api';
+import { type Context, type View, describe, storeToken, storedToken } from './app';
+import { h, replace } from './dom';
+import { signInView } from './views/signin';
+import { clustersView } from './views/clusters';
+import { createView } from './views/create';
+import { detailView } from './views/detail';
+import { jobView } from './views/job';
+import { terminalView } from './views/terminal';
+
+interface Route {
+  pattern: RegExp;
+  keys: string[];
+  view: View;
+  title: string;
+  public?: boolean;
+}
+
+const kRoutes: Route[] = [
+  { pattern: /^\/signin$/, keys: [], view: signInView, title: 'Sign in', public: true },
+  { pattern: /^\/clusters$/, keys: [], view: clustersView, title: 'Distributed training clusters' },
+  { pattern: /^\/create$/, keys: [], view: createView, title: 'Create a cluster' },
+  { pattern: /^\/clusters\/([^/]+)$/, keys: ['name'], view: detailView, title: 'Cluster' },
+  { pattern: /^\/clusters\/([^/]+)\/terminal\/([^/]+)$/, keys: ['name', 'container'], view: terminalView, title: 'Terminal' },
+  { pattern: /^\/jobs\/([^/]+)$/, keys: ['id'], view: jobView, title: 'Job' },
+];
+
+type Theme = 'auto' | 'light' | 'dark';
+const kThemeKey = 'edt.theme';
+
+function applyTheme(theme: Theme): void {
+  if (theme === 'auto') delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = theme;
+}
+
+let leaveHandlers: (() => void)[] = [];
+
+function leave(): void {
+  const handlers = leaveHandlers;
+  leaveHandlers = [];
+  handlers.forEach((fn) => fn());
+}
+
+const api = new Api({
+  token: storedToken,
+  onUnauthorized: () => {
+    storeToken(null);
+    if (!location.hash.startsWith('#/signin')) location.hash = '#/signin';
+  },
+});
+
+const main = h('main', { id: 'main', tabindex: '-1' });
+const status = h('p', { class: 'status', role: 'status', 'aria-live': 'polite' });
+const account = h('div', { class: 'account' });
+
+function renderAccount(): void {
+  const themeSelect = h(
+    'select',
+    {
+      'aria-label': 'Theme',
+      onchange: (e: Event) => {
+        const theme = (e.target as HTMLSelectElement).value as Theme;
+        localStorage.setItem(kThemeKey, theme);
+        applyTheme(theme);
+      },
+    },
+    (['auto', 'light', 'dark'] as Theme[]).map((t) => h('option', { value: t, selected: (localStorage.getItem(kThemeKey) ?? 'auto') === t }, `Theme: ${t}`)),
+  );
+  const who = h('span', { class: 'muted', id: 'who', title: 'Signed in as' });
+  replace(
+    account,
+    themeSelect,
+    storedToken() ? [who, h('button', { type: 'button', class: 'secondary', id: 'sign-out', onclick: () => ctx.signOut() }, 'Sign out')] : null,
+  );
+  if (storedToken()) {
+    api.whoami().then(
+      (user) => (who.textContent = user.admin && user.name !== 'admin' ? `${user.name} (admin)` : user.name),
+      () => undefined,
+    );
+  }
+}
+
+const ctx: Context = {
+  api,
+  navigate: (hash) => {
+    location.hash = hash;
+  },
+  signedIn: () => storedToken() !== null,
+  setToken: (token) => {
+    storeToken(token);
+    renderAccount();
+  },
+  signOut: () => {
+    storeToken(null);
+    renderAccount();
+    location.hash = '#/signin';
+  },
+  poll: (fn, periodMs) => {
+    let stopped = false;
+    let timer = 0;
+    const tick = async () => {
+      try {
+        await fn();
+        if (status.dataset.kind === 'error' && status.dataset.source === 'poll') ctx.notify('');
+      } catch (e) {
+        if (!stopped) {
+          ctx.notify(describe(e), 'error');
+          status.dataset.source = 'poll';
+        }
+      }
+      if (!stopped) timer = window.setTimeout(tick, periodMs);
+    };
+    leaveHandlers.push(() => {
+      stopped = true;
+      window.clearTimeout(timer);
+    });
+    void tick();
+  },
+  onLeave: (fn) => leaveHandlers.push(fn),
+  notify: (message, kind = 'info') => {
+    status.textContent = message;
+    status.dataset.kind = kind;
+    delete status.dataset.source;
+    status.setAttribute('role', kind === 'error' ? 'alert' : 'status');
+  },
+};
+
+async function route(): Promise<void> {
+  leave();
+  ctx.notify('');
+  const path = location.hash.replace(/^#/, '') || '/clusters';
+  const match = kRoutes.map((r) => ({ r, m: r.pattern.exec(path) })).find((x) => x.m);
+  if (!match) {
+    location.hash = '#/clusters';
+    return;
+  }
+  if (!match.r.public && !ctx.signedIn()) {
+    location.hash = '#/signin';
+    return;
+  }
+  const params: Record<string, string> = {};
+  match.r.keys.forEach((k, i) => (params[k] = decodeURIComponent(match.m![i + 1])));
+  document.title = `${params['name'] ?? params['id'] ?? match.r.title} · edt console`;
+  main.replaceChildren();
+  main.dataset.view = path.split('/')[1];
+  try {
+    await match.r.view(ctx, main, params);
+  } catch (e) {
+    ctx.notify(describe(e), 'error');
+  }
+}
+
+function start(): void {
+  applyTheme((localStorage.getItem(kThemeKey) as Theme) ?? 'auto');
+  const header = h(
+    'header',
+    { class: 'top' },
+    h('a', { class: 'skip', href: '#main', onclick: (e: Event) => { e.preventDefault(); main.focus(); } }, 'Skip to content'),
+    h('a', { class: 'brand', href: '#/clusters' }, h('span', { class: 'logo', 'aria-hidden': 'true' }, '◆'), ' edt console'),
+    h('nav', { 'aria-label': 'Main' }, h('a', { href: '#/clusters' }, 'Distributed training clusters')),
+    account,
+  );
+  renderAccount();
+  document.body.replaceChildren(header, status, main);
+  window.addEventListener('hashchange', () => void route());
+  void route();
+}
+
+start();

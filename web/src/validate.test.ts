@@ -1,0 +1,128 @@
+import { describe, expect, it } from 'vitest';
+import type { Inventory } from './validate';
+import { checkMountPath, emptyForm, imagesFor, parseSize, toSpec, validate } from './validate';
+
+const inventory: Inventory = {
+  images: [
+    { name: 'edt', frameworks: ['horovod'] },
+    { name: 'ds', frameworks: ['deepspeed', 'megatron'] },
+  ],
+  gpus: [{ model: 'NVIDIA-P4', total: 8, free: 6, simulated: true }],
+  volumes: [{ name: 'data' }, { name: 'ckpt' }],
+  taken_names: ['taken'],
+};
+
+function good() {
+  return { ...emptyForm(), name: 'tthvd', image: 'edt' };
+}
+
+describe('validate', () => {
+  it('accepts the reference cluster', () => {
+    const form = { ...good(), gpu_enabled: true, gpu_model: 'NVIDIA-P4', gpu_count: '1', shm_enabled: true, shm: '1Gi', mounts: [{ volume: 'data', path: '/root/data', read_only: false }] };
+    expect(validate(form, inventory)).toEqual({});
+    expect(toSpec(form)).toEqual({
+      name: 'tthvd',
+      framework: 'horovod',
+      containers: 2,
+      image: 'edt',
+      gpu: { model: 'NVIDIA-P4', count: 1 },
+      shm: '1Gi',
+      mounts: [{ volume: 'data', path: '/root/data', read_only: false }],
+    });
+  });
+
+  it.each([
+    ['', 'Give the cluster a name'],
+    ['TTHVD', 'DNS label'],
+    ['-a', 'DNS label'],
+    ['a-', 'DNS label'],
+    ['a_b', 'DNS label'],
+    ['a'.repeat(41), 'at most 40'],
+    ['taken', 'exists already'],
+  ])('refuses the name %j', (name, message) => {
+    expect(validate({ ...good(), name }, inventory).name).toContain(message);
+  });
+
+  it.each([
+    ['1', 'at least 2'],
+    ['0', 'at least 2'],
+    ['', 'whole number'],
+    ['2.5', 'whole number'],
+    ['-3', 'whole number'],
+    ['65', 'At most 64'],
+    ['two', 'whole number'],
+  ])('refuses %j containers', (containers, message) => {
+    expect(validate({ ...good(), containers }, inventory).containers).toContain(message);
+  });
+
+  it('refuses an image without the framework and offers only images that carry it', () => {
+    expect(validate({ ...good(), framework: 'deepspeed', image: 'edt' }, inventory).image).toBe('Image edt carries horovod, not deepspeed; choose another image.');
+    expect(imagesFor('megatron', inventory.images).map((i) => i.name)).toEqual(['ds']);
+    expect(validate({ ...good(), framework: 'slurm', image: '' }, inventory).image).toContain('No image carries slurm');
+    expect(validate({ ...good(), framework: 'pytorch' }, inventory).framework).toContain('Choose a framework');
+  });
+
+  it('counts GPUs over all containers against the free ones', () => {
+    const form = { ...good(), containers: '4', gpu_enabled: true, gpu_model: 'NVIDIA-P4', gpu_count: '2' };
+    expect(validate(form, inventory)['gpu.count']).toBe('4 containers × 2 GPUs = 8 NVIDIA-P4, but only 6 are free; ask for fewer.');
+    expect(validate({ ...form, gpu_count: '0' }, inventory)['gpu.count']).toContain('from 1 to 16');
+    expect(validate({ ...form, gpu_count: '17' }, inventory)['gpu.count']).toContain('from 1 to 16');
+    expect(validate({ ...form, gpu_model: 'A100' }, inventory)['gpu.model']).toBe('Choose a GPU model.');
+    expect(validate({ ...form, gpu_count: '1' }, inventory)).toEqual({});
+    // Off means not asked for, whatever the fields hold.
+    expect(validate({ ...form, gpu_enabled: false }, inventory)).toEqual({});
+  });
+
+  it('reads sizes as edtd does', () => {
+    expect(parseSize('512M')).toBe(512 * 1024 ** 2);
+    expect(parseSize('1Gi')).toBe(1024 ** 3);
+    expect(parseSize('64KiB')).toBe(64 * 1024);
+    expect(parseSize('1.5g')).toBe(1.5 * 1024 ** 3);
+    expect(parseSize('100')).toBe(100);
+    expect(parseSize('1 GB')).toBeNull();
+    expect(parseSize('1X')).toBeNull();
+    expect(parseSize('lots')).toBeNull();
+    expect(validate({ ...good(), shm_enabled: true, shm: '1X' }, inventory).shm).toContain('is not a size');
+    expect(validate({ ...good(), shm_enabled: true, shm: '512K' }, inventory).shm).toContain('outside 1M to 256Gi');
+    expect(validate({ ...good(), shm_enabled: true, shm: '257G' }, inventory).shm).toContain('outside 1M to 256Gi');
+    expect(validate({ ...good(), shm_enabled: true, shm: '256Gi' }, inventory).shm).toBeUndefined();
+  });
+
+  it.each([
+    ['/root/data', null],
+    ['/mnt/a-b/c', null],
+    ['data', 'is relative'],
+    ['/root/../etc', 'contains ".."'],
+    ['/root//data', 'not normalised'],
+    ['/root/data/', 'not normalised'],
+    ['/root/./data', 'not normalised'],
+    ['/', "container's root"],
+    ['/root', "container's home"],
+    ['/etc', 'system directory /etc'],
+    ['/usr/lib/x', 'system directory /usr'],
+    ['/tmp', 'system directory /tmp'],
+    ['/data', null],
+    ['/etcetera', null],
+    ['', 'Enter the path'],
+  ])('checks the mount path %j', (path, message) => {
+    const result = checkMountPath(path);
+    if (message === null) expect(result).toBeNull();
+    else expect(result).toContain(message);
+  });
+
+  it('names the mount a path error belongs to, and refuses overlapping paths', () => {
+    const form = {
+      ...good(),
+      mounts: [
+        { volume: 'data', path: '/root/data', read_only: false },
+        { volume: 'ckpt', path: '/root/data/ckpt', read_only: true },
+        { volume: 'nope', path: 'rel', read_only: false },
+      ],
+    };
+    const errors = validate(form, inventory);
+    expect(errors['mounts[0].path']).toBeUndefined();
+    expect(errors['mounts[1].path']).toBe('/root/data/ckpt overlaps volume 1 at /root/data; choose a separate path.');
+    expect(errors['mounts[2].volume']).toContain('Unknown volume "nope"');
+    expect(errors['mounts[2].path']).toContain('is relative');
+  });
+});

@@ -1,0 +1,200 @@
+// Client-side checks of the create-cluster form. They mirror edtd's own
+// checks so a user sees a mistake before submitting, next to the field; the
+// server stays the authority and its errors are shown the same way.
+//
+// Field keys are the API's field names ("name", "containers", "gpu.count",
+// "mounts[1].path", ...) so a server error and a client error land in the
+// same place.
+
+import type { ClusterSpec, Framework, GpuModel, Image, Volume } from './api';
+
+export const kFrameworks: { id: Framework; label: string }[] = [
+  { id: 'horovod', label: 'Horovod' },
+  { id: 'deepspeed', label: 'DeepSpeed' },
+  { id: 'megatron', label: 'Megatron-LM' },
+  { id: 'slurm', label: 'Slurm' },
+];
+
+export const kMinContainers = 2;
+export const kMaxContainers = 64;
+// "<name>-worker-NN" must stay a DNS label (63 characters).
+const kMaxName = 40;
+const kMaxGpusPerContainer = 16;
+const kMinShm = 1024 ** 2;
+const kMaxShm = 256 * 1024 ** 3;
+
+// Directories a volume may not cover or be mounted inside: the sandbox takes
+// them from the host (read-only) or manages them itself.
+export const kSystemDirs = ['/bin', '/boot', '/dev', '/etc', '/job', '/lib', '/lib32', '/lib64', '/proc', '/run', '/sbin', '/sys', '/tmp', '/usr', '/var'];
+
+// True if path is dir or inside it.
+function isUnder(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(`${dir}/`);
+}
+
+export interface MountForm {
+  volume: string;
+  path: string;
+  read_only: boolean;
+}
+
+export interface ClusterForm {
+  framework: string;
+  name: string;
+  containers: string;
+  image: string;
+  gpu_enabled: boolean;
+  gpu_model: string;
+  gpu_count: string;
+  shm_enabled: boolean;
+  shm: string;
+  mounts: MountForm[];
+}
+
+export interface Inventory {
+  images: Image[];
+  gpus: GpuModel[];
+  volumes: Volume[];
+  taken_names: string[];
+}
+
+export type FieldErrors = Record<string, string>;
+
+export function emptyForm(): ClusterForm {
+  return {
+    framework: 'horovod',
+    name: '',
+    containers: '2',
+    image: '',
+    gpu_enabled: false,
+    gpu_model: '',
+    gpu_count: '1',
+    shm_enabled: false,
+    shm: '1Gi',
+    mounts: [],
+  };
+}
+
+// Images that carry the framework: the only ones the form offers.
+export function imagesFor(framework: string, images: Image[]): Image[] {
+  return images.filter((i) => i.frameworks.includes(framework));
+}
+
+// A whole number written in decimal, or null.
+export function parseCount(text: string): number | null {
+  const t = text.trim();
+  return /^\d+$/.test(t) ? Number(t) : null;
+}
+
+// The same grammar as edtd's parse_size: a number and an optional binary
+// unit (B, K/KB/Ki/KiB, M.., G.., T..). Returns bytes, or null.
+export function parseSize(text: string): number | null {
+  const m = /^(\d+(?:\.\d+)?)([a-z]*)$/i.exec(text.trim());
+  if (!m) return null;
+  const units: Record<string, number> = { '': 1, b: 1 };
+  ['k', 'm', 'g', 't'].forEach((u, i) => {
+    const scale = 1024 ** (i + 1);
+    for (const s of [u, `${u}b`, `${u}i`, `${u}ib`]) units[s] = scale;
+  });
+  const scale = units[m[2].toLowerCase()];
+  return scale === undefined ? null : Math.round(Number(m[1]) * scale);
+}
+
+export function checkName(name: string, taken: string[]): string | null {
+  if (name === '') return 'Give the cluster a name, e.g. tthvd.';
+  if (name.length > kMaxName) return `The name has ${name.length} characters; at most ${kMaxName} are allowed (it names hosts such as ${name.slice(0, 8)}…-worker-0).`;
+  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(name)) {
+    return 'Use lower-case letters, digits and "-", starting and ending with a letter or digit (a DNS label), e.g. tthvd.';
+  }
+  if (taken.includes(name)) return `A cluster named "${name}" exists already; choose another name or delete that one.`;
+  return null;
+}
+
+export function checkContainers(text: string): string | null {
+  const n = parseCount(text);
+  if (n === null) return 'Enter a whole number of containers, e.g. 2.';
+  if (n < kMinContainers) return `A cluster needs at least ${kMinContainers} containers: one launcher and at least one worker.`;
+  if (n > kMaxContainers) return `At most ${kMaxContainers} containers per cluster; ask for fewer.`;
+  return null;
+}
+
+// A mount path must be absolute, normalised and outside the system
+// directories; returns the reason it is not, or null.
+export function checkMountPath(path: string): string | null {
+  if (path === '') return 'Enter the path to mount the volume at, e.g. /root/data.';
+  if (!path.startsWith('/')) return `"${path}" is relative; write an absolute path such as /root/data.`;
+  const parts = path.split('/').slice(1);
+  if (parts.some((p) => p === '..')) return `"${path}" contains ".."; write the path without it.`;
+  if (path.length > 1 && (path.endsWith('/') || parts.some((p) => p === '' || p === '.'))) {
+    return `"${path}" is not normalised; write it without "//", "/./" or a trailing "/".`;
+  }
+  if (path === '/' || path === '/root') return `"${path}" would cover the container's ${path === '/' ? 'root' : 'home'}; mount below it, e.g. /root/data.`;
+  const system = kSystemDirs.find((d) => isUnder(path, d) || isUnder(d, path));
+  if (system) return `"${path}" covers the system directory ${system}; mount the volume elsewhere, e.g. /root/data or /data.`;
+  return null;
+}
+
+export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
+  const errors: FieldErrors = {};
+  const set = (field: string, message: string | null) => {
+    if (message) errors[field] = message;
+  };
+
+  if (!kFrameworks.some((f) => f.id === form.framework)) {
+    set('framework', 'Choose a framework: Horovod, DeepSpeed, Megatron-LM or Slurm.');
+  }
+  set('name', checkName(form.name.trim(), inv.taken_names));
+  set('containers', checkContainers(form.containers));
+  const containers = parseCount(form.containers) ?? 0;
+
+  const offered = imagesFor(form.framework, inv.images);
+  if (form.image === '') {
+    set('image', offered.length ? 'Choose an image.' : `No image carries ${form.framework}; ask an administrator to add one.`);
+  } else {
+    const image = inv.images.find((i) => i.name === form.image);
+    if (!image) set('image', `Unknown image "${form.image}"; choose one from the list.`);
+    else if (!image.frameworks.includes(form.framework)) {
+      set('image', `Image ${image.name} carries ${image.frameworks.join(', ') || 'no framework'}, not ${form.framework}; choose another image.`);
+    }
+  }
+
+  if (form.gpu_enabled) {
+    const model = inv.gpus.find((g) => g.model === form.gpu_model);
+    const count = parseCount(form.gpu_count);
+    if (!model) set('gpu.model', inv.gpus.length ? 'Choose a GPU model.' : 'This platform has no GPUs; turn GPU off.');
+    if (count === null || count < 1 || count > kMaxGpusPerContainer) set('gpu.count', `Enter a whole number of GPUs per container, from 1 to ${kMaxGpusPerContainer}.`);
+    else if (model && containers >= 1 && count * containers > model.free) {
+      set('gpu.count', `${containers} containers × ${count} GPU${count > 1 ? 's' : ''} = ${count * containers} ${model.model}, but only ${model.free} are free; ask for fewer.`);
+    }
+  }
+
+  if (form.shm_enabled) {
+    const bytes = parseSize(form.shm);
+    if (bytes === null) set('shm', `"${form.shm}" is not a size; write a number with a unit, e.g. 512M or 1Gi.`);
+    else if (bytes < kMinShm || bytes > kMaxShm) set('shm', `${form.shm.trim()} is outside 1M to 256Gi; ask for a size in that range, e.g. 1Gi.`);
+  }
+
+  form.mounts.forEach((m, i) => {
+    if (m.volume === '') set(`mounts[${i}].volume`, 'Choose a volume.');
+    else if (!inv.volumes.some((v) => v.name === m.volume)) set(`mounts[${i}].volume`, `Unknown volume "${m.volume}"; create it first (edt volume create ${m.volume}).`);
+    const pathError = checkMountPath(m.path);
+    set(`mounts[${i}].path`, pathError);
+    const other = pathError ? -1 : form.mounts.findIndex((o, j) => j < i && !checkMountPath(o.path) && (isUnder(m.path, o.path) || isUnder(o.path, m.path)));
+    if (other >= 0) set(`mounts[${i}].path`, `${m.path} overlaps volume ${other + 1} at ${form.mounts[other].path}; choose a separate path.`);
+  });
+  return errors;
+}
+
+// The request body of a valid form.
+export function toSpec(form: ClusterForm): ClusterSpec {
+  const spec: ClusterSpec = {
+    name: form.name.trim(),
+    framework: form.framework as Framework,
+    containers: parseCount(form.containers) ?? 0,
+    image: form.image,
+  };
+  if (form.gpu_enabled) spec.gpu = { model: form.gpu_model, count: parseCount(form.gpu_count) ?? 0 };
+  if (form.shm_enabled) spec.shm = form.shm.trim();
+  if (form.mounts.length) spec.mounts = form.mounts.map((m) => ({ volume: m.volume, path: m.path, read_only: m.read_only }));
+  return spec;
+}

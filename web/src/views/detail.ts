@@ -1,0 +1,253 @@
+// One cluster: its containers, the hostfile the platform maintains, what
+// happened to it, a scale panel, and the jobs run in its launcher.
+
+import { ApiError, type Cluster, type Job } from '../api';
+import type { Context } from '../app';
+import { describe } from '../app';
+import { age, h, keepFocus, phaseBadge, replace } from '../dom';
+import { checkContainers, parseCount } from '../validate';
+import { frameworkLabel, gpuSummary, runningCount } from './clusters';
+import { confirmDialog } from './dialog';
+
+function section(id: string, title: string, ...children: (Node | null)[]): HTMLElement {
+  return h('section', { class: 'card', id, 'aria-labelledby': `${id}-title` }, h('h2', { id: `${id}-title` }, title), ...children);
+}
+
+function time(iso: string | undefined): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+}
+
+export function jobRow(job: Job): HTMLElement {
+  return h(
+    'tr',
+    { 'data-job': job.id },
+    h('th', { scope: 'row' }, h('a', { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.id)),
+    h('td', { class: 'mono' }, job.command),
+    h('td', {}, phaseBadge(job.phase)),
+    h('td', { class: 'num' }, job.exit_code === null ? '—' : String(job.exit_code)),
+    h('td', { title: job.started ?? '' }, age(job.started)),
+  );
+}
+
+export async function detailView(ctx: Context, root: HTMLElement, params: Record<string, string>): Promise<void> {
+  const name = params['name'];
+  let cluster: Cluster = await ctx.api.getCluster(name);
+
+  const summary = h('dl', { class: 'summary' });
+  const containersBody = h('tbody');
+  const hostfile = h('pre', { class: 'hostfile', id: 'hostfile', tabindex: '0', 'aria-label': 'Hostfile' });
+  const events = h('ol', { class: 'events', id: 'events' });
+  const jobsBody = h('tbody');
+
+  // Scale panel.
+  const scaleInput = h('input', { type: 'number', id: 'scale-containers', min: 2, step: 1, class: 'short', value: cluster.containers, 'aria-describedby': 'scale-help scale-error' });
+  const scaleError = h('p', { class: 'field-error', id: 'scale-error', role: 'alert' });
+  const scaleHelp = h('p', { class: 'help', id: 'scale-help' });
+  const scaleForm = h(
+    'form',
+    { class: 'inline', id: 'scale-form', novalidate: true },
+    h('label', { for: 'scale-containers' }, 'Containers'),
+    scaleInput,
+    h('button', { type: 'submit', id: 'scale-submit' }, 'Scale'),
+  );
+
+  // Run panel.
+  const command = h('input', {
+    type: 'text',
+    id: 'job-command',
+    class: 'mono grow',
+    spellcheck: 'false',
+    placeholder: 'edtrun -np 2 --hostfile /etc/mpi/hostfile python3 train_mnist.py',
+    'aria-describedby': 'job-error',
+  });
+  const jobError = h('p', { class: 'field-error', id: 'job-error', role: 'alert' });
+  const runForm = h('form', { class: 'inline', id: 'run-form', novalidate: true }, h('label', { for: 'job-command' }, 'Command'), command, h('button', { type: 'submit', id: 'run-submit' }, 'Run'));
+
+  function renderCluster(): void {
+    const launcher = cluster.container_status.find((c) => c.role === 'launcher') ?? cluster.container_status[0];
+    replace(
+      summary,
+      ...[
+        ['Phase', phaseBadge(cluster.phase)],
+        ['Framework', frameworkLabel(cluster.framework)],
+        ['Containers', runningCount(cluster) + ' Running'],
+        ['Image', cluster.image ?? '—'],
+        ['GPUs', gpuSummary(cluster)],
+        ['Shared memory', cluster.shm ?? '—'],
+        ['Volumes', cluster.mounts?.length ? cluster.mounts.map((m) => `${m.volume} → ${m.path}${m.read_only ? ' (ro)' : ''}`).join(', ') : '—'],
+        ['Created', time(cluster.created)],
+      ].flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
+      cluster.message ? [h('dt', {}, 'Message'), h('dd', { class: 'message' }, cluster.message)] : [],
+    );
+    replace(
+      containersBody,
+      cluster.container_status.map((c) =>
+        h(
+          'tr',
+          { 'data-container': c.name },
+          h('th', { scope: 'row' }, c.name),
+          h('td', { 'data-label': 'Role' }, c.role),
+          h('td', { 'data-label': 'Phase' }, phaseBadge(c.phase)),
+          h('td', { 'data-label': 'Hostname', class: 'mono' }, c.hostname || '—'),
+          h('td', { 'data-label': 'Address', class: 'mono' }, c.address || '—'),
+          h('td', { 'data-label': 'GPUs' }, c.gpus.length ? c.gpus.join(', ') : '—'),
+          h(
+            'td',
+            {},
+            h('a', { class: 'button small secondary', href: `#/clusters/${encodeURIComponent(name)}/terminal/${encodeURIComponent(c.name)}`, 'aria-label': `Terminal in ${c.name}` }, 'Terminal'),
+          ),
+        ),
+      ),
+    );
+    const sorted = [...cluster.events].sort((a, b) => Date.parse(b.time) - Date.parse(a.time));
+    replace(
+      events,
+      sorted.length
+        ? sorted.map((e) => h('li', { 'data-type': e.type }, h('time', { datetime: e.time }, time(e.time)), h('span', { class: `event-type event-${e.type.toLowerCase()}` }, e.type), h('span', {}, e.message)))
+        : h('li', { class: 'muted' }, 'No events recorded.'),
+    );
+    if (launcher) openTerminal.setAttribute('href', `#/clusters/${encodeURIComponent(name)}/terminal/${encodeURIComponent(launcher.name)}`);
+    const running = cluster.container_status.filter((c) => c.phase === 'Running').length;
+    scaleHelp.textContent =
+      cluster.phase === 'Scaling' || running !== cluster.containers
+        ? `Scaling to ${cluster.containers}: ${running} of ${cluster.containers} Running.`
+        : `Now ${cluster.containers} containers (1 launcher, ${cluster.containers - 1} worker${cluster.containers > 2 ? 's' : ''}). New workers join the hostfile once Running; removed ones leave it first.`;
+  }
+
+  scaleForm.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    scaleError.textContent = '';
+    scaleInput.removeAttribute('aria-invalid');
+    const problem = checkContainers(scaleInput.value);
+    const target = parseCount(scaleInput.value);
+    if (problem || target === null) {
+      scaleError.textContent = problem ?? '';
+      scaleInput.setAttribute('aria-invalid', 'true');
+      scaleInput.focus();
+      return;
+    }
+    if (target === cluster.containers) {
+      scaleError.textContent = `${name} has ${target} containers already.`;
+      scaleInput.focus();
+      return;
+    }
+    const ok = await confirmDialog({
+      title: `Scale ${name} from ${cluster.containers} to ${target} containers?`,
+      body:
+        target > cluster.containers
+          ? `${target - cluster.containers} worker${target - cluster.containers > 1 ? 's' : ''} will be added and join the hostfile once Running.`
+          : `The ${cluster.containers - target} highest-numbered worker${cluster.containers - target > 1 ? 's' : ''} will leave the hostfile and stop (their processes get SIGTERM, then SIGKILL).`,
+      confirm: 'Scale',
+    });
+    if (!ok) return;
+    try {
+      cluster = await ctx.api.scaleCluster(name, target);
+      renderCluster();
+      ctx.notify(`Scaling ${name} to ${target} containers.`);
+    } catch (err) {
+      scaleError.textContent = describe(err).replace(/ \(field .*\)$/, '');
+      scaleInput.setAttribute('aria-invalid', 'true');
+      scaleInput.focus();
+    }
+  });
+
+  runForm.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    jobError.textContent = '';
+    if (!command.value.trim()) {
+      jobError.textContent = 'Enter a command to run in the launcher, e.g. hostname.';
+      command.focus();
+      return;
+    }
+    try {
+      const job = await ctx.api.runJob(name, command.value.trim());
+      ctx.navigate(`#/jobs/${encodeURIComponent(job.id)}`);
+    } catch (err) {
+      jobError.textContent = describe(err);
+      command.focus();
+    }
+  });
+
+  const openTerminal = h('a', { class: 'button', id: 'open-terminal', href: '#' }, 'Open terminal in launcher');
+  const deleteButton = h(
+    'button',
+    {
+      type: 'button',
+      class: 'danger',
+      onclick: async () => {
+        const ok = await confirmDialog({ title: `Delete ${name}?`, body: 'Every container stops and its files go; volumes stay.', confirm: 'Delete', danger: true });
+        if (!ok) return;
+        try {
+          await ctx.api.deleteCluster(name);
+          ctx.navigate('#/clusters');
+        } catch (err) {
+          ctx.notify(describe(err), 'error');
+        }
+      },
+    },
+    'Delete',
+  );
+
+  root.append(
+    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/clusters' }, 'Clusters'), ' / ', name),
+    h('div', { class: 'toolbar' }, h('h1', {}, name), h('div', { class: 'actions' }, openTerminal, deleteButton)),
+    h(
+      'div',
+      { class: 'grid' },
+      section('overview', 'Overview', summary),
+      section('scale', 'Scale', scaleForm, scaleHelp, scaleError),
+      section(
+        'containers',
+        'Containers',
+        h(
+          'div',
+          { class: 'scroll' },
+          h(
+            'table',
+            { class: 'list', id: 'containers-table' },
+            h('thead', {}, h('tr', {}, ['Name', 'Role', 'Phase', 'Hostname', 'Address', 'GPUs', ''].map((t) => h('th', { scope: 'col' }, t)))),
+            containersBody,
+          ),
+        ),
+      ),
+      section('hostfile-section', 'Hostfile (/etc/mpi/hostfile)', hostfile),
+      section('events-section', 'Events', events),
+      section(
+        'jobs',
+        'Jobs',
+        h('p', { class: 'help' }, 'A command runs in the launcher, as with ', h('code', {}, 'edt run'), '; its output is kept.'),
+        runForm,
+        jobError,
+        h(
+          'div',
+          { class: 'scroll' },
+          h('table', { class: 'list', id: 'jobs-table' }, h('thead', {}, h('tr', {}, ['Job', 'Command', 'Phase', 'Exit', 'Started'].map((t) => h('th', { scope: 'col' }, t)))), jobsBody),
+        ),
+      ),
+    ),
+  );
+  renderCluster();
+
+  ctx.poll(async () => {
+    try {
+      cluster = await ctx.api.getCluster(name);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) {
+        ctx.notify(`Cluster ${name} is gone.`, 'error');
+        return;
+      }
+      throw e;
+    }
+    cluster.events = await ctx.api.listEvents(name);
+    keepFocus(root, renderCluster);
+    const text = await ctx.api.hostfile(name);
+    if (hostfile.textContent !== text) hostfile.textContent = text;
+  }, 1500);
+
+  ctx.poll(async () => {
+    const jobs = (await ctx.api.listJobs(name)).sort((a, b) => (b.started ?? '').localeCompare(a.started ?? ''));
+    replace(jobsBody, jobs.length ? jobs.map(jobRow) : h('tr', {}, h('td', { colspan: 5, class: 'empty' }, 'No jobs yet.')));
+  }, 3000);
+}

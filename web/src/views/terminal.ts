@@ -1,0 +1,100 @@
+// A shell in one container, in the browser: xterm.js over a WebSocket to a
+// pty that edtd opens in the container. Frames: binary ones carry bytes
+// (keystrokes up, output down); a text frame from the page is a control
+// message, {"type":"resize","cols":C,"rows":R}.
+
+import '@xterm/xterm/css/xterm.css';
+import { FitAddon } from '@xterm/addon-fit';
+import { Terminal } from '@xterm/xterm';
+import type { Context } from '../app';
+import { h } from '../dom';
+import { describe } from '../app';
+
+function themeColors(): { background: string; foreground: string; cursor: string } {
+  const css = getComputedStyle(document.documentElement);
+  return {
+    background: css.getPropertyValue('--term-bg').trim() || '#111',
+    foreground: css.getPropertyValue('--term-fg').trim() || '#eee',
+    cursor: css.getPropertyValue('--accent').trim() || '#4af',
+  };
+}
+
+export async function terminalView(ctx: Context, root: HTMLElement, params: Record<string, string>): Promise<void> {
+  const { name, container } = params;
+  const cluster = await ctx.api.getCluster(name);
+  const state = h('span', { class: 'muted', id: 'terminal-state', role: 'status' }, 'Connecting…');
+  const picker = h(
+    'select',
+    {
+      id: 'terminal-container',
+      'aria-label': 'Container',
+      onchange: (e: Event) => ctx.navigate(`#/clusters/${encodeURIComponent(name)}/terminal/${encodeURIComponent((e.target as HTMLSelectElement).value)}`),
+    },
+    cluster.container_status.map((c) => h('option', { value: c.name, selected: c.name === container }, `${c.name} (${c.phase})`)),
+  );
+  const screen = h('div', { class: 'terminal', id: 'terminal' });
+  root.append(
+    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/clusters' }, 'Clusters'), ' / ', h('a', { href: `#/clusters/${encodeURIComponent(name)}` }, name), ' / terminal'),
+    h('div', { class: 'toolbar' }, h('h1', {}, `Terminal: ${container}`), h('div', { class: 'actions' }, picker, state)),
+    h('p', { class: 'help' }, 'Tab and arrow keys go to the shell; press Escape then Tab to move focus out of the terminal.'),
+    screen,
+  );
+
+  const term = new Terminal({ cursorBlink: true, fontSize: 14, scrollback: 5000, theme: themeColors(), fontFamily: 'ui-monospace, "DejaVu Sans Mono", monospace' });
+  const fit = new FitAddon();
+  term.loadAddon(fit);
+  term.open(screen);
+  fit.fit();
+  // The terminal keeps Tab for the shell; Escape first lets Tab leave it, so
+  // keyboard users are never trapped.
+  let escaped = false;
+  term.attachCustomKeyEventHandler((e) => {
+    if (e.type === 'keydown' && e.key === 'Escape') escaped = true;
+    else if (e.type === 'keydown' && e.key === 'Tab' && escaped) {
+      escaped = false;
+      return false;
+    } else if (e.type === 'keydown') escaped = false;
+    return true;
+  });
+
+  const onWindowResize = () => fit.fit();
+  window.addEventListener('resize', onWindowResize);
+  let socket: WebSocket | null = null;
+  ctx.onLeave(() => {
+    window.removeEventListener('resize', onWindowResize);
+    socket?.close(1000);
+    term.dispose();
+  });
+
+  let url: string;
+  try {
+    url = await ctx.api.openTerminal(name, container);
+  } catch (e) {
+    state.textContent = 'Not connected';
+    term.write(`\x1b[31m${describe(e)}\x1b[0m\r\n`);
+    return;
+  }
+  const ws = new WebSocket(url);
+  socket = ws;
+  ws.binaryType = 'arraybuffer';
+  const encoder = new TextEncoder();
+  const sendSize = () => {
+    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'resize', cols: term.cols, rows: term.rows }));
+  };
+  ws.addEventListener('open', () => {
+    state.textContent = 'Connected';
+    sendSize();
+    term.focus();
+  });
+  ws.addEventListener('message', (e) => {
+    term.write(typeof e.data === 'string' ? e.data : new Uint8Array(e.data as ArrayBuffer));
+  });
+  ws.addEventListener('close', (e) => {
+    state.textContent = e.code === 1000 ? 'Session ended' : `Disconnected${e.reason ? `: ${e.reason}` : ` (code ${e.code})`}`;
+    term.write('\r\n\x1b[2m[connection closed]\x1b[0m\r\n');
+  });
+  term.onData((data) => {
+    if (ws.readyState === WebSocket.OPEN) ws.send(encoder.encode(data));
+  });
+  term.onResize(sendSize);
+}
