@@ -49,8 +49,8 @@ int main(int argc, char** argv) {
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
-  MPI_Datatype type;
-  size_t elem;
+  MPI_Datatype type = MPI_FLOAT;
+  size_t elem = 4;
   if (!strcmp(dtype, "float32")) { type = MPI_FLOAT; elem = 4; }
   else if (!strcmp(dtype, "float64")) { type = MPI_DOUBLE; elem = 8; }
   else if (!strcmp(dtype, "int32")) { type = MPI_INT; elem = 4; }
