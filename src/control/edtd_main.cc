@@ -14,6 +14,7 @@
 
 #include "common/units.h"
 #include "control/api/server.h"
+#include "control/console/console_routes.h"
 #include "control/backends/local/local_backend.h"
 #include "control/jobs/job_runner.h"
 #include "control/reconcile/reconciler.h"
@@ -24,6 +25,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The console edtd serves unless told otherwise: the build tree's (web/
+// builds into <build>/web/dist) when edtd runs from it, else the installed one.
+std::string default_web_dir() {
+  std::error_code ec;
+  const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
+  const std::string binary_dir = EDT_BINARY_DIR;
+  if (self.compare(0, binary_dir.size() + 1, binary_dir + "/") == 0) return binary_dir + "/web/dist";
+  return std::string(EDT_INSTALL_PREFIX) + "/share/edt/web";
+}
+
 struct Flags {
   std::string data_dir = "/var/lib/edt";
   std::string listen = "127.0.0.1:7470";
@@ -31,6 +42,8 @@ struct Flags {
   std::string address_range = "127.77.0.0/16";
   int ssh_port = 2222;
   std::string grace = "10s";
+  std::string web_dir = default_web_dir();
+  std::string terminal_listen;  // empty: the API's host, any free port
 };
 
 // "NVIDIA-P4=8,NVIDIA-T4=2" -> simulated GPUs.
@@ -170,6 +183,21 @@ int run(const Flags& flags) {
   api_options.jobs = &jobs;
   api_options.addresses = *range;
   api_options.data_dir = flags.data_dir;
+  std::string terminal_host = host;
+  int terminal_port = 0;
+  if (!flags.terminal_listen.empty()) {
+    auto at = flags.terminal_listen.rfind(':');
+    if (at == std::string::npos)
+      return fail(invalid_argument("--terminal-listen '" + flags.terminal_listen + "' is not HOST:PORT"));
+    terminal_host = flags.terminal_listen.substr(0, at);
+    terminal_port = std::atoi(flags.terminal_listen.substr(at + 1).c_str());
+  }
+  fs::create_directories(flags.data_dir + "/terminals", ec);
+  TerminalServer terminals(flags.data_dir + "/terminals");
+  if (Status st = terminals.start(terminal_host, terminal_port); !st.is_ok()) return fail(st);
+  api_options.extend_routes = [&](httplib::Server& server) {
+    install_console_routes(server, {flags.web_dir, flags.data_dir, store.get(), &backend, &jobs, &terminals});
+  };
   ApiServer api(api_options);
 
   // Signals are taken by sigwait below, not by whichever thread they hit.
@@ -205,6 +233,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ssh-port", flags.ssh_port, "port of sshd on each container's address")->capture_default_str();
   app.add_option("--grace", flags.grace, "SIGTERM to SIGKILL when a container goes")->capture_default_str();
+  app.add_option("--web-dir", flags.web_dir, "the built web console, served at / (empty: none)")->capture_default_str();
+  app.add_option("--terminal-listen", flags.terminal_listen,
+                 "HOST:PORT of the console's terminal WebSockets (default: the API's host, any free port)");
   CLI11_PARSE(app, argc, argv);
   return edt::control::run(flags);
 }

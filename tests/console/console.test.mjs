@@ -15,7 +15,20 @@ let edtd;
 let browser;
 let page;
 let shot = 0;
+let failed = false;
 const pageErrors = [];
+
+// A test that records its failure, so the end can keep edtd's data and log.
+function step(name, fn) {
+  test(name, async () => {
+    try {
+      await fn();
+    } catch (e) {
+      failed = true;
+      throw e;
+    }
+  });
+}
 
 async function screenshot(name, target = page) {
   shot += 1;
@@ -67,6 +80,7 @@ async function openTerminalInLauncher() {
   await page.click('#open-terminal');
   await page.waitForURL(/#\/clusters\/tthvd\/terminal\/tthvd-launcher$/);
   await waitFor('the terminal to connect', async () => (await page.textContent('#terminal-state')) === 'Connected');
+  await waitFor("the shell's prompt", async () => /tthvd-launcher:.*[#$]\s*$/m.test(await page.locator('#terminal .xterm-rows').innerText()));
 }
 
 before(async () => {
@@ -79,13 +93,12 @@ before(async () => {
 });
 
 after(async () => {
-  const failed = Boolean(process.exitCode);
   if (failed) console.error(`edtd's log (${edtd?.logPath}):\n${edtd?.log().slice(-4000)}`);
   await browser?.close();
   await edtd?.stop({ keepData: failed });
 });
 
-test('sign in: a wrong token is refused next to the field, the admin token signs in', async () => {
+step('sign in: a wrong token is refused next to the field, the admin token signs in', async () => {
   await openApp(page, '');
   await page.waitForURL(/#\/signin$/);
   await page.fill('#token', 'not-a-token');
@@ -102,7 +115,7 @@ test('sign in: a wrong token is refused next to the field, the admin token signs
   await screenshot('clusters-empty');
 });
 
-test('create tthvd with 2 containers, a GPU each, shared memory and a volume; both turn Running', async () => {
+step('create tthvd with 2 containers, a GPU each, shared memory and a volume; both turn Running', async () => {
   await page.click('#create');
   await page.waitForSelector('#create-form');
   await page.fill('[data-field="name"]', 'tthvd');
@@ -126,7 +139,7 @@ test('create tthvd with 2 containers, a GPU each, shared memory and a volume; bo
   await screenshot('cluster-running-2');
 });
 
-test('the launcher terminal shows a 2-line /etc/mpi/hostfile', async () => {
+step('the launcher terminal shows a 2-line /etc/mpi/hostfile', async () => {
   await openTerminalInLauncher();
   assert.deepEqual(await runInTerminal('hostname'), ['tthvd-launcher']);
   const hostfile = await runInTerminal('cat /etc/mpi/hostfile');
@@ -137,7 +150,7 @@ test('the launcher terminal shows a 2-line /etc/mpi/hostfile', async () => {
   await screenshot('terminal-hostfile-2');
 });
 
-test('scale to 4: a confirmation, then 4 Running and a 4-line hostfile', async () => {
+step('scale to 4: a confirmation, then 4 Running and a 4-line hostfile', async () => {
   await openApp(page, '#/clusters/tthvd');
   await waitAllRunning(2);
   await page.fill('#scale-containers', '4');
@@ -157,7 +170,7 @@ test('scale to 4: a confirmation, then 4 Running and a 4-line hostfile', async (
   await screenshot('terminal-hostfile-4');
 });
 
-test('run a job in the launcher: its log streams and its metrics are charted', async () => {
+step('run a job in the launcher: its log streams and its metrics are charted', async () => {
   await openApp(page, '#/clusters/tthvd');
   const command =
     "python3 -c \"import time; [print(f'epoch={e} loss={1/e:.3f} acc={1-0.4/e:.3f} samples/s={1000*e}', flush=True) or time.sleep(0.4) for e in range(1, 5)]\"";
@@ -176,7 +189,7 @@ test('run a job in the launcher: its log streams and its metrics are charted', a
   await waitFor('the job in the jobs list', async () => (await rowsIn('#jobs-table').count()) === 1 && (await page.textContent('#jobs-table')).includes('Succeeded'));
 });
 
-test('the clusters list shows tthvd with 4/4 Running and its GPUs; selecting it enables Delete', async () => {
+step('the clusters list shows tthvd with 4/4 Running and its GPUs; selecting it enables Delete', async () => {
   await openApp(page, '#/clusters');
   const row = page.locator('#clusters tr[data-cluster="tthvd"]');
   await waitFor('tthvd in the list', async () => (await row.count()) === 1);
@@ -202,7 +215,7 @@ const kFormCases = [
   { name: 'system-mount', fill: { name: 'm' }, mount: '/usr/local', field: 'mounts[0].path', error: /covers the system directory \/usr/ },
 ];
 
-test('each bad input in the create form is shown next to its field, and nothing is created', async () => {
+step('each bad input in the create form is shown next to its field, and nothing is created', async () => {
   for (const c of kFormCases) {
     await openApp(page, '#/clusters');
     await openApp(page, '#/create');
@@ -233,7 +246,7 @@ test('each bad input in the create form is shown next to its field, and nothing 
   assert.deepEqual(json.clusters.map((c) => c.name), ['tthvd'], 'no cluster was made from a bad form');
 });
 
-test("edtd's own refusal lands next to the field it names", async () => {
+step("edtd's own refusal lands next to the field it names", async () => {
   // The form loads while the volume exists; it is gone by the time the form
   // is sent, which only edtd can know.
   assert.equal((await edtd.api('POST', '/volumes', { name: 'scratch' })).status, 201);
@@ -251,7 +264,7 @@ test("edtd's own refusal lands next to the field it names", async () => {
   assert.equal((await edtd.api('GET', '/clusters/late')).status, 404);
 });
 
-test('keyboard only: Tab reaches Create, Enter opens the form with the focus in Name, Enter submits', async () => {
+step('keyboard only: Tab reaches Create, Enter opens the form with the focus in Name, Enter submits', async () => {
   await openApp(page, '#/clusters');
   await page.waitForSelector('#clusters tr[data-cluster="tthvd"]');
   await page.locator('body').focus();
@@ -270,7 +283,7 @@ test('keyboard only: Tab reaches Create, Enter opens the form with the focus in 
   await screenshot('keyboard-create');
 });
 
-test('a narrow window in the dark theme: every page fits without scrolling sideways', async () => {
+step('a narrow window in the dark theme: every page fits without scrolling sideways', async () => {
   const narrow = await browser.newPage({ viewport: { width: 390, height: 844 }, colorScheme: 'dark' });
   await narrow.addInitScript((token) => localStorage.setItem('edt.token', token), edtd.token);
   for (const [hash, ready, name] of [
@@ -290,7 +303,7 @@ test('a narrow window in the dark theme: every page fits without scrolling sidew
   await narrow.close();
 });
 
-test('sign out forgets the token', async () => {
+step('sign out forgets the token', async () => {
   await openApp(page, '#/clusters');
   await page.click('#sign-out');
   await page.waitForURL(/#\/signin$/);

@@ -63,6 +63,14 @@ json build() {
   p["/users/{name}/tokens"]["post"] = op("Make a token for a user (admin, or the user)", "201");
   p["/whoami"]["get"] = op("The user of the token", "200");
   p["/metrics"]["get"] = op("Prometheus metrics", "200");
+  // Served by the web console's part of edtd (control/console/console_routes.h).
+  p["/clusters/{name}/jobs"]["get"] = op("The cluster's jobs, newest first", "200");
+  p["/clusters/{name}/events"]["parameters"] = {name_param};
+  p["/clusters/{name}/events"]["get"] = op("What happened to a cluster (Created, Scaled, Running, Failed, Deleting), oldest first", "200");
+  p["/clusters/{name}/containers/{container}/terminal"]["parameters"] = {
+      name_param, {{"name", "container"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}}};
+  p["/clusters/{name}/containers/{container}/terminal"]["post"] =
+      op("Open a terminal in a Running container: {port, path} of a one-time WebSocket (ws://HOST:port/path), valid 30 s", "201");
 
   auto& c = doc["components"];
   c["securitySchemes"]["bearer"] = {{"type", "http"}, {"scheme", "bearer"}};

@@ -458,6 +458,7 @@ void ApiServer::install_routes() {
     out += "# TYPE edt_api_refusals_total counter\nedt_api_refusals_total " + std::to_string(refusals_.load()) + "\n";
     res.set_content(out, "text/plain; version=0.0.4");
   }));
+  if (options_.extend_routes) options_.extend_routes(s);
 }
 
 }  // namespace edt::control

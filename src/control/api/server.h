@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,8 @@ struct ApiServerOptions {
   AddressRange addresses;
   std::string data_dir;
   size_t max_body_bytes = 1 << 20;
+  // Adds routes of other parts of edtd (the web console's) after the API's.
+  std::function<void(httplib::Server&)> extend_routes;
 };
 
 class ApiServer {

@@ -1,0 +1,289 @@
+#include "control/console/terminal_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "control/console/websocket.h"
+
+namespace edt::control {
+namespace {
+
+constexpr size_t kMaxRequestBytes = 8192;
+constexpr size_t kMaxMessageBytes = 1 << 20;
+constexpr int kPollMs = 500;
+
+// Writes all of data to a socket, or with socket=false to a file or pty.
+bool write_all(int fd, std::string_view data, bool socket = true) {
+  while (!data.empty()) {
+    ssize_t n = socket ? ::send(fd, data.data(), data.size(), MSG_NOSIGNAL) : ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+void refuse(int fd, const std::string& status, const std::string& message) {
+  write_all(fd, "HTTP/1.1 " + status + "\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: " +
+                    std::to_string(message.size() + 1) + "\r\n\r\n" + message + "\n");
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// The value of a header in a raw request head, or "".
+std::string header_value(const std::string& head, const std::string& name) {
+  const std::string low = lower(head);
+  const std::string key = "\r\n" + lower(name) + ":";
+  size_t at = low.find(key);
+  if (at == std::string::npos) return "";
+  size_t start = at + key.size();
+  size_t end = head.find("\r\n", start);
+  std::string value = head.substr(start, end - start);
+  value.erase(0, value.find_first_not_of(" \t"));
+  value.erase(value.find_last_not_of(" \t") + 1);
+  return value;
+}
+
+// Reads the request head (up to the blank line) within 10 s.
+std::optional<std::string> read_head(int fd) {
+  std::string head;
+  char buffer[1024];
+  for (int waited = 0; waited < 10000; waited += kPollMs) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, kPollMs) <= 0) continue;
+    ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) return std::nullopt;
+    head.append(buffer, static_cast<size_t>(n));
+    if (head.find("\r\n\r\n") != std::string::npos) return head;
+    if (head.size() > kMaxRequestBytes) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::string random_id() {
+  unsigned char bytes[16];
+  RAND_bytes(bytes, sizeof bytes);
+  static const char* kHex = "0123456789abcdef";
+  std::string id;
+  for (unsigned char b : bytes) {
+    id.push_back(kHex[b >> 4]);
+    id.push_back(kHex[b & 15]);
+  }
+  return id;
+}
+
+// Applies a control message {"type":"resize","cols":C,"rows":R} to the pty;
+// anything else is ignored.
+void resize(int master, const std::string& text) {
+  auto control = nlohmann::json::parse(text, nullptr, false);
+  if (!control.is_object() || control["type"] != "resize" || !control["cols"].is_number_integer() ||
+      !control["rows"].is_number_integer())
+    return;
+  winsize size{static_cast<unsigned short>(std::clamp(control["rows"].get<int>(), 1, 1000)),
+               static_cast<unsigned short>(std::clamp(control["cols"].get<int>(), 1, 1000)), 0, 0};
+  ::ioctl(master, TIOCSWINSZ, &size);
+}
+
+// Ends ssh: SIGHUP (what closing a terminal sends), then SIGKILL after 2 s.
+void end_child(pid_t child) {
+  ::kill(child, SIGHUP);
+  for (int i = 0; i < 40; ++i) {
+    if (::waitpid(child, nullptr, WNOHANG) == child) return;
+    ::usleep(50000);
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
+
+}  // namespace
+
+TerminalServer::TerminalServer(std::string key_dir) : key_dir_(std::move(key_dir)) {}
+
+TerminalServer::~TerminalServer() { stop(); }
+
+Status TerminalServer::start(const std::string& host, int port) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return io_error("terminal server: socket", errno);
+  int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1)
+    return invalid_argument("terminal server: '" + host + "' is not an IPv4 address");
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 16) != 0) {
+    Status st = io_error("terminal server: listen on " + host + ":" + std::to_string(port), errno);
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    return st;
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  accept_thread_ = std::thread([this] { accept_loop(); });
+  return Status::ok();
+}
+
+void TerminalServer::stop() {
+  if (stopping_.exchange(true)) return;
+  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+  if (accept_thread_.joinable()) accept_thread_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+  // Connections notice stopping_ within one poll period.
+  while (active_.load() > 0) ::usleep(50000);
+}
+
+std::string TerminalServer::open_session(TerminalTarget target) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(pending_, [now](const auto& item) { return item.second.expires < now; });
+  std::string id = random_id();
+  pending_[id] = {std::move(target), now + kSessionTtl};
+  return id;
+}
+
+std::optional<TerminalTarget> TerminalServer::take_session(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return std::nullopt;
+  Pending pending = std::move(it->second);
+  pending_.erase(it);
+  if (pending.expires < std::chrono::steady_clock::now()) return std::nullopt;
+  return std::move(pending.target);
+}
+
+void TerminalServer::accept_loop() {
+  while (!stopping_) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // shut down
+    }
+    active_++;
+    std::thread([this, fd] {
+      serve(fd);
+      ::close(fd);
+      active_--;
+    }).detach();
+  }
+}
+
+void TerminalServer::serve(int fd) {
+  auto head = read_head(fd);
+  if (!head) return refuse(fd, "400 Bad Request", "expected a WebSocket upgrade request");
+  const size_t line_end = head->find("\r\n");
+  const std::string line = head->substr(0, line_end);
+  const std::string prefix = "GET /terminal/";
+  if (line.compare(0, prefix.size(), prefix) != 0)
+    return refuse(fd, "404 Not Found", "terminals are at /terminal/<session>; open one from the console");
+  std::string id = line.substr(prefix.size(), line.find(' ', prefix.size()) - prefix.size());
+  id = id.substr(0, id.find('?'));
+  const std::string key = header_value(*head, "Sec-WebSocket-Key");
+  if (lower(header_value(*head, "Upgrade")) != "websocket" || key.empty())
+    return refuse(fd, "400 Bad Request", "expected a WebSocket upgrade (Upgrade: websocket, Sec-WebSocket-Key)");
+  auto target = take_session(id);
+  if (!target)
+    return refuse(fd, "403 Forbidden", "this terminal session is unknown, used or expired; open the terminal again");
+
+  // The key lives in a file only while the session does: ssh reads it from there.
+  const std::string key_path = key_dir_ + "/" + id + ".key";
+  int key_fd = ::open(key_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (key_fd < 0 || !write_all(key_fd, target->private_key, false)) {
+    if (key_fd >= 0) ::close(key_fd);
+    ::unlink(key_path.c_str());
+    return refuse(fd, "500 Internal Server Error", "could not write the session key under " + key_dir_);
+  }
+  ::close(key_fd);
+
+  write_all(fd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
+                    websocket::accept_key(key) + "\r\n\r\n");
+
+  int master = -1;
+  winsize size{24, 80, 0, 0};
+  pid_t child = ::forkpty(&master, nullptr, nullptr, &size);
+  if (child < 0) {
+    ::unlink(key_path.c_str());
+    write_all(fd, websocket::encode_frame(websocket::Opcode::kClose, websocket::close_payload(1011, "could not open a pty")));
+    return;
+  }
+  if (child == 0) {
+    ::setenv("TERM", "xterm-256color", 1);
+    const std::string port = std::to_string(target->ssh_port);
+    const std::string destination = "root@" + target->address;
+    ::execlp("ssh", "ssh", "-tt", "-i", key_path.c_str(), "-p", port.c_str(), "-o", "BatchMode=yes", "-o",
+             "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
+             "LogLevel=ERROR", "-o", "ServerAliveInterval=30", destination.c_str(), static_cast<char*>(nullptr));
+    std::fprintf(stderr, "edtd: cannot run ssh: %s\r\n", std::strerror(errno));
+    ::_exit(127);
+  }
+
+  websocket::Reader reader(kMaxMessageBytes);
+  reader.feed(std::string_view(*head).substr(head->find("\r\n\r\n") + 4));  // frames sent right after the request
+  std::string close_frame = websocket::close_payload(1000, "session ended");
+  char buffer[65536];
+  bool open = true;
+  while (open && !stopping_) {
+    pollfd fds[2] = {{fd, POLLIN, 0}, {master, POLLIN, 0}};
+    if (::poll(fds, 2, kPollMs) < 0 && errno != EINTR) break;
+    if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t n = ::read(master, buffer, sizeof buffer);
+      if (n <= 0) break;  // ssh ended: EIO on the master
+      if (!write_all(fd, websocket::encode_frame(websocket::Opcode::kBinary, std::string_view(buffer, static_cast<size_t>(n))))) {
+        close_frame.clear();
+        break;
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) {
+        close_frame.clear();
+        break;
+      }
+      reader.feed(std::string_view(buffer, static_cast<size_t>(n)));
+    }
+    while (open) {
+      auto next = reader.next();
+      if (!next.is_ok()) {
+        close_frame = websocket::close_payload(1002, next.status().message());
+        open = false;
+        break;
+      }
+      if (!*next) break;
+      websocket::Message& m = **next;
+      if (m.opcode == websocket::Opcode::kBinary) {
+        write_all(master, m.payload, false);
+      } else if (m.opcode == websocket::Opcode::kText) {
+        resize(master, m.payload);
+      } else if (m.opcode == websocket::Opcode::kPing) {
+        write_all(fd, websocket::encode_frame(websocket::Opcode::kPong, m.payload));
+      } else if (m.opcode == websocket::Opcode::kClose) {
+        close_frame = websocket::close_payload(1000, "");
+        open = false;
+      }
+    }
+  }
+  if (!close_frame.empty()) write_all(fd, websocket::encode_frame(websocket::Opcode::kClose, close_frame));
+  end_child(child);
+  ::close(master);
+  ::unlink(key_path.c_str());
+}
+
+}  // namespace edt::control

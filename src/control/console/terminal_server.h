@@ -1,0 +1,74 @@
+// TerminalServer: the console's terminal, a shell in a container over a
+// WebSocket. cpp-httplib (edtd's HTTP server) cannot upgrade a connection,
+// so terminals have a small listener of their own next to the API.
+//
+// A session is opened through the API (POST .../containers/{c}/terminal,
+// which checks the bearer token and the cluster's owner) and gets a one-time
+// id valid for kSessionTtl; the browser then connects to
+// ws://HOST:port()/terminal/<id>. No token travels in a URL.
+//
+// Each connection runs `ssh -tt` to the container on a pty, with the
+// cluster's key: the same way in as `edt ssh`, so the shell is a login on
+// the container's sshd, with its hostname, /etc/mpi and volumes. Frames:
+// binary ones carry bytes both ways; a text frame from the browser is a
+// control message, {"type":"resize","cols":C,"rows":R}.
+//
+// Thread-safe. One thread accepts; each connection gets a thread of its own.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "edt/status.h"
+
+namespace edt::control {
+
+struct TerminalTarget {
+  std::string container;
+  std::string address;
+  int ssh_port = 22;
+  std::string private_key;  // OpenSSH format
+};
+
+class TerminalServer {
+ public:
+  static constexpr std::chrono::seconds kSessionTtl{30};
+
+  // key_dir: where each session's private key is kept (0600) while it lasts.
+  explicit TerminalServer(std::string key_dir);
+  ~TerminalServer();
+
+  // Listens on host:port (0: any free port).
+  Status start(const std::string& host, int port);
+  void stop();
+  int port() const { return port_; }
+
+  // A one-time session id for a terminal in `target`.
+  std::string open_session(TerminalTarget target);
+
+ private:
+  struct Pending {
+    TerminalTarget target;
+    std::chrono::steady_clock::time_point expires;
+  };
+
+  void accept_loop();
+  void serve(int fd);
+  std::optional<TerminalTarget> take_session(const std::string& id);
+
+  std::string key_dir_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread accept_thread_;
+  std::mutex mu_;
+  std::map<std::string, Pending> pending_;  // guarded by mu_
+  std::atomic<int> active_{0};
+};
+
+}  // namespace edt::control
