@@ -7,6 +7,7 @@ sample exactly once. Several hosts are names that all mean this machine
 (localhost, 127.0.0.1 and its host name), so workers are forked directly and
 the communicator still sees distinct hosts (TCP between them).
 """
+import importlib.util
 import json
 import os
 import signal
@@ -21,6 +22,23 @@ import pytest
 EDTRUN = os.environ["EDTRUN"]
 WORKER = os.environ["EDT_BENCH_ELASTIC"]
 HOSTS = ["localhost", "127.0.0.1", socket.gethostname()]
+
+
+def _launcher_tests():
+    # The sshd the launcher's own tests start on 127.0.0.2 and 127.0.0.3.
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher", "edtrun_test.py")
+    spec = importlib.util.spec_from_file_location("edtrun_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def sshd():
+    directory = tempfile.mkdtemp(prefix="edt-elastic-sshd-")
+    server = _launcher_tests().Sshd(directory)
+    yield server
+    server.stop()
 
 
 class Job:
@@ -259,3 +277,23 @@ def test_output_filename_is_refused_in_elastic_mode(hostfile):
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert "--output-filename is not supported in elastic mode" in result.stderr
+
+
+def test_ssh_hosts_added_then_removed(hostfile, sshd):
+    write_hostfile(hostfile, ["localhost slots=1", "127.0.0.2 slots=1"])
+    job = Job(["-np", "2", "--min-np", "1", "--max-np", "4", "--hostfile", hostfile] + sshd.args(),
+              ["--samples", "16000", "--batch", "8", "--step-ms", "3"])
+    job.wait_for(lambda e: e["size"] == 2 and e["step"] >= 20, what="size 2")
+    write_hostfile(hostfile, ["localhost slots=1", "127.0.0.2 slots=1", "127.0.0.3 slots=1"])
+    grown = job.wait_for(lambda e: e["size"] == 3, what="size 3 with the ssh host")
+    job.wait_for(lambda e: e["size"] == 3 and e["step"] >= grown["step"] + 20, what="20 steps at size 3")
+    write_hostfile(hostfile, ["localhost slots=1", "127.0.0.3 slots=1"])
+    job.wait_for(lambda e: e["size"] == 2 and e["gen"] >= 3, what="size 2 without 127.0.0.2")
+    assert job.finish() == 0, job.stderr()
+    assert_exactly_once(job)
+    hosts = {s["worker"]: s["host"] for s in job.of("start")}
+    assert hosts == {"w0": "localhost", "w1": "127.0.0.2", "w2": "127.0.0.3"}, hosts
+    # w1 left at a commit, without a failure.
+    assert "failure" not in job.stderr()
+    assert {e["worker"] for e in job.of("epoch")} == {"w0", "w2"}
+    assert_nothing_left(job)

@@ -112,6 +112,8 @@ struct State::Impl {
       copts.timeout = options.collective_timeout;
       auto created = Communicator::create(std::make_shared<PrefixStore>(comm_prefix(gen.number), options.store), copts);
       if (!created.is_ok()) {
+        const StatusCode code = created.status().code();
+        if (!is_collective_failure(code) && code != StatusCode::kUnavailable) return created.status();
         membership->report_broken(gen.number, created.status().to_string());
         std::lock_guard lock(comm_mu);
         generation = gen.number;
