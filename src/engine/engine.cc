@@ -43,6 +43,12 @@ size_t row_bytes(const Meta& m) {
 
 size_t tensor_bytes(const Meta& m) { return static_cast<size_t>(num_elements(m.shape)) * dtype_size(m.dtype); }
 
+// Fusion trades two copies of every byte (into the fusion buffer and back)
+// for fewer collectives. From about a megabyte on, the copies cost more than
+// the latency of a collective of its own, so such a tensor is reduced alone,
+// in its own memory.
+constexpr size_t kReducedAloneBytes = size_t{1} << 20;
+
 // The rows of dimension 0 that reducescatter leaves on `rank`: as even as
 // possible, the first ranks taking one more when it does not divide.
 std::pair<int64_t, int64_t> scatter_rows(int64_t rows, int rank, int size) {
@@ -327,12 +333,13 @@ Status Engine::run_ready(const std::vector<Ready>& ready) {
     std::vector<const Ready*> group{&r};
     size_t bytes = tensor_bytes(m);
     size_t j = i + 1;
-    for (; j < ready.size(); ++j) {
+    for (; j < ready.size() && tensor_bytes(m) < kReducedAloneBytes; ++j) {
       const Ready& n = ready[j];
       if (!n.error.empty()) break;
       const Meta& nm = n.first();
       if (nm.type != OpType::kAllreduce || nm.dtype != m.dtype || nm.op != m.op || nm.prescale != m.prescale ||
-          nm.postscale != m.postscale || bytes + tensor_bytes(nm) > options_.fusion_threshold) {
+          nm.postscale != m.postscale || tensor_bytes(nm) >= kReducedAloneBytes ||
+          bytes + tensor_bytes(nm) > options_.fusion_threshold) {
         break;
       }
       bytes += tensor_bytes(nm);

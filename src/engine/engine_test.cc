@@ -83,6 +83,21 @@ TEST(EngineTest, SmallTensorsAreFused) {
   EXPECT_GT(fused.load(), 0u);
 }
 
+TEST(EngineTest, LargeTensorsAreReducedInTheirOwnMemory) {
+  run_ranks(2, [](int rank, Engine& e) {
+    constexpr size_t kCount = (2u << 20) / sizeof(float);  // 2 MiB: above the size that is fused
+    std::vector<std::vector<float>> data(3, std::vector<float>(kCount, rank + 1.0f));
+    std::vector<int64_t> handles;
+    for (int t = 0; t < 3; ++t) {
+      handles.push_back(e.submit("big" + std::to_string(t), allreduce_meta({static_cast<int64_t>(kCount)}),
+                                 data[t].data()).value());
+    }
+    for (auto h : handles) ASSERT_TRUE(e.wait(h, nullptr).is_ok());
+    for (auto& d : data) EXPECT_EQ(d, std::vector<float>(kCount, 3.0f));
+    EXPECT_EQ(e.fused_batches(), 0u);
+  });
+}
+
 TEST(EngineTest, FusionThresholdZeroReducesEachTensorAlone) {
   EngineOptions options;
   options.fusion_threshold = 0;
