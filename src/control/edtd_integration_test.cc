@@ -237,6 +237,24 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
             (std::set<std::string>{"tthvd-launcher", "tthvd-worker-0", "tthvd-worker-1", "tthvd-worker-2"}))
       << mpi.text;
+  // libedt across the containers: edtrun reaches the workers over SSH, the
+  // probe forms a communicator and allreduces rank+1 (1+2+3+4 = 10).
+  Output probe = edt("run tthvd -- edtrun -np 4 --hostfile /etc/mpi/hostfile edtrun-probe");
+  ASSERT_EQ(probe.code, 0) << probe.text;
+  std::set<std::string> probe_hosts;
+  for (const auto& line : lines(probe.text)) {
+    auto at = line.find("<stdout>: rank ");
+    if (at == std::string::npos) continue;
+    EXPECT_NE(line.find(" sum 10"), std::string::npos) << line;
+    auto host = line.find(" host ") + 6;
+    probe_hosts.insert(line.substr(host, line.find(' ', host) - host));
+  }
+  EXPECT_EQ(probe_hosts, (std::set<std::string>{"tthvd-launcher", "tthvd-worker-0", "tthvd-worker-1", "tthvd-worker-2"}))
+      << probe.text;
+  Output bench = edt("run tthvd -- edtrun -np 4 --hostfile /etc/mpi/hostfile edt-bench allreduce --min-bytes 4 "
+                     "--max-bytes 64K --check");
+  EXPECT_EQ(bench.code, 0) << bench.text;
+
   Output discover = edt("exec tthvd-worker-2 -- /etc/mpi/discover_hosts.sh");
   EXPECT_EQ(lines(discover.text).size(), 4u) << discover.text;
 
