@@ -31,6 +31,7 @@ struct Flags {
   std::string address_range = "127.77.0.0/16";
   int ssh_port = 2222;
   std::string grace = "10s";
+  std::string web_dir;
 };
 
 // "NVIDIA-P4=8,NVIDIA-T4=2" -> simulated GPUs.
@@ -170,6 +171,13 @@ int run(const Flags& flags) {
   api_options.jobs = &jobs;
   api_options.addresses = *range;
   api_options.data_dir = flags.data_dir;
+  api_options.web_dir = flags.web_dir;
+  // From the build tree, the console built there is served unless told otherwise.
+  const std::string built_console = std::string(EDT_BINARY_DIR) + "/web/dist";
+  if (api_options.web_dir.empty() && !backend_options.tool_binds.empty() && fs::exists(built_console + "/index.html"))
+    api_options.web_dir = built_console;
+  if (!api_options.web_dir.empty() && !fs::is_directory(api_options.web_dir))
+    return fail(invalid_argument("--web-dir " + api_options.web_dir + " is not a directory"));
   ApiServer api(api_options);
 
   // Signals are taken by sigwait below, not by whichever thread they hit.
@@ -205,6 +213,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ssh-port", flags.ssh_port, "port of sshd on each container's address")->capture_default_str();
   app.add_option("--grace", flags.grace, "SIGTERM to SIGKILL when a container goes")->capture_default_str();
+  app.add_option("--web-dir", flags.web_dir, "the web console's built files, served at / (default: the build tree's)");
   CLI11_PARSE(app, argc, argv);
   return edt::control::run(flags);
 }

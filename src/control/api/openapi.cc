@@ -42,6 +42,8 @@ json build() {
   p["/clusters/{name}"]["delete"] = op("Delete a cluster and all it holds", "202", "Cluster");
   p["/clusters/{name}/hostfile"]["parameters"] = {name_param};
   p["/clusters/{name}/hostfile"]["get"] = op("The hostfile: Running containers, launcher first, 'name slots=N'", "200");
+  p["/clusters/{name}/events"]["parameters"] = {name_param};
+  p["/clusters/{name}/events"]["get"] = op("What happened to the cluster: {events: [{time, type, message}]}", "200");
   p["/clusters/{name}/ssh"]["parameters"] = {name_param};
   p["/clusters/{name}/ssh"]["get"] = op("The cluster's SSH key, port and container addresses", "200");
   p["/clusters/{name}/jobs"]["parameters"] = {name_param};

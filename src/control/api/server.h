@@ -33,6 +33,7 @@ struct ApiServerOptions {
   AddressRange addresses;
   std::string data_dir;
   size_t max_body_bytes = 1 << 20;
+  std::string web_dir;  // the console's static files, served at / (none if empty)
 };
 
 class ApiServer {
