@@ -99,8 +99,12 @@ class Edtd : public ::testing::Test {
       dup2(log, 2);
       std::string listen = "127.0.0.1:" + std::to_string(port_), range = prefix_ + "0/24",
                   ssh = std::to_string(ssh_port_);
+      const std::string web = dir_ + "/web";
+      fs::create_directories(web);
+      std::ofstream(web + "/index.html") << "<title>edt console</title>\n";
       execl(EDTD_PATH, "edtd", "--data-dir", dir_.c_str(), "--listen", listen.c_str(), "--address-range",
-            range.c_str(), "--ssh-port", ssh.c_str(), "--gpus", "NVIDIA-P4=4", "--grace", "2s", nullptr);
+            range.c_str(), "--ssh-port", ssh.c_str(), "--gpus", "NVIDIA-P4=4", "--grace", "2s", "--web-dir",
+            web.c_str(), nullptr);
       _exit(127);
     }
     for (int i = 0; i < 100; ++i) {
@@ -237,6 +241,24 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
             (std::set<std::string>{"tthvd-launcher", "tthvd-worker-0", "tthvd-worker-1", "tthvd-worker-2"}))
       << mpi.text;
+  // libedt across the containers: edtrun reaches the workers over SSH, the
+  // probe forms a communicator and allreduces rank+1 (1+2+3+4 = 10).
+  Output probe = edt("run tthvd -- edtrun -np 4 --hostfile /etc/mpi/hostfile edtrun-probe");
+  ASSERT_EQ(probe.code, 0) << probe.text;
+  std::set<std::string> probe_hosts;
+  for (const auto& line : lines(probe.text)) {
+    auto at = line.find("<stdout>: rank ");
+    if (at == std::string::npos) continue;
+    EXPECT_NE(line.find(" sum 10"), std::string::npos) << line;
+    auto host = line.find(" host ") + 6;
+    probe_hosts.insert(line.substr(host, line.find(' ', host) - host));
+  }
+  EXPECT_EQ(probe_hosts, (std::set<std::string>{"tthvd-launcher", "tthvd-worker-0", "tthvd-worker-1", "tthvd-worker-2"}))
+      << probe.text;
+  Output bench = edt("run tthvd -- edtrun -np 4 --hostfile /etc/mpi/hostfile edt-bench allreduce --min-bytes 4 "
+                     "--max-bytes 64K --check");
+  EXPECT_EQ(bench.code, 0) << bench.text;
+
   Output discover = edt("exec tthvd-worker-2 -- /etc/mpi/discover_hosts.sh");
   EXPECT_EQ(lines(discover.text).size(), 4u) << discover.text;
 
@@ -400,6 +422,18 @@ TEST_F(Edtd, FrameworkExtrasMetricsAndOpenApi) {
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("edt_clusters{phase=\"Running\"} 2"), std::string::npos) << metrics->body;
   EXPECT_NE(metrics->body.find("edt_containers{phase=\"Running\"} 5"), std::string::npos) << metrics->body;
+  ASSERT_EQ(edt("cluster scale mg --containers 2 --wait").code, 0);
+  std::vector<std::string> types;
+  json events = get("/api/v1/clusters/mg/events");
+  for (const auto& e : events["events"]) {
+    types.push_back(e["type"]);
+    EXPECT_EQ(e["time"].get<std::string>().size(), 24u) << e.dump();  // 2026-01-01T00:00:00.000Z
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"Created", "Running", "Scaling", "Running"})) << events.dump();
+  // The web console's files are served at /, the API still under /api/v1.
+  auto page = c.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->body, "<title>edt console</title>\n");
   auto doc = c.Get("/api/v1/openapi.json");
   ASSERT_TRUE(doc);
   json openapi = json::parse(doc->body);

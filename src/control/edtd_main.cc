@@ -25,16 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The console edtd serves unless told otherwise: the build tree's (web/
-// builds into <build>/web/dist) when edtd runs from it, else the installed one.
-std::string default_web_dir() {
-  std::error_code ec;
-  const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
-  const std::string binary_dir = EDT_BINARY_DIR;
-  if (self.compare(0, binary_dir.size() + 1, binary_dir + "/") == 0) return binary_dir + "/web/dist";
-  return std::string(EDT_INSTALL_PREFIX) + "/share/edt/web";
-}
-
 struct Flags {
   std::string data_dir = "/var/lib/edt";
   std::string listen = "127.0.0.1:7470";
@@ -42,7 +32,7 @@ struct Flags {
   std::string address_range = "127.77.0.0/16";
   int ssh_port = 2222;
   std::string grace = "10s";
-  std::string web_dir = default_web_dir();
+  std::string web_dir;
   std::string terminal_listen;  // empty: the API's host, any free port
 };
 
@@ -183,6 +173,13 @@ int run(const Flags& flags) {
   api_options.jobs = &jobs;
   api_options.addresses = *range;
   api_options.data_dir = flags.data_dir;
+  api_options.web_dir = flags.web_dir;
+  // From the build tree, the console built there is served unless told otherwise.
+  const std::string built_console = std::string(EDT_BINARY_DIR) + "/web/dist";
+  if (api_options.web_dir.empty() && !backend_options.tool_binds.empty() && fs::exists(built_console + "/index.html"))
+    api_options.web_dir = built_console;
+  if (!api_options.web_dir.empty() && !fs::is_directory(api_options.web_dir))
+    return fail(invalid_argument("--web-dir " + api_options.web_dir + " is not a directory"));
   std::string terminal_host = host;
   int terminal_port = 0;
   if (!flags.terminal_listen.empty()) {
@@ -196,7 +193,7 @@ int run(const Flags& flags) {
   TerminalServer terminals(flags.data_dir + "/terminals");
   if (Status st = terminals.start(terminal_host, terminal_port); !st.is_ok()) return fail(st);
   api_options.extend_routes = [&](httplib::Server& server) {
-    install_console_routes(server, {flags.web_dir, flags.data_dir, store.get(), &backend, &jobs, &terminals});
+    install_console_routes(server, {flags.data_dir, store.get(), &backend, &jobs, &terminals});
   };
   ApiServer api(api_options);
 
@@ -233,7 +230,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ssh-port", flags.ssh_port, "port of sshd on each container's address")->capture_default_str();
   app.add_option("--grace", flags.grace, "SIGTERM to SIGKILL when a container goes")->capture_default_str();
-  app.add_option("--web-dir", flags.web_dir, "the built web console, served at / (empty: none)")->capture_default_str();
+  app.add_option("--web-dir", flags.web_dir, "the web console's built files, served at / (default: the build tree's)");
   app.add_option("--terminal-listen", flags.terminal_listen,
                  "HOST:PORT of the console's terminal WebSockets (default: the API's host, any free port)");
   CLI11_PARSE(app, argc, argv);

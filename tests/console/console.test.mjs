@@ -52,6 +52,15 @@ async function containerPhases() {
   );
 }
 
+// The event types the page lists, newest first.
+async function eventTypes() {
+  return page.$$eval('#events li[data-type]', (items) => items.map((li) => li.getAttribute('data-type')));
+}
+
+async function waitEvents(types) {
+  await waitFor(`the events ${types.join(', ')}`, async () => (await eventTypes()).join() === types.join());
+}
+
 async function waitAllRunning(n) {
   await waitFor(`${n} containers Running in the page`, async () => {
     const phases = Object.values(await containerPhases());
@@ -135,7 +144,8 @@ step('create tthvd with 2 containers, a GPU each, shared memory and a volume; bo
   assert.deepEqual(Object.keys(await containerPhases()), ['tthvd-launcher', 'tthvd-worker-0']);
   await waitFor('a 2-line hostfile', async () => (await page.textContent('#hostfile')).trim().split('\n').length === 2);
   assert.match(await page.textContent('#overview'), /2 × NVIDIA-P4/);
-  await waitFor('the Created event', async () => (await page.textContent('#events')).includes('Created'));
+  await waitEvents(['Running', 'Created']);
+  assert.match(await page.textContent('#events li[data-type="Created"]'), /created by admin with 2 containers/);
   await screenshot('cluster-running-2');
 });
 
@@ -161,7 +171,8 @@ step('scale to 4: a confirmation, then 4 Running and a 4-line hostfile', async (
   await waitAllRunning(4);
   await waitFor('a 4-line hostfile', async () => (await page.textContent('#hostfile')).trim().split('\n').length === 4);
   (await page.textContent('#hostfile')).trim().split('\n').forEach((line) => assert.match(line, kHostfileLine));
-  await waitFor('the Scaled event', async () => (await page.textContent('#events')).includes('Scaled'));
+  await waitEvents(['Running', 'Scaling', 'Running', 'Created']);
+  assert.match(await page.textContent('#events li[data-type="Scaling"]'), /scale from 2 to 4 containers/);
   await screenshot('cluster-running-4');
 
   await openTerminalInLauncher();

@@ -59,6 +59,31 @@ describe('toCluster', () => {
   });
 });
 
+describe('listEvents', () => {
+  it("reads edtd's events, oldest first", async () => {
+    const fetch = respond(200, {
+      events: [
+        { time: '2026-11-29T17:58:16.123Z', type: 'Created', message: 'created by alice with 2 containers' },
+        { time: '2026-11-29T17:58:17.004Z', type: 'Running', message: '2 of 2 containers Running' },
+        { time: '2026-11-29T17:59:01.500Z', type: 'Scaling', message: 'scale from 2 to 4 containers by alice' },
+      ],
+    });
+    const api = new Api({ token: () => 't', fetch });
+    const events = await api.listEvents('tt hvd');
+    expect((fetch as unknown as { mock: { calls: [string][] } }).mock.calls[0][0]).toBe('/api/v1/clusters/tt%20hvd/events');
+    expect(events).toEqual([
+      { time: '2026-11-29T17:58:16.123Z', type: 'Created', message: 'created by alice with 2 containers' },
+      { time: '2026-11-29T17:58:17.004Z', type: 'Running', message: '2 of 2 containers Running' },
+      { time: '2026-11-29T17:59:01.500Z', type: 'Scaling', message: 'scale from 2 to 4 containers by alice' },
+    ]);
+  });
+
+  it('refuses a cluster edtd does not know', async () => {
+    const api = new Api({ token: () => 't', fetch: respond(404, { error: { status: 404, field: 'name', message: "cluster 'x' does not exist", fix: 'see edt cluster list' } }) });
+    await expect(api.listEvents('x')).rejects.toMatchObject({ status: 404, field: 'name' });
+  });
+});
+
 describe('gpuModels', () => {
   it('counts devices per model and the free ones', () => {
     expect(

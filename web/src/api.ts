@@ -152,13 +152,11 @@ function toContainer(v: unknown): Container {
   };
 }
 
+// edtd's event: {"time": "2026-11-29T17:58:16.123Z" (UTC), "type": "Created" |
+// "Scaling" | "Running" | "Failed" | "Restarted" | "Deleting", "message"}.
 function toEvent(v: unknown): ClusterEvent {
   const e = obj(v);
-  return {
-    time: time(e['time'] ?? e['timestamp'] ?? e['at']) ?? '',
-    type: str(e['type']) || str(e['reason']),
-    message: str(e['message']),
-  };
+  return { time: str(e['time']), type: str(e['type']), message: str(e['message']) };
 }
 
 // A cluster as the console uses it, from the server's JSON: the spec at the
@@ -360,6 +358,7 @@ export class Api {
     return `${scheme}//${location.hostname}:${num(body['port'])}${str(body['path'])}`;
   }
 
+  // Oldest first, in the order edtd recorded them.
   async listEvents(cluster: string): Promise<ClusterEvent[]> {
     return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/events`), 'events').map(toEvent);
   }

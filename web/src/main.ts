@@ -37,12 +37,21 @@ function applyTheme(theme: Theme): void {
   else document.documentElement.dataset.theme = theme;
 }
 
-let leaveHandlers: (() => void)[] = [];
+// The view on screen. A view may load data before it renders, so one the
+// user has already left (a second hash change right after the first) can
+// finish after the next view started: it renders into a detached element,
+// and its polls and messages stop when it is left, whenever it made them.
+interface Shown {
+  left: boolean;
+  leaveHandlers: (() => void)[];
+}
+
+let shown: Shown = { left: false, leaveHandlers: [] };
 
 function leave(): void {
-  const handlers = leaveHandlers;
-  leaveHandlers = [];
-  handlers.forEach((fn) => fn());
+  shown.left = true;
+  shown.leaveHandlers.forEach((fn) => fn());
+  shown.leaveHandlers = [];
 }
 
 const api = new Api({
@@ -84,7 +93,8 @@ function renderAccount(): void {
   }
 }
 
-const ctx: Context = {
+// What the shell and every view share; viewContext adds the view's own part.
+const ctx: Omit<Context, 'poll' | 'onLeave'> = {
   api,
   navigate: (hash) => {
     location.hash = hash;
@@ -99,28 +109,6 @@ const ctx: Context = {
     renderAccount();
     location.hash = '#/signin';
   },
-  poll: (fn, periodMs) => {
-    let stopped = false;
-    let timer = 0;
-    const tick = async () => {
-      try {
-        await fn();
-        if (status.dataset.kind === 'error' && status.dataset.source === 'poll') ctx.notify('');
-      } catch (e) {
-        if (!stopped) {
-          ctx.notify(describe(e), 'error');
-          status.dataset.source = 'poll';
-        }
-      }
-      if (!stopped) timer = window.setTimeout(tick, periodMs);
-    };
-    leaveHandlers.push(() => {
-      stopped = true;
-      window.clearTimeout(timer);
-    });
-    void tick();
-  },
-  onLeave: (fn) => leaveHandlers.push(fn),
   notify: (message, kind = 'info') => {
     status.textContent = message;
     status.dataset.kind = kind;
@@ -129,8 +117,47 @@ const ctx: Context = {
   },
 };
 
+// What a view gets: ctx, with polls, cleanups and messages tied to `view`.
+function viewContext(view: Shown): Context {
+  const onLeave = (fn: () => void) => {
+    if (view.left) fn();
+    else view.leaveHandlers.push(fn);
+  };
+  const notify: Context['notify'] = (message, kind) => {
+    if (!view.left) ctx.notify(message, kind);
+  };
+  return {
+    ...ctx,
+    onLeave,
+    notify,
+    poll: (fn, periodMs) => {
+      let stopped = false;
+      let timer = 0;
+      const tick = async () => {
+        try {
+          await fn();
+          if (status.dataset.kind === 'error' && status.dataset.source === 'poll') notify('');
+        } catch (e) {
+          if (!stopped && !view.left) {
+            notify(describe(e), 'error');
+            status.dataset.source = 'poll';
+          }
+        }
+        if (!stopped) timer = window.setTimeout(tick, periodMs);
+      };
+      onLeave(() => {
+        stopped = true;
+        window.clearTimeout(timer);
+      });
+      if (!stopped) void tick();
+    },
+  };
+}
+
 async function route(): Promise<void> {
   leave();
+  const view: Shown = { left: false, leaveHandlers: [] };
+  shown = view;
   ctx.notify('');
   const path = location.hash.replace(/^#/, '') || '/clusters';
   const match = kRoutes.map((r) => ({ r, m: r.pattern.exec(path) })).find((x) => x.m);
@@ -145,12 +172,14 @@ async function route(): Promise<void> {
   const params: Record<string, string> = {};
   match.r.keys.forEach((k, i) => (params[k] = decodeURIComponent(match.m![i + 1])));
   document.title = `${params['name'] ?? params['id'] ?? match.r.title} · edt console`;
-  main.replaceChildren();
+  const root = h('div', {});
+  main.replaceChildren(root);
   main.dataset.view = path.split('/')[1];
+  const viewCtx = viewContext(view);
   try {
-    await match.r.view(ctx, main, params);
+    await match.r.view(viewCtx, root, params);
   } catch (e) {
-    ctx.notify(describe(e), 'error');
+    viewCtx.notify(describe(e), 'error');
   }
 }
 

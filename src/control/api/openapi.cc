@@ -42,6 +42,11 @@ json build() {
   p["/clusters/{name}"]["delete"] = op("Delete a cluster and all it holds", "202", "Cluster");
   p["/clusters/{name}/hostfile"]["parameters"] = {name_param};
   p["/clusters/{name}/hostfile"]["get"] = op("The hostfile: Running containers, launcher first, 'name slots=N'", "200");
+  p["/clusters/{name}/events"]["parameters"] = {name_param};
+  p["/clusters/{name}/events"]["get"] = op(
+      "What happened to the cluster, oldest first: {events: [{time (UTC, ISO 8601), type (Created, Scaling, Running, "
+      "Failed, Restarted, Deleting), message}]}",
+      "200");
   p["/clusters/{name}/ssh"]["parameters"] = {name_param};
   p["/clusters/{name}/ssh"]["get"] = op("The cluster's SSH key, port and container addresses", "200");
   p["/clusters/{name}/jobs"]["parameters"] = {name_param};
@@ -65,8 +70,6 @@ json build() {
   p["/metrics"]["get"] = op("Prometheus metrics", "200");
   // Served by the web console's part of edtd (control/console/console_routes.h).
   p["/clusters/{name}/jobs"]["get"] = op("The cluster's jobs, newest first", "200");
-  p["/clusters/{name}/events"]["parameters"] = {name_param};
-  p["/clusters/{name}/events"]["get"] = op("What happened to a cluster (Created, Scaled, Running, Failed, Deleting), oldest first", "200");
   p["/clusters/{name}/containers/{container}/terminal"]["parameters"] = {
       name_param, {{"name", "container"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}}};
   p["/clusters/{name}/containers/{container}/terminal"]["post"] =

@@ -5,6 +5,7 @@
 #include <openssl/sha.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -121,6 +122,9 @@ void ApiServer::install_routes() {
     refuse(res, ApiError{500, "", "internal error: " + what, "retry; if it persists, see edtd's log"});
   });
 
+  // The web console's static files, at /.
+  if (!options_.web_dir.empty()) s.set_mount_point("/", options_.web_dir);
+
   ControlStore* store = options_.store;
   // Wraps a handler that needs a user: answers 401 without a valid token.
   using Authed = std::function<void(const httplib::Request&, httplib::Response&, const User&)>;
@@ -191,6 +195,8 @@ void ApiServer::install_routes() {
     ClusterSpec spec;
     if (auto r = parse_cluster_spec(body, &spec)) return refuse(res, *r);
     if (auto r = store->create_cluster(spec, user.name, options_.addresses, unix_now())) return refuse(res, *r);
+    (void)store->add_event(spec.name, "Created", "created by " + user.name + " with " +
+                                                     std::to_string(spec.containers) + " containers");
     options_.reconciler->enqueue(spec.name);
     reply(res, 201, cluster_to_json(*store->cluster(spec.name)));
   }));
@@ -211,12 +217,16 @@ void ApiServer::install_routes() {
     int containers = 0;
     if (auto r = check_container_count(body["containers"], "containers", &containers)) return refuse(res, *r);
     if (auto r = store->scale_cluster(cluster->spec.name, containers, options_.addresses)) return refuse(res, *r);
+    (void)store->add_event(cluster->spec.name, "Scaling",
+                           "scale from " + std::to_string(cluster->spec.containers) + " to " + std::to_string(containers) +
+                               " containers by " + user.name);
     options_.reconciler->enqueue(cluster->spec.name);
     reply(res, 200, cluster_to_json(*store->cluster(cluster->spec.name)));
   }));
   s.Delete(R"(/api/v1/clusters/([^/]+))", authed([this, store, owned_cluster](const httplib::Request& req, httplib::Response& res, const User& user) {
     auto cluster = owned_cluster(req.matches[1], user, res);
     if (!cluster) return;
+    (void)store->add_event(cluster->spec.name, "Deleting", "deleted by " + user.name);
     if (Status st = store->mark_deleting(cluster->spec.name); !st.is_ok()) return refuse(res, from_status(st, "name"));
     options_.reconciler->enqueue(cluster->spec.name);
     // The reconciler may have removed it already; answer with what was marked.
@@ -230,6 +240,22 @@ void ApiServer::install_routes() {
     for (const auto& c : cluster->containers)
       if (!c.leaving && c.phase == phase::kRunning) running.push_back(c);
     res.set_content(render_hostfile(running), "text/plain");
+  }));
+  s.Get(R"(/api/v1/clusters/([^/]+)/events)", authed([store, owned_cluster](const httplib::Request& req, httplib::Response& res, const User& user) {
+    auto cluster = owned_cluster(req.matches[1], user, res);
+    if (!cluster) return;
+    json items = json::array();
+    for (const auto& e : store->events(cluster->spec.name)) {
+      char time[32];
+      std::time_t seconds = static_cast<std::time_t>(e.time_ms / 1000);
+      std::tm utc{};
+      gmtime_r(&seconds, &utc);
+      std::strftime(time, sizeof(time), "%Y-%m-%dT%H:%M:%S", &utc);
+      char full[48];
+      std::snprintf(full, sizeof(full), "%s.%03dZ", time, static_cast<int>(e.time_ms % 1000));
+      items.push_back({{"time", full}, {"type", e.type}, {"message", e.message}});
+    }
+    reply(res, 200, {{"events", items}});
   }));
   s.Get(R"(/api/v1/clusters/([^/]+)/ssh)", authed([this, owned_cluster](const httplib::Request& req, httplib::Response& res, const User& user) {
     auto cluster = owned_cluster(req.matches[1], user, res);

@@ -34,7 +34,8 @@ struct ApiServerOptions {
   AddressRange addresses;
   std::string data_dir;
   size_t max_body_bytes = 1 << 20;
-  // Adds routes of other parts of edtd (the web console's) after the API's.
+  std::string web_dir;  // the console's static files, served at / (none if empty)
+  // Adds routes of other parts of edtd (the web console's terminals) after the API's.
   std::function<void(httplib::Server&)> extend_routes;
 };
 

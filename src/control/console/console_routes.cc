@@ -3,12 +3,8 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "control/api/server.h"
 #include "control/model/api_error.h"
@@ -19,61 +15,12 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 void reply(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(), "application/json");
 }
 
 void refuse(httplib::Response& res, const ApiError& error) { reply(res, error.http_status, error.to_json()); }
-
-// A cluster's events, one JSON object a line. Appends are whole lines under
-// a lock, so a reader never sees half an event.
-class EventLog {
- public:
-  explicit EventLog(std::string dir) : dir_(std::move(dir)) {}
-
-  // `containers`: the count after the event (Created, Scaled), else 0.
-  // `fresh` starts the log over: a new cluster may reuse an old name.
-  void append(const std::string& cluster, const std::string& type, const std::string& message, int containers = 0,
-              bool fresh = false) {
-    json event = {{"time", unix_now()}, {"type", type}, {"message", message}};
-    if (containers > 0) event["containers"] = containers;
-    std::lock_guard<std::mutex> lock(mu_);
-    std::error_code ec;
-    fs::create_directories(dir_, ec);
-    std::ofstream out(path(cluster), fresh ? std::ios::trunc : std::ios::app);
-    out << event.dump() << "\n";
-  }
-
-  std::vector<json> read(const std::string& cluster) {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<json> events;
-    std::ifstream in(path(cluster));
-    for (std::string line; std::getline(in, line);) {
-      json e = json::parse(line, nullptr, false);
-      if (e.is_object()) events.push_back(std::move(e));
-    }
-    return events;
-  }
-
- private:
-  std::string path(const std::string& cluster) const { return dir_ + "/" + cluster + ".jsonl"; }
-
-  std::string dir_;
-  std::mutex mu_;
-};
-
-// The last container count an event recorded: what a scale started from.
-int last_count(const std::vector<json>& events) {
-  int count = 0;
-  for (const auto& e : events)
-    if (e.contains("containers") && e["containers"].is_number_integer()) count = e["containers"];
-  return count;
-}
 
 json job_json(const Job& job) {
   return json{{"id", job.id},           {"cluster", job.cluster},     {"container", job.container},
@@ -85,9 +32,6 @@ json job_json(const Job& job) {
 }  // namespace
 
 void install_console_routes(httplib::Server& server, const ConsoleOptions& options) {
-  if (!options.web_dir.empty()) server.set_mount_point("/", options.web_dir);
-
-  auto events = std::make_shared<EventLog>(options.data_dir + "/events");
   ControlStore* store = options.store;
 
   // The user behind the request's token, or a 401 refusal.
@@ -118,57 +62,6 @@ void install_console_routes(httplib::Server& server, const ConsoleOptions& optio
     }
     return cluster;
   };
-
-  // Records what the API did, once it has answered that it did it. The
-  // request body says what was asked (the response's may be compressed by
-  // now), and the status that it was done as asked.
-  server.set_post_routing_handler([events](const httplib::Request& req, httplib::Response& res) {
-    static const std::regex kOne(R"(/api/v1/clusters/([^/]+))");
-    std::smatch m;
-    if (req.method == "POST" && req.path == "/api/v1/clusters" && res.status == 201) {
-      json c = json::parse(req.body, nullptr, false);
-      if (!c.is_object()) return;
-      const std::string name = c.value("name", "");
-      const int n = c.value("containers", 0);
-      events->append(name, "Created", "created with " + std::to_string(n) + " containers (" + c.value("framework", "") + ")", n, true);
-    } else if (req.method == "PATCH" && std::regex_match(req.path, m, kOne) && res.status == 200) {
-      json c = json::parse(req.body, nullptr, false);
-      if (!c.is_object()) return;
-      const std::string name = m[1];
-      const int to = c.value("containers", 0);
-      const int from = last_count(events->read(name));
-      events->append(name, "Scaled", from ? "scaled from " + std::to_string(from) + " to " + std::to_string(to) + " containers"
-                                          : "scaled to " + std::to_string(to) + " containers", to);
-    } else if (req.method == "DELETE" && std::regex_match(req.path, m, kOne) && res.status == 202) {
-      events->append(m[1], "Deleting", "deletion requested");
-    }
-  });
-
-  server.Get(R"(/api/v1/clusters/([^/]+)/events)", [events, owned_cluster](const httplib::Request& req, httplib::Response& res) {
-    auto cluster = owned_cluster(req, res);
-    if (!cluster) return;
-    std::vector<json> items = events->read(cluster->spec.name);
-    // Failures are recorded the first time they are seen, so they keep that time.
-    auto seen = [&items](const std::string& message) {
-      return std::any_of(items.begin(), items.end(), [&](const json& e) { return e.value("message", "") == message; });
-    };
-    if (cluster->phase == "Failed" && !seen(cluster->message)) {
-      events->append(cluster->spec.name, "Failed", cluster->message);
-      items = events->read(cluster->spec.name);
-    }
-    for (const auto& c : cluster->containers) {
-      if (c.started_at > 0)
-        items.push_back({{"time", c.started_at}, {"type", "Running"}, {"message", c.name + " is Running at " + c.address}});
-      const std::string failure = c.name + ": " + c.message;
-      if (c.phase == "Failed" && !seen(failure)) {
-        events->append(cluster->spec.name, "Failed", failure);
-        items.push_back({{"time", unix_now()}, {"type", "Failed"}, {"message", failure}});
-      }
-    }
-    for (auto& e : items) e.erase("containers");
-    std::stable_sort(items.begin(), items.end(), [](const json& a, const json& b) { return a.value("time", 0) < b.value("time", 0); });
-    reply(res, 200, {{"events", items}});
-  });
 
   server.Get(R"(/api/v1/clusters/([^/]+)/jobs)", [options, owned_cluster](const httplib::Request& req, httplib::Response& res) {
     auto cluster = owned_cluster(req, res);

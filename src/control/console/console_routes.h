@@ -1,17 +1,12 @@
-// What edtd adds to its HTTP server for the web console:
+// What edtd adds to its HTTP server for the web console (the API's own
+// routes, the console's static files at / and cluster events are ApiServer's):
 //
-//   GET  /                                   the console's static files (web/, built)
-//   GET  /api/v1/clusters/{name}/events      what happened to a cluster, oldest first
 //   GET  /api/v1/clusters/{name}/jobs        the cluster's jobs, newest first
 //   POST /api/v1/clusters/{name}/containers/{c}/terminal
 //                                            a one-time terminal session:
 //                                            {"port", "path"} of its WebSocket
 //
-// The API routes take the same bearer token and owner rules as the rest of
-// /api/v1. Events are of two kinds: what the API did (Created, Scaled,
-// Deleting: logged as requests succeed, to DATA_DIR/events/<cluster>.jsonl)
-// and what the containers' status shows (a container Running since its
-// start time, Failed with its message).
+// Both take the same bearer token and owner rules as the rest of /api/v1.
 #pragma once
 
 #include <string>
@@ -28,7 +23,6 @@ class Server;
 namespace edt::control {
 
 struct ConsoleOptions {
-  std::string web_dir;  // the built console; empty: not served
   std::string data_dir;
   ControlStore* store = nullptr;
   Backend* backend = nullptr;

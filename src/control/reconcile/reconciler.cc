@@ -168,6 +168,7 @@ Status Reconciler::fail_start(const Cluster& cluster, const std::vector<Containe
     }
   }
   EDT_RETURN_IF_ERROR(store_->mark_leaving(undo));
+  EDT_RETURN_IF_ERROR(store_->add_event(cluster.spec.name, "Failed", reason));
   if (!cluster.ever_running) return store_->update_cluster_phase(cluster.spec.name, phase::kFailed, reason, false);
   EDT_RETURN_IF_ERROR(store_->set_spec_containers(cluster.spec.name, keep));
   return store_->update_cluster_phase(cluster.spec.name, phase::kScaling,
@@ -229,7 +230,10 @@ Result<bool> Reconciler::reconcile(const std::string& name) {
         EDT_RETURN_IF_ERROR(fail_start(*cluster, records, "container " + r.status.name + " exited while starting"));
         return false;
       }
-      if (was_started) r.status.message = "restarted after it stopped";
+      if (was_started) {
+        r.status.message = "restarted after it stopped";
+        EDT_RETURN_IF_ERROR(store_->add_event(name, "Restarted", r.status.name + " stopped and was started again"));
+      }
       auto ref = backend_->start(sandbox_spec(*cluster, r, catalog));
       if (!ref.is_ok()) {
         EDT_RETURN_IF_ERROR(fail_start(*cluster, records, ref.status().message()));
@@ -268,6 +272,7 @@ Result<bool> Reconciler::reconcile(const std::string& name) {
   }
   if (next_phase != cluster->phase || message != cluster->message)
     EDT_RETURN_IF_ERROR(store_->update_cluster_phase(name, next_phase, message, cluster->ever_running || all_running));
+  if (all_running && cluster->phase != phase::kRunning) EDT_RETURN_IF_ERROR(store_->add_event(name, "Running", message));
   return settled && all_running;
 }
 

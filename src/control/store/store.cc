@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 namespace edt::control {
@@ -90,6 +91,9 @@ CREATE TABLE IF NOT EXISTS containers(name TEXT PRIMARY KEY, cluster TEXT NOT NU
   stopping_since INTEGER NOT NULL, creating_since INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS containers_by_cluster ON containers(cluster, idx);
 CREATE TABLE IF NOT EXISTS gpu_holders(idx INTEGER PRIMARY KEY, container TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY AUTOINCREMENT, cluster TEXT NOT NULL,
+  time_ms INTEGER NOT NULL, type TEXT NOT NULL, message TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_by_cluster ON events(cluster, id);
 CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, cluster TEXT NOT NULL,
   container TEXT NOT NULL, owner TEXT NOT NULL, command TEXT NOT NULL, state TEXT NOT NULL,
   exit_code INTEGER NOT NULL, message TEXT NOT NULL, pid INTEGER NOT NULL, pid_start INTEGER NOT NULL,
@@ -579,9 +583,32 @@ Status ControlStore::delete_cluster(const std::string& name) {
   Stmt left(db_, "SELECT COUNT(*) FROM containers WHERE cluster = ?");
   left.bind(1, name);
   if (left.step() && left.i64(0) > 0) return failed_precondition("cluster '" + name + "' still has containers");
+  Transaction tx(db_);
+  Stmt events(db_, "DELETE FROM events WHERE cluster = ?");
+  events.bind(1, name);
+  EDT_RETURN_IF_ERROR(events.run());
   Stmt s(db_, "DELETE FROM clusters WHERE name = ?");
   s.bind(1, name);
+  EDT_RETURN_IF_ERROR(s.run());
+  return tx.commit();
+}
+
+Status ControlStore::add_event(const std::string& cluster, const std::string& type, const std::string& message) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  std::lock_guard lock(mu_);
+  Stmt s(db_, "INSERT INTO events(cluster, time_ms, type, message) VALUES(?, ?, ?, ?)");
+  s.bind(1, cluster).bind(2, now).bind(3, type).bind(4, message);
   return s.run();
+}
+
+std::vector<ClusterEvent> ControlStore::events(const std::string& cluster) {
+  std::lock_guard lock(mu_);
+  std::vector<ClusterEvent> out;
+  Stmt s(db_, "SELECT time_ms, type, message FROM events WHERE cluster = ? ORDER BY id");
+  s.bind(1, cluster);
+  while (s.step()) out.push_back({s.i64(0), s.text(1), s.text(2)});
+  return out;
 }
 
 int64_t ControlStore::version() {

@@ -83,6 +83,13 @@ struct Job {
   int64_t finished_at = 0;
 };
 
+// Something that happened to a cluster, for people (the console's event list).
+struct ClusterEvent {
+  int64_t time_ms = 0;
+  std::string type;  // Created, Scaling, Running, Failed, Restarted, Deleting
+  std::string message;
+};
+
 class ControlStore {
  public:
   static Result<std::unique_ptr<ControlStore>> open(const std::string& path);
@@ -132,6 +139,10 @@ class ControlStore {
   // Drops a container's row, which frees its address and GPUs.
   Status delete_container(const std::string& name);
   Status delete_cluster(const std::string& name);
+
+  // Events of a cluster, oldest first; they go with the cluster.
+  Status add_event(const std::string& cluster, const std::string& type, const std::string& message);
+  std::vector<ClusterEvent> events(const std::string& cluster);
 
   // Grows with every row written; equal values mean nothing changed in
   // between (readers cache what they built from the store by it).

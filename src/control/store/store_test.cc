@@ -118,8 +118,11 @@ TEST_F(StoreTest, ScaleUpAllotsAndScaleDownMarksHighestWorkers) {
 
 TEST_F(StoreTest, DeleteNeedsTheContainersGoneFirst) {
   ASSERT_FALSE(store_->create_cluster(spec("a", 2), "alice", range_, 1).has_value());
+  ASSERT_TRUE(store_->add_event("a", "Created", "by alice").is_ok());
   ASSERT_TRUE(store_->mark_deleting("a").is_ok());
   EXPECT_EQ(store_->cluster("a")->phase, "Deleting");
+  ASSERT_EQ(store_->events("a").size(), 1u);
+  EXPECT_EQ(store_->events("a")[0].type, "Created");
   EXPECT_FALSE(store_->delete_cluster("a").is_ok());
   for (const auto& r : store_->containers("a")) {
     EXPECT_TRUE(r.status.leaving);
@@ -127,6 +130,7 @@ TEST_F(StoreTest, DeleteNeedsTheContainersGoneFirst) {
   }
   ASSERT_TRUE(store_->delete_cluster("a").is_ok());
   EXPECT_FALSE(store_->cluster("a").has_value());
+  EXPECT_TRUE(store_->events("a").empty());
   EXPECT_EQ(store_->mark_deleting("a").code(), StatusCode::kNotFound);
 }
 

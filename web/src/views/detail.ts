@@ -101,7 +101,8 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         ),
       ),
     );
-    const sorted = [...cluster.events].sort((a, b) => Date.parse(b.time) - Date.parse(a.time));
+    // Newest first; edtd's order, not the times, which may tie to the millisecond.
+    const sorted = [...cluster.events].reverse();
     replace(
       events,
       sorted.length
