@@ -21,6 +21,7 @@ its place.
 
 import argparse
 import os
+import shutil
 import sys
 import time
 
@@ -46,15 +47,26 @@ class Net(torch.nn.Module):
         return self.fc2(x)
 
 
-def load(data_dir):
+def load(data_dir, elastic=False):
     """(train images, train labels, test images, test labels) as tensors,
     generating the synthetic set first when the files are missing."""
     if not idx.present(data_dir):
-        if hvd.rank() == 0:
-            from edt.datasets import mnist_synthetic
-            print("no MNIST files in %s: generating the synthetic set" % data_dir, flush=True)
-            mnist_synthetic.write_dataset(data_dir)
-        hvd.barrier()  # the others wait for rank 0's files
+        from edt.datasets import mnist_synthetic
+        if elastic:
+            # No ranks yet (they exist inside elastic.run), and workers may
+            # join at any time: each writes the (deterministic) set aside and
+            # the first to finish moves it into place.
+            private = "%s.%d" % (data_dir, os.getpid())
+            mnist_synthetic.write_dataset(private)
+            try:
+                os.rename(private, data_dir)
+            except OSError:
+                shutil.rmtree(private)
+        else:
+            if hvd.rank() == 0:
+                print("no MNIST files in %s: generating the synthetic set" % data_dir, flush=True)
+                mnist_synthetic.write_dataset(data_dir)
+            hvd.barrier()  # the others wait for rank 0's files
 
     def images(name):
         return torch.from_numpy(idx.read(os.path.join(data_dir, name)).copy()).float().div_(255).unsqueeze(1)
@@ -132,6 +144,9 @@ def run_elastic(args, model, optimizer, data):
 
     @hvd.elastic.run
     def train(state):
+        # The size changes between generations; so does the scaled rate.
+        for group in state.optimizer.param_groups:
+            group["lr"] = args.lr * hvd.size()
         while state.epoch <= args.epochs:
             indices = torch.tensor(list(iter(state.sampler)))
             start, batches = time.time(), [0]
@@ -166,13 +181,20 @@ def main():
 
     hvd.init()
     torch.manual_seed(args.seed)
-    data = load(args.data_dir)
+    data = load(args.data_dir, args.elastic)
     model = Net()
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(), momentum=0.9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    if args.elastic:
+        # Ranks exist inside elastic.run, whose first generation gives every
+        # worker rank 0's state.
+        run_elastic(args, model, optimizer, data)
+        return
+    for group in optimizer.param_groups:
+        group["lr"] = args.lr * hvd.size()
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    (run_elastic if args.elastic else run_fixed)(args, model, optimizer, data)
+    run_fixed(args, model, optimizer, data)
     hvd.shutdown()
 
 

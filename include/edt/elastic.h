@@ -195,6 +195,13 @@ class State {
 
   // Saves every object as the new commit, then check_host_updates().
   Status commit();
+  // commit() without check_host_updates(): for callers whose communicator
+  // is driven by another thread (edt.torch's engine); they agree on
+  // membership_changed() through that thread's collectives instead.
+  void save();
+  // This worker's own view: a generation newer than its own was announced.
+  // Ranks may see it at different moments; check_host_updates() agrees.
+  bool membership_changed() const;
   // Puts the last commit back into every object.
   Status restore();
   // kHostsUpdated if a new generation was announced, on every rank alike

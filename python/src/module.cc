@@ -3,13 +3,22 @@
 // (pointer, shape, dtype) triples, so no libtorch header is compiled here;
 // edt.torch does the tensor side. Errors become edt._edt.EdtError with
 // args (status code name, message).
+//
+// In elastic mode, ElasticJob wraps edt::elastic::State and run(): each
+// membership generation gets a fresh Runtime over that generation's
+// communicator, handed to the Python training function, and shut down
+// before the next generation forms. Python state objects take part in
+// commits, rollbacks and the sync to newcomers through PyStateObject.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "edt/communicator.h"
 #include "edt/elastic.h"
@@ -51,7 +60,8 @@ std::shared_ptr<Communicator> make_communicator() {
 
 class Runtime {
  public:
-  Runtime() : communicator_(make_communicator()) {
+  Runtime() : Runtime(make_communicator()) {}
+  explicit Runtime(std::shared_ptr<Communicator> communicator) : communicator_(std::move(communicator)) {
     engine::EngineOptions options = value_or_throw(engine::engine_options_from_env());
     engine_ = value_or_throw(engine::Engine::start(engine::communicator_collectives(communicator_), options));
   }
@@ -115,6 +125,94 @@ class Runtime {
   std::unique_ptr<engine::Engine> engine_;
 };
 
+// A StateObject implemented in Python: serialize() -> bytes,
+// deserialize(bytes), on_reset(rank, size). It may be called from run()'s
+// rejoin while the GIL is held by the thread that called ElasticJob.run.
+class PyStateObject final : public elastic::StateObject {
+ public:
+  explicit PyStateObject(py::object target) : target_(std::move(target)) {}
+
+  std::string serialize() const override {
+    py::gil_scoped_acquire gil;
+    return target_.attr("serialize")().cast<std::string>();
+  }
+
+  Status deserialize(std::string_view bytes) override {
+    py::gil_scoped_acquire gil;
+    try {
+      target_.attr("deserialize")(py::bytes(bytes.data(), bytes.size()));
+    } catch (py::error_already_set& e) {
+      return invalid_argument(std::string("cannot restore the Python state: ") + e.what());
+    }
+    return Status::ok();
+  }
+
+  void on_reset(int rank, int size) override {
+    py::gil_scoped_acquire gil;
+    target_.attr("on_reset")(rank, size);
+  }
+
+ private:
+  py::object target_;
+};
+
+// The exception classes of edt.common.exceptions, by name.
+py::object exception_class(const char* name) {
+  return py::module_::import("edt.common.exceptions").attr(name);
+}
+
+class ElasticJob {
+ public:
+  ElasticJob() : state_(value_or_throw(elastic::State::from_env())) {}
+
+  // Every worker registers the same objects in the same order, before run().
+  void add(const std::string& name, py::object object) {
+    objects_.push_back(std::make_unique<PyStateObject>(std::move(object)));
+    state_->add(name, objects_.back().get());
+  }
+
+  // Calls fn(runtime) once per generation until it returns. fn raising
+  // HostsUpdatedInterrupt moves to the next generation keeping the state;
+  // HorovodInternalError rolls back to the last commit first. Any other
+  // exception ends run() with it. Returns False when this worker left the
+  // job because its host was removed.
+  bool run(const py::function& fn) {
+    std::optional<py::error_already_set> raised;
+    const py::object hosts_updated = exception_class("HostsUpdatedInterrupt");
+    const py::object collective_failed = exception_class("HorovodInternalError");
+    Status status = elastic::run(*state_, [&](elastic::State& state) -> Status {
+      // The Runtime does not own the communicator: State replaces it at the
+      // next generation, after fn returned and the engine was shut down.
+      auto runtime = std::make_shared<Runtime>(
+          std::shared_ptr<Communicator>(std::shared_ptr<Communicator>(), &state.comm()));
+      try {
+        fn(std::move(runtime));
+        return Status::ok();
+      } catch (py::error_already_set& e) {
+        if (e.matches(hosts_updated)) return Status(StatusCode::kHostsUpdated, e.what());
+        if (e.matches(collective_failed)) return Status(StatusCode::kPeerFailed, e.what());
+        raised.emplace(std::move(e));
+        return internal_error("the training function raised");
+      }
+    });
+    if (raised) throw std::move(*raised);
+    if (elastic::left_the_job(status)) return false;
+    throw_if_error(status);
+    return true;
+  }
+
+  void save() { state_->save(); }
+  void restore() { throw_if_error(state_->restore()); }
+  bool membership_changed() const { return state_->membership_changed(); }
+  int64_t generation() const { return state_->generation(); }
+  int64_t commit_id() const { return state_->commit_id(); }
+  int resets() const { return state_->resets(); }
+
+ private:
+  std::unique_ptr<elastic::State> state_;
+  std::vector<std::unique_ptr<PyStateObject>> objects_;
+};
+
 }  // namespace
 }  // namespace edt::python
 
@@ -130,7 +228,7 @@ PYBIND11_MODULE(_edt, m) {
     }
   });
 
-  py::class_<Runtime>(m, "Runtime")
+  py::class_<Runtime, std::shared_ptr<Runtime>>(m, "Runtime")
       .def(py::init<>())
       .def_property_readonly("rank", [](const Runtime& r) { return r.comm().rank(); })
       .def_property_readonly("size", [](const Runtime& r) { return r.comm().size(); })
@@ -176,4 +274,16 @@ PYBIND11_MODULE(_edt, m) {
       .def("deserialize", [](ElasticSampler& s, const py::bytes& b) {
         edt::python::throw_if_error(s.deserialize(std::string_view(b)));
       });
+
+  using edt::python::ElasticJob;
+  py::class_<ElasticJob>(m, "ElasticJob")
+      .def(py::init<>())
+      .def("add", &ElasticJob::add, py::arg("name"), py::arg("object"))
+      .def("run", &ElasticJob::run, py::arg("fn"))
+      .def("save", &ElasticJob::save)
+      .def("restore", &ElasticJob::restore)
+      .def_property_readonly("membership_changed", &ElasticJob::membership_changed)
+      .def_property_readonly("generation", &ElasticJob::generation)
+      .def_property_readonly("commit_id", &ElasticJob::commit_id)
+      .def_property_readonly("resets", &ElasticJob::resets);
 }

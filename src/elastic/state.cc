@@ -203,10 +203,16 @@ void State::add(const std::string& name, StateObject* object) { impl_->objects.e
 void State::on_reset(std::function<void()> callback) { impl_->callbacks.push_back(std::move(callback)); }
 
 Status State::commit() {
-  impl_->snapshot();
-  ++impl_->commit_id;
+  save();
   return check_host_updates();
 }
+
+void State::save() {
+  impl_->snapshot();
+  ++impl_->commit_id;
+}
+
+bool State::membership_changed() const { return impl_->membership->newest_seen() > generation(); }
 
 Status State::restore() {
   if (!impl_->has_snapshot) return Status::ok();  // nothing committed: the state is as it started
@@ -214,7 +220,7 @@ Status State::restore() {
 }
 
 Status State::check_host_updates() {
-  int32_t updated = impl_->membership->newest_seen() > generation() ? 1 : 0;
+  int32_t updated = membership_changed() ? 1 : 0;
   Communicator& c = comm();
   EDT_RETURN_IF_ERROR(c.broadcast(&updated, 1, DataType::kInt32, 0));
   if (updated)

@@ -113,6 +113,13 @@ def _engine_op(op):
     return _ENGINE_OP[op]
 
 
+def forget_pending():
+    """Drops every request not synchronized yet: their engine, of a
+    membership generation that ended, is gone (elastic.run calls this)."""
+    with _lock:
+        _handles.clear()
+
+
 def poll(handle):
     """True when the request behind `handle` has finished."""
     with _lock:

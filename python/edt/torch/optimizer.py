@@ -54,7 +54,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
-        if mpi_ops.size() > 1:
+        # In elastic mode the size is known only per generation, and may grow.
+        if mpi_ops._runtime.elastic_mode() or mpi_ops.size() > 1:
             self._register_hooks()
 
     def set_backward_passes_per_step(self, passes):
@@ -105,7 +106,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Waits for every gradient's allreduce (starting those whose hook
         has not fired, such as unused parameters') and writes the averaged
         gradients into p.grad."""
-        if mpi_ops.size() == 1:
+        if mpi_ops.size() == 1 and not self._requires_update:
             self._synchronized = True
             return
         missing = self._requires_update - set(self._handles)
@@ -122,6 +123,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad.copy_(restored)
         self._handles.clear()
         self._synchronized = True
+
+    def _forget_pending(self):
+        """Drops the requests of a step cut short (elastic.run calls this
+        when a generation ends): the next step starts afresh."""
+        self._handles.clear()
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._synchronized = False
 
     @contextlib.contextmanager
     def skip_synchronize(self):

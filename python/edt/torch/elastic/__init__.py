@@ -7,15 +7,25 @@ equal to rank 0 (sync()). ElasticSampler wraps edt's C++ ElasticSampler
 (include/edt/elastic.h): every sample of an epoch is trained exactly once
 across the job, and its state records the progress of the whole job.
 
-run(func) calls func(state) after a sync() and, as Horovod's does, rolls
-back to the last commit on HorovodInternalError. Forming a new membership
-generation after a worker failed or hosts changed needs edtrun's elastic
-mode, which this build does not have yet: run() then raises the error with
-a message that says so, instead of retrying with peers that are gone.
+Under edtrun's elastic mode (--min-np/--max-np) this is a thin layer over
+edt::elastic::State and run() (include/edt/elastic.h, through
+edt._edt.ElasticJob): the State object is registered with the job as one
+serialized blob (torch.save of the model, optimizer, samplers and
+attributes); commit() saves it in C++ and asks, through the engine, whether
+rank 0 saw a new membership generation (HostsUpdatedInterrupt); a failed
+collective (HorovodInternalError) rolls every survivor back to its last
+commit. Each generation gets a fresh engine over its own communicator;
+survivors keep their process and memory, and newcomers receive the
+committed state of the member with the most recent commit.
+
+Without elastic mode, run(func) calls func(state) after a sync() and rolls
+back to the last commit on HorovodInternalError, but a job of fixed size
+cannot re-form: run() then raises the error with a message that says so.
 """
 
 import copy
 import functools
+import io
 
 import torch
 
@@ -24,11 +34,15 @@ from edt.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from edt.torch import functions, mpi_ops
 
 
+_attached = None  # the State registered with the elastic job
+
+
 class State:
     """Horovod's elastic State: commit(), restore(), sync(), reset callbacks."""
 
     def __init__(self):
         self._reset_callbacks = []
+        self._job = None  # edt._edt.ElasticJob once run() registered this state
 
     def register_reset_callbacks(self, callbacks):
         self._reset_callbacks.extend(callbacks)
@@ -39,12 +53,53 @@ class State:
 
     def commit(self):
         """Saves the state in memory; a failure rolls back to here."""
-        self.save()
+        if self._job is not None:
+            self._job.save()
+        else:
+            self.save()
         self.check_host_updates()
 
     def check_host_updates(self):
-        """Raises HostsUpdatedInterrupt when membership changed. edtrun
-        without elastic mode never changes membership."""
+        """Raises HostsUpdatedInterrupt on every rank when rank 0 has seen a
+        new membership generation (all ranks leave at the same commit).
+        edtrun without elastic mode never changes membership."""
+        if self._job is None:
+            return
+        flag = torch.tensor([1 if self._job.membership_changed else 0], dtype=torch.int32)
+        if mpi_ops.broadcast(flag, root_rank=0, name="elastic.check_host_updates").item():
+            raise HostsUpdatedInterrupt(skip_sync=True)
+
+    def _attach(self, job):
+        """Registers this state with the elastic job (once, before its run)."""
+        global _attached
+        if self._job is job:
+            return
+        if _attached is not None:
+            raise ValueError("hvd.elastic.run: a job runs one State object; pass the same one every time")
+        _attached = self
+        self._job = job
+        job.add("edt.torch.elastic.state", _Registered(self))
+
+    def serialize(self):
+        """The whole state as bytes (the C++ commit keeps these)."""
+        buffer = io.BytesIO()
+        torch.save(self._state_dict(), buffer)
+        return buffer.getvalue()
+
+    def deserialize(self, data):
+        self._load_state(torch.load(io.BytesIO(data)))
+
+    def _state_dict(self):
+        raise NotImplementedError
+
+    def _load_state(self, state):
+        raise NotImplementedError
+
+    def _placed(self, rank, size):
+        """A new generation gave this worker `rank` of `size`."""
+
+    def _generation_ended(self):
+        """The engine of the generation is gone; drop what refers to it."""
 
     def save(self):
         raise NotImplementedError
@@ -73,6 +128,16 @@ class ObjectState(State):
         self._saved_state = {name: copy.deepcopy(getattr(self, name)) for name in self._saved_state}
 
     def restore(self):
+        if self._job is not None:
+            self._job.restore()  # the C++ commit, through deserialize()
+            return
+        self._set_attrs()
+
+    def _state_dict(self):
+        return {name: getattr(self, name) for name in self._saved_state}
+
+    def _load_state(self, state):
+        self._saved_state = state
         self._set_attrs()
 
     def sync(self):
@@ -94,15 +159,16 @@ class ElasticSampler(torch.utils.data.Sampler):
 
     def set_epoch(self, epoch):
         self._sampler.set_epoch(epoch)
-        self._sampler.reset(mpi_ops._runtime.get().rank, mpi_ops.size())
+        self.reset()
 
     @property
     def epoch(self):
         return self._sampler.epoch
 
-    def reset(self):
-        rt = _runtime.get()
-        self._sampler.reset(rt.rank, rt.size)
+    def reset(self, rank=None, size=None):
+        if rank is None:
+            rank, size = _runtime.placement()
+        self._sampler.reset(rank, size)
 
     def record_batch(self, batch_idx, batch_size):
         """Every worker finished its batch of `batch_size` samples."""
@@ -123,8 +189,8 @@ class ElasticSampler(torch.utils.data.Sampler):
         return {"sampler": self._sampler.serialize()}
 
     def load_state_dict(self, state):
+        # Re-partitions with the sampler's current rank and size.
         self._sampler.deserialize(state["sampler"])
-        self.reset()
 
     def __iter__(self):
         return iter(self._sampler.shard())
@@ -158,6 +224,9 @@ class TorchState(ObjectState):
         super().save()
 
     def restore(self):
+        if self._job is not None:
+            super().restore()
+            return
         if self.model is not None:
             self.model.load_state_dict(self._saved_model)
         if self.optimizer is not None:
@@ -165,6 +234,35 @@ class TorchState(ObjectState):
         for name, sampler in self._samplers.items():
             sampler.load_state_dict(self._saved_samplers[name])
         super().restore()
+
+    def _state_dict(self):
+        state = {"objects": super()._state_dict(),
+                 "samplers": {n: s.state_dict() for n, s in self._samplers.items()}}
+        if self.model is not None:
+            state["model"] = self.model.state_dict()
+        if self.optimizer is not None:
+            state["optimizer"] = self.optimizer.state_dict()
+        return state
+
+    def _load_state(self, state):
+        if self.model is not None:
+            self.model.load_state_dict(state["model"])
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        for name, sampler in self._samplers.items():
+            sampler.load_state_dict(state["samplers"][name])
+        super()._load_state(state["objects"])
+
+    def _placed(self, rank, size):
+        for sampler in self._samplers.values():
+            sampler.reset(rank, size)
+
+    def _generation_ended(self):
+        # A step cut short by a failure left gradient requests of the old
+        # engine behind; the next generation starts its steps afresh.
+        reset = getattr(self.optimizer, "_forget_pending", None)
+        if reset is not None:
+            reset()
 
     def sync(self):
         if self.model is not None:
@@ -177,19 +275,65 @@ class TorchState(ObjectState):
         super().sync()
 
 
+class _Registered:
+    """What edt._edt.ElasticJob calls: a State as an edt::elastic::StateObject."""
+
+    def __init__(self, state):
+        self._state = state
+
+    def serialize(self):
+        return self._state.serialize()
+
+    def deserialize(self, data):
+        self._state.deserialize(data)
+
+    def on_reset(self, rank, size):
+        self._state._placed(rank, size)
+
+
 def _reset():
     raise HorovodInternalError(
-        "a worker failed or the hosts changed, and re-forming the job needs edtrun's elastic mode, "
-        "which this build of edt does not have yet; restart the job from a checkpoint")
+        "a worker failed or the hosts changed, and this job cannot re-form: it was not started by edtrun in "
+        "elastic mode (--min-np/--max-np); restart the job from a checkpoint")
+
+
+def _run_elastic(func, state, args, kwargs):
+    job = _runtime.elastic_job()
+    state._attach(job)
+    result, resets_seen = [], [0]
+
+    def generation(runtime):
+        _runtime.enter_generation(runtime)
+        try:
+            if job.resets > resets_seen[0]:
+                resets_seen[0] = job.resets
+                state.on_reset()
+            result[:] = [func(state, *args, **kwargs)]
+        finally:
+            _runtime.leave_generation()
+            mpi_ops.forget_pending()
+            state._generation_ended()
+
+    from edt import _edt
+    try:
+        stayed = job.run(generation)
+    except _edt.EdtError as e:
+        raise _runtime.translate(e) from None
+    if not stayed:
+        raise SystemExit(0)  # this worker's host left the host list: a clean end
+    return result[0]
 
 
 def run(func):
-    """Decorator: runs func(state, ...) after state.sync(); on
+    """Decorator: runs func(state, ...) until it returns. On
     HorovodInternalError rolls back to the last commit and re-forms the
-    job (see the module notes), on HostsUpdatedInterrupt re-forms it."""
+    job, on HostsUpdatedInterrupt re-forms it keeping the state (see the
+    module notes)."""
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
+        if _runtime.elastic_mode():
+            return _run_elastic(func, state, args, kwargs)
         reset_required, skip_sync = False, False
         while True:
             if reset_required:

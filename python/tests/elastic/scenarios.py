@@ -1,0 +1,74 @@
+"""edt.torch.elastic under edtrun's elastic mode, end to end: a TorchState
+training (elastic_worker.py) through a scale-up from 2 to 3 hosts and the
+SIGKILL of a worker. Reuses the edtrun scenario harness of
+src/elastic/elastic_scenarios_test.py (Job, hostfile helpers); the hosts are
+names of this machine, so workers are forked directly and talk over TCP.
+
+Run by CTest (python_elastic_scenarios), not by the python_np* suites: it
+starts edtrun itself.
+"""
+import importlib.util
+import os
+import signal
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "elastic_worker.py")
+
+
+def _harness():
+    os.environ.setdefault("EDT_BENCH_ELASTIC", sys.executable)
+    path = os.path.join(HERE, "..", "..", "..", "src", "elastic", "elastic_scenarios_test.py")
+    spec = importlib.util.spec_from_file_location("elastic_scenarios_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.WORKER = sys.executable  # the worker is a Python script
+    return module
+
+
+S = _harness()
+EPOCHS = 3
+SAMPLES = 1200
+
+
+@pytest.fixture
+def hostfile():
+    return os.path.join(tempfile.mkdtemp(prefix="edt-pyelastic-"), "hostfile")
+
+
+def test_torch_state_survives_scale_up_and_sigkill(hostfile):
+    h0, h1, h2 = S.HOSTS
+    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
+    job = S.Job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
+                [WORKER, "--samples", str(SAMPLES), "--batch", "4", "--epochs", str(EPOCHS),
+                 "--commit-every", "5", "--step-ms", "25"], timeout=90)
+    job.wait_for(lambda e: e["size"] == 2 and e["step"] >= 15, what="size 2")
+    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=1"])
+    grown = job.wait_for(lambda e: e["size"] == 3, what="size 3")
+    job.wait_for(lambda e: e["size"] == 3 and e["step"] >= grown["step"] + 12, what="12 steps at size 3")
+    # Kill a worker that was there from the start (the newcomer holds the
+    # state it received, w0 the one it kept).
+    victim = job.pids()["w1"]
+    killed = time.time()
+    os.kill(victim, signal.SIGKILL)
+    job.wait_for(lambda e: e["size"] == 2 and e["seen"] > killed, what="size 2 after the kill")
+    assert job.finish() == 0, job.stderr()
+
+    epochs = job.of("epoch")
+    assert epochs and all(e["exactly_once"] and e["trained"] == SAMPLES for e in epochs), epochs
+    # Every epoch was finished (by the workers alive at its end), in order.
+    assert sorted({e["epoch"] for e in epochs}) == list(range(EPOCHS))
+    ends = job.of("end")
+    assert {e["worker"] for e in ends} == {"w0", "w2"} and {e["epochs"] for e in ends} == {EPOCHS}, ends
+    # w0 kept its process and rank 0 throughout; w2 joined at size 3.
+    starts = [s["worker"] for s in job.of("start")]
+    assert sorted(starts) == ["w0", "w1", "w2"], starts
+    sizes = [e["size"] for e in job.of("reset") if e["worker"] == "w0"]
+    assert sizes[0] == 3 and sizes[-1] == 2, sizes
+    assert {e["rank"] for e in job.of("reset") if e["worker"] == "w0"} == {0}
+    assert f"w1 on host {h1} was killed by signal 9" in job.stderr()
+    S.assert_nothing_left(job)
