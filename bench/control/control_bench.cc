@@ -25,22 +25,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/net.h"
+
 namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-int free_port(const char* host) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  inet_pton(AF_INET, host, &addr.sin_addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -56,9 +46,9 @@ class Bench {
   bool start() {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    port_ = free_port("127.0.0.1");
+    port_ = edt::net::free_port("127.0.0.1").value();
     const std::string listen = "127.0.0.1:" + std::to_string(port_);
-    const std::string ssh = std::to_string(free_port("0.0.0.0"));
+    const std::string ssh = std::to_string(edt::net::free_port("0.0.0.0").value());
     pid_ = fork();
     if (pid_ == 0) {
       int log = open((dir_ + "/edtd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);

@@ -112,6 +112,14 @@ Result<uint16_t> local_port(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
+Result<uint16_t> free_port(const std::string& host) {
+  Result<int> fd = listen_tcp(host, 0);
+  if (!fd.is_ok()) return fd.status();
+  Result<uint16_t> port = local_port(*fd);
+  ::close(*fd);
+  return port;
+}
+
 Result<int> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline) {
   const std::string where = format_host_port(host, port);
   std::string last_error = "no address";

@@ -31,6 +31,10 @@ Result<int> listen_tcp(const std::string& host, uint16_t port, int backlog = 128
 // The port a bound socket got.
 Result<uint16_t> local_port(int fd);
 
+// A port free on `host` now (bound, read and released): for tests and
+// benchmarks that must name a port before the server that takes it starts.
+Result<uint16_t> free_port(const std::string& host);
+
 // Connects, retrying while nobody listens yet, until `deadline`.
 Result<int> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline);
 

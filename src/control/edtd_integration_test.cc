@@ -19,6 +19,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/net.h"
+
 namespace edt::control {
 namespace {
 
@@ -42,18 +44,6 @@ Output sh(const std::string& command) {
   return out;
 }
 
-int free_port(const char* host) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  inet_pton(AF_INET, host, &addr.sin_addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -69,8 +59,8 @@ class Edtd : public ::testing::Test {
     const int id = getpid();
     dir_ = "/tmp/edtd-it-" + std::to_string(id);
     fs::remove_all(dir_);
-    port_ = free_port("127.0.0.1");
-    ssh_port_ = free_port("0.0.0.0");
+    port_ = edt::net::free_port("127.0.0.1").value();
+    ssh_port_ = edt::net::free_port("0.0.0.0").value();
     prefix_ = "127." + std::to_string(100 + id % 100) + "." + std::to_string((id / 100) % 250) + ".";
     api_ = "http://127.0.0.1:" + std::to_string(port_);
     start_edtd();
