@@ -434,5 +434,40 @@ TEST_F(Edtd, FrameworkExtrasMetricsAndOpenApi) {
   expect_nothing_left();
 }
 
+// Every flag is checked before edtd makes anything: a refused start leaves
+// no data dir, store or token behind, and says which flag and what to write.
+TEST(EdtdFlags, BadFlagsAreRefusedBeforeAnythingIsMade) {
+  const std::string dir = "/tmp/edtd-flags-" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir + "/a-file") << "not a directory\n";
+  const std::string data = dir + "/data";
+  struct Case {
+    std::string flags, says;
+  };
+  const std::vector<Case> cases = {
+      {"--web-dir " + dir + "/no-console", "--web-dir " + dir + "/no-console holds no index.html"},
+      {"--web-dir " + dir, "holds no index.html"},
+      {"--listen 127.0.0.1", "--listen '127.0.0.1' is not HOST:PORT"},
+      {"--listen 127.0.0.1:http", "is not HOST:PORT"},
+      {"--listen 127.0.0.1:70000", "is not HOST:PORT"},
+      {"--terminal-listen localhost", "--terminal-listen 'localhost' is not HOST:PORT"},
+      {"--ssh-port 0", "--ssh-port 0 is not a port"},
+      {"--gpus NVIDIA-P4", "--gpus: 'NVIDIA-P4' is not MODEL=COUNT"},
+      {"--grace soon", "--grace"},
+      {"--address-range 10.0.0.0/8", "--address-range"},
+  };
+  for (const auto& c : cases) {
+    Output o = sh(std::string(EDTD_PATH) + " --data-dir " + data + " " + c.flags);
+    EXPECT_NE(o.code, 0) << c.flags;
+    EXPECT_NE(o.text.find(c.says), std::string::npos) << c.flags << ": " << o.text;
+    EXPECT_FALSE(fs::exists(data)) << c.flags << " made the data dir";
+  }
+  Output file = sh(std::string(EDTD_PATH) + " --data-dir " + dir + "/a-file");
+  EXPECT_NE(file.code, 0);
+  EXPECT_NE(file.text.find("exists and is not a directory"), std::string::npos) << file.text;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace edt::control

@@ -80,24 +80,43 @@ std::vector<Gpu> detect_gpus() {
   return gpus;
 }
 
-// Where edt's own tools are, so containers can run them: the build tree
-// when edtd runs from it, else the install prefix.
-void find_tools(LocalBackendOptions* options, std::string* python_path) {
+// Where this edtd's own files are: the tools and the Python package that
+// containers get, and the web console. An edtd run from the build tree uses
+// the build and source trees; any other finds them relative to its own
+// executable (<prefix>/bin/edtd), so an installed tree or package works
+// wherever it was put, without flags.
+struct Layout {
+  std::vector<std::string> tool_binds;  // bound read-only into containers
+  std::vector<std::string> tool_path;
+  std::string python_path;
+  std::string web_dir;  // empty: no console was built
+};
+
+Layout find_layout() {
+  Layout layout;
   std::error_code ec;
-  const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
-  const std::string binary_dir = EDT_BINARY_DIR;
-  if (self.compare(0, binary_dir.size() + 1, binary_dir + "/") == 0) {
-    options->tool_binds.push_back(EDT_SOURCE_DIR);
-    if (binary_dir.compare(0, std::string(EDT_SOURCE_DIR).size() + 1, std::string(EDT_SOURCE_DIR) + "/") != 0)
-      options->tool_binds.push_back(binary_dir);
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const std::string source_dir = EDT_SOURCE_DIR, binary_dir = EDT_BINARY_DIR;
+  if (self.string().starts_with(binary_dir + "/")) {
+    layout.tool_binds.push_back(source_dir);
+    if (!binary_dir.starts_with(source_dir + "/")) layout.tool_binds.push_back(binary_dir);
     for (const char* sub : {"/src/launcher", "/bench", "/src/cli", "/src/control"})
-      options->tool_path.push_back(binary_dir + sub);
-    *python_path = std::string(EDT_SOURCE_DIR) + "/python";
-    return;
+      layout.tool_path.push_back(binary_dir + sub);
+    layout.python_path = source_dir + "/python";
+    if (fs::exists(binary_dir + "/web/dist/index.html")) layout.web_dir = binary_dir + "/web/dist";
+    return layout;
   }
-  const std::string prefix = EDT_INSTALL_PREFIX;
-  if (prefix.compare(0, 5, "/usr/") != 0 && prefix != "/usr") options->tool_binds.push_back(prefix);
-  options->tool_path.push_back(prefix + "/bin");
+  const std::string prefix =
+      ec ? std::string(EDT_INSTALL_PREFIX) : fs::weakly_canonical(self.parent_path() / EDT_BIN_TO_PREFIX).string();
+  // /usr is in every container already (the image's), and Debian's python3
+  // searches /usr/lib/python3/dist-packages; any other prefix is bound in
+  // and named on PYTHONPATH.
+  if (prefix != "/usr" && !prefix.starts_with("/usr/")) layout.tool_binds.push_back(prefix);
+  if (prefix != "/usr") layout.python_path = prefix + "/" + EDT_PYTHON_INSTALL_DIR;
+  layout.tool_path.push_back(prefix + "/" + EDT_INSTALL_BINDIR);
+  const std::string console = prefix + "/" + EDT_INSTALL_DATADIR + "/edt/web";
+  if (fs::exists(console + "/index.html")) layout.web_dir = console;
+  return layout;
 }
 
 Status ensure_admin(ControlStore* store, const std::string& data_dir) {
@@ -117,19 +136,76 @@ Status ensure_admin(ControlStore* store, const std::string& data_dir) {
   return Status::ok();
 }
 
+// "HOST:PORT" -> (host, port); a port of 0 only where allow_any_port.
+Result<std::pair<std::string, int>> parse_host_port(const std::string& flag, const std::string& text,
+                                                    const std::string& example, bool allow_any_port) {
+  const auto colon = text.rfind(':');
+  const std::string port_text = colon == std::string::npos ? "" : text.substr(colon + 1);
+  int port = -1;
+  if (!port_text.empty() && port_text.size() <= 5 && port_text.find_first_not_of("0123456789") == std::string::npos)
+    port = std::stoi(port_text);
+  if (colon == 0 || port < (allow_any_port ? 0 : 1) || port > 65535)
+    return invalid_argument(flag + " '" + text + "' is not HOST:PORT; write e.g. " + flag + " " + example);
+  return std::make_pair(text.substr(0, colon), port);
+}
+
+// Everything the flags say, checked. Nothing is created until all of them
+// are good, so a bad flag leaves no data dir, store or token behind.
+struct Settings {
+  AddressRange range;
+  std::chrono::milliseconds grace{};
+  std::pair<std::string, int> listen;
+  std::pair<std::string, int> terminal_listen;
+  std::vector<Gpu> gpus;
+  bool simulated_gpus = false;
+  Layout layout;
+};
+
+Result<Settings> check_flags(const Flags& flags) {
+  Settings settings;
+  auto range = AddressRange::parse(flags.address_range);
+  if (!range.is_ok()) return range.status().with_context("--address-range");
+  settings.range = *range;
+  auto grace = parse_duration(flags.grace);
+  if (!grace.is_ok()) return grace.status().with_context("--grace");
+  settings.grace = *grace;
+  EDT_ASSIGN_OR_RETURN(settings.listen, parse_host_port("--listen", flags.listen, "127.0.0.1:7470", false));
+  settings.terminal_listen = {settings.listen.first, 0};
+  if (!flags.terminal_listen.empty()) {
+    EDT_ASSIGN_OR_RETURN(settings.terminal_listen,
+                         parse_host_port("--terminal-listen", flags.terminal_listen, "127.0.0.1:7471", true));
+  }
+  if (flags.ssh_port < 1 || flags.ssh_port > 65535)
+    return invalid_argument("--ssh-port " + std::to_string(flags.ssh_port) +
+                            " is not a port; write e.g. --ssh-port 2222");
+  if (!flags.gpus.empty()) {
+    EDT_ASSIGN_OR_RETURN(settings.gpus, parse_gpu_flag(flags.gpus));
+    settings.simulated_gpus = true;
+  }
+  std::error_code ec;
+  if (fs::exists(flags.data_dir, ec) && !fs::is_directory(flags.data_dir, ec))
+    return invalid_argument("--data-dir " + flags.data_dir + " exists and is not a directory; give a directory");
+  settings.layout = find_layout();
+  if (!flags.web_dir.empty()) {
+    if (!fs::exists(flags.web_dir + "/index.html", ec))
+      return invalid_argument("--web-dir " + flags.web_dir +
+                              " holds no index.html; give the console's built files (the build puts them in "
+                              "build/web/dist, an install in <prefix>/share/edt/web)");
+    settings.layout.web_dir = flags.web_dir;
+  }
+  return settings;
+}
+
 int run(const Flags& flags) {
   auto fail = [](const Status& st) {
     fprintf(stderr, "edtd: %s\n", st.message().c_str());
     return 1;
   };
-  auto range = AddressRange::parse(flags.address_range);
-  if (!range.is_ok()) return fail(range.status().with_context("--address-range"));
-  auto grace = parse_duration(flags.grace);
-  if (!grace.is_ok()) return fail(grace.status().with_context("--grace"));
-  auto colon = flags.listen.rfind(':');
-  if (colon == std::string::npos) return fail(invalid_argument("--listen '" + flags.listen + "' is not HOST:PORT"));
-  const std::string host = flags.listen.substr(0, colon);
-  const int port = std::atoi(flags.listen.substr(colon + 1).c_str());
+  auto checked = check_flags(flags);
+  if (!checked.is_ok()) return fail(checked.status());
+  const Settings& settings = *checked;
+  const auto& [host, port] = settings.listen;
+  const std::vector<Gpu> gpus = settings.simulated_gpus ? settings.gpus : detect_gpus();
 
   std::error_code ec;
   fs::create_directories(flags.data_dir, ec);
@@ -140,28 +216,20 @@ int run(const Flags& flags) {
   std::unique_ptr<ControlStore> store = std::move(opened).value();
   if (Status st = ensure_admin(store.get(), flags.data_dir); !st.is_ok()) return fail(st);
   if (Status st = store->put_image({"edt", "/", {"horovod"}, true}); !st.is_ok()) return fail(st);
-  std::vector<Gpu> gpus;
-  if (!flags.gpus.empty()) {
-    auto parsed = parse_gpu_flag(flags.gpus);
-    if (!parsed.is_ok()) return fail(parsed.status());
-    gpus = *parsed;
-  } else {
-    gpus = detect_gpus();
-  }
   if (Status st = store->set_gpus(gpus); !st.is_ok()) return fail(st);
 
   LocalBackendOptions backend_options;
   backend_options.data_dir = flags.data_dir;
   backend_options.ssh_port = flags.ssh_port;
-  std::string python_path;
-  find_tools(&backend_options, &python_path);
+  backend_options.tool_binds = settings.layout.tool_binds;
+  backend_options.tool_path = settings.layout.tool_path;
   LocalBackend backend(backend_options);
   std::map<std::string, std::string> base_env = {{"PATH", backend.container_path()}, {"LANG", "C.UTF-8"}};
-  if (!python_path.empty()) base_env["PYTHONPATH"] = python_path;
+  if (!settings.layout.python_path.empty()) base_env["PYTHONPATH"] = settings.layout.python_path;
 
   JobRunner jobs(store.get(), &backend, flags.data_dir, base_env);
   ReconcilerOptions reconciler_options;
-  reconciler_options.grace = *grace;
+  reconciler_options.grace = settings.grace;
   reconciler_options.base_env = base_env;
   reconciler_options.on_resync = [&jobs] { jobs.refresh_running(); };
   Reconciler reconciler(store.get(), &backend, reconciler_options);
@@ -171,27 +239,13 @@ int run(const Flags& flags) {
   api_options.backend = &backend;
   api_options.reconciler = &reconciler;
   api_options.jobs = &jobs;
-  api_options.addresses = *range;
+  api_options.addresses = settings.range;
   api_options.data_dir = flags.data_dir;
-  api_options.web_dir = flags.web_dir;
-  // From the build tree, the console built there is served unless told otherwise.
-  const std::string built_console = std::string(EDT_BINARY_DIR) + "/web/dist";
-  if (api_options.web_dir.empty() && !backend_options.tool_binds.empty() && fs::exists(built_console + "/index.html"))
-    api_options.web_dir = built_console;
-  if (!api_options.web_dir.empty() && !fs::is_directory(api_options.web_dir))
-    return fail(invalid_argument("--web-dir " + api_options.web_dir + " is not a directory"));
-  std::string terminal_host = host;
-  int terminal_port = 0;
-  if (!flags.terminal_listen.empty()) {
-    auto at = flags.terminal_listen.rfind(':');
-    if (at == std::string::npos)
-      return fail(invalid_argument("--terminal-listen '" + flags.terminal_listen + "' is not HOST:PORT"));
-    terminal_host = flags.terminal_listen.substr(0, at);
-    terminal_port = std::atoi(flags.terminal_listen.substr(at + 1).c_str());
-  }
+  api_options.web_dir = settings.layout.web_dir;
   fs::create_directories(flags.data_dir + "/terminals", ec);
   TerminalServer terminals(flags.data_dir + "/terminals");
-  if (Status st = terminals.start(terminal_host, terminal_port); !st.is_ok()) return fail(st);
+  if (Status st = terminals.start(settings.terminal_listen.first, settings.terminal_listen.second); !st.is_ok())
+    return fail(st);
   api_options.extend_routes = [&](httplib::Server& server) {
     install_console_routes(server, {flags.data_dir, store.get(), &backend, &jobs, &terminals});
   };
@@ -207,8 +261,9 @@ int run(const Flags& flags) {
 
   if (Status st = api.start(host, port); !st.is_ok()) return fail(st);
   reconciler.start();
-  fprintf(stderr, "edtd: serving http://%s:%d/api/v1 (data in %s, %zu GPUs%s)\n", host.c_str(), port,
-          flags.data_dir.c_str(), gpus.size(), !flags.gpus.empty() ? ", simulated" : "");
+  fprintf(stderr, "edtd: serving http://%s:%d/api/v1 (data in %s, %zu GPUs%s; console %s)\n", host.c_str(), port,
+          flags.data_dir.c_str(), gpus.size(), settings.simulated_gpus ? ", simulated" : "",
+          api_options.web_dir.empty() ? "not built" : api_options.web_dir.c_str());
   int sig = 0;
   sigwait(&signals, &sig);
   fprintf(stderr, "edtd: stopping on signal %d; containers keep running\n", sig);
@@ -230,7 +285,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ssh-port", flags.ssh_port, "port of sshd on each container's address")->capture_default_str();
   app.add_option("--grace", flags.grace, "SIGTERM to SIGKILL when a container goes")->capture_default_str();
-  app.add_option("--web-dir", flags.web_dir, "the web console's built files, served at / (default: the build tree's)");
+  app.add_option("--web-dir", flags.web_dir,
+                 "the web console's built files, served at / (default: <prefix>/share/edt/web, or the build tree's)");
   app.add_option("--terminal-listen", flags.terminal_listen,
                  "HOST:PORT of the console's terminal WebSockets (default: the API's host, any free port)");
   CLI11_PARSE(app, argc, argv);
