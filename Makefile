@@ -6,8 +6,10 @@ CMAKE_FLAGS ?=
 # timing failure of a multi-process test does not sink a run (a real failure
 # fails both tries).
 CTEST_FLAGS ?=
+# make install: where to (DESTDIR, if set, is put in front, as usual).
+PREFIX ?= /usr/local
 
-.PHONY: all build deps configure test unit demo bench clean
+.PHONY: all build deps configure test unit demo bench install package clean
 
 all: build
 
@@ -29,6 +31,15 @@ test: build
 # Only the fast in-process tests.
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -L unit
+
+# edtd, edt, edtrun, edt-bench, libedt and its headers and CMake package, the
+# Python package, the web console and edtd's systemd unit (docs/install.md).
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The Debian package: $(BUILD)/edt_<version>_<arch>.deb.
+package: build
+	cmake --build $(BUILD) --target package
 
 demo: deps build
 	scripts/demo.sh $(BUILD)
