@@ -30,8 +30,9 @@ test: build
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -L unit
 
+# The reference scenario (needs root: edtd makes sandboxes); see README.md.
 demo: deps build
-	scripts/demo.sh $(BUILD)
+	scripts/demo.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -92,7 +92,7 @@ void find_tools(LocalBackendOptions* options, std::string* python_path) {
       options->tool_binds.push_back(binary_dir);
     for (const char* sub : {"/src/launcher", "/bench", "/src/cli", "/src/control"})
       options->tool_path.push_back(binary_dir + sub);
-    *python_path = std::string(EDT_SOURCE_DIR) + "/python";
+    *python_path = binary_dir + "/python";  // the package with its built extension
     return;
   }
   const std::string prefix = EDT_INSTALL_PREFIX;
