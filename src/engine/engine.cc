@@ -443,18 +443,27 @@ Status Engine::run_one(const Ready& ready) {
       break;
     }
     case OpType::kReducescatter: {
-      // Reduced whole, then each rank keeps its rows: simple, and twice the
-      // traffic of a true reduce-scatter.
-      std::vector<uint8_t> whole(tensor_bytes(m));
-      std::memcpy(whole.data(), local->data, whole.size());
-      Status status;
-      reduce_scaled(*collectives_, whole.data(), static_cast<size_t>(num_elements(m.shape)), m, &status);
-      EDT_RETURN_IF_ERROR(status);
-      auto [begin, count] = scatter_rows(m.shape[0], rank_, size_);
+      // Rank r's block is its rows (scatter_rows); scales apply to the input
+      // (prescale) and to the rows this rank keeps (postscale, average).
+      const size_t row_elements = row_bytes(m) / dtype_size(m.dtype);
+      std::vector<size_t> counts(size_);
+      for (int r = 0; r < size_; ++r)
+        counts[r] = static_cast<size_t>(scatter_rows(m.shape[0], r, size_).second) * row_elements;
+      const void* in = local->data;
+      std::vector<uint8_t> prescaled;
+      if (m.prescale != 1.0) {
+        const auto* bytes = static_cast<const uint8_t*>(local->data);
+        prescaled.assign(bytes, bytes + tensor_bytes(m));
+        scale_buffer(prescaled.data(), static_cast<size_t>(num_elements(m.shape)), m.dtype, m.prescale);
+        in = prescaled.data();
+      }
       out.shape = m.shape;
-      out.shape[0] = count;
-      auto first = whole.begin() + static_cast<std::ptrdiff_t>(begin * row_bytes(m));
-      out.data.assign(first, first + static_cast<std::ptrdiff_t>(count * row_bytes(m)));
+      out.shape[0] = scatter_rows(m.shape[0], rank_, size_).second;
+      out.data.resize(counts[rank_] * dtype_size(m.dtype));
+      const ReduceOp op = m.op == ReduceOp::kAverage ? ReduceOp::kSum : m.op;
+      EDT_RETURN_IF_ERROR(collectives_->reduce_scatter(in, out.data.data(), counts, m.dtype, op));
+      const double post = m.postscale * (m.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+      if (post != 1.0) scale_buffer(out.data.data(), counts[rank_], m.dtype, post);
       break;
     }
     case OpType::kAllreduce:
