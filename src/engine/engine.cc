@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "common/units.h"
 
@@ -114,9 +115,11 @@ Result<EngineOptions> engine_options_from_env() {
       break;
     }
   }
-  if (const char* v = env("HOROVOD_CYCLE_TIME")) {
-    EDT_ASSIGN_OR_RETURN(double ms, parse_number("HOROVOD_CYCLE_TIME", v));
-    o.cycle_time = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+  for (auto [var, field] : {std::pair{"HOROVOD_CYCLE_TIME", &o.cycle_time}, {"EDT_IDLE_CYCLE_TIME", &o.idle_time}}) {
+    if (const char* v = env(var)) {
+      EDT_ASSIGN_OR_RETURN(double ms, parse_number(var, v));
+      *field = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+    }
   }
   if (const char* v = env("HOROVOD_CACHE_CAPACITY")) {
     EDT_ASSIGN_OR_RETURN(double n, parse_number("HOROVOD_CACHE_CAPACITY", v));
@@ -305,8 +308,13 @@ Status Engine::cycle(bool* finished) {
 
   // The pause runs from the end of the exchange, which every rank leaves at
   // about the same moment: idle ranks then meet again together and the
-  // communicator's waits stay short.
-  auto next_cycle = std::chrono::steady_clock::now() + options_.cycle_time;
+  // communicator's waits stay short. While nothing is pending on any rank
+  // (every rank decoded the same messages, so all agree), no exchange is
+  // needed until some rank submits: that rank's thread wakes at once and
+  // waits in the exchange for the others, whose requests wake them in turn.
+  // Cycling slowly then leaves the cores to the training between steps.
+  const bool idle = !negotiator_.has_pending() && !join_announced_;
+  auto next_cycle = std::chrono::steady_clock::now() + (idle ? options_.idle_time : options_.cycle_time);
   std::unique_lock lock(mu_);
   wake_.wait_until(lock, next_cycle, [&] {
     return !queue_.empty() || (join_asked_ && !join_announced_) || (shutdown_asked_ && !shutdown_announced_);
