@@ -17,6 +17,7 @@ demo_scenario.
 """
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -132,14 +133,12 @@ class Demo:
 
     # ---- steps ----
     def start_edtd(self):
-        gpus = detect_gpus()
-        if gpus:
-            self.gpu_model, flags, label = gpus[0], [], "%d %s GPU(s) found by nvidia-smi" % (len(gpus), gpus[0])
-            self.gpu_per_container = len(gpus) >= 4
-        else:
-            self.gpu_model, flags, label = "SIMULATED-GPU", ["--gpus", "SIMULATED-GPU=4"], \
-                "4 simulated GPUs (this machine has none; edtd hands them out like real ones)"
-            self.gpu_per_container = True
+        # Without a GPU, edtd is given a simulated inventory it hands out
+        # like real devices (CUDA_VISIBLE_DEVICES, slots in the hostfile).
+        self.simulated = not has_gpus()
+        flags = ["--gpus", "SIMULATED-GPU=4"] if self.simulated else []
+        label = ("4 simulated GPUs (this machine has none; edtd hands them out like real ones)" if self.simulated
+                 else "the GPUs nvidia-smi lists")
         say("starting edtd: data dir %s, API %s, containers in %s, %s" % (self.data_dir, self.api, ADDRESSES, label))
         log = open(os.path.join(self.data_dir, "edtd.log"), "w")
         self.edtd = subprocess.Popen([self.edtd_bin, "--data-dir", self.data_dir, "--listen", self.api[7:],
@@ -157,6 +156,11 @@ class Demo:
             raise Failed("edtd did not answer on %s within 10 s" % self.api)
         with open(os.path.join(self.data_dir, "admin.token")) as f:
             self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
+        # One GPU per container needs 4 of one model for the scale to 4.
+        models = collections.Counter(g["model"] for g in json.loads(self.edt("gpu", "list", "-o", "json").stdout))
+        self.gpu_model = next((m for m, n in models.most_common(1) if n >= 4), None)
+        if not self.gpu_model:
+            say("fewer than 4 GPUs of one model: the containers get none")
 
     def edtd_log(self):
         with open(os.path.join(self.data_dir, "edtd.log")) as f:
@@ -178,7 +182,7 @@ class Demo:
             "10,000 training and 2,000 test images (no network here for the real set)" % TRAIN)
 
     def create_cluster(self):
-        gpu = ["--gpu", self.gpu_model + ":1"] if self.gpu_per_container else []
+        gpu = ["--gpu", self.gpu_model + ":1"] if self.gpu_model else []
         args = ["cluster", "create", "tthvd", "--framework", "horovod", "--containers", "2", *gpu, "--shm", "1Gi",
                 "--mount", "mnist:", "--wait"]
         say("edt " + " ".join(args))
@@ -350,13 +354,13 @@ def check(ok, message):
         raise Failed(message)
 
 
-def detect_gpus():
-    """Models of the machine's GPUs (nvidia-smi -L), [] without any."""
+def has_gpus():
+    """Whether nvidia-smi lists a GPU."""
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [re.sub(r"\W+", "-", m.group(1)).strip("-") for m in re.finditer(r"GPU \d+: (.*?) \(", out)]
+        return False
+    return "GPU 0:" in out
 
 
 def generations(lines):
@@ -413,20 +417,26 @@ def main():
             sys.exit("demo: %s/%s is missing; build first (make build BUILD=%s)" % (args.build, binary, args.build))
     demo = Demo(args)
     start = time.time()
+    # SIGTERM and SIGHUP end the demo like Ctrl-C: with the teardown.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
+    ok = False
     try:
         demo.run()
         ok = True
     except Failed as e:
         print("demo: FAILED: %s" % e, file=sys.stderr, flush=True)
-        ok = False
     except KeyboardInterrupt:
         print("demo: interrupted", file=sys.stderr)
-        ok = False
-    try:
-        demo.teardown(failed=not ok)
-    except Failed as e:
-        print("demo: FAILED: %s" % e, file=sys.stderr)
-        ok = False
+    except BrokenPipeError:
+        # The reader went away; clean up all the same, quietly.
+        sys.stdout = sys.stderr = open(os.devnull, "w")
+    finally:
+        try:
+            demo.teardown(failed=not ok)
+        except Failed as e:
+            print("demo: FAILED: %s" % e, file=sys.stderr)
+            ok = False
     if not ok:
         sys.exit(1)
     demo.summary()
