@@ -135,9 +135,9 @@ class Demo:
     def start_edtd(self):
         # Without a GPU, edtd is given a simulated inventory it hands out
         # like real devices (CUDA_VISIBLE_DEVICES, slots in the hostfile).
-        self.simulated = not has_gpus()
-        flags = ["--gpus", "SIMULATED-GPU=4"] if self.simulated else []
-        label = ("4 simulated GPUs (this machine has none; edtd hands them out like real ones)" if self.simulated
+        simulated = not has_gpus()
+        flags = ["--gpus", "SIMULATED-GPU=4"] if simulated else []
+        label = ("4 simulated GPUs (this machine has none; edtd hands them out like real ones)" if simulated
                  else "the GPUs nvidia-smi lists")
         say("starting edtd: data dir %s, API %s, containers in %s, %s" % (self.data_dir, self.api, ADDRESSES, label))
         log = open(os.path.join(self.data_dir, "edtd.log"), "w")
@@ -167,19 +167,25 @@ class Demo:
             return f.read()
 
     def make_volume(self):
-        out = self.edt("volume", "create", "mnist").stdout
-        path = out.strip().rsplit(" ", 1)[-1]
+        self.edt("volume", "create", "mnist")
+        volumes = json.loads(self.edt("volume", "list", "-o", "json").stdout)
+        path = next(v["host_path"] for v in volumes if v["name"] == "mnist")
         data = os.path.join(path, "mnist-data")
-        cached = os.path.join(self.build, "mnist-data")
-        from_cache = os.path.isfile(os.path.join(cached, "t10k-labels-idx1-ubyte"))
-        if from_cache:
-            shutil.copytree(cached, data)
+        if self.args.mnist_dir:
+            shutil.copytree(self.args.mnist_dir, data)
+            what = "the MNIST files of " + self.args.mnist_dir
         else:
-            subprocess.run([PYTHON, "-m", "edt.datasets.mnist_synthetic", "--out", data], check=True,
-                           env=dict(self.env, PYTHONPATH=os.path.join(self.build, "python")))
+            # The synthetic MNIST-like set (10,000 training and 2,000 test
+            # images); the build keeps a copy for the tests.
+            cached = os.path.join(self.build, "mnist-data")
+            if os.path.isfile(os.path.join(cached, "t10k-labels-idx1-ubyte")):
+                shutil.copytree(cached, data)
+            else:
+                subprocess.run([PYTHON, "-m", "edt.datasets.mnist_synthetic", "--out", data], check=True,
+                               env=dict(self.env, PYTHONPATH=os.path.join(self.build, "python")))
+            what = "a synthetic MNIST-like set, 10,000 training and 2,000 test images (--mnist-dir for real MNIST)"
         shutil.copy(os.path.join(ROOT, "examples/mnist", TRAIN), path)
-        say("volume mnist (mounted at ~/mnist in every container): %s and MNIST-like synthetic data, "
-            "10,000 training and 2,000 test images (no network here for the real set)" % TRAIN)
+        say("volume mnist (mounted at ~/mnist in every container): %s and %s" % (TRAIN, what))
 
     def create_cluster(self):
         gpu = ["--gpu", self.gpu_model + ":1"] if self.gpu_model else []
@@ -409,9 +415,13 @@ def main():
     p.add_argument("--epochs", type=int, default=1, help="epochs of the fixed-size runs")
     p.add_argument("--elastic-epochs", type=int, default=3, help="epochs of the elastic run")
     p.add_argument("--min-acc", type=float, default=0.9, help="the test accuracy the elastic run must reach")
+    p.add_argument("--mnist-dir", help="MNIST's IDX files to train on (default: a synthetic MNIST-like set)")
     args = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("demo: edtd makes sandboxes with bubblewrap and needs root; run it with sudo")
+    if args.mnist_dir and not os.path.isfile(os.path.join(args.mnist_dir, "train-images-idx3-ubyte")):
+        sys.exit("demo: --mnist-dir %s has no train-images-idx3-ubyte; give the directory of MNIST's four "
+                 "(uncompressed) IDX files" % args.mnist_dir)
     for binary in ("src/cli/edt", "src/control/edtd", "src/launcher/edtrun"):
         if not os.access(os.path.join(args.build, binary), os.X_OK):
             sys.exit("demo: %s/%s is missing; build first (make build BUILD=%s)" % (args.build, binary, args.build))
