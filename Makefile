@@ -41,8 +41,9 @@ install: build
 package: build
 	cmake --build $(BUILD) --target package
 
+# The reference scenario (needs root: edtd makes sandboxes); see README.md.
 demo: deps build
-	scripts/demo.sh $(BUILD)
+	scripts/demo.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -13,7 +13,12 @@ line per epoch:
 `acc` is the accuracy on the whole test set, `time` the epoch's training
 time in seconds. With --elastic the job survives resizes (edtrun --min-np
 --max-np): training state is committed every --commit-every batches, and
-ElasticSampler gives every sample of an epoch to exactly one worker.
+ElasticSampler gives every sample of an epoch to exactly one worker; each
+worker prints a line whenever a membership generation starts:
+
+    generation rank=0 size=4 host=tthvd-launcher pid=41 epoch=1 done=2560 at=1796000000.123
+
+(`done`: samples of the epoch the job had committed; `at`: the wall clock).
 
 The script is a plain Horovod script: `import horovod.torch as hvd` works in
 its place.
@@ -22,6 +27,7 @@ its place.
 import argparse
 import os
 import shutil
+import socket
 import sys
 import time
 
@@ -144,6 +150,11 @@ def run_elastic(args, model, optimizer, data):
 
     @hvd.elastic.run
     def train(state):
+        # One line per worker and membership generation: where it runs, and
+        # how far into the epoch the job's committed state is.
+        print("generation rank=%d size=%d host=%s pid=%d epoch=%d done=%d at=%.3f"
+              % (hvd.rank(), hvd.size(), socket.gethostname(), os.getpid(), state.epoch,
+                 state.sampler.processed_count, time.time()), flush=True)
         # The size changes between generations; so does the scaled rate.
         for group in state.optimizer.param_groups:
             group["lr"] = args.lr * hvd.size()

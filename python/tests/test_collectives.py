@@ -197,6 +197,12 @@ def test_reducescatter(hvd):
     torch.testing.assert_close(out.double(), full[begin:begin + counts[hvd.rank()]])
     avg = hvd.reducescatter(x, name="rs.avg")
     torch.testing.assert_close(avg.double(), full[begin:begin + counts[hvd.rank()]] / n)
+    scaled = hvd.reducescatter(x, name="rs.scaled", op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.25)
+    torch.testing.assert_close(scaled.double(), full[begin:begin + counts[hvd.rank()]] / 2)
+    even = rank_tensor(hvd.rank(), (2 * n, 3), torch.float64)  # equal blocks: no padding
+    out = hvd.reducescatter(even, name="rs.even", op=hvd.Sum)
+    want = reference(hvd, (2 * n, 3), torch.float64, hvd.Sum)
+    torch.testing.assert_close(out, want[2 * hvd.rank():2 * hvd.rank() + 2])
 
 
 def test_barrier(hvd):

@@ -208,11 +208,12 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   EXPECT_EQ(lines(ssh.text)[0], "tthvd-worker-0");
   EXPECT_EQ(lines(ssh.text)[1].rfind(c["status"]["containers"][0]["address"].get<std::string>() + " ", 0), 0u);
 
-  // edt's own tools of the running edtd (here: its build tree) are on the PATH inside.
-  Output tools = edt("run tthvd -- sh -c 'command -v edt; echo $PYTHONPATH'");
+  // edt's own tools of the running edtd (here: its build tree) are on the PATH inside,
+  // and Python finds edt.torch with its built extension.
+  Output tools = edt("run tthvd -- sh -c 'command -v edt; python3 -c \"import edt._edt, edt.torch; print(1)\"'");
   ASSERT_EQ(tools.code, 0) << tools.text;
   EXPECT_EQ(lines(tools.text)[0], EDT_CLI);
-  EXPECT_EQ(lines(tools.text)[1], std::string(EDT_SOURCE_DIR) + "/python");
+  EXPECT_EQ(lines(tools.text)[1], "1");
 
   // edt ssh logs in with the cluster's key, to the launcher or a named container.
   Output from_host = edt("ssh tthvd tthvd-worker-0 hostname");

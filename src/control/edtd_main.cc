@@ -102,7 +102,7 @@ Layout find_layout() {
     if (!binary_dir.starts_with(source_dir + "/")) layout.tool_binds.push_back(binary_dir);
     for (const char* sub : {"/src/launcher", "/bench", "/src/cli", "/src/control"})
       layout.tool_path.push_back(binary_dir + sub);
-    layout.python_path = source_dir + "/python";
+    layout.python_path = binary_dir + "/python";  // the package with its built extension
     if (fs::exists(binary_dir + "/web/dist/index.html")) layout.web_dir = binary_dir + "/web/dist";
     return layout;
   }

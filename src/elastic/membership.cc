@@ -42,7 +42,11 @@ int Generation::rank_of(const std::string& id) const {
 }
 
 std::string Generation::encode() const {
-  std::string out = failure ? kFailurePrefix + why : std::string(kHostsUpdated);
+  // The kind is one line: a failure's reason (a status message, a worker's
+  // last words) may span several, which would read back as member lines.
+  std::string reason = why;
+  std::replace(reason.begin(), reason.end(), '\n', ' ');
+  std::string out = failure ? kFailurePrefix + reason : std::string(kHostsUpdated);
   for (const auto& m : members) out += "\n" + m.id + " " + m.host;
   return out;
 }

@@ -297,5 +297,13 @@ TEST(GenerationCodec, RoundTrips) {
   EXPECT_FALSE(Generation::decode(1, "bogus\nw0 h").is_ok());
 }
 
+TEST(GenerationCodec, AMultiLineReasonStaysOnTheKindLine) {
+  Generation g{3, true, "w2: allreduce failed:\npeer 1 closed the connection\n", {{"w0", "a"}, {"w1", "b"}}};
+  auto back = Generation::decode(3, g.encode());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->why, "w2: allreduce failed: peer 1 closed the connection ");
+  EXPECT_EQ(back->members, g.members);
+}
+
 }  // namespace
 }  // namespace edt::elastic

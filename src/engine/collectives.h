@@ -29,6 +29,13 @@ class Collectives {
   // never passed: the engine sums and scales.
   virtual Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) = 0;
 
+  // `in` holds one block per rank, consecutive in rank order, block r of
+  // counts[r] elements; rank r receives into `out` the reduction of every
+  // rank's block r. Counts are the same on every rank. kAverage is never
+  // passed.
+  virtual Status reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, DataType dtype,
+                                ReduceOp op) = 0;
+
   // Concatenates every rank's `bytes[r]` bytes, in rank order, into `out`
   // (sum of bytes). `in` holds bytes[rank()] bytes.
   virtual Status allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) = 0;

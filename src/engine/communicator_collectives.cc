@@ -16,6 +16,27 @@ class CommunicatorCollectives final : public Collectives {
   Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) override {
     return c_->allreduce(buffer, buffer, count, dtype, op);
   }
+  // The Communicator's reduce_scatter gives every rank an equal block;
+  // uneven counts travel padded to the largest (padding is reduced too, and
+  // dropped).
+  Status reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, DataType dtype,
+                        ReduceOp op) override {
+    const size_t largest = *std::max_element(counts.begin(), counts.end());
+    if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == largest; }))
+      return c_->reduce_scatter(in, out, largest, dtype, op);
+    const size_t element = dtype_size(dtype), block = largest * element;
+    padded_send_.assign(block * size(), 0);
+    padded_recv_.resize(block);
+    const auto* src = static_cast<const uint8_t*>(in);
+    for (int r = 0; r < size(); ++r) {
+      if (counts[r]) std::memcpy(padded_send_.data() + r * block, src, counts[r] * element);
+      src += counts[r] * element;
+    }
+    EDT_RETURN_IF_ERROR(c_->reduce_scatter(padded_send_.data(), padded_recv_.data(), largest, dtype, op));
+    if (counts[rank()]) std::memcpy(out, padded_recv_.data(), counts[rank()] * element);
+    return Status::ok();
+  }
+
   Status allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) override {
     return c_->allgatherv(in, out, bytes, DataType::kUInt8);
   }

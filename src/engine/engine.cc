@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "common/units.h"
 
@@ -114,9 +115,11 @@ Result<EngineOptions> engine_options_from_env() {
       break;
     }
   }
-  if (const char* v = env("HOROVOD_CYCLE_TIME")) {
-    EDT_ASSIGN_OR_RETURN(double ms, parse_number("HOROVOD_CYCLE_TIME", v));
-    o.cycle_time = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+  for (auto [var, field] : {std::pair{"HOROVOD_CYCLE_TIME", &o.cycle_time}, {"EDT_IDLE_CYCLE_TIME", &o.idle_time}}) {
+    if (const char* v = env(var)) {
+      EDT_ASSIGN_OR_RETURN(double ms, parse_number(var, v));
+      *field = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+    }
   }
   if (const char* v = env("HOROVOD_CACHE_CAPACITY")) {
     EDT_ASSIGN_OR_RETURN(double n, parse_number("HOROVOD_CACHE_CAPACITY", v));
@@ -305,8 +308,13 @@ Status Engine::cycle(bool* finished) {
 
   // The pause runs from the end of the exchange, which every rank leaves at
   // about the same moment: idle ranks then meet again together and the
-  // communicator's waits stay short.
-  auto next_cycle = std::chrono::steady_clock::now() + options_.cycle_time;
+  // communicator's waits stay short. While nothing is pending on any rank
+  // (every rank decoded the same messages, so all agree), no exchange is
+  // needed until some rank submits: that rank's thread wakes at once and
+  // waits in the exchange for the others, whose requests wake them in turn.
+  // Cycling slowly then leaves the cores to the training between steps.
+  const bool idle = !negotiator_.has_pending() && !join_announced_;
+  auto next_cycle = std::chrono::steady_clock::now() + (idle ? options_.idle_time : options_.cycle_time);
   std::unique_lock lock(mu_);
   wake_.wait_until(lock, next_cycle, [&] {
     return !queue_.empty() || (join_asked_ && !join_announced_) || (shutdown_asked_ && !shutdown_announced_);
@@ -443,18 +451,27 @@ Status Engine::run_one(const Ready& ready) {
       break;
     }
     case OpType::kReducescatter: {
-      // Reduced whole, then each rank keeps its rows: simple, and twice the
-      // traffic of a true reduce-scatter.
-      std::vector<uint8_t> whole(tensor_bytes(m));
-      std::memcpy(whole.data(), local->data, whole.size());
-      Status status;
-      reduce_scaled(*collectives_, whole.data(), static_cast<size_t>(num_elements(m.shape)), m, &status);
-      EDT_RETURN_IF_ERROR(status);
-      auto [begin, count] = scatter_rows(m.shape[0], rank_, size_);
+      // Rank r's block is its rows (scatter_rows); scales apply to the input
+      // (prescale) and to the rows this rank keeps (postscale, average).
+      const size_t row_elements = row_bytes(m) / dtype_size(m.dtype);
+      std::vector<size_t> counts(size_);
+      for (int r = 0; r < size_; ++r)
+        counts[r] = static_cast<size_t>(scatter_rows(m.shape[0], r, size_).second) * row_elements;
+      const void* in = local->data;
+      std::vector<uint8_t> prescaled;
+      if (m.prescale != 1.0) {
+        const auto* bytes = static_cast<const uint8_t*>(local->data);
+        prescaled.assign(bytes, bytes + tensor_bytes(m));
+        scale_buffer(prescaled.data(), static_cast<size_t>(num_elements(m.shape)), m.dtype, m.prescale);
+        in = prescaled.data();
+      }
       out.shape = m.shape;
-      out.shape[0] = count;
-      auto first = whole.begin() + static_cast<std::ptrdiff_t>(begin * row_bytes(m));
-      out.data.assign(first, first + static_cast<std::ptrdiff_t>(count * row_bytes(m)));
+      out.shape[0] = scatter_rows(m.shape[0], rank_, size_).second;
+      out.data.resize(counts[rank_] * dtype_size(m.dtype));
+      const ReduceOp op = m.op == ReduceOp::kAverage ? ReduceOp::kSum : m.op;
+      EDT_RETURN_IF_ERROR(collectives_->reduce_scatter(in, out.data.data(), counts, m.dtype, op));
+      const double post = m.postscale * (m.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+      if (post != 1.0) scale_buffer(out.data.data(), counts[rank_], m.dtype, post);
       break;
     }
     case OpType::kAllreduce:

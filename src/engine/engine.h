@@ -5,8 +5,9 @@
 // engine's thread negotiates with the other ranks (see negotiation.h), so
 // ranks may submit in different orders, runs what every rank submitted,
 // fusing small allreduces into one buffer up to the fusion threshold, and
-// completes the handles. One cycle runs every `cycle_time`, or at once when
-// a request arrives while the thread waits.
+// completes the handles. One cycle runs every `cycle_time` while requests
+// are pending on some rank, every `idle_time` while none are, and at once
+// when a request arrives while the thread waits.
 //
 // Buffers: the caller's buffer of an allreduce or broadcast is reduced or
 // overwritten in place; allgather, alltoall and reducescatter write a new
@@ -41,14 +42,18 @@ namespace edt::engine {
 
 struct EngineOptions {
   uint64_t fusion_threshold = 128ull << 20;           // bytes; 0 disables fusion
-  std::chrono::microseconds cycle_time{1000};         // pause between idle cycles
+  std::chrono::microseconds cycle_time{1000};         // pause between cycles while requests are pending
+  // Pause between cycles while no rank has anything pending: a request
+  // submitted here still starts a cycle at once.
+  std::chrono::microseconds idle_time{25000};
   size_t cache_capacity = 1024;                       // names in the response cache
   std::chrono::milliseconds stall_warning{60000};     // warn about names some ranks never sent
 };
 
 // Options from HOROVOD_FUSION_THRESHOLD or EDT_FUSION_THRESHOLD (bytes, or a
 // size such as 64M), HOROVOD_CYCLE_TIME (milliseconds, fractions allowed),
-// HOROVOD_CACHE_CAPACITY and HOROVOD_STALL_CHECK_TIME_SECONDS. A malformed
+// EDT_IDLE_CYCLE_TIME (the same for idle_time), HOROVOD_CACHE_CAPACITY and
+// HOROVOD_STALL_CHECK_TIME_SECONDS. A malformed
 // value is an error naming the variable.
 Result<EngineOptions> engine_options_from_env();
 

@@ -316,10 +316,13 @@ TEST(EngineTest, ShutdownFailsRequestsThatWaitForTheRankThatLeft) {
 TEST(EngineOptionsTest, FromEnvironment) {
   setenv("HOROVOD_FUSION_THRESHOLD", "1048576", 1);
   setenv("HOROVOD_CYCLE_TIME", "2.5", 1);
+  setenv("EDT_IDLE_CYCLE_TIME", "40", 1);
   auto o = engine_options_from_env();
   ASSERT_TRUE(o.is_ok());
   EXPECT_EQ(o->fusion_threshold, 1u << 20);
   EXPECT_EQ(o->cycle_time.count(), 2500);
+  EXPECT_EQ(o->idle_time.count(), 40000);
+  unsetenv("EDT_IDLE_CYCLE_TIME");
   setenv("EDT_FUSION_THRESHOLD", "64M", 1);
   EXPECT_EQ(engine_options_from_env()->fusion_threshold, 64u << 20);
   setenv("HOROVOD_CYCLE_TIME", "fast", 1);

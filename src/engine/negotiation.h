@@ -94,6 +94,7 @@ class Negotiator {
   // the name is not pending.
   std::vector<int> missing_ranks(const std::string& name) const;
   std::vector<std::string> pending_names() const { return pending_order_; }
+  bool has_pending() const { return !pending_order_.empty(); }
 
  private:
   struct Pending {

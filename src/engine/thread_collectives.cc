@@ -23,6 +23,21 @@ class ThreadCollectives final : public Collectives {
     return group_->barrier();
   }
 
+  Status reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, DataType dtype,
+                        ReduceOp op) override {
+    const size_t element = dtype_size(dtype);
+    stage(in, std::accumulate(counts.begin(), counts.end(), size_t{0}) * element);
+    EDT_RETURN_IF_ERROR(group_->barrier());
+    const size_t offset = std::accumulate(counts.begin(), counts.begin() + rank_, size_t{0}) * element;
+    const size_t mine = counts[rank_];
+    if (mine) {
+      std::memcpy(out, group_->stages_[0].data() + offset, mine * element);
+      for (int r = 1; r < size(); ++r)
+        collectives::reduce_into(out, group_->stages_[r].data() + offset, mine, dtype, op);
+    }
+    return group_->barrier();
+  }
+
   Status allgatherv(const void* in, void* out, const std::vector<size_t>& bytes) override {
     stage(in, bytes[rank_]);
     EDT_RETURN_IF_ERROR(group_->barrier());

@@ -229,17 +229,8 @@ void Driver::event_loop() {
     }
     std::vector<pollfd> fds = {{signal_fd_, POLLIN, 0}};
     std::vector<std::pair<Worker*, Stream>> owners = {{nullptr, Stream::kStdout}};
-    for (auto& w : workers_) {
-      if (!w->process) continue;
-      if (w->process->stdout_fd() >= 0) {
-        fds.push_back({w->process->stdout_fd(), POLLIN, 0});
-        owners.emplace_back(w.get(), Stream::kStdout);
-      }
-      if (w->process->stderr_fd() >= 0) {
-        fds.push_back({w->process->stderr_fd(), POLLIN, 0});
-        owners.emplace_back(w.get(), Stream::kStderr);
-      }
-    }
+    for (auto& w : workers_)
+      if (w->process) watch_output(w.get(), *w->process, &fds, &owners);
     // Deadlines are checked after every wakeup; 100 ms bounds how late.
     poll(fds.data(), fds.size(), 100);
     if (fds[0].revents != 0) handle_signals();

@@ -538,16 +538,7 @@ struct ElasticDriver::Impl {
       std::vector<pollfd> fds = {{signal_fd, POLLIN, 0}};
       if (inotify_fd >= 0) fds.push_back({inotify_fd, POLLIN, 0});
       std::vector<std::pair<Worker*, Stream>> owners;
-      for (auto& [id, w] : workers) {
-        if (w->process->stdout_fd() >= 0) {
-          fds.push_back({w->process->stdout_fd(), POLLIN, 0});
-          owners.emplace_back(w.get(), Stream::kStdout);
-        }
-        if (w->process->stderr_fd() >= 0) {
-          fds.push_back({w->process->stderr_fd(), POLLIN, 0});
-          owners.emplace_back(w.get(), Stream::kStderr);
-        }
-      }
+      for (auto& [id, w] : workers) watch_output(w.get(), *w->process, &fds, &owners);
       poll(fds.data(), fds.size(), static_cast<int>(kTick.count()));
       if (fds[0].revents) handle_signals();
       const size_t first_output = inotify_fd >= 0 ? 2 : 1;

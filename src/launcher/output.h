@@ -17,11 +17,30 @@
 #include <string>
 #include <string_view>
 
+#include <poll.h>
+
+#include <utility>
+#include <vector>
+
 #include "edt/status.h"
+#include "launcher/process.h"
 
 namespace edt::launcher {
 
 enum class Stream { kStdout, kStderr };
+
+// Adds a pollfd for each open output pipe of `owner`'s process, and to
+// `owners` which owner and stream it is, in the same order: the drivers'
+// poll loops read what arrives through these.
+template <typename Owner>
+void watch_output(Owner* owner, const Process& process, std::vector<pollfd>* fds,
+                  std::vector<std::pair<Owner*, Stream>>* owners) {
+  for (auto [fd, stream] : {std::pair{process.stdout_fd(), Stream::kStdout}, {process.stderr_fd(), Stream::kStderr}}) {
+    if (fd < 0) continue;
+    fds->push_back({fd, POLLIN, 0});
+    owners->emplace_back(owner, stream);
+  }
+}
 
 class OutputSink {
  public:

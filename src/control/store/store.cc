@@ -263,9 +263,7 @@ Status ControlStore::delete_volume(const std::string& name) {
         return failed_precondition("volume '" + name + "' is mounted by cluster " + clusters.text(0) +
                                    "; delete that cluster first");
   }
-  Stmt s(db_, "DELETE FROM volumes WHERE name = ?");
-  s.bind(1, name);
-  EDT_RETURN_IF_ERROR(s.run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM volumes WHERE name = ?").bind(1, name).run());
   if (sqlite3_changes(db_) == 0) return not_found("volume '" + name + "' does not exist");
   return Status::ok();
 }
@@ -429,9 +427,7 @@ Status ControlStore::mark_deleting(const std::string& name) {
   s.bind(1, std::string(phase::kDeleting)).bind(2, name);
   EDT_RETURN_IF_ERROR(s.run());
   if (sqlite3_changes(db_) == 0) return not_found("cluster '" + name + "' does not exist");
-  Stmt leave(db_, "UPDATE containers SET leaving = 1 WHERE cluster = ?");
-  leave.bind(1, name);
-  EDT_RETURN_IF_ERROR(leave.run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "UPDATE containers SET leaving = 1 WHERE cluster = ?").bind(1, name).run());
   return tx.commit();
 }
 
@@ -559,9 +555,7 @@ Status ControlStore::mark_leaving(const std::vector<std::string>& containers) {
   std::lock_guard lock(mu_);
   Transaction tx(db_);
   for (const auto& name : containers) {
-    Stmt s(db_, "UPDATE containers SET leaving = 1 WHERE name = ?");
-    s.bind(1, name);
-    EDT_RETURN_IF_ERROR(s.run());
+    EDT_RETURN_IF_ERROR(Stmt(db_, "UPDATE containers SET leaving = 1 WHERE name = ?").bind(1, name).run());
   }
   return tx.commit();
 }
@@ -569,12 +563,8 @@ Status ControlStore::mark_leaving(const std::vector<std::string>& containers) {
 Status ControlStore::delete_container(const std::string& name) {
   std::lock_guard lock(mu_);
   Transaction tx(db_);
-  Stmt gpus(db_, "DELETE FROM gpu_holders WHERE container = ?");
-  gpus.bind(1, name);
-  EDT_RETURN_IF_ERROR(gpus.run());
-  Stmt s(db_, "DELETE FROM containers WHERE name = ?");
-  s.bind(1, name);
-  EDT_RETURN_IF_ERROR(s.run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM gpu_holders WHERE container = ?").bind(1, name).run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM containers WHERE name = ?").bind(1, name).run());
   return tx.commit();
 }
 
@@ -584,12 +574,8 @@ Status ControlStore::delete_cluster(const std::string& name) {
   left.bind(1, name);
   if (left.step() && left.i64(0) > 0) return failed_precondition("cluster '" + name + "' still has containers");
   Transaction tx(db_);
-  Stmt events(db_, "DELETE FROM events WHERE cluster = ?");
-  events.bind(1, name);
-  EDT_RETURN_IF_ERROR(events.run());
-  Stmt s(db_, "DELETE FROM clusters WHERE name = ?");
-  s.bind(1, name);
-  EDT_RETURN_IF_ERROR(s.run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM events WHERE cluster = ?").bind(1, name).run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM clusters WHERE name = ?").bind(1, name).run());
   return tx.commit();
 }
 

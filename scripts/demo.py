@@ -1,0 +1,457 @@
+#!/usr/bin/python3
+"""The reference scenario, end to end, narrated one line per step.
+
+    scripts/demo.py [--build DIR] [--epochs N] [--elastic-epochs N]
+
+Starts edtd on a temporary data dir (with a simulated GPU inventory when the
+machine has no GPU), creates the Horovod cluster `tthvd` with 2 containers,
+trains MNIST with `edtrun --hostfile /etc/mpi/hostfile` on 2 and then on 4
+containers, then runs the same training in elastic mode: the cluster grows
+from 2 to 4 containers while the job trains, and one worker is killed. It
+checks every step (sample counts, sizes, kept processes, accuracy), prints
+what it measured, and removes everything it made: the cluster, edtd and the
+data dir. Exits non-zero at the first step that fails.
+
+`make demo` runs it after installing and building; ctest runs it as
+demo_scenario.
+"""
+
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = "/usr/bin/python3"
+ADDRESSES = "127.88.0.0/24"  # the demo's own block; the default edtd uses 127.77
+EPOCH = re.compile(r"epoch=(\d+) rank=(\d+) size=(\d+) samples=(\d+) loss=([\d.]+) acc=([\d.]+) time=([\d.]+)")
+GENERATION = re.compile(r"generation rank=(\d+) size=(\d+) host=(\S+) pid=(\d+) epoch=(\d+) done=(\d+) at=([\d.]+)")
+TRAIN = "train_mnist.py"
+
+
+class Failed(Exception):
+    pass
+
+
+def say(text):
+    print("==> " + text, flush=True)
+
+
+def show(text):
+    for line in text.rstrip("\n").splitlines():
+        print("    " + line, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Job:
+    """`edt run ...` in the background; its output lines with arrival times."""
+
+    def __init__(self, argv, env):
+        self.lines = []
+        self.cond = threading.Condition()
+        self.process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            with self.cond:
+                self.lines.append((time.time(), line.rstrip("\n")))
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_for(self, what, predicate, timeout):
+        """Waits until predicate(lines) is true; returns its value."""
+        deadline = time.time() + timeout
+        with self.cond:
+            while True:
+                value = predicate([text for _, text in self.lines])
+                if value:
+                    return value
+                if self.process.poll() is not None and not self.cond.wait(0.2):
+                    raise Failed("the job ended (exit code %s) before %s; its output:\n%s"
+                                 % (self.process.returncode, what, "\n".join(t for _, t in self.lines)))
+                if time.time() > deadline:
+                    raise Failed("no %s within %d s; the job's output:\n%s"
+                                 % (what, timeout, "\n".join(t for _, t in self.lines)))
+                self.cond.wait(0.5)
+
+    def finish(self, timeout):
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise Failed("the job did not end within %d s" % timeout)
+
+
+class Demo:
+    def __init__(self, args):
+        self.args = args
+        self.build = os.path.abspath(args.build)
+        self.edt_cli = os.path.join(self.build, "src/cli/edt")
+        self.edtd_bin = os.path.join(self.build, "src/control/edtd")
+        self.data_dir = tempfile.mkdtemp(prefix="edt-demo-")
+        self.api = "http://127.0.0.1:%d" % free_port()
+        self.edtd = None
+        self.env = dict(os.environ)
+        self.figures = {}
+
+    # ---- helpers ----
+    def edt(self, *args, check=True, timeout=300):
+        run = subprocess.run([self.edt_cli, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and run.returncode != 0:
+            raise Failed("`edt %s` failed (exit code %d):\n%s%s"
+                         % (" ".join(args), run.returncode, run.stdout, run.stderr))
+        return run
+
+    def timed_edt(self, *args):
+        start = time.time()
+        self.edt(*args)
+        return time.time() - start
+
+    def in_launcher(self, command):
+        """The argv of `edt run tthvd` for a command run in ~/mnist."""
+        return [self.edt_cli, "run", "tthvd", "--", "sh", "-c", "cd ~/mnist && " + command]
+
+    def hostfile(self):
+        return self.edt("hostfile", "tthvd").stdout
+
+    # ---- steps ----
+    def start_edtd(self):
+        # Without a GPU, edtd is given a simulated inventory it hands out
+        # like real devices (CUDA_VISIBLE_DEVICES, slots in the hostfile).
+        simulated = not has_gpus()
+        flags = ["--gpus", "SIMULATED-GPU=4"] if simulated else []
+        label = ("4 simulated GPUs (this machine has none; edtd hands them out like real ones)" if simulated
+                 else "the GPUs nvidia-smi lists")
+        say("starting edtd: data dir %s, API %s, containers in %s, %s" % (self.data_dir, self.api, ADDRESSES, label))
+        log = open(os.path.join(self.data_dir, "edtd.log"), "w")
+        self.edtd = subprocess.Popen([self.edtd_bin, "--data-dir", self.data_dir, "--listen", self.api[7:],
+                                      "--address-range", ADDRESSES, "--ssh-port", str(free_port()), "--grace", "2s",
+                                      *flags], stdout=log, stderr=log)
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(self.api + "/healthz", timeout=1)
+                break
+            except OSError:
+                if self.edtd.poll() is not None:
+                    raise Failed("edtd exited with code %d:\n%s" % (self.edtd.returncode, self.edtd_log()))
+                time.sleep(0.1)
+        else:
+            raise Failed("edtd did not answer on %s within 10 s" % self.api)
+        with open(os.path.join(self.data_dir, "admin.token")) as f:
+            self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
+        # One GPU per container needs 4 of one model for the scale to 4.
+        models = collections.Counter(g["model"] for g in json.loads(self.edt("gpu", "list", "-o", "json").stdout))
+        self.gpu_model = next((m for m, n in models.most_common(1) if n >= 4), None)
+        if not self.gpu_model:
+            say("fewer than 4 GPUs of one model: the containers get none")
+
+    def edtd_log(self):
+        with open(os.path.join(self.data_dir, "edtd.log")) as f:
+            return f.read()
+
+    def make_volume(self):
+        self.edt("volume", "create", "mnist")
+        volumes = json.loads(self.edt("volume", "list", "-o", "json").stdout)
+        path = next(v["host_path"] for v in volumes if v["name"] == "mnist")
+        data = os.path.join(path, "mnist-data")
+        if self.args.mnist_dir:
+            shutil.copytree(self.args.mnist_dir, data)
+            what = "the MNIST files of " + self.args.mnist_dir
+        else:
+            # The synthetic MNIST-like set (10,000 training and 2,000 test
+            # images); the build keeps a copy for the tests.
+            cached = os.path.join(self.build, "mnist-data")
+            if os.path.isfile(os.path.join(cached, "t10k-labels-idx1-ubyte")):
+                shutil.copytree(cached, data)
+            else:
+                subprocess.run([PYTHON, "-m", "edt.datasets.mnist_synthetic", "--out", data], check=True,
+                               env=dict(self.env, PYTHONPATH=os.path.join(self.build, "python")))
+            what = "a synthetic MNIST-like set, 10,000 training and 2,000 test images (--mnist-dir for real MNIST)"
+        shutil.copy(os.path.join(ROOT, "examples/mnist", TRAIN), path)
+        say("volume mnist (mounted at ~/mnist in every container): %s and %s" % (TRAIN, what))
+
+    def create_cluster(self):
+        gpu = ["--gpu", self.gpu_model + ":1"] if self.gpu_model else []
+        args = ["cluster", "create", "tthvd", "--framework", "horovod", "--containers", "2", *gpu, "--shm", "1Gi",
+                "--mount", "mnist:", "--wait"]
+        say("edt " + " ".join(args))
+        seconds = self.timed_edt(*args)
+        self.figures["create"] = seconds
+        say("tthvd is Running: 2 containers in %.2f s; its hostfile (/etc/mpi/hostfile):" % seconds)
+        text = self.hostfile()
+        show(text)
+        check(len(text.splitlines()) == 2, "the hostfile has %d lines, not 2" % len(text.splitlines()))
+
+    def train_fixed(self, np_):
+        command = "edtrun -np %d --hostfile /etc/mpi/hostfile python3 %s --epochs %d" % (np_, TRAIN, self.args.epochs)
+        say("edt run tthvd -- " + command + "   (in ~/mnist)")
+        run = subprocess.run(self.in_launcher(command), env=self.env, capture_output=True, text=True, timeout=600)
+        if run.returncode != 0:
+            raise Failed("the training on %d workers failed (exit code %d):\n%s%s"
+                         % (np_, run.returncode, run.stdout, run.stderr))
+        lines = sorted((int(m.group(1)), int(m.group(2)), m.group(0)) for m in EPOCH.finditer(run.stdout))
+        show("\n".join(text for _, _, text in lines))
+        want = 10000 // np_
+        for epoch in range(1, self.args.epochs + 1):
+            found = {int(m.group(2)): m for m in EPOCH.finditer(run.stdout) if int(m.group(1)) == epoch}
+            check(sorted(found) == list(range(np_)), "epoch %d: lines from ranks %s, not 0..%d"
+                  % (epoch, sorted(found), np_ - 1))
+            for rank, m in found.items():
+                check(int(m.group(3)) == np_ and int(m.group(4)) == want,
+                      "rank %d reports size=%s samples=%s, not size=%d samples=%d"
+                      % (rank, m.group(3), m.group(4), np_, want))
+        times = [float(m.group(7)) for m in EPOCH.finditer(run.stdout) if m.group(2) == "0"]
+        self.figures["epoch_np%d" % np_] = times[-1]
+        say("each of the %d workers trained %d samples per epoch" % (np_, want))
+
+    def scale(self, containers):
+        say("edt cluster scale tthvd --containers %d --wait" % containers)
+        seconds = self.timed_edt("cluster", "scale", "tthvd", "--containers", str(containers), "--wait")
+        text = self.hostfile()
+        check(len(text.splitlines()) == containers, "the hostfile has %d lines, not %d"
+              % (len(text.splitlines()), containers))
+        return seconds, text
+
+    def elastic(self):
+        command = ("edtrun -np 2 --min-np 2 --max-np 4 --hostfile /etc/mpi/hostfile python3 %s --elastic --epochs %d"
+                   % (TRAIN, self.args.elastic_epochs))
+        say("elastic: edt run tthvd -- " + command)
+        job = Job(self.in_launcher(command), self.env)
+        try:
+            self._elastic_steps(job)
+        finally:
+            if job.process.poll() is None:
+                job.process.send_signal(signal.SIGINT)
+                job.finish(60)
+
+    def _elastic_steps(self, job):
+        first = job.wait_for("a generation of 2 workers", lambda lines: generation(lines, 2), 180)
+        show_generation(first)
+        # Let it train a little, then grow the cluster under it.
+        time.sleep(2)
+        say("while it trains:")
+        grow = time.time()
+        seconds, _ = self.scale(4)
+        listed = time.time()
+        grown = job.wait_for("a generation of 4 workers", lambda lines: generation(lines, 4), 180)
+        show_generation(grown)
+        kept = {g["host"]: g["pid"] for g in first}
+        for g in grown:
+            if g["host"] in kept:
+                check(g["pid"] == kept[g["host"]], "the worker on %s was restarted (pid %s, then %s)"
+                      % (g["host"], kept[g["host"]], g["pid"]))
+        check(set(kept) <= {g["host"] for g in grown}, "a first worker is missing from the generation of 4")
+        at4 = min(g["at"] for g in grown)
+        self.figures.update(grow_containers=seconds, grow_hostfile_to_4=at4 - listed, grow_total=at4 - grow)
+        say("the job grew to 4 workers %.2f s after the hostfile listed 4: the 2 new workers started Python and "
+            "loaded torch while the first 2 kept training (to epoch %d, %d samples done) in their same processes (%s)"
+            % (at4 - listed, grown[0]["epoch"], grown[0]["done"],
+               ", ".join("%s pid %d" % hp for hp in kept.items())))
+
+        victim = "tthvd-worker-2"
+        time.sleep(2)
+        say("edt exec %s -- pkill -9 -f %s   (SIGKILL one worker)" % (victim, TRAIN))
+        killed = time.time()
+        self.edt("exec", victim, "--", "pkill", "-9", "-f", "[t]rain_mnist")
+        left = job.wait_for("a generation of 3 workers", lambda lines: generation(lines, 3), 120)
+        show_generation(left)
+        show("\n".join(t for _, t in job.lines if "edtrun:" in t))
+        check(victim not in {g["host"] for g in left}, "the killed worker's host is still in the job")
+        at3 = min(g["at"] for g in left)
+        self.figures["recover"] = at3 - killed
+        say("the job goes on with 3 workers %.2f s after the kill, from its last commit (epoch %d, %d samples done)"
+            % (at3 - killed, left[0]["epoch"], left[0]["done"]))
+
+        code = job.finish(600)
+        lines = [text for _, text in job.lines]
+        check(code == 0, "the elastic job ended with exit code %d:\n%s" % (code, "\n".join(lines)))
+        last = [m for m in map(EPOCH.search, lines) if m and int(m.group(1)) == self.args.elastic_epochs]
+        check(last, "no line for the last epoch:\n" + "\n".join(lines))
+        accuracy = float(last[0].group(6))
+        self.figures["accuracy"] = accuracy
+        check(accuracy >= self.args.min_acc, "test accuracy %.4f is below %.2f" % (accuracy, self.args.min_acc))
+        for m in (m for m in map(EPOCH.search, lines) if m and m.group(2) == "0"):
+            show(m.group(0))
+        say("the elastic job finished: %d epochs, test accuracy %.4f" % (self.args.elastic_epochs, accuracy))
+
+    def teardown(self, failed):
+        if self.edtd is None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            return
+        if failed:
+            print("demo: the end of edtd's log:\n" + "\n".join(self.edtd_log().splitlines()[-30:]), file=sys.stderr)
+        if self.edtd.poll() is None:
+            clusters = self.edt("cluster", "list", "-o", "json", check=False)
+            try:
+                names = [c["name"] for c in json.loads(clusters.stdout)]
+            except ValueError:
+                names = []
+            for name in names:
+                say("edt cluster delete %s --wait" % name)
+                self.edt("cluster", "delete", name, "--wait", check=False)
+            self.edtd.send_signal(signal.SIGTERM)
+            try:
+                self.edtd.wait(30)
+            except subprocess.TimeoutExpired:
+                self.edtd.kill()
+                self.edtd.wait()
+        left = processes_mentioning(self.data_dir + "/")
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        check(not left, "processes left behind:\n" + "\n".join(left))
+        say("edtd stopped, data dir removed: nothing left behind")
+
+    def summary(self):
+        f = self.figures
+        print()
+        print("What this run measured (this machine: %d cores)" % os.cpu_count())
+        rows = [
+            ("create tthvd, 2 containers -> Running", "%.2f s" % f["create"]),
+            ("scale 2 -> 4 containers -> Running, hostfile of 4", "%.2f s" % f["scale"]),
+            ("MNIST epoch, 2 workers (5000 samples each)", "%.2f s" % f["epoch_np2"]),
+            ("MNIST epoch, 4 workers (2500 samples each)", "%.2f s" % f["epoch_np4"]),
+            ("elastic: hostfile of 4 -> training on 4 workers", "%.2f s" % f["grow_hostfile_to_4"]),
+            ("elastic: scale asked -> training on 4 workers", "%.2f s" % f["grow_total"]),
+            ("elastic: SIGKILL of a worker -> training on 3", "%.2f s" % f["recover"]),
+            ("elastic: survivors restarted", "0"),
+            ("test accuracy after the elastic job", "%.4f" % f["accuracy"]),
+        ]
+        width = max(len(r[0]) for r in rows)
+        for name, value in rows:
+            print("  %-*s  %s" % (width, name, value))
+        if os.cpu_count() < 4:
+            print("  (all containers share this machine's %d cores; on 4 machines each worker has its own)"
+                  % os.cpu_count())
+
+    def run(self):
+        self.start_edtd()
+        self.make_volume()
+        self.create_cluster()
+        self.train_fixed(2)
+        seconds, text = self.scale(4)
+        self.figures["scale"] = seconds
+        say("tthvd has 4 containers Running after %.2f s; the hostfile edtd rewrote:" % seconds)
+        show(text)
+        self.train_fixed(4)
+        say("epoch time: 2 workers %.2f s, 4 workers %.2f s"
+            % (self.figures["epoch_np2"], self.figures["epoch_np4"]))
+        self.scale(2)
+        self.elastic()
+
+
+def check(ok, message):
+    if not ok:
+        raise Failed(message)
+
+
+def has_gpus():
+    """Whether nvidia-smi lists a GPU."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "GPU 0:" in out
+
+
+def generations(lines):
+    """The job's generation lines as dicts, in order of arrival."""
+    out = []
+    for text in lines:
+        m = GENERATION.search(text)
+        if m:
+            rank, size, host, pid, epoch, done, at = m.groups()
+            out.append(dict(rank=int(rank), size=int(size), host=host, pid=int(pid), epoch=int(epoch),
+                            done=int(done), at=float(at)))
+    return out
+
+
+def generation(lines, size):
+    """The lines of the latest generation of `size` workers, once all are in."""
+    of_size = [g for g in generations(lines) if g["size"] == size]
+    latest = {}
+    for g in of_size:
+        latest[g["rank"]] = g
+    return sorted(latest.values(), key=lambda g: g["rank"]) if len(latest) == size else None
+
+
+def show_generation(gen):
+    show("generation of %d: %s; epoch %d, %d samples done"
+         % (len(gen), ", ".join("rank %d %s pid %d" % (g["rank"], g["host"], g["pid"]) for g in gen),
+            gen[0]["epoch"], gen[0]["done"]))
+
+
+def processes_mentioning(text):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline and int(pid) != os.getpid():
+            found.append("%s: %s" % (pid, cmdline))
+    return found
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build directory (default: build)")
+    p.add_argument("--epochs", type=int, default=1, help="epochs of the fixed-size runs")
+    p.add_argument("--elastic-epochs", type=int, default=3, help="epochs of the elastic run")
+    p.add_argument("--min-acc", type=float, default=0.9, help="the test accuracy the elastic run must reach")
+    p.add_argument("--mnist-dir", help="MNIST's IDX files to train on (default: a synthetic MNIST-like set)")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("demo: edtd makes sandboxes with bubblewrap and needs root; run it with sudo")
+    if args.mnist_dir and not os.path.isfile(os.path.join(args.mnist_dir, "train-images-idx3-ubyte")):
+        sys.exit("demo: --mnist-dir %s has no train-images-idx3-ubyte; give the directory of MNIST's four "
+                 "(uncompressed) IDX files" % args.mnist_dir)
+    for binary in ("src/cli/edt", "src/control/edtd", "src/launcher/edtrun"):
+        if not os.access(os.path.join(args.build, binary), os.X_OK):
+            sys.exit("demo: %s/%s is missing; build first (make build BUILD=%s)" % (args.build, binary, args.build))
+    demo = Demo(args)
+    start = time.time()
+    # SIGTERM and SIGHUP end the demo like Ctrl-C: with the teardown.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
+    ok = False
+    try:
+        demo.run()
+        ok = True
+    except Failed as e:
+        print("demo: FAILED: %s" % e, file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        print("demo: interrupted", file=sys.stderr)
+    except BrokenPipeError:
+        # The reader went away; clean up all the same, quietly.
+        sys.stdout = sys.stderr = open(os.devnull, "w")
+    finally:
+        try:
+            demo.teardown(failed=not ok)
+        except Failed as e:
+            print("demo: FAILED: %s" % e, file=sys.stderr)
+            ok = False
+    if not ok:
+        sys.exit(1)
+    demo.summary()
+    print("\ndemo: all steps passed in %.0f s" % (time.time() - start))
+
+
+if __name__ == "__main__":
+    main()
