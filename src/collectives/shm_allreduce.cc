@@ -57,6 +57,8 @@ ShmAllreduce::ShmAllreduce(std::shared_ptr<transport::shm::Segment> segment, tra
 Status ShmAllreduce::round() {
   const uint64_t step = ++step_;
   segment_->flag(local_rank_).store(step, std::memory_order_release);
+  for (int i = 0; i < n_; ++i)
+    if (i != local_rank_) segment_->doorbell(i).ring();
   int next = 0;  // flags below `next` are known to have arrived
   return transport_->wait_until(
       [&] {
@@ -118,7 +120,15 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
   auto elems_of = [&](size_t k) { return std::min(chunk_elems, count - k * chunk_elems); };
   // Round k: chunk k goes in, chunk k-1 comes out (see the header).
   for (size_t k = 0; k <= chunks; ++k) {
-    if (k < chunks) std::memcpy(my_slot(buffer_of(k)), in + k * chunk_elems * es, elems_of(k) * es);
+    if (k < chunks) {
+      // Only the slices the others reduce go in; this rank reads its own
+      // slice straight from the input.
+      const std::vector<size_t> slices = block_offsets(elems_of(k), n_);
+      const uint8_t* src = in + k * chunk_elems * es;
+      for (int j = 0; j < n_; ++j)
+        if (j != local_rank_)
+          std::memcpy(my_slot(buffer_of(k)) + slices[j] * es, src + slices[j] * es, (slices[j + 1] - slices[j]) * es);
+    }
     EDT_RETURN_IF_ERROR(k == 0 && agreement ? round_reading_descriptors(*agreement) : round());
     if (k > 0) {
       const size_t ce = elems_of(k - 1);
@@ -133,8 +143,12 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
       const std::vector<size_t> slices = block_offsets(ce, n_);
       const size_t at = slices[local_rank_] * es, slice = slices[local_rank_ + 1] - slices[local_rank_];
       uint8_t* mine = my_slot(buffer_of(k)) + at;
-      for (int j = 0; j < n_; ++j)
-        if (j != local_rank_) reduce_into(mine, segment_->slot(j, buffer_of(k)) + at, slice, type, op);
+      const uint8_t* own = in + k * chunk_elems * es + at;
+      // In local-rank order, with the own input in its place, as the small
+      // path combines.
+      auto part = [&](int j) { return j == local_rank_ ? own : segment_->slot(j, buffer_of(k)) + at; };
+      reduce(mine, part(0), part(1), slice, type, op);
+      for (int j = 2; j < n_; ++j) reduce_into(mine, part(j), slice, type, op);
     }
   }
 #if defined(__SSE2__)
