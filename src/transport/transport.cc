@@ -165,7 +165,23 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
   Backoff backoff(spin_, doorbell_);
   auto last_progress = Clock::now();
 
-  auto fail_with = [&](const Status& s) { return fail(s); };
+  // Breaks the transport (which shuts the sockets down) and returns only
+  // once no sending thread still reads a buffer of this exchange: the caller
+  // may free them as soon as the error is back.
+  auto fail_with = [&](const Status& s) {
+    Status out = fail(s);
+    for (size_t i = 0; i < sends.size(); ++i) {
+      if (!posted[i] || sent[i] == sends[i].bytes) continue;
+      Channel& ch = *channels_[sends[i].peer];
+      for (;;) {
+        auto n = ch.posted_sent();
+        if (!n.is_ok() || *n == sends[i].bytes) break;
+        pollfd p{ch.posted_fd(), POLLIN, 0};
+        ::poll(&p, 1, 10);
+      }
+    }
+    return out;
+  };
 
   while (open > 0) {
     bool progressed = false;
@@ -240,7 +256,7 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
       last_progress = Clock::now();
       continue;
     }
-    if (is_broken()) return broken();
+    if (is_broken()) return fail_with(broken());
     // Idle: sockets are waited on with poll(); memory channels are spun on.
     fds.clear();
     waiting_on.clear();
