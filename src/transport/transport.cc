@@ -257,7 +257,8 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
       continue;
     }
     if (is_broken()) return fail_with(broken());
-    // Idle: sockets are waited on with poll(); memory channels are spun on.
+    // Idle: sockets are waited on with poll(); memory channels are spun on,
+    // then slept on with the doorbell.
     fds.clear();
     waiting_on.clear();
     bool memory_waits = false;
