@@ -18,9 +18,9 @@ constexpr uint32_t kYieldRounds = 2000;
 constexpr uint32_t kYieldRoundsBeforeBlocking = 4;
 constexpr auto kSlowCheckEvery = std::chrono::milliseconds(100);
 // Sends at least this big go to a channel's sending thread when it has one;
-// smaller ones are sent inline, where a hand-off would cost more than it
-// overlaps.
-constexpr size_t kPostSendBytes = 128 << 10;
+// smaller ones are sent inline: waking the thread and being woken by it
+// costs more than the overlap gains until messages reach some MiB.
+constexpr size_t kPostSendBytes = 4 << 20;
 // A blocked wait wakes up at least this often for the slow checks (abort()
 // rings the doorbell itself).
 constexpr auto kBlockLimit = std::chrono::milliseconds(50);
@@ -257,8 +257,8 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
       continue;
     }
     if (is_broken()) return fail_with(broken());
-    // Idle: sockets are waited on with poll(); memory channels are spun on,
-    // then slept on with the doorbell.
+    // Idle: sockets are spun on, then waited on with poll(); memory channels
+    // are spun on, then slept on with the doorbell.
     fds.clear();
     waiting_on.clear();
     bool memory_waits = false;
@@ -276,6 +276,12 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
       if (send_posted) fds.push_back({channels_[peer]->posted_fd(), POLLIN, 0});
     }
     if (!fds.empty() && !memory_waits) {
+      // Sockets too are spun on briefly (the peer's next bytes are often
+      // microseconds away; sleeping in poll() costs a wake-up), then polled.
+      if (Clock::now() - last_progress < spin_) {
+        cpu_relax();
+        continue;
+      }
       // Wake up now and then to notice abort() and run the slow checks.
       if (::poll(fds.data(), fds.size(), 50) == 0) {
         Status s = check_waiting(waiting_on, last_progress, "a collective");

@@ -166,7 +166,7 @@ class Transport {
 // (see doorbell.h); the next idle() then blocks.
 class Backoff {
  public:
-  static constexpr std::chrono::nanoseconds kDefaultSpin = std::chrono::microseconds(20);
+  static constexpr std::chrono::nanoseconds kDefaultSpin = std::chrono::microseconds(50);
   explicit Backoff(std::chrono::nanoseconds spin = kDefaultSpin, Doorbell* doorbell = nullptr)
       : spin_(spin), doorbell_(doorbell) {}
   ~Backoff() { disarm(); }
