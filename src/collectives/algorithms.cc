@@ -24,47 +24,56 @@ std::vector<size_t> block_offsets(size_t count, int n) {
   return off;
 }
 
-Status allreduce(const Group& g, void* buf, size_t count, DataType type, ReduceOp op) {
-  if (g.size() == 1 || count == 0) return Status::ok();
+Status allreduce(const Group& g, const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
+  if (g.size() == 1 || count == 0) {
+    if (send != recv) std::memcpy(recv, send, count * dtype_size(type));
+    return Status::ok();
+  }
   if (count * dtype_size(type) <= kDirectAllreduceBytes || count < size_t(g.size()))
-    return direct_allreduce(g, buf, count, type, op);
-  return ring_allreduce(g, buf, count, type, op);
+    return direct_allreduce(g, send, recv, count, type, op);
+  return ring_allreduce(g, send, recv, count, type, op);
 }
 
-Status direct_allreduce(const Group& g, void* buf, size_t count, DataType type, ReduceOp op) {
+Status direct_allreduce(const Group& g, const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
   const int n = g.size();
   const size_t bytes = count * dtype_size(type);
   std::vector<uint8_t> all(bytes * size_t(n));
-  std::memcpy(all.data() + bytes * size_t(g.index), buf, bytes);
+  std::memcpy(all.data() + bytes * size_t(g.index), send, bytes);
   std::vector<Send> sends;
   std::vector<Recv> recvs;
   for (int d = 1; d < n; ++d) {
-    sends.push_back({g.at(d), buf, bytes});
+    sends.push_back({g.at(d), send, bytes});
     int from = (g.index - d + n) % n;
     recvs.push_back({g.members[from], all.data() + bytes * size_t(from), bytes});
   }
   EDT_RETURN_IF_ERROR(g.transport->exchange(sends, recvs));
   op = combining_op(op);
-  reduce(buf, all.data(), all.data() + bytes, count, type, op);
-  for (int j = 2; j < n; ++j) reduce_into(buf, all.data() + bytes * size_t(j), count, type, op);
+  reduce(recv, all.data(), all.data() + bytes, count, type, op);
+  for (int j = 2; j < n; ++j) reduce_into(recv, all.data() + bytes * size_t(j), count, type, op);
   return Status::ok();
 }
 
-Status ring_reduce_scatter(const Group& g, void* buf, const std::vector<size_t>& offsets, DataType type,
-                           ReduceOp op) {
+Status ring_reduce_scatter(const Group& g, const void* send, void* buf, const std::vector<size_t>& offsets,
+                           DataType type, ReduceOp op) {
   const int n = g.size();
   const size_t es = dtype_size(type);
   op = combining_op(op);
   // Step s: send block index-s-1, receive block index-s-2 and fold it in.
   // Block b starts at position b+1 and gathers one contribution per step,
-  // ending complete at position b after n-1 steps.
+  // ending complete at position b after n-1 steps. What a position sends at
+  // step 0 is its own input; every later send is the block it received (and
+  // folded its input into) the step before. So each block is read from send
+  // once and written to buf once, and out of place costs no copy.
+  if (n == 1 && send != buf) std::memcpy(buf, send, offsets[1] * es);
   for (int s = 0; s < n - 1; ++s) {
     int send_block = ((g.index - s - 1) % n + n) % n;
     int recv_block = ((g.index - s - 2) % n + n) % n;
-    Send send{g.at(1), at(buf, offsets[send_block] * es), (offsets[send_block + 1] - offsets[send_block]) * es};
-    Recv recv{g.at(-1), at(buf, offsets[recv_block] * es), (offsets[recv_block + 1] - offsets[recv_block]) * es,
-              true, type, op};
-    EDT_RETURN_IF_ERROR(g.transport->exchange({send}, {recv}));
+    const void* from = s == 0 ? send : buf;
+    Send out{g.at(1), static_cast<const uint8_t*>(from) + offsets[send_block] * es,
+             (offsets[send_block + 1] - offsets[send_block]) * es};
+    Recv in{g.at(-1), at(buf, offsets[recv_block] * es), (offsets[recv_block + 1] - offsets[recv_block]) * es,
+            true, type, op, static_cast<const uint8_t*>(send) + offsets[recv_block] * es};
+    EDT_RETURN_IF_ERROR(g.transport->exchange({out}, {in}));
   }
   return Status::ok();
 }
@@ -82,11 +91,11 @@ Status ring_allgather(const Group& g, void* buf, const std::vector<size_t>& byte
   return Status::ok();
 }
 
-Status ring_allreduce(const Group& g, void* buf, size_t count, DataType type, ReduceOp op) {
+Status ring_allreduce(const Group& g, const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
   std::vector<size_t> offsets = block_offsets(count, g.size());
-  EDT_RETURN_IF_ERROR(ring_reduce_scatter(g, buf, offsets, type, op));
+  EDT_RETURN_IF_ERROR(ring_reduce_scatter(g, send, recv, offsets, type, op));
   for (auto& o : offsets) o *= dtype_size(type);
-  return ring_allgather(g, buf, offsets);
+  return ring_allgather(g, recv, offsets);
 }
 
 Status broadcast(const Group& g, void* buf, size_t bytes, int root) {

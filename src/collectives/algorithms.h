@@ -44,15 +44,18 @@ std::vector<size_t> block_offsets(size_t count, int n);
 // Buffers at or below this many bytes use the direct allreduce.
 inline constexpr size_t kDirectAllreduceBytes = 64 << 10;
 
-// In place on buf; kAverage is left as a sum (the caller divides).
-Status allreduce(const Group& g, void* buf, size_t count, DataType type, ReduceOp op);
-Status ring_allreduce(const Group& g, void* buf, size_t count, DataType type, ReduceOp op);
-Status direct_allreduce(const Group& g, void* buf, size_t count, DataType type, ReduceOp op);
+// recv = op over the group of send; in place when send == recv (otherwise
+// they must not overlap). kAverage is left as a sum (the caller divides).
+Status allreduce(const Group& g, const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+Status ring_allreduce(const Group& g, const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+Status direct_allreduce(const Group& g, const void* send, void* recv, size_t count, DataType type, ReduceOp op);
 
-// Ring reduce-scatter in place on buf (blocks by `offsets`, in elements):
-// afterwards block `g.index` of buf holds the reduction of that block.
-Status ring_reduce_scatter(const Group& g, void* buf, const std::vector<size_t>& offsets, DataType type,
-                           ReduceOp op);
+// Ring reduce-scatter of send into buf (blocks by `offsets`, in elements;
+// send == buf for in place): afterwards block `g.index` of buf holds the
+// reduction of that block; the other blocks of buf are scratch. send is
+// only read.
+Status ring_reduce_scatter(const Group& g, const void* send, void* buf, const std::vector<size_t>& offsets,
+                           DataType type, ReduceOp op);
 
 // Ring allgather in place: block i of buf (byte offsets offsets[i] ..
 // offsets[i+1]) comes from position i; this rank's own block is already there.

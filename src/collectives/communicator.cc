@@ -306,19 +306,16 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   Status allreduce_data(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
     if (count == 0) return Status::ok();
     const size_t bytes = count * dtype_size(type);
-    if (!hierarchical_ && !shm_) {
-      if (send != recv) std::memcpy(recv, send, bytes);
-      return collectives::allreduce(world(), recv, count, type, op);
-    }
+    if (!hierarchical_ && !shm_) return collectives::allreduce(world(), send, recv, count, type, op);
     // Inside the host over shared memory, then across hosts among one leader
     // per host, then from each leader to the rest of its host.
+    const void* host_sum = send;
     if (shm_) {
       EDT_RETURN_IF_ERROR(shm_->allreduce(send, recv, count, type, op));
-    } else if (send != recv) {
-      std::memcpy(recv, send, bytes);
+      host_sum = recv;
     }
     if (!hierarchical_) return Status::ok();
-    if (local_rank_ == 0) EDT_RETURN_IF_ERROR(collectives::allreduce(leader_group(), recv, count, type, op));
+    if (local_rank_ == 0) EDT_RETURN_IF_ERROR(collectives::allreduce(leader_group(), host_sum, recv, count, type, op));
     return collectives::broadcast(local_group(), recv, bytes, 0);
   }
 
@@ -367,11 +364,10 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     EDT_RETURN_IF_ERROR(agree(d, nullptr));
     if (recv_count == 0) return Status::ok();
     const size_t es = dtype_size(type);
-    std::vector<uint8_t> work(static_cast<const uint8_t*>(send),
-                              static_cast<const uint8_t*>(send) + recv_count * es * size_t(size_));
+    std::vector<uint8_t> work(recv_count * es * size_t(size_));
     std::vector<size_t> offsets(size_ + 1);
     for (int r = 0; r <= size_; ++r) offsets[r] = recv_count * size_t(r);
-    EDT_RETURN_IF_ERROR(collectives::ring_reduce_scatter(world(), work.data(), offsets, type, op));
+    EDT_RETURN_IF_ERROR(collectives::ring_reduce_scatter(world(), send, work.data(), offsets, type, op));
     std::memcpy(recv, work.data() + offsets[rank_] * es, recv_count * es);
     if (op == ReduceOp::kAverage) collectives::finish_average(recv, recv_count, type, size_);
     return Status::ok();
@@ -537,9 +533,9 @@ Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOp
   EDT_RETURN_IF_ERROR(transport::tcp::connect_mesh(rank_, addresses, tcp_peers, owned, nonce, deadline, names,
                                                    &channels));
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const uint32_t spin = local_members_.size() <= cores ? transport::Backoff::kDefaultSpinRounds : 64;
+  const auto spin = local_members_.size() <= cores ? transport::Backoff::kDefaultSpin : std::chrono::microseconds(2);
   transport_ = std::make_unique<transport::Transport>(rank_, std::move(peers), std::move(channels), options.timeout,
-                                                      spin);
+                                                      spin, segment ? &segment->doorbell(local_rank_) : nullptr);
   if (segment) shm_ = std::make_unique<collectives::ShmAllreduce>(segment, transport_.get(), local_members_, local_rank_);
   return Status::ok();
 }

@@ -16,23 +16,34 @@ namespace {
 // line before overwriting it, a third of the memory traffic of a copy.
 constexpr size_t kStreamingOutputBytes = 8 << 20;
 
-void copy_out(uint8_t* dst, const uint8_t* src, size_t n, bool streaming) {
+// Copies between user buffers and slots. Not memcpy: below about the L2 size
+// glibc copies with `rep movsb`, which on some AMD CPUs runs twenty times
+// slower when the destination lies a few bytes past the source modulo 4 KiB,
+// exactly the case of a malloc'ed user buffer (16 bytes into a page) and a
+// page-aligned slot. A loop of vector loads and stores has no such case.
+void copy(uint8_t* dst, const uint8_t* src, size_t n, bool streaming) {
 #if defined(__SSE2__)
-  if (streaming && n >= 256) {
+  if (n >= 256) {
     size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
     std::memcpy(dst, src, head);
     dst += head, src += head, n -= head;
-    size_t blocks = n / 64;
-    for (size_t i = 0; i < blocks; ++i, dst += 64, src += 64) {
-      __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
-      __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
-      __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst), a);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 16), b);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 32), c);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 48), d);
-    }
+    const size_t blocks = n / 64;
+    auto loop = [&](auto store) {
+      for (size_t i = 0; i < blocks; ++i, dst += 64, src += 64) {
+        __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
+        __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
+        __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
+        store(reinterpret_cast<__m128i*>(dst), a);
+        store(reinterpret_cast<__m128i*>(dst + 16), b);
+        store(reinterpret_cast<__m128i*>(dst + 32), c);
+        store(reinterpret_cast<__m128i*>(dst + 48), d);
+      }
+    };
+    if (streaming)
+      loop([](__m128i* p, __m128i v) { _mm_stream_si128(p, v); });
+    else
+      loop([](__m128i* p, __m128i v) { _mm_store_si128(p, v); });
     std::memcpy(dst, src, n % 64);
     return;
   }
@@ -57,6 +68,8 @@ ShmAllreduce::ShmAllreduce(std::shared_ptr<transport::shm::Segment> segment, tra
 Status ShmAllreduce::round() {
   const uint64_t step = ++step_;
   segment_->flag(local_rank_).store(step, std::memory_order_release);
+  for (int i = 0; i < n_; ++i)
+    if (i != local_rank_) segment_->doorbell(i).ring();
   int next = 0;  // flags below `next` are known to have arrived
   return transport_->wait_until(
       [&] {
@@ -83,7 +96,7 @@ void ShmAllreduce::small_allreduce_after_round(void* recv, size_t count, DataTyp
   const int buffer = use_++ % transport::shm::kSlotBuffers;
   const size_t bytes = count * dtype_size(type);
   if (n_ == 1) {
-    std::memcpy(recv, segment_->slot(0, buffer), bytes);
+    copy(static_cast<uint8_t*>(recv), segment_->slot(0, buffer), bytes, false);
     return;
   }
   op = combining_op(op);
@@ -101,7 +114,7 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
                                const Agreement* agreement) {
   const size_t es = dtype_size(type);
   if (is_small(count * es)) {
-    std::memcpy(my_slot(use_ % transport::shm::kSlotBuffers), send, count * es);
+    copy(my_slot(use_ % transport::shm::kSlotBuffers), static_cast<const uint8_t*>(send), count * es, false);
     EDT_RETURN_IF_ERROR(agreement ? round_reading_descriptors(*agreement) : round());
     small_allreduce_after_round(recv, count, type, op);
     return Status::ok();
@@ -118,14 +131,22 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
   auto elems_of = [&](size_t k) { return std::min(chunk_elems, count - k * chunk_elems); };
   // Round k: chunk k goes in, chunk k-1 comes out (see the header).
   for (size_t k = 0; k <= chunks; ++k) {
-    if (k < chunks) std::memcpy(my_slot(buffer_of(k)), in + k * chunk_elems * es, elems_of(k) * es);
+    if (k < chunks) {
+      // Only the slices the others reduce go in; this rank reads its own
+      // slice straight from the input.
+      const std::vector<size_t> slices = block_offsets(elems_of(k), n_);
+      const uint8_t* src = in + k * chunk_elems * es;
+      for (int j = 0; j < n_; ++j)
+        if (j != local_rank_)
+          copy(my_slot(buffer_of(k)) + slices[j] * es, src + slices[j] * es, (slices[j + 1] - slices[j]) * es, false);
+    }
     EDT_RETURN_IF_ERROR(k == 0 && agreement ? round_reading_descriptors(*agreement) : round());
     if (k > 0) {
       const size_t ce = elems_of(k - 1);
       const std::vector<size_t> slices = block_offsets(ce, n_);
       uint8_t* dst = out + (k - 1) * chunk_elems * es;
       for (int j = 0; j < n_; ++j)
-        copy_out(dst + slices[j] * es, segment_->slot(j, buffer_of(k - 1)) + slices[j] * es,
+        copy(dst + slices[j] * es, segment_->slot(j, buffer_of(k - 1)) + slices[j] * es,
                  (slices[j + 1] - slices[j]) * es, streaming);
     }
     if (k < chunks) {
@@ -133,8 +154,12 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
       const std::vector<size_t> slices = block_offsets(ce, n_);
       const size_t at = slices[local_rank_] * es, slice = slices[local_rank_ + 1] - slices[local_rank_];
       uint8_t* mine = my_slot(buffer_of(k)) + at;
-      for (int j = 0; j < n_; ++j)
-        if (j != local_rank_) reduce_into(mine, segment_->slot(j, buffer_of(k)) + at, slice, type, op);
+      const uint8_t* own = in + k * chunk_elems * es + at;
+      // In local-rank order, with the own input in its place, as the small
+      // path combines.
+      auto part = [&](int j) { return j == local_rank_ ? own : segment_->slot(j, buffer_of(k)) + at; };
+      reduce(mine, part(0), part(1), slice, type, op);
+      for (int j = 2; j < n_; ++j) reduce_into(mine, part(j), slice, type, op);
     }
   }
 #if defined(__SSE2__)

@@ -11,15 +11,18 @@
 // every rank reduces all slots in local-rank order straight into its output.
 //
 // Large buffers go in chunks of one slot, software-pipelined so that each
-// chunk costs one round. Before round k a rank has copied chunk k into its
-// slot buffer k % 3 and has reduced its slice of chunk k-1; after round k it
-// copies every rank's reduced slice of chunk k-1 out to its output, then
-// reduces its own slice of chunk k: local rank i folds slice i of every
-// rank's slot into slice i of its own slot. Three buffers make the reuse
-// safe: chunk k+3 overwrites buffer k % 3 only after round k+2, which nobody
-// enters before finishing the copy-out of chunk k (after round k+1). Each
-// chunk stays in cache between copy in, reduction and copy out, the
-// reduction work is split evenly, and a chunk costs one synchronisation.
+// chunk costs one round. A chunk is cut into one slice per local rank; local
+// rank i owns slice i. Before round k a rank has copied the slices of chunk k
+// that the others own into its slot buffer k % 3, and has reduced its own
+// slice of chunk k-1 into the same place of its slot buffer (k-1) % 3; after
+// round k it copies every rank's reduced slice of chunk k-1 out to its
+// output, then reduces its own slice of chunk k: the own input and slice i
+// of every other rank's slot, in local-rank order, into slice i of its own
+// slot. Three buffers make the reuse safe: chunk k+3 overwrites buffer k % 3
+// only after round k+2, which nobody enters before finishing the copy-out of
+// chunk k (after round k+1). Each chunk stays in cache between copy in,
+// reduction and copy out, the reduction work is split evenly, the own slice
+// is never copied in, and a chunk costs one synchronisation.
 //
 // A round may also carry a descriptor per rank (double-buffered by step
 // parity), so that a collective's argument check costs no extra round.

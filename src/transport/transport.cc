@@ -12,8 +12,18 @@
 namespace edt::transport {
 namespace {
 
-constexpr uint32_t kYieldRounds = 2000;  // sched_yield()s after the spin, before sleeping
+// sched_yield()s after the spin, before sleeping. With a doorbell only a few:
+// blocking frees the core as well, and wakes the waiter as soon as it is rung.
+constexpr uint32_t kYieldRounds = 2000;
+constexpr uint32_t kYieldRoundsBeforeBlocking = 4;
 constexpr auto kSlowCheckEvery = std::chrono::milliseconds(100);
+// Sends at least this big go to a channel's sending thread when it has one;
+// smaller ones are sent inline: waking the thread and being woken by it
+// costs more than the overlap gains until messages reach some MiB.
+constexpr size_t kPostSendBytes = 4 << 20;
+// A blocked wait wakes up at least this often for the slow checks (abort()
+// rings the doorbell itself).
+constexpr auto kBlockLimit = std::chrono::milliseconds(50);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -43,12 +53,31 @@ Result<size_t> Channel::try_recv(uint8_t* dst, size_t n) {
   return take;
 }
 
-void Backoff::idle() {
-  ++spins_;
-  if (spins_ < spin_rounds_) {
+bool Backoff::spinning() {
+  // Reading the clock costs about as much as a pause: look every 16 idles.
+  if (idles_ == 1) spin_until_ = Clock::now() + spin_;
+  if (yields_ > 0) return false;
+  return (idles_ & 15) != 0 || Clock::now() < spin_until_;
+}
+
+void Backoff::idle(bool may_block) {
+  const bool blocking = doorbell_ && may_block;
+  if (armed_ && blocking) {
+    // The check after arming found nothing either: sleep until rung.
+    armed_ = false;
+    doorbell_->wait(ticket_, kBlockLimit);
+    return;
+  }
+  disarm();
+  ++idles_;
+  if (spinning()) {
     cpu_relax();
-  } else if (spins_ < spin_rounds_ + kYieldRounds) {
+  } else if (yields_ < (blocking ? kYieldRoundsBeforeBlocking : kYieldRounds)) {
+    ++yields_;
     sched_yield();
+  } else if (blocking) {
+    ticket_ = doorbell_->arm();
+    armed_ = true;
   } else {
     timespec ts{0, 50'000};
     nanosleep(&ts, nullptr);
@@ -57,7 +86,7 @@ void Backoff::idle() {
 
 bool Backoff::slow_check_due() {
   // Reading the clock on every spin would cost more than the spin itself.
-  if ((spins_ & 1023) != 0 && spins_ < spin_rounds_) return false;
+  if ((idles_ & 1023) != 0 && yields_ == 0) return false;
   auto now = Clock::now();
   if (next_check_ == Clock::time_point{}) {
     next_check_ = now + kSlowCheckEvery;
@@ -69,12 +98,13 @@ bool Backoff::slow_check_due() {
 }
 
 Transport::Transport(int rank, std::vector<PeerInfo> peers, std::vector<std::unique_ptr<Channel>> channels,
-                     std::chrono::milliseconds timeout, uint32_t spin_rounds)
+                     std::chrono::milliseconds timeout, std::chrono::nanoseconds spin, Doorbell* doorbell)
     : rank_(rank),
       peers_(std::move(peers)),
       channels_(std::move(channels)),
       timeout_(timeout),
-      spin_rounds_(spin_rounds) {}
+      spin_(spin),
+      doorbell_(doorbell) {}
 
 std::string Transport::describe(int rank) const { return "rank " + std::to_string(rank) + " (host " + host(rank) + ")"; }
 
@@ -86,6 +116,8 @@ Status Transport::fail(Status why) {
   }
   for (auto& channel : channels_)
     if (channel) channel->poison();
+  // A wait of this rank's on another thread may be blocked on the doorbell.
+  if (doorbell_) doorbell_->ring();
   std::lock_guard lock(mu_);
   return broken_;
 }
@@ -120,6 +152,7 @@ Status Transport::exchange(std::initializer_list<Send> sends, std::initializer_l
 Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
   if (is_broken()) return broken();
   std::vector<size_t> sent(sends.size(), 0);
+  std::vector<bool> posted(sends.size(), false);
   std::vector<RecvProgress> got(recvs.size());
   // Only the first unfinished message per peer and direction may move, so
   // messages to one peer stay in order.
@@ -129,10 +162,26 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
   for (const auto& r : recvs) open += r.bytes > 0;
   std::vector<int> waiting_on;
   std::vector<pollfd> fds;
-  Backoff backoff(spin_rounds_);
+  Backoff backoff(spin_, doorbell_);
   auto last_progress = Clock::now();
 
-  auto fail_with = [&](const Status& s) { return fail(s); };
+  // Breaks the transport (which shuts the sockets down) and returns only
+  // once no sending thread still reads a buffer of this exchange: the caller
+  // may free them as soon as the error is back.
+  auto fail_with = [&](const Status& s) {
+    Status out = fail(s);
+    for (size_t i = 0; i < sends.size(); ++i) {
+      if (!posted[i] || sent[i] == sends[i].bytes) continue;
+      Channel& ch = *channels_[sends[i].peer];
+      for (;;) {
+        auto n = ch.posted_sent();
+        if (!n.is_ok() || *n == sends[i].bytes) break;
+        pollfd p{ch.posted_fd(), POLLIN, 0};
+        ::poll(&p, 1, 10);
+      }
+    }
+    return out;
+  };
 
   while (open > 0) {
     bool progressed = false;
@@ -142,10 +191,17 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
       const Send& s = sends[i];
       if (sent[i] == s.bytes || busy_send[s.peer] >= 0) continue;
       busy_send[s.peer] = static_cast<int>(i);
-      auto n = channels_[s.peer]->try_send(static_cast<const uint8_t*>(s.data) + sent[i], s.bytes - sent[i]);
+      Channel& ch = *channels_[s.peer];
+      if (!posted[i] && sent[i] == 0 && s.bytes >= kPostSendBytes && ch.posts_sends()) {
+        ch.post_send(static_cast<const uint8_t*>(s.data), s.bytes);
+        posted[i] = true;
+      }
+      auto n = posted[i] ? ch.posted_sent()
+                         : ch.try_send(static_cast<const uint8_t*>(s.data) + sent[i], s.bytes - sent[i]);
       if (!n.is_ok()) return fail_with(n.status());
-      if (*n > 0) {
-        sent[i] += *n;
+      const size_t now = posted[i] ? *n : sent[i] + *n;
+      if (now > sent[i]) {
+        sent[i] = now;
         progressed = true;
         if (sent[i] == s.bytes) --open;
       }
@@ -169,6 +225,7 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
         in = in.first(std::min(in.size(), r.bytes - g.done - g.carry_len));
         if (in.empty()) continue;
         const size_t esize = dtype_size(r.type);
+        const uint8_t* with = r.with ? static_cast<const uint8_t*>(r.with) : dst;
         size_t used = 0;
         if (g.carry_len > 0) {
           size_t k = std::min(esize - g.carry_len, in.size());
@@ -176,13 +233,13 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
           g.carry_len += k;
           used = k;
           if (g.carry_len == esize) {
-            collectives::reduce_into(dst + g.done, g.carry, 1, r.type, r.op);
+            collectives::reduce(dst + g.done, with + g.done, g.carry, 1, r.type, r.op);
             g.done += esize;
             g.carry_len = 0;
           }
         }
         size_t whole = (in.size() - used) / esize * esize;
-        collectives::reduce_into(dst + g.done, in.data() + used, whole / esize, r.type, r.op);
+        collectives::reduce(dst + g.done, with + g.done, in.data() + used, whole / esize, r.type, r.op);
         g.done += whole;
         used += whole;
         size_t rest = in.size() - used;  // less than one element
@@ -199,8 +256,9 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
       last_progress = Clock::now();
       continue;
     }
-    if (is_broken()) return broken();
-    // Idle: sockets are waited on with poll(); memory channels are spun on.
+    if (is_broken()) return fail_with(broken());
+    // Idle: sockets are spun on, then waited on with poll(); memory channels
+    // are spun on, then slept on with the doorbell.
     fds.clear();
     waiting_on.clear();
     bool memory_waits = false;
@@ -212,10 +270,18 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
         memory_waits = true;
         continue;
       }
-      short events = (busy_send[peer] >= 0 ? POLLOUT : 0) | (busy_recv[peer] >= 0 ? POLLIN : 0);
-      fds.push_back({fd, events, 0});
+      const bool send_posted = busy_send[peer] >= 0 && posted[busy_send[peer]];
+      short events = (busy_send[peer] >= 0 && !send_posted ? POLLOUT : 0) | (busy_recv[peer] >= 0 ? POLLIN : 0);
+      if (events != 0) fds.push_back({fd, events, 0});
+      if (send_posted) fds.push_back({channels_[peer]->posted_fd(), POLLIN, 0});
     }
     if (!fds.empty() && !memory_waits) {
+      // Sockets too are spun on briefly (the peer's next bytes are often
+      // microseconds away; sleeping in poll() costs a wake-up), then polled.
+      if (Clock::now() - last_progress < spin_) {
+        cpu_relax();
+        continue;
+      }
       // Wake up now and then to notice abort() and run the slow checks.
       if (::poll(fds.data(), fds.size(), 50) == 0) {
         Status s = check_waiting(waiting_on, last_progress, "a collective");
@@ -223,7 +289,7 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
       }
       continue;
     }
-    backoff.idle();
+    backoff.idle(fds.empty());
     if (backoff.slow_check_due()) {
       Status s = check_waiting(waiting_on, last_progress, "a collective");
       if (!s.is_ok()) return fail_with(s);

@@ -8,7 +8,9 @@
 // concurrently (full duplex), so a ring step that sends to the next rank
 // while receiving from the previous cannot deadlock on full buffers. A Recv
 // may reduce what arrives into its buffer instead of copying it, so data is
-// combined while it streams in and never takes an extra copy.
+// combined while it streams in and never takes an extra copy (the other
+// operand may come from a second buffer, so out-of-place collectives need no
+// copy of their input either).
 //
 // Several Sends to one peer in a batch go out in batch order; several Recvs
 // from one peer are filled in batch order. Messages have no framing: both
@@ -37,6 +39,7 @@
 
 #include "edt/status.h"
 #include "edt/types.h"
+#include "transport/doorbell.h"
 
 namespace edt::transport {
 
@@ -56,6 +59,19 @@ class Channel {
   virtual Result<size_t> try_recv(uint8_t* dst, size_t n);
   // A socket to poll while idle, or -1 (memory channels are spun on).
   virtual int fd() const { return -1; }
+
+  // Channels with a sending thread of their own (TCP) take large messages
+  // whole: post_send() hands one to that thread, which copies it into the
+  // kernel while the caller receives and reduces (full duplex on two cores).
+  // The caller keeps `data` valid and unchanged, and posts nothing else,
+  // until posted_sent() reports all n bytes.
+  virtual bool posts_sends() const { return false; }
+  virtual void post_send(const uint8_t* /*data*/, size_t /*n*/) {}
+  // Bytes of the posted message sent so far (n once the thread is done with
+  // it), or the error that stopped it.
+  virtual Result<size_t> posted_sent() { return size_t{0}; }
+  // Becomes readable when posted_sent() has news; -1 without a thread.
+  virtual int posted_fd() const { return -1; }
   // kPeerFailed if the peer is known to be gone; called while waiting.
   virtual Status check_peer() = 0;
   // Makes the peer's waits on this channel fail.
@@ -72,10 +88,12 @@ struct Recv {
   int peer;
   void* data;
   size_t bytes;
-  // When set, arriving elements are combined into data (data = data op in).
+  // When set, arriving elements are combined into data (data = data op in,
+  // or data = with op in when `with` is set).
   bool reduce = false;
   DataType type = DataType::kUInt8;
   ReduceOp op = ReduceOp::kSum;
+  const void* with = nullptr;  // bytes long; may equal data
 };
 
 struct PeerInfo {
@@ -85,9 +103,11 @@ struct PeerInfo {
 
 class Transport {
  public:
-  // `spin_rounds`: how long a wait spins before it yields (see Backoff).
+  // `spin`: how long a wait spins before it yields (see Backoff).
+  // `doorbell`: this rank's, rung by the peers behind memory channels (null
+  // without any); waits on memory block on it after spinning.
   Transport(int rank, std::vector<PeerInfo> peers, std::vector<std::unique_ptr<Channel>> channels,
-            std::chrono::milliseconds timeout, uint32_t spin_rounds);
+            std::chrono::milliseconds timeout, std::chrono::nanoseconds spin, Doorbell* doorbell = nullptr);
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(peers_.size()); }
@@ -121,36 +141,69 @@ class Transport {
   std::vector<PeerInfo> peers_;
   std::vector<std::unique_ptr<Channel>> channels_;
   std::chrono::milliseconds timeout_;
-  uint32_t spin_rounds_;
+  std::chrono::nanoseconds spin_;
+  Doorbell* doorbell_;
   std::atomic<bool> broken_flag_{false};
   mutable std::mutex mu_;
   Status broken_;  // guarded by mu_
 };
 
 // The idle strategy every wait uses: spin with a pause instruction first (a
-// peer on another core answers within a microsecond), then yield, then sleep
-// briefly so that ranks sharing a core let each other run.
+// peer on another core answers within a microsecond), then yield, then block
+// until a peer rings this rank's doorbell (or, without one, sleep briefly), so
+// that ranks sharing a core let each other run and a waiting rank wakes as
+// soon as there is something to do.
 //
-// Spinning pays only when every rank has a core of its own; with more ranks
-// than cores on a host the communicator asks for a short spin.
+// The spin is bounded in time, not in pause instructions (a pause takes 10
+// to 150 cycles depending on the CPU). Spinning pays only when every rank
+// has a core of its own and the peer is about to answer; a long spin on a
+// busy machine holds the core the peer needs. With more ranks than cores on
+// a host the communicator asks for a shorter one.
+//
+// Use: check the wait condition; on progress call reset(), otherwise idle(),
+// and check again. Before blocking, idle() arms the doorbell and returns at
+// once, so that the condition is checked once more with the doorbell armed
+// (see doorbell.h); the next idle() then blocks.
 class Backoff {
  public:
-  static constexpr uint32_t kDefaultSpinRounds = 4000;  // some tens of microseconds
-  explicit Backoff(uint32_t spin_rounds = kDefaultSpinRounds) : spin_rounds_(spin_rounds) {}
-  void idle();
-  void reset() { spins_ = 0; }
+  static constexpr std::chrono::nanoseconds kDefaultSpin = std::chrono::microseconds(50);
+  explicit Backoff(std::chrono::nanoseconds spin = kDefaultSpin, Doorbell* doorbell = nullptr)
+      : spin_(spin), doorbell_(doorbell) {}
+  ~Backoff() { disarm(); }
+  Backoff(const Backoff&) = delete;
+  Backoff& operator=(const Backoff&) = delete;
+
+  // `may_block`: whether everything waited for rings the doorbell (false
+  // while sockets are waited on too: they do not ring it).
+  void idle(bool may_block = true);
+  void reset() {
+    idles_ = 0;
+    yields_ = 0;
+    disarm();
+  }
   // True about every 100 ms of idling: time for the slow checks.
   bool slow_check_due();
 
  private:
-  uint32_t spin_rounds_;
-  uint32_t spins_ = 0;
+  bool spinning();
+  void disarm() {
+    if (armed_) doorbell_->disarm();
+    armed_ = false;
+  }
+
+  std::chrono::nanoseconds spin_;
+  Doorbell* doorbell_;
+  uint32_t idles_ = 0;   // idle() calls since progress
+  uint32_t yields_ = 0;  // of which yielded
+  Clock::time_point spin_until_{};
+  bool armed_ = false;
+  uint32_t ticket_ = 0;
   Clock::time_point next_check_{};
 };
 
 template <typename Ready>
 Status Transport::wait_until(Ready&& ready, std::span<const int> peers, const char* what) {
-  Backoff backoff(spin_rounds_);
+  Backoff backoff(spin_, doorbell_);
   const auto start = Clock::now();
   for (;;) {
     if (is_broken()) return broken();

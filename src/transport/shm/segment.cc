@@ -127,6 +127,7 @@ Segment::Ring Segment::ring(int from, int to) {
 void Segment::mark_broken(int rank) {
   int32_t none = -1;
   header()->broken_by.compare_exchange_strong(none, rank);
+  for (int i = 0; i < local_size_; ++i) doorbell(i).ring();
 }
 
 int Segment::broken_by() const { return header()->broken_by.load(std::memory_order_acquire); }
@@ -168,6 +169,7 @@ class ShmChannel final : public Channel {
       : segment_(std::move(segment)),
         out_(segment_->ring(me, other)),
         in_(segment_->ring(other, me)),
+        other_bell_(&segment_->doorbell(other)),
         peer_(std::move(peer)),
         pid_(pid),
         start_(start),
@@ -183,6 +185,7 @@ class ShmChannel final : public Channel {
     std::memcpy(out_.data + at, data, first);
     std::memcpy(out_.data, data + first, n - first);
     out_.head->store(head + n, std::memory_order_release);
+    other_bell_->ring();
     return n;
   }
 
@@ -196,6 +199,7 @@ class ShmChannel final : public Channel {
 
   void consume(size_t n) override {
     in_.tail->store(in_.tail->load(std::memory_order_relaxed) + n, std::memory_order_release);
+    other_bell_->ring();
   }
 
   Status check_peer() override {
@@ -210,6 +214,7 @@ class ShmChannel final : public Channel {
  private:
   std::shared_ptr<Segment> segment_;
   Segment::Ring out_, in_;
+  Doorbell* other_bell_;  // the peer's: it may wait for data or room
   std::string peer_;
   int pid_;
   uint64_t start_;

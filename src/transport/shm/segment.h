@@ -2,8 +2,10 @@
 //
 // Layout (every part cache-line aligned):
 //   header       magic, local size, the "broken by" word
-//   control[i]   per local rank: a step flag on its own cache line, and a
-//                descriptor area for the op it is running
+//   control[i]   per local rank: a step flag on its own cache line, a
+//                descriptor area for the op it is running, and the rank's
+//                doorbell (transport/doorbell.h), rung by whoever publishes
+//                something it may wait for
 //   rings[i][j]  for each ordered pair i != j: a single-producer single-
 //                consumer byte ring (head and tail counters on their own
 //                lines), the Channel between local ranks i and j
@@ -22,6 +24,7 @@
 #include <string>
 
 #include "edt/store.h"
+#include "transport/doorbell.h"
 #include "transport/transport.h"
 
 namespace edt::transport::shm {
@@ -51,6 +54,7 @@ class Segment {
 
   std::atomic<uint64_t>& flag(int local) { return control(local)->flag.value; }
   uint8_t* descriptor(int local, int parity) { return control(local)->descriptor[parity]; }
+  Doorbell& doorbell(int local) { return control(local)->doorbell; }
   uint8_t* slot(int local, int buffer) {
     return base_ + slots_offset_ + (size_t(local) * kSlotBuffers + size_t(buffer)) * slot_bytes_;
   }
@@ -63,7 +67,8 @@ class Segment {
   };
   Ring ring(int from, int to);
 
-  // Records that global rank `rank` broke the communicator (first one wins).
+  // Records that global rank `rank` broke the communicator (first one wins)
+  // and wakes every local rank, so that blocked waits see it.
   void mark_broken(int rank);
   // The global rank that broke it, or -1.
   int broken_by() const;
@@ -72,6 +77,7 @@ class Segment {
   struct alignas(kCacheLine) Control {
     Counter flag;
     uint8_t descriptor[2][kDescriptorBytes];
+    Doorbell doorbell;
   };
   struct alignas(kCacheLine) Header {
     uint64_t magic;

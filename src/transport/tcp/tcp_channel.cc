@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_channel.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,7 +14,7 @@ namespace edt::transport::tcp {
 namespace {
 
 constexpr size_t kStagingBytes = 1 << 20;
-constexpr int kSocketBufferBytes = 8 << 20;
+constexpr int kSocketBufferBytes = 256 << 10;  // see tcp_channel.h
 
 struct Hello {
   uint64_t nonce;
@@ -23,9 +24,77 @@ struct Hello {
 
 }  // namespace
 
-TcpChannel::TcpChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)), staging_(kStagingBytes) {}
+TcpChannel::TcpChannel(int fd, std::string peer)
+    : fd_(fd), event_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), peer_(std::move(peer)), staging_(kStagingBytes) {}
 
-TcpChannel::~TcpChannel() { ::close(fd_); }
+TcpChannel::~TcpChannel() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (sender_.joinable()) sender_.join();
+  ::close(fd_);
+  if (event_fd_ >= 0) ::close(event_fd_);
+}
+
+void TcpChannel::post_send(const uint8_t* data, size_t n) {
+  {
+    std::lock_guard lock(mu_);
+    EDT_CHECK(post_data_ == nullptr);
+    post_data_ = data;
+    post_bytes_ = n;
+    post_done_ = false;
+    post_progress_.store(0, std::memory_order_relaxed);
+    if (!sender_.joinable()) sender_ = std::thread([this] { send_loop(); });
+  }
+  cv_.notify_one();
+}
+
+Result<size_t> TcpChannel::posted_sent() {
+  uint64_t events;
+  if (event_fd_ >= 0) (void)!::read(event_fd_, &events, sizeof events);  // drain; the state is below
+  std::lock_guard lock(mu_);
+  if (!post_done_) return post_progress_.load(std::memory_order_relaxed);
+  EDT_RETURN_IF_ERROR(post_status_);
+  return post_bytes_;
+}
+
+void TcpChannel::send_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || (post_data_ && !post_done_); });
+    if (stopping_) return;
+    const uint8_t* data = post_data_;
+    const size_t n = post_bytes_;
+    lock.unlock();
+    Status s = send_all(data, n);
+    lock.lock();
+    post_status_ = std::move(s);
+    post_done_ = true;
+    post_data_ = nullptr;
+    const uint64_t one = 1;
+    if (event_fd_ >= 0) (void)!::write(event_fd_, &one, sizeof one);
+  }
+}
+
+Status TcpChannel::send_all(const uint8_t* data, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    auto w = try_send(data + done, n - done);
+    if (!w.is_ok()) return w.status();
+    done += *w;
+    // Below n: completion is reported by post_done_ alone.
+    if (done < n) post_progress_.store(done, std::memory_order_relaxed);
+    if (*w > 0) continue;
+    pollfd p{fd_, POLLOUT, 0};
+    // Wake up now and then to notice that the channel is being destroyed.
+    ::poll(&p, 1, 50);
+    std::lock_guard lock(mu_);
+    if (stopping_) return aborted("the channel to " + peer_ + " was closed while sending");
+  }
+  return Status::ok();
+}
 
 Status TcpChannel::gone(int err) const {
   return peer_failed(peer_ + " hung up mid-collective (" + (err ? std::strerror(err) : "connection closed") +
