@@ -120,6 +120,12 @@ void divide(void* buf, size_t n, Scale by) {
   for (size_t i = 0; i < n; ++i) p[i] = Kind::store(static_cast<typename Kind::Wide>(Kind::load(p[i]) / by));
 }
 
+template <typename Kind, typename Factor>
+void multiply(void* buf, size_t n, Factor factor) {
+  auto* p = static_cast<typename Kind::Store*>(buf);
+  for (size_t i = 0; i < n; ++i) p[i] = Kind::store(static_cast<typename Kind::Wide>(Kind::load(p[i]) * factor));
+}
+
 }  // namespace
 
 float half_to_float(uint16_t h) {
@@ -183,6 +189,18 @@ void finish_average(void* buf, size_t count, DataType type, int ranks) {
     case DataType::kInt32: return divide<Plain<int32_t>>(buf, count, int32_t(ranks));
     case DataType::kInt64: return divide<Plain<int64_t>>(buf, count, int64_t(ranks));
     case DataType::kUInt8: return divide<Plain<uint8_t>>(buf, count, unsigned(ranks));
+  }
+}
+
+void scale(void* buf, size_t count, DataType type, double factor) {
+  switch (type) {
+    case DataType::kFloat32: return multiply<Plain<float>>(buf, count, float(factor));
+    case DataType::kFloat64: return multiply<Plain<double>>(buf, count, factor);
+    case DataType::kFloat16: return multiply<Half>(buf, count, float(factor));
+    case DataType::kBFloat16: return multiply<BFloat>(buf, count, float(factor));
+    case DataType::kInt32: return multiply<Plain<int32_t>>(buf, count, factor);
+    case DataType::kInt64: return multiply<Plain<int64_t>>(buf, count, factor);
+    case DataType::kUInt8: return multiply<Plain<uint8_t>>(buf, count, factor);
   }
 }
 

@@ -20,6 +20,11 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType type
 // buf[i] /= ranks (integers truncate toward zero).
 void finish_average(void* buf, size_t count, DataType type, int ranks);
 
+// buf[i] *= factor: floating types multiply in their own precision (float
+// for float32, float16 and bfloat16), at memory speed; integers go through
+// double and truncate toward zero.
+void scale(void* buf, size_t count, DataType type, double factor);
+
 // The op that combines partial results: kAverage combines as kSum.
 inline ReduceOp combining_op(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
 

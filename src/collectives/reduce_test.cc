@@ -165,6 +165,25 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, KernelTest,
                          ::testing::Combine(::testing::ValuesIn(kAllDataTypes), ::testing::ValuesIn(kAllReduceOps)),
                          Name);
 
+TEST(Kernels, ScaleEveryType) {
+  std::vector<uint16_t> h = {float_to_half(1.5f), float_to_half(-2.0f)};
+  scale(h.data(), 2, DataType::kFloat16, 2.0);
+  EXPECT_EQ(half_to_float(h[0]), 3.0f);
+  EXPECT_EQ(half_to_float(h[1]), -4.0f);
+  std::vector<uint16_t> b = {float_to_bfloat16(3.0f)};
+  scale(b.data(), 1, DataType::kBFloat16, 0.5);
+  EXPECT_EQ(bfloat16_to_float(b[0]), 1.5f);
+  std::vector<int32_t> i = {7, -7};
+  scale(i.data(), 2, DataType::kInt32, 0.5);
+  EXPECT_EQ(i, (std::vector<int32_t>{3, -3}));
+  std::vector<double> d = {1.0};
+  scale(d.data(), 1, DataType::kFloat64, 0.25);
+  EXPECT_EQ(d[0], 0.25);
+  std::vector<float> f(1001, 3.0f);  // past any vector width, with a tail
+  scale(f.data(), f.size(), DataType::kFloat32, 1.0 / 3);
+  for (float v : f) EXPECT_FLOAT_EQ(v, 1.0f);
+}
+
 TEST(Kernels, SignedOverflowWraps) {
   int32_t a[2] = {std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()};
   int32_t b[2] = {1, -1};

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "collectives/reduce.h"
 #include "common/units.h"
 
 namespace edt::engine {
@@ -61,12 +62,12 @@ std::pair<int64_t, int64_t> scatter_rows(int64_t rows, int rank, int size) {
 // The allreduce of a group runs as a sum when the caller asked for an
 // average; the division joins the postscale factor.
 void reduce_scaled(Collectives& c, void* buf, size_t count, const Meta& m, Status* status) {
-  if (m.prescale != 1.0) scale_buffer(buf, count, m.dtype, m.prescale);
+  if (m.prescale != 1.0) collectives::scale(buf, count, m.dtype, m.prescale);
   ReduceOp op = m.op == ReduceOp::kAverage ? ReduceOp::kSum : m.op;
   *status = c.allreduce(buf, count, m.dtype, op);
   if (!status->is_ok()) return;
   double post = m.postscale * (m.op == ReduceOp::kAverage ? 1.0 / c.size() : 1.0);
-  if (post != 1.0) scale_buffer(buf, count, m.dtype, post);
+  if (post != 1.0) collectives::scale(buf, count, m.dtype, post);
 }
 
 Status validate(const std::string& name, const Meta& m, const void* data, int size) {
@@ -462,7 +463,7 @@ Status Engine::run_one(const Ready& ready) {
       if (m.prescale != 1.0) {
         const auto* bytes = static_cast<const uint8_t*>(local->data);
         prescaled.assign(bytes, bytes + tensor_bytes(m));
-        scale_buffer(prescaled.data(), static_cast<size_t>(num_elements(m.shape)), m.dtype, m.prescale);
+        collectives::scale(prescaled.data(), static_cast<size_t>(num_elements(m.shape)), m.dtype, m.prescale);
         in = prescaled.data();
       }
       out.shape = m.shape;
@@ -471,7 +472,7 @@ Status Engine::run_one(const Ready& ready) {
       const ReduceOp op = m.op == ReduceOp::kAverage ? ReduceOp::kSum : m.op;
       EDT_RETURN_IF_ERROR(collectives_->reduce_scatter(in, out.data.data(), counts, m.dtype, op));
       const double post = m.postscale * (m.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
-      if (post != 1.0) scale_buffer(out.data.data(), counts[rank_], m.dtype, post);
+      if (post != 1.0) collectives::scale(out.data.data(), counts[rank_], m.dtype, post);
       break;
     }
     case OpType::kAllreduce:

@@ -22,8 +22,4 @@ const char* op_name(ReduceOp op);
 std::string shape_string(const std::vector<int64_t>& shape);
 int64_t num_elements(const std::vector<int64_t>& shape);
 
-// Multiplies `count` elements at `data` by `factor` in place. Integer types
-// round toward zero; float16 and bfloat16 are scaled in float.
-void scale_buffer(void* data, size_t count, DataType dtype, double factor);
-
 }  // namespace edt::engine
