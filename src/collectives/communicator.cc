@@ -294,11 +294,10 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
                                                          std::memcpy(&all[r], raw[r].data(), sizeof(Descriptor));
                                                        return check_descriptors(all, nullptr);
                                                      }};
-      EDT_RETURN_IF_ERROR(shm_->allreduce(send, recv, count, type, op, &agreement));
-    } else {
-      EDT_RETURN_IF_ERROR(agree(d, nullptr));
-      EDT_RETURN_IF_ERROR(allreduce_data(send, recv, count, type, op));
+      return shm_->allreduce(send, recv, count, type, op, &agreement);  // averages divided as reduced
     }
+    EDT_RETURN_IF_ERROR(agree(d, nullptr));
+    EDT_RETURN_IF_ERROR(allreduce_data(send, recv, count, type, collectives::combining_op(op)));
     if (op == ReduceOp::kAverage) collectives::finish_average(recv, count, type, size_);
     return Status::ok();
   }

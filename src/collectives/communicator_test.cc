@@ -102,6 +102,10 @@ TEST(LargeAllreduce, StreamsItsOutputOnEveryTransport) {
         ASSERT_TRUE(c.allreduce(send.data(), recv.data(), count, DataType::kFloat32, ReduceOp::kSum).is_ok());
         for (size_t i = 0; i < count; ++i)
           ASSERT_EQ(recv[i], float((i % 7 + 1) * n * (n + 1) / 2)) << topology_name(t) << " " << i;
+        // An average divides every chunk's slices exactly once.
+        ASSERT_TRUE(c.allreduce(send.data(), recv.data(), count, DataType::kFloat32, ReduceOp::kAverage).is_ok());
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_FLOAT_EQ(recv[i], float((i % 7 + 1) * n * (n + 1) / 2) / n) << topology_name(t) << " " << i;
       });
     }
   }

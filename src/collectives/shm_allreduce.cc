@@ -99,9 +99,11 @@ void ShmAllreduce::small_allreduce_after_round(void* recv, size_t count, DataTyp
     copy(static_cast<uint8_t*>(recv), segment_->slot(0, buffer), bytes, false);
     return;
   }
+  const bool average = op == ReduceOp::kAverage;
   op = combining_op(op);
   reduce(recv, segment_->slot(0, buffer), segment_->slot(1, buffer), count, type, op);
   for (int j = 2; j < n_; ++j) reduce_into(recv, segment_->slot(j, buffer), count, type, op);
+  if (average) finish_average(recv, count, type, n_);
 }
 
 Status ShmAllreduce::round_reading_descriptors(const Agreement& a) {
@@ -119,6 +121,7 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
     small_allreduce_after_round(recv, count, type, op);
     return Status::ok();
   }
+  const bool average = op == ReduceOp::kAverage;
   op = combining_op(op);
   const size_t chunk_elems = segment_->slot_bytes() / es;
   const size_t chunks = (count + chunk_elems - 1) / chunk_elems;
@@ -160,6 +163,7 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
       auto part = [&](int j) { return j == local_rank_ ? own : segment_->slot(j, buffer_of(k)) + at; };
       reduce(mine, part(0), part(1), slice, type, op);
       for (int j = 2; j < n_; ++j) reduce_into(mine, part(j), slice, type, op);
+      if (average) finish_average(mine, slice, type, n_);
     }
   }
 #if defined(__SSE2__)

@@ -54,8 +54,9 @@ class ShmAllreduce {
     std::function<Status(const std::vector<std::vector<uint8_t>>&)> check;
   };
 
-  // recv = op over local ranks of send (kAverage left as a sum); in place
-  // when send == recv.
+  // recv = op over local ranks of send; in place when send == recv. kAverage
+  // divides by the number of local ranks as each slice is reduced, while it
+  // is in cache, instead of in a pass of its own over recv.
   Status allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                    const Agreement* agreement = nullptr);
 

@@ -25,14 +25,14 @@ class Collectives {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // Reduces `count` elements of `buffer` across ranks, in place. kAverage is
-  // never passed: the engine sums and scales.
+  // Reduces `count` elements of `buffer` across ranks, in place; kAverage
+  // divides the sum by size().
   virtual Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) = 0;
 
   // `in` holds one block per rank, consecutive in rank order, block r of
   // counts[r] elements; rank r receives into `out` the reduction of every
   // rank's block r. Counts are the same on every rank. kAverage is never
-  // passed.
+  // passed (the engine sums and scales).
   virtual Status reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, DataType dtype,
                                 ReduceOp op) = 0;
 

@@ -59,9 +59,14 @@ std::pair<int64_t, int64_t> scatter_rows(int64_t rows, int rank, int size) {
   return {begin, base + (rank < extra ? 1 : 0)};
 }
 
-// The allreduce of a group runs as a sum when the caller asked for an
-// average; the division joins the postscale factor.
+// A plain average is the communicator's own (it divides as it reduces);
+// with scale factors the allreduce runs as a sum and the division joins the
+// postscale factor.
 void reduce_scaled(Collectives& c, void* buf, size_t count, const Meta& m, Status* status) {
+  if (m.op == ReduceOp::kAverage && m.prescale == 1.0 && m.postscale == 1.0) {
+    *status = c.allreduce(buf, count, m.dtype, m.op);  // the communicator divides without a pass of its own
+    return;
+  }
   if (m.prescale != 1.0) collectives::scale(buf, count, m.dtype, m.prescale);
   ReduceOp op = m.op == ReduceOp::kAverage ? ReduceOp::kSum : m.op;
   *status = c.allreduce(buf, count, m.dtype, op);

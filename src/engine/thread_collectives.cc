@@ -20,6 +20,7 @@ class ThreadCollectives final : public Collectives {
     EDT_RETURN_IF_ERROR(group_->barrier());
     std::memcpy(buffer, group_->stages_[0].data(), bytes);
     for (int r = 1; r < size(); ++r) collectives::reduce_into(buffer, group_->stages_[r].data(), count, dtype, op);
+    if (op == ReduceOp::kAverage) collectives::finish_average(buffer, count, dtype, size());
     return group_->barrier();
   }
 
