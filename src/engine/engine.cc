@@ -312,15 +312,25 @@ Status Engine::cycle(bool* finished) {
     }
   }
 
-  // The pause runs from the end of the exchange, which every rank leaves at
-  // about the same moment: idle ranks then meet again together and the
-  // communicator's waits stay short. While nothing is pending on any rank
-  // (every rank decoded the same messages, so all agree), no exchange is
-  // needed until some rank submits: that rank's thread wakes at once and
-  // waits in the exchange for the others, whose requests wake them in turn.
-  // Cycling slowly then leaves the cores to the training between steps.
-  const bool idle = !negotiator_.has_pending() && !join_announced_;
-  auto next_cycle = std::chrono::steady_clock::now() + (idle ? options_.idle_time : options_.cycle_time);
+  // The pause before the next exchange (a request submitted here cuts any
+  // pause short). Every rank decoded the same messages, so all agree on
+  // what is pending:
+  // - nothing: idle_time. No exchange is needed until some rank submits;
+  //   that rank's thread wakes at once and waits in the exchange for the
+  //   others, whose requests wake them in turn. Idle ranks leave the cores
+  //   to the training.
+  // - names that wait for this rank's own requests (or it joined):
+  //   cycle_time, as Horovod cycles; the exchange meets ranks that wait.
+  // - only names this rank announced, waiting for others: none. It waits
+  //   in the next exchange (blocked, not spinning) for the others, so the
+  //   request that completes a name is exchanged as soon as it is made
+  //   instead of at this rank's next cycle.
+  std::chrono::microseconds pause = options_.idle_time;
+  if (join_announced_ || negotiator_.waits_for(rank_))
+    pause = options_.cycle_time;
+  else if (negotiator_.has_pending())
+    pause = std::chrono::microseconds::zero();
+  auto next_cycle = std::chrono::steady_clock::now() + pause;
   std::unique_lock lock(mu_);
   wake_.wait_until(lock, next_cycle, [&] {
     return !queue_.empty() || (join_asked_ && !join_announced_) || (shutdown_asked_ && !shutdown_announced_);

@@ -316,6 +316,11 @@ Result<CycleOutcome> Negotiator::decode(const std::vector<std::string_view>& mes
   return out;
 }
 
+bool Negotiator::waits_for(int rank) const {
+  if (joined_[rank]) return false;
+  return std::any_of(pending_.begin(), pending_.end(), [&](const auto& p) { return !p.second.metas[rank]; });
+}
+
 std::vector<int> Negotiator::missing_ranks(const std::string& name) const {
   std::vector<int> missing;
   auto it = pending_.find(name);

@@ -95,6 +95,8 @@ class Negotiator {
   std::vector<int> missing_ranks(const std::string& name) const;
   std::vector<std::string> pending_names() const { return pending_order_; }
   bool has_pending() const { return !pending_order_.empty(); }
+  // Whether some pending name still waits for `rank` to announce it.
+  bool waits_for(int rank) const;
 
  private:
   struct Pending {

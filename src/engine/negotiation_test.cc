@@ -39,10 +39,15 @@ TEST(NegotiatorTest, ReadyOnceEveryRankAnnouncedInTheSameOrderEverywhere) {
   EXPECT_EQ(o.ready[0].name, "b");
   EXPECT_TRUE(o.anything_pending);
   EXPECT_EQ(ns[0].missing_ranks("a"), std::vector<int>{1});
+  for (const Negotiator& n : ns) {  // every rank sees who is awaited
+    EXPECT_FALSE(n.waits_for(0));
+    EXPECT_TRUE(n.waits_for(1));
+  }
   o = cycle(ns, {{}, {{"a", meta({1})}}});
   ASSERT_EQ(o.ready.size(), 1u);
   EXPECT_EQ(o.ready[0].name, "a");
   EXPECT_FALSE(o.anything_pending);
+  EXPECT_FALSE(ns[0].waits_for(1));
 }
 
 TEST(NegotiatorTest, CachedNamesAreAnnouncedInFewBytes) {
