@@ -42,7 +42,8 @@ package: build
 	cmake --build $(BUILD) --target package
 
 # The reference scenario (needs root: edtd makes sandboxes); see README.md.
-demo: deps build
+demo: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target demo_tools
 	scripts/demo.py --build $(BUILD)
 
 clean:
