@@ -24,14 +24,11 @@ class CommunicatorCollectives final : public Collectives {
     const size_t largest = *std::max_element(counts.begin(), counts.end());
     if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == largest; }))
       return c_->reduce_scatter(in, out, largest, dtype, op);
-    const size_t element = dtype_size(dtype), block = largest * element;
-    padded_send_.assign(block * size(), 0);
-    padded_recv_.resize(block);
-    const auto* src = static_cast<const uint8_t*>(in);
-    for (int r = 0; r < size(); ++r) {
-      if (counts[r]) std::memcpy(padded_send_.data() + r * block, src, counts[r] * element);
-      src += counts[r] * element;
-    }
+    const size_t element = dtype_size(dtype);
+    std::vector<size_t> bytes(counts.size());
+    for (size_t r = 0; r < counts.size(); ++r) bytes[r] = counts[r] * element;
+    pack_padded(in, bytes, largest * element);
+    padded_recv_.resize(largest * element);
     EDT_RETURN_IF_ERROR(c_->reduce_scatter(padded_send_.data(), padded_recv_.data(), largest, dtype, op));
     if (counts[rank()]) std::memcpy(out, padded_recv_.data(), counts[rank()] * element);
     return Status::ok();
@@ -51,13 +48,8 @@ class CommunicatorCollectives final : public Collectives {
     int64_t block = static_cast<int64_t>(*std::max_element(send_bytes.begin(), send_bytes.end()));
     EDT_RETURN_IF_ERROR(c_->allreduce(&block, &block, 1, DataType::kInt64, ReduceOp::kMax));
     size_t b = static_cast<size_t>(block);
-    padded_send_.assign(b * size(), 0);
+    pack_padded(in, send_bytes, b);
     padded_recv_.resize(b * size());
-    const auto* src = static_cast<const uint8_t*>(in);
-    for (int d = 0; d < size(); ++d) {
-      if (send_bytes[d]) std::memcpy(padded_send_.data() + d * b, src, send_bytes[d]);
-      src += send_bytes[d];
-    }
     EDT_RETURN_IF_ERROR(c_->alltoall(padded_send_.data(), padded_recv_.data(), b, DataType::kUInt8));
     auto* dst = static_cast<uint8_t*>(out);
     for (int s = 0; s < size(); ++s) {
@@ -70,6 +62,17 @@ class CommunicatorCollectives final : public Collectives {
   Status barrier() override { return c_->barrier(); }
 
  private:
+  // padded_send_ = the consecutive blocks of `in` (bytes[r] for rank r),
+  // each at the start of its own `block`-byte slot, zero after it.
+  void pack_padded(const void* in, const std::vector<size_t>& bytes, size_t block) {
+    padded_send_.assign(block * bytes.size(), 0);
+    const auto* src = static_cast<const uint8_t*>(in);
+    for (size_t r = 0; r < bytes.size(); ++r) {
+      if (bytes[r]) std::memcpy(padded_send_.data() + r * block, src, bytes[r]);
+      src += bytes[r];
+    }
+  }
+
   std::shared_ptr<Communicator> c_;
   std::vector<uint8_t> padded_send_, padded_recv_;
 };
