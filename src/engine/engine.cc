@@ -59,6 +59,12 @@ std::pair<int64_t, int64_t> scatter_rows(int64_t rows, int rank, int size) {
   return {begin, base + (rank < extra ? 1 : 0)};
 }
 
+// What a sum is multiplied by at the end: the postscale factor, and 1/size
+// for an average.
+double final_scale(const Meta& m, int size) {
+  return m.postscale * (m.op == ReduceOp::kAverage ? 1.0 / size : 1.0);
+}
+
 // A plain average is the communicator's own (it divides as it reduces);
 // with scale factors the allreduce runs as a sum and the division joins the
 // postscale factor.
@@ -68,11 +74,9 @@ void reduce_scaled(Collectives& c, void* buf, size_t count, const Meta& m, Statu
     return;
   }
   if (m.prescale != 1.0) collectives::scale(buf, count, m.dtype, m.prescale);
-  ReduceOp op = m.op == ReduceOp::kAverage ? ReduceOp::kSum : m.op;
-  *status = c.allreduce(buf, count, m.dtype, op);
+  *status = c.allreduce(buf, count, m.dtype, collectives::combining_op(m.op));
   if (!status->is_ok()) return;
-  double post = m.postscale * (m.op == ReduceOp::kAverage ? 1.0 / c.size() : 1.0);
-  if (post != 1.0) collectives::scale(buf, count, m.dtype, post);
+  if (double post = final_scale(m, c.size()); post != 1.0) collectives::scale(buf, count, m.dtype, post);
 }
 
 Status validate(const std::string& name, const Meta& m, const void* data, int size) {
@@ -484,10 +488,10 @@ Status Engine::run_one(const Ready& ready) {
       out.shape = m.shape;
       out.shape[0] = scatter_rows(m.shape[0], rank_, size_).second;
       out.data.resize(counts[rank_] * dtype_size(m.dtype));
-      const ReduceOp op = m.op == ReduceOp::kAverage ? ReduceOp::kSum : m.op;
-      EDT_RETURN_IF_ERROR(collectives_->reduce_scatter(in, out.data.data(), counts, m.dtype, op));
-      const double post = m.postscale * (m.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
-      if (post != 1.0) collectives::scale(out.data.data(), counts[rank_], m.dtype, post);
+      EDT_RETURN_IF_ERROR(
+          collectives_->reduce_scatter(in, out.data.data(), counts, m.dtype, collectives::combining_op(m.op)));
+      if (double post = final_scale(m, size_); post != 1.0)
+        collectives::scale(out.data.data(), counts[rank_], m.dtype, post);
       break;
     }
     case OpType::kAllreduce:
