@@ -32,9 +32,12 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples/mnist"))
+import check_run  # noqa: E402  (the example's own checks of its epoch lines)
+
 PYTHON = "/usr/bin/python3"
 ADDRESSES = "127.88.0.0/24"  # the demo's own block; the default edtd uses 127.77
-EPOCH = re.compile(r"epoch=(\d+) rank=(\d+) size=(\d+) samples=(\d+) loss=([\d.]+) acc=([\d.]+) time=([\d.]+)")
+EPOCH = check_run.LINE
 GENERATION = re.compile(r"generation rank=(\d+) size=(\d+) host=(\S+) pid=(\d+) epoch=(\d+) done=(\d+) at=([\d.]+)")
 TRAIN = "train_mnist.py"
 
@@ -208,18 +211,11 @@ class Demo:
                          % (np_, run.returncode, run.stdout, run.stderr))
         lines = sorted((int(m.group(1)), int(m.group(2)), m.group(0)) for m in EPOCH.finditer(run.stdout))
         show("\n".join(text for _, _, text in lines))
-        want = 10000 // np_
-        for epoch in range(1, self.args.epochs + 1):
-            found = {int(m.group(2)): m for m in EPOCH.finditer(run.stdout) if int(m.group(1)) == epoch}
-            check(sorted(found) == list(range(np_)), "epoch %d: lines from ranks %s, not 0..%d"
-                  % (epoch, sorted(found), np_ - 1))
-            for rank, m in found.items():
-                check(int(m.group(3)) == np_ and int(m.group(4)) == want,
-                      "rank %d reports size=%s samples=%s, not size=%d samples=%d"
-                      % (rank, m.group(3), m.group(4), np_, want))
-        times = [float(m.group(7)) for m in EPOCH.finditer(run.stdout) if m.group(2) == "0"]
-        self.figures["epoch_np%d" % np_] = times[-1]
-        say("each of the %d workers trained %d samples per epoch" % (np_, want))
+        seen = check_run.epoch_lines(run.stdout)
+        errors = check_run.split_errors(seen, np_, self.args.epochs)
+        check(not errors, "the training on %d workers:\n%s" % (np_, "\n".join(errors)))
+        self.figures["epoch_np%d" % np_] = seen[(self.args.epochs, 0)][3]
+        say("each of the %d workers trained %d samples per epoch" % (np_, 10000 // np_))
 
     def scale(self, containers):
         say("edt cluster scale tthvd --containers %d --wait" % containers)
