@@ -175,8 +175,12 @@ Result<int64_t> Engine::submit(const std::string& name, const Meta& meta, void* 
   op->data = data;
   in_flight_.emplace(name, op);
   handles_.emplace(op->handle, op);
+  // Only the first request of a batch moves the thread's next cycle (see
+  // pause()); waking it for the others would only cost the training a core.
+  const bool first = queue_.empty();
+  if (first) first_queued_ = std::chrono::steady_clock::now();
   queue_.emplace_back(name, op);
-  wake_.notify_one();
+  if (first) wake_.notify_one();
   return op->handle;
 }
 
@@ -201,14 +205,46 @@ Result<bool> Engine::poll(int64_t handle) {
 }
 
 Status Engine::wait(int64_t handle, Output* output) {
+  std::shared_ptr<Op> op;
+  {
+    std::lock_guard lock(mu_);
+    auto it = handles_.find(handle);
+    if (it == handles_.end()) return not_found("no request with handle " + std::to_string(handle) + " is in flight");
+    op = it->second;
+  }
+  drive_until_done(*op);
   std::unique_lock lock(mu_);
-  auto it = handles_.find(handle);
-  if (it == handles_.end()) return not_found("no request with handle " + std::to_string(handle) + " is in flight");
-  std::shared_ptr<Op> op = it->second;
-  finished_.wait(lock, [&] { return op->done; });
+  finished_.wait(lock, [&] { return op->done; });  // cycling has stopped: the thread's exit completes it
   handles_.erase(handle);
   if (output) *output = std::move(op->output);
   return op->status;
+}
+
+void Engine::drive_until_done(const Op& op) {
+  std::lock_guard cycling(cycle_mu_);  // while the thread runs a cycle, waits for its end
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (op.done) return;
+    }
+    if (!run_cycle()) return;
+  }
+}
+
+bool Engine::run_cycle() {
+  if (cycling_stopped_) return false;
+  bool finished = false;
+  Status s = cycle(&finished);
+  if (!s.is_ok()) {
+    fail_everything(s.with_context("rank " + std::to_string(rank_)));
+    finished = true;
+  }
+  if (!finished) return true;
+  cycling_stopped_ = true;
+  std::lock_guard lock(mu_);
+  next_cycle_ = {};  // a waiting thread ran the last cycle: the thread stops at once
+  wake_.notify_one();
+  return false;
 }
 
 Status Engine::shutdown() {
@@ -226,13 +262,12 @@ Status Engine::shutdown() {
 }
 
 void Engine::loop() {
-  bool finished = false;
-  while (!finished) {
-    Status s = cycle(&finished);
-    if (!s.is_ok()) {
-      fail_everything(s.with_context("rank " + std::to_string(rank_)));
-      break;
+  while (true) {
+    {
+      std::lock_guard cycling(cycle_mu_);
+      if (!run_cycle()) break;
     }
+    pause();
   }
   std::lock_guard lock(mu_);
   stopped_ = true;
@@ -256,9 +291,9 @@ Status Engine::cycle(bool* finished) {
     queue_.clear();
     join = join_asked_ && !join_announced_;
     shut_down = shutdown_asked_ && !shutdown_announced_;
+    join_announced_ |= join;
+    shutdown_announced_ |= shut_down;
   }
-  join_announced_ |= join;
-  shutdown_announced_ |= shut_down;
 
   std::string message;
   if (!announcements.empty() || join || shut_down) message = negotiator_.encode(announcements, join, shut_down);
@@ -316,30 +351,43 @@ Status Engine::cycle(bool* finished) {
     }
   }
 
-  // The pause before the next exchange (a request submitted here cuts any
-  // pause short). Every rank decoded the same messages, so all agree on
-  // what is pending:
-  // - nothing: idle_time. No exchange is needed until some rank submits;
-  //   that rank's thread wakes at once and waits in the exchange for the
-  //   others, whose requests wake them in turn. Idle ranks leave the cores
-  //   to the training.
+  // The pause before the next exchange. Every rank decoded the same
+  // messages, so all agree on what is pending:
+  // - nothing: idle_time. No exchange is needed until some rank submits.
+  //   Idle ranks leave the cores to the training.
   // - names that wait for this rank's own requests (or it joined):
   //   cycle_time, as Horovod cycles; the exchange meets ranks that wait.
   // - only names this rank announced, waiting for others: none. It waits
   //   in the next exchange (blocked, not spinning) for the others, so the
   //   request that completes a name is exchanged as soon as it is made
-  //   instead of at this rank's next cycle.
+  //   instead of at this rank's next cycle. So does a rank that announced
+  //   its shutdown.
+  // A request submitted during the pause shortens it to cycle_time from
+  // its submission, so that requests made together (the gradients of one
+  // backward pass) are announced together; a thread that waits for a
+  // request runs the next cycles itself (see drive_until_done).
   std::chrono::microseconds pause = options_.idle_time;
-  if (join_announced_ || negotiator_.waits_for(rank_))
+  if (shutdown_announced_)
+    pause = std::chrono::microseconds::zero();  // waits for the others to leave
+  else if (join_announced_ || negotiator_.waits_for(rank_))
     pause = options_.cycle_time;
   else if (negotiator_.has_pending())
     pause = std::chrono::microseconds::zero();
-  auto next_cycle = std::chrono::steady_clock::now() + pause;
-  std::unique_lock lock(mu_);
-  wake_.wait_until(lock, next_cycle, [&] {
-    return !queue_.empty() || (join_asked_ && !join_announced_) || (shutdown_asked_ && !shutdown_announced_);
-  });
+  std::lock_guard lock(mu_);
+  next_cycle_ = std::chrono::steady_clock::now() + pause;
   return Status::ok();
+}
+
+void Engine::pause() {
+  std::unique_lock lock(mu_);
+  while (!(join_asked_ && !join_announced_) && !(shutdown_asked_ && !shutdown_announced_)) {
+    // Read again after every wake-up: a waiting thread may have run cycles
+    // meanwhile (moving next_cycle_) or taken the queue.
+    auto deadline = next_cycle_;
+    if (!queue_.empty()) deadline = std::min(deadline, first_queued_ + options_.cycle_time);
+    if (std::chrono::steady_clock::now() >= deadline) return;
+    wake_.wait_until(lock, deadline);
+  }
 }
 
 Status Engine::run_ready(const std::vector<Ready>& ready) {

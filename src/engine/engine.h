@@ -6,8 +6,10 @@
 // ranks may submit in different orders, runs what every rank submitted,
 // fusing small allreduces into one buffer up to the fusion threshold, and
 // completes the handles. One cycle runs every `cycle_time` while requests
-// are pending on some rank, every `idle_time` while none are, and at once
-// when a request arrives while the thread waits.
+// are pending on some rank, every `idle_time` while none are, and
+// `cycle_time` after a request arrives while the thread waits. A thread
+// that waits for a request (wait()) does not sleep until the background
+// thread gets a core: it runs the cycles itself until its request is done.
 //
 // Buffers: the caller's buffer of an allreduce or broadcast is reduced or
 // overwritten in place; allgather, alltoall and reducescatter write a new
@@ -102,7 +104,14 @@ class Engine {
   struct Op;
   Engine(std::unique_ptr<Collectives> collectives, const EngineOptions& options);
   void loop();
+  // Runs one cycle; false once cycling has stopped (every rank shut down,
+  // or a collective failed). The caller holds cycle_mu_.
+  bool run_cycle();
+  // Runs cycles on the calling thread until `op` is done or cycling stops.
+  void drive_until_done(const Op& op);
   Status cycle(bool* finished);
+  // The thread's wait between cycles (see the end of cycle()).
+  void pause();
   Status run_ready(const std::vector<Ready>& ready);
   Status run_allreduce_group(const std::vector<const Ready*>& group);
   Status run_one(const Ready& ready);
@@ -124,13 +133,19 @@ class Engine {
   bool join_asked_ = false;             // guarded by mu_
   std::shared_ptr<Op> join_op_;         // guarded by mu_
   bool shutdown_asked_ = false;         // guarded by mu_
+  bool join_announced_ = false;         // written under mu_ and cycle_mu_
+  bool shutdown_announced_ = false;     // written under mu_ and cycle_mu_
+  std::chrono::steady_clock::time_point first_queued_;  // of the oldest request in queue_; guarded by mu_
+  std::chrono::steady_clock::time_point next_cycle_;    // when the thread cycles next; guarded by mu_
   bool stopped_ = false;                // guarded by mu_
   Status broken_;                       // guarded by mu_
 
-  // Owned by the background thread.
+  // Cycles run on the background thread, or on a thread that waits for a
+  // request (wait()), one at a time: the state below belongs to whichever
+  // thread holds cycle_mu_.
+  std::mutex cycle_mu_;
+  bool cycling_stopped_ = false;
   Negotiator negotiator_;
-  bool join_announced_ = false;
-  bool shutdown_announced_ = false;
   std::vector<uint8_t> fusion_buffer_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> stall_seen_;
   std::atomic<uint64_t> fused_batches_{0};

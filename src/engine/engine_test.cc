@@ -67,6 +67,41 @@ TEST(EngineTest, AllreduceInDifferentOrdersOnEachRank) {
   });
 }
 
+TEST(EngineTest, AWaitingThreadRunsTheCyclesItself) {
+  // The background thread would first cycle 30 s after a submission; wait()
+  // does not sleep until then but runs the cycles on the waiting thread.
+  EngineOptions slow;
+  slow.cycle_time = slow.idle_time = std::chrono::seconds(30);
+  auto start = std::chrono::steady_clock::now();
+  run_ranks(
+      2,
+      [](int rank, Engine& e) {
+        for (int i = 0; i < 10; ++i) {
+          std::vector<float> v(5, static_cast<float>(rank + i));
+          ASSERT_TRUE(run(e, "v", allreduce_meta({5}), v.data()).is_ok());
+          EXPECT_EQ(v, std::vector<float>(5, static_cast<float>(1 + 2 * i)));
+        }
+      },
+      slow);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST(EngineTest, RequestsNobodyWaitsForCompleteInTheBackground) {
+  // Overlap, as DistributedOptimizer's hooks rely on: after submit() the
+  // engine's thread cycles on its own; poll() turns true without wait().
+  run_ranks(3, [](int rank, Engine& e) {
+    std::vector<double> v(1000, rank);
+    int64_t h = e.submit("bg", allreduce_meta({1000}, ReduceOp::kSum, DataType::kFloat64), v.data()).value();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!e.poll(h).value() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(e.poll(h).value());
+    ASSERT_TRUE(e.wait(h, nullptr).is_ok());
+    EXPECT_EQ(v, std::vector<double>(1000, 3.0));
+  });
+}
+
 TEST(EngineTest, SmallTensorsAreFused) {
   std::atomic<uint64_t> fused{0};
   run_ranks(2, [&](int rank, Engine& e) {
@@ -247,7 +282,13 @@ TEST(EngineTest, JoinLetsOtherRanksReduceAndReturnsLastRank) {
       ASSERT_TRUE(run(e, "j" + std::to_string(step), allreduce_meta({3}), x.data()).is_ok());
       EXPECT_EQ(x, std::vector<float>(3, 2.0f));
     }
-    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // join last
+    if (rank == 0) {
+      // Completes only once ranks 1 and 2 have joined (they add nothing):
+      // rank 0 then joins last.
+      std::vector<float> x(3, 1.0f);
+      ASSERT_TRUE(run(e, "alone", allreduce_meta({3}), x.data()).is_ok());
+      EXPECT_EQ(x, std::vector<float>(3, 1.0f));
+    }
     Output out;
     ASSERT_TRUE(e.wait(e.submit_join().value(), &out).is_ok());
     EXPECT_EQ(out.last_joined_rank, 0);
