@@ -90,8 +90,12 @@ class Communicator {
   virtual int size() const = 0;
   virtual int local_rank() const = 0;   // index among the ranks of this host
   virtual int local_size() const = 0;   // ranks on this host
-  virtual int cross_rank() const = 0;   // index of this host among hosts
-  virtual int cross_size() const = 0;   // number of hosts
+  // As Horovod counts them: among the hosts that have a rank with this
+  // rank's local_rank, the index of this rank's host, and how many there
+  // are. With the same number of ranks on every host: the host's index and
+  // the number of hosts. Hosts are ordered by their lowest rank.
+  virtual int cross_rank() const = 0;
+  virtual int cross_size() const = 0;
   virtual const std::string& host() const = 0;
   // "shm", "tcp" or "shm+tcp": what this communicator's ranks talk over.
   virtual std::string transport_name() const = 0;

@@ -134,7 +134,7 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return static_cast<int>(local_members_.size()); }
   int cross_rank() const override { return cross_rank_; }
-  int cross_size() const override { return static_cast<int>(leaders_.size()); }
+  int cross_size() const override { return cross_size_; }
   const std::string& host() const override { return infos_[rank_].host; }
   std::string transport_name() const override { return transport_name_; }
 
@@ -390,10 +390,11 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
 
   Group world() const { return Group{transport_.get(), all_members_, rank_}; }
   Group local_group() const { return Group{transport_.get(), local_members_, local_rank_}; }
-  Group leader_group() const { return Group{transport_.get(), leaders_, cross_rank_}; }
+  Group leader_group() const { return Group{transport_.get(), leaders_, host_index_}; }
 
   int rank_ = 0, size_ = 0;
-  int local_rank_ = 0, cross_rank_ = 0;
+  int local_rank_ = 0, host_index_ = 0;
+  int cross_rank_ = 0, cross_size_ = 0;  // Horovod's: see communicator.h
   std::vector<RankInfo> infos_;
   std::vector<int> all_members_, local_members_, leaders_;
   std::string transport_name_;
@@ -480,10 +481,15 @@ Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOp
     host_of[r] = it->second;
     all_members_.push_back(r);
   }
-  cross_rank_ = host_of[rank_];
+  host_index_ = host_of[rank_];
   for (int r = 0; r < size_; ++r)
-    if (host_of[r] == cross_rank_) local_members_.push_back(r);
+    if (host_of[r] == host_index_) local_members_.push_back(r);
   local_rank_ = static_cast<int>(std::find(local_members_.begin(), local_members_.end(), rank_) - local_members_.begin());
+  for (int h = 0; h < static_cast<int>(leaders_.size()); ++h) {
+    if (std::count(host_of.begin(), host_of.end(), h) <= local_rank_) continue;  // no rank with this local rank
+    if (h < host_index_) ++cross_rank_;
+    ++cross_size_;
+  }
   if (options.transport == "shm" && leaders_.size() > 1)
     return invalid_argument("transport shm needs every rank on one host, but ranks are on " +
                             std::to_string(leaders_.size()) + " hosts (" + infos_[leaders_[0]].host + ", " +
@@ -507,7 +513,7 @@ Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOp
   std::shared_ptr<transport::shm::Segment> segment;
   if (use_shm) {
     transport::shm::Segment::Options so;
-    so.key = "shm/" + std::to_string(cross_rank_);
+    so.key = "shm/" + std::to_string(host_index_);
     so.local_rank = local_rank_;
     so.local_size = static_cast<int>(local_members_.size());
     so.deadline = deadline;
