@@ -175,10 +175,9 @@ Result<int64_t> Engine::submit(const std::string& name, const Meta& meta, void* 
   op->data = data;
   in_flight_.emplace(name, op);
   handles_.emplace(op->handle, op);
-  // Only the first request of a batch moves the thread's next cycle (see
-  // pause()); waking it for the others would only cost the training a core.
+  // A request starts a cycle at once (see pause()). Only the first of a
+  // batch wakes the thread: it takes the whole queue.
   const bool first = queue_.empty();
-  if (first) first_queued_ = std::chrono::steady_clock::now();
   queue_.emplace_back(name, op);
   if (first) wake_.notify_one();
   return op->handle;
@@ -362,10 +361,12 @@ Status Engine::cycle(bool* finished) {
   //   request that completes a name is exchanged as soon as it is made
   //   instead of at this rank's next cycle. So does a rank that announced
   //   its shutdown.
-  // A request submitted during the pause shortens it to cycle_time from
-  // its submission, so that requests made together (the gradients of one
-  // backward pass) are announced together; a thread that waits for a
-  // request runs the next cycles itself (see drive_until_done).
+  // A request submitted during the pause ends it: the gradients of a
+  // backward pass are reduced while the pass goes on. A thread that waits
+  // for a request runs the next cycles itself (see drive_until_done).
+  // (Gathering a pass's requests for cycle_time before announcing them
+  // made the MNIST example's 2-worker epochs about 8% slower: the last
+  // gradients were still pending when the step waited for them.)
   std::chrono::microseconds pause = options_.idle_time;
   if (shutdown_announced_)
     pause = std::chrono::microseconds::zero();  // waits for the others to leave
@@ -383,10 +384,8 @@ void Engine::pause() {
   while (!(join_asked_ && !join_announced_) && !(shutdown_asked_ && !shutdown_announced_)) {
     // Read again after every wake-up: a waiting thread may have run cycles
     // meanwhile (moving next_cycle_) or taken the queue.
-    auto deadline = next_cycle_;
-    if (!queue_.empty()) deadline = std::min(deadline, first_queued_ + options_.cycle_time);
-    if (std::chrono::steady_clock::now() >= deadline) return;
-    wake_.wait_until(lock, deadline);
+    if (!queue_.empty() || std::chrono::steady_clock::now() >= next_cycle_) return;
+    wake_.wait_until(lock, next_cycle_);
   }
 }
 

@@ -6,10 +6,10 @@
 // ranks may submit in different orders, runs what every rank submitted,
 // fusing small allreduces into one buffer up to the fusion threshold, and
 // completes the handles. One cycle runs every `cycle_time` while requests
-// are pending on some rank, every `idle_time` while none are, and
-// `cycle_time` after a request arrives while the thread waits. A thread
-// that waits for a request (wait()) does not sleep until the background
-// thread gets a core: it runs the cycles itself until its request is done.
+// are pending on some rank, every `idle_time` while none are, and at once
+// when a request arrives while the thread waits. A thread that waits for a
+// request (wait()) does not sleep until the background thread gets a core:
+// it runs the cycles itself until its request is done.
 //
 // Buffers: the caller's buffer of an allreduce or broadcast is reduced or
 // overwritten in place; allgather, alltoall and reducescatter write a new
@@ -135,7 +135,6 @@ class Engine {
   bool shutdown_asked_ = false;         // guarded by mu_
   bool join_announced_ = false;         // written under mu_ and cycle_mu_
   bool shutdown_announced_ = false;     // written under mu_ and cycle_mu_
-  std::chrono::steady_clock::time_point first_queued_;  // of the oldest request in queue_; guarded by mu_
   std::chrono::steady_clock::time_point next_cycle_;    // when the thread cycles next; guarded by mu_
   bool stopped_ = false;                // guarded by mu_
   Status broken_;                       // guarded by mu_

@@ -67,9 +67,9 @@ TEST(EngineTest, AllreduceInDifferentOrdersOnEachRank) {
   });
 }
 
-TEST(EngineTest, AWaitingThreadRunsTheCyclesItself) {
-  // The background thread would first cycle 30 s after a submission; wait()
-  // does not sleep until then but runs the cycles on the waiting thread.
+TEST(EngineTest, LongCycleTimesDoNotDelayARequest) {
+  // Cycle and idle times of 30 s: a request still starts a cycle at once
+  // (the background thread's or the waiting thread's).
   EngineOptions slow;
   slow.cycle_time = slow.idle_time = std::chrono::seconds(30);
   auto start = std::chrono::steady_clock::now();
