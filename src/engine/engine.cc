@@ -213,7 +213,7 @@ Status Engine::wait(int64_t handle, Output* output) {
   }
   drive_until_done(*op);
   std::unique_lock lock(mu_);
-  finished_.wait(lock, [&] { return op->done; });  // cycling has stopped: the thread's exit completes it
+  finished_.wait(lock, [&] { return op->done; });  // if cycling stopped first, the thread's exit completes it
   handles_.erase(handle);
   if (output) *output = std::move(op->output);
   return op->status;
