@@ -62,7 +62,7 @@ class Runtime {
  public:
   Runtime() : Runtime(make_communicator()) {}
   explicit Runtime(std::shared_ptr<Communicator> communicator) : communicator_(std::move(communicator)) {
-    engine::EngineOptions options = value_or_throw(engine::engine_options_from_env());
+    engine::EngineOptions options = value_or_throw(engine::engine_options_from_env(communicator_->local_size()));
     engine_ = value_or_throw(engine::Engine::start(engine::communicator_collectives(communicator_), options));
   }
   ~Runtime() {

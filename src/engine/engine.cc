@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +37,12 @@ Result<double> parse_number(const char* var, const char* text) {
     return invalid_argument(std::string(var) + "='" + text + "' is not a non-negative number; unset it or give one");
   }
   return v;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 size_t row_bytes(const Meta& m) {
@@ -115,7 +123,7 @@ Status validate(const std::string& name, const Meta& m, const void* data, int si
 
 }  // namespace
 
-Result<EngineOptions> engine_options_from_env() {
+Result<EngineOptions> engine_options_from_env(int local_processes) {
   EngineOptions o;
   for (const char* var : {"EDT_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"}) {
     if (const char* v = env(var)) {
@@ -130,6 +138,13 @@ Result<EngineOptions> engine_options_from_env() {
       EDT_ASSIGN_OR_RETURN(double ms, parse_number(var, v));
       *field = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
     }
+  }
+  const char* delay = env("EDT_REQUEST_DELAY");
+  if (delay && std::string(delay) != "auto") {
+    EDT_ASSIGN_OR_RETURN(double ms, parse_number("EDT_REQUEST_DELAY", delay));
+    o.request_delay = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+  } else if (local_processes >= usable_cores()) {
+    o.request_delay = o.idle_time;
   }
   if (const char* v = env("HOROVOD_CACHE_CAPACITY")) {
     EDT_ASSIGN_OR_RETURN(double n, parse_number("HOROVOD_CACHE_CAPACITY", v));
@@ -175,9 +190,10 @@ Result<int64_t> Engine::submit(const std::string& name, const Meta& meta, void* 
   op->data = data;
   in_flight_.emplace(name, op);
   handles_.emplace(op->handle, op);
-  // A request starts a cycle at once (see pause()). Only the first of a
-  // batch wakes the thread: it takes the whole queue.
+  // A request starts a cycle request_delay later (see pause()). Only the
+  // first of a batch wakes the thread: it takes the whole queue.
   const bool first = queue_.empty();
+  if (first) first_queued_ = std::chrono::steady_clock::now();
   queue_.emplace_back(name, op);
   if (first) wake_.notify_one();
   return op->handle;
@@ -361,12 +377,10 @@ Status Engine::cycle(bool* finished) {
   //   request that completes a name is exchanged as soon as it is made
   //   instead of at this rank's next cycle. So does a rank that announced
   //   its shutdown.
-  // A request submitted during the pause ends it: the gradients of a
-  // backward pass are reduced while the pass goes on. A thread that waits
-  // for a request runs the next cycles itself (see drive_until_done).
-  // (Gathering a pass's requests for cycle_time before announcing them
-  // made the MNIST example's 2-worker epochs about 8% slower: the last
-  // gradients were still pending when the step waited for them.)
+  // A request submitted during the pause ends it request_delay later (by
+  // default at once: the gradients of a backward pass are reduced while
+  // the pass goes on). A thread that waits for a request runs the next
+  // cycles itself (see drive_until_done).
   std::chrono::microseconds pause = options_.idle_time;
   if (shutdown_announced_)
     pause = std::chrono::microseconds::zero();  // waits for the others to leave
@@ -384,8 +398,10 @@ void Engine::pause() {
   while (!(join_asked_ && !join_announced_) && !(shutdown_asked_ && !shutdown_announced_)) {
     // Read again after every wake-up: a waiting thread may have run cycles
     // meanwhile (moving next_cycle_) or taken the queue.
-    if (!queue_.empty() || std::chrono::steady_clock::now() >= next_cycle_) return;
-    wake_.wait_until(lock, next_cycle_);
+    auto deadline = next_cycle_;
+    if (!queue_.empty()) deadline = std::min(deadline, first_queued_ + options_.request_delay);
+    if (std::chrono::steady_clock::now() >= deadline) return;
+    wake_.wait_until(lock, deadline);
   }
 }
 

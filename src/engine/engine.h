@@ -6,10 +6,11 @@
 // ranks may submit in different orders, runs what every rank submitted,
 // fusing small allreduces into one buffer up to the fusion threshold, and
 // completes the handles. One cycle runs every `cycle_time` while requests
-// are pending on some rank, every `idle_time` while none are, and at once
-// when a request arrives while the thread waits. A thread that waits for a
-// request (wait()) does not sleep until the background thread gets a core:
-// it runs the cycles itself until its request is done.
+// are pending on some rank, every `idle_time` while none are, and
+// `request_delay` (by default at once) after a request arrives while the
+// thread waits. A thread that waits for a request (wait()) does not sleep
+// until the background thread gets a core: it runs the cycles itself until
+// its request is done.
 //
 // Buffers: the caller's buffer of an allreduce or broadcast is reduced or
 // overwritten in place; allgather, alltoall and reducescatter write a new
@@ -48,16 +49,26 @@ struct EngineOptions {
   // Pause between cycles while no rank has anything pending: a request
   // submitted here still starts a cycle at once.
   std::chrono::microseconds idle_time{25000};
+  // How long a new request waits for a thread that waits for it (which
+  // runs the cycle at once) before the background thread cycles for it.
+  // 0: at once, so requests are reduced while the caller goes on (the
+  // gradients of a backward pass while the pass runs). Where every core
+  // runs a training process the background thread has no core of its own:
+  // waking it costs the training more than the overlap gains.
+  std::chrono::microseconds request_delay{0};
   size_t cache_capacity = 1024;                       // names in the response cache
   std::chrono::milliseconds stall_warning{60000};     // warn about names some ranks never sent
 };
 
 // Options from HOROVOD_FUSION_THRESHOLD or EDT_FUSION_THRESHOLD (bytes, or a
 // size such as 64M), HOROVOD_CYCLE_TIME (milliseconds, fractions allowed),
-// EDT_IDLE_CYCLE_TIME (the same for idle_time), HOROVOD_CACHE_CAPACITY and
-// HOROVOD_STALL_CHECK_TIME_SECONDS. A malformed
-// value is an error naming the variable.
-Result<EngineOptions> engine_options_from_env();
+// EDT_IDLE_CYCLE_TIME (the same for idle_time), EDT_REQUEST_DELAY (the same
+// for request_delay, or "auto", the default: idle_time when
+// `local_processes`, the job's processes on this host, are at least the
+// cores this process may run on, else 0), HOROVOD_CACHE_CAPACITY and
+// HOROVOD_STALL_CHECK_TIME_SECONDS. A malformed value is an error naming
+// the variable.
+Result<EngineOptions> engine_options_from_env(int local_processes = 1);
 
 // What a finished request produced besides its in-place buffer.
 struct Output {
@@ -133,6 +144,7 @@ class Engine {
   bool join_asked_ = false;             // guarded by mu_
   std::shared_ptr<Op> join_op_;         // guarded by mu_
   bool shutdown_asked_ = false;         // guarded by mu_
+  std::chrono::steady_clock::time_point first_queued_;  // of the oldest request in queue_; guarded by mu_
   bool join_announced_ = false;         // written under mu_ and cycle_mu_
   bool shutdown_announced_ = false;     // written under mu_ and cycle_mu_
   std::chrono::steady_clock::time_point next_cycle_;    // when the thread cycles next; guarded by mu_

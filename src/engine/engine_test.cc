@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cstring>
 #include <functional>
@@ -67,11 +68,11 @@ TEST(EngineTest, AllreduceInDifferentOrdersOnEachRank) {
   });
 }
 
-TEST(EngineTest, LongCycleTimesDoNotDelayARequest) {
-  // Cycle and idle times of 30 s: a request still starts a cycle at once
-  // (the background thread's or the waiting thread's).
+TEST(EngineTest, AWaitingThreadRunsTheCyclesItself) {
+  // The background thread would first cycle 30 s after a submission; wait()
+  // does not sleep until then but runs the cycles on the waiting thread.
   EngineOptions slow;
-  slow.cycle_time = slow.idle_time = std::chrono::seconds(30);
+  slow.cycle_time = slow.idle_time = slow.request_delay = std::chrono::seconds(30);
   auto start = std::chrono::steady_clock::now();
   run_ranks(
       2,
@@ -88,18 +89,26 @@ TEST(EngineTest, LongCycleTimesDoNotDelayARequest) {
 
 TEST(EngineTest, RequestsNobodyWaitsForCompleteInTheBackground) {
   // Overlap, as DistributedOptimizer's hooks rely on: after submit() the
-  // engine's thread cycles on its own; poll() turns true without wait().
-  run_ranks(3, [](int rank, Engine& e) {
-    std::vector<double> v(1000, rank);
-    int64_t h = e.submit("bg", allreduce_meta({1000}, ReduceOp::kSum, DataType::kFloat64), v.data()).value();
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!e.poll(h).value() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    EXPECT_TRUE(e.poll(h).value());
-    ASSERT_TRUE(e.wait(h, nullptr).is_ok());
-    EXPECT_EQ(v, std::vector<double>(1000, 3.0));
-  });
+  // engine's thread cycles on its own; poll() turns true without wait(),
+  // at once by default and after request_delay when one is set.
+  for (auto delay : {std::chrono::microseconds(0), std::chrono::microseconds(30000)}) {
+    EngineOptions options;
+    options.request_delay = delay;
+    run_ranks(
+        3,
+        [](int rank, Engine& e) {
+          std::vector<double> v(1000, rank);
+          int64_t h = e.submit("bg", allreduce_meta({1000}, ReduceOp::kSum, DataType::kFloat64), v.data()).value();
+          auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          while (!e.poll(h).value() && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          EXPECT_TRUE(e.poll(h).value());
+          ASSERT_TRUE(e.wait(h, nullptr).is_ok());
+          EXPECT_EQ(v, std::vector<double>(1000, 3.0));
+        },
+        options);
+  }
 }
 
 TEST(EngineTest, SmallTensorsAreFused) {
@@ -366,6 +375,19 @@ TEST(EngineOptionsTest, FromEnvironment) {
   unsetenv("EDT_IDLE_CYCLE_TIME");
   setenv("EDT_FUSION_THRESHOLD", "64M", 1);
   EXPECT_EQ(engine_options_from_env()->fusion_threshold, 64u << 20);
+  // EDT_REQUEST_DELAY: idle_time when the host's processes fill its cores.
+  cpu_set_t cores;
+  if (sched_getaffinity(0, sizeof cores, &cores) == 0 && CPU_COUNT(&cores) > 1) {
+    EXPECT_EQ(engine_options_from_env(1)->request_delay.count(), 0);
+  }
+  EXPECT_EQ(engine_options_from_env(4096)->request_delay.count(), 25000);
+  setenv("EDT_REQUEST_DELAY", "0.5", 1);
+  EXPECT_EQ(engine_options_from_env(4096)->request_delay.count(), 500);
+  setenv("EDT_REQUEST_DELAY", "auto", 1);
+  EXPECT_EQ(engine_options_from_env(4096)->request_delay.count(), 25000);
+  setenv("EDT_REQUEST_DELAY", "soon", 1);
+  EXPECT_NE(engine_options_from_env().status().message().find("EDT_REQUEST_DELAY"), std::string::npos);
+  unsetenv("EDT_REQUEST_DELAY");
   setenv("HOROVOD_CYCLE_TIME", "fast", 1);
   o = engine_options_from_env();
   ASSERT_FALSE(o.is_ok());
