@@ -47,7 +47,7 @@ struct EngineOptions {
   uint64_t fusion_threshold = 128ull << 20;           // bytes; 0 disables fusion
   std::chrono::microseconds cycle_time{1000};         // pause between cycles while requests are pending
   // Pause between cycles while no rank has anything pending: a request
-  // submitted here still starts a cycle at once.
+  // submitted here ends it (after request_delay).
   std::chrono::microseconds idle_time{25000};
   // How long a new request waits for a thread that waits for it (which
   // runs the cycle at once) before the background thread cycles for it.
