@@ -57,7 +57,7 @@ bool wait_ready(int fd, short events, Clock::time_point deadline) {
 
 }  // namespace
 
-Result<HostPort> parse_host_port(const std::string& text) {
+Result<HostPort> parse_host_port(const std::string& text, bool allow_port_zero) {
   HostPort out;
   std::string port_text;
   if (!text.empty() && text[0] == '[') {
@@ -75,8 +75,10 @@ Result<HostPort> parse_host_port(const std::string& text) {
   }
   unsigned value = 0;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || value == 0 || value > 65535)
-    return invalid_argument("address '" + text + "' has port '" + port_text + "'; a port is 1..65535");
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || (value == 0 && !allow_port_zero) ||
+      value > 65535)
+    return invalid_argument("address '" + text + "' has port '" + port_text + "'; a port is " +
+                            (allow_port_zero ? "0" : "1") + "..65535");
   out.port = static_cast<uint16_t>(value);
   return out;
 }

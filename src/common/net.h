@@ -19,8 +19,9 @@ struct HostPort {
   uint16_t port = 0;
 };
 
-// "host:port", "1.2.3.4:5" or "[::1]:5".
-Result<HostPort> parse_host_port(const std::string& text);
+// "host:port", "1.2.3.4:5" or "[::1]:5". Port 0 ("any free port") only
+// with allow_port_zero.
+Result<HostPort> parse_host_port(const std::string& text, bool allow_port_zero = false);
 
 // "host:port", with brackets for IPv6 literals.
 std::string format_host_port(const std::string& host, uint16_t port);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 
+#include "common/net.h"
 #include "common/units.h"
 #include "control/api/server.h"
 #include "control/console/console_routes.h"
@@ -136,17 +137,13 @@ Status ensure_admin(ControlStore* store, const std::string& data_dir) {
   return Status::ok();
 }
 
-// "HOST:PORT" -> (host, port); a port of 0 only where allow_any_port.
-Result<std::pair<std::string, int>> parse_host_port(const std::string& flag, const std::string& text,
-                                                    const std::string& example, bool allow_any_port) {
-  const auto colon = text.rfind(':');
-  const std::string port_text = colon == std::string::npos ? "" : text.substr(colon + 1);
-  int port = -1;
-  if (!port_text.empty() && port_text.size() <= 5 && port_text.find_first_not_of("0123456789") == std::string::npos)
-    port = std::stoi(port_text);
-  if (colon == 0 || port < (allow_any_port ? 0 : 1) || port > 65535)
+// A HOST:PORT flag; a port of 0 (any free one) only where allow_any_port.
+Result<net::HostPort> parse_listen_flag(const std::string& flag, const std::string& text, const std::string& example,
+                                        bool allow_any_port) {
+  auto parsed = net::parse_host_port(text, allow_any_port);
+  if (!parsed.is_ok())
     return invalid_argument(flag + " '" + text + "' is not HOST:PORT; write e.g. " + flag + " " + example);
-  return std::make_pair(text.substr(0, colon), port);
+  return parsed;
 }
 
 // Everything the flags say, checked. Nothing is created until all of them
@@ -154,8 +151,8 @@ Result<std::pair<std::string, int>> parse_host_port(const std::string& flag, con
 struct Settings {
   AddressRange range;
   std::chrono::milliseconds grace{};
-  std::pair<std::string, int> listen;
-  std::pair<std::string, int> terminal_listen;
+  net::HostPort listen;
+  net::HostPort terminal_listen;
   std::vector<Gpu> gpus;
   bool simulated_gpus = false;
   Layout layout;
@@ -169,11 +166,11 @@ Result<Settings> check_flags(const Flags& flags) {
   auto grace = parse_duration(flags.grace);
   if (!grace.is_ok()) return grace.status().with_context("--grace");
   settings.grace = *grace;
-  EDT_ASSIGN_OR_RETURN(settings.listen, parse_host_port("--listen", flags.listen, "127.0.0.1:7470", false));
-  settings.terminal_listen = {settings.listen.first, 0};
+  EDT_ASSIGN_OR_RETURN(settings.listen, parse_listen_flag("--listen", flags.listen, "127.0.0.1:7470", false));
+  settings.terminal_listen = {settings.listen.host, 0};
   if (!flags.terminal_listen.empty()) {
     EDT_ASSIGN_OR_RETURN(settings.terminal_listen,
-                         parse_host_port("--terminal-listen", flags.terminal_listen, "127.0.0.1:7471", true));
+                         parse_listen_flag("--terminal-listen", flags.terminal_listen, "127.0.0.1:7471", true));
   }
   if (flags.ssh_port < 1 || flags.ssh_port > 65535)
     return invalid_argument("--ssh-port " + std::to_string(flags.ssh_port) +
@@ -244,7 +241,7 @@ int run(const Flags& flags) {
   api_options.web_dir = settings.layout.web_dir;
   fs::create_directories(flags.data_dir + "/terminals", ec);
   TerminalServer terminals(flags.data_dir + "/terminals");
-  if (Status st = terminals.start(settings.terminal_listen.first, settings.terminal_listen.second); !st.is_ok())
+  if (Status st = terminals.start(settings.terminal_listen.host, settings.terminal_listen.port); !st.is_ok())
     return fail(st);
   api_options.extend_routes = [&](httplib::Server& server) {
     install_console_routes(server, {flags.data_dir, store.get(), &backend, &jobs, &terminals});

@@ -1,0 +1,27 @@
+#include "common/net.h"
+
+#include <gtest/gtest.h>
+
+namespace edt::net {
+namespace {
+
+TEST(ParseHostPort, HostsPortsAndTheirErrors) {
+  auto v4 = parse_host_port("127.0.0.1:29400");
+  ASSERT_TRUE(v4.is_ok());
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 29400);
+  auto v6 = parse_host_port("[::1]:5");
+  ASSERT_TRUE(v6.is_ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 5);
+  for (const char* bad : {"127.0.0.1", ":80", "host:http", "host:70000", "host:", "[::1]5", "host:0"})
+    EXPECT_FALSE(parse_host_port(bad).is_ok()) << bad;
+  // Port 0 (any free port) only where the caller allows it.
+  auto any = parse_host_port("localhost:0", /*allow_port_zero=*/true);
+  ASSERT_TRUE(any.is_ok());
+  EXPECT_EQ(any->port, 0);
+  EXPECT_FALSE(parse_host_port("localhost:65536", true).is_ok());
+}
+
+}  // namespace
+}  // namespace edt::net
