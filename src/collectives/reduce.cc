@@ -114,16 +114,25 @@ void dispatch_op(void* dst, const void* a, const void* b, size_t n, ReduceOp op)
   }
 }
 
-template <typename Kind, typename Scale>
-void divide(void* buf, size_t n, Scale by) {
-  auto* p = static_cast<typename Kind::Store*>(buf);
-  for (size_t i = 0; i < n; ++i) p[i] = Kind::store(static_cast<typename Kind::Wide>(Kind::load(p[i]) / by));
+// Calls f(Kind{}) with the Kind that stores `type`.
+template <typename F>
+void with_kind(DataType type, F&& f) {
+  switch (type) {
+    case DataType::kFloat32: return f(Plain<float>{});
+    case DataType::kFloat64: return f(Plain<double>{});
+    case DataType::kFloat16: return f(Half{});
+    case DataType::kBFloat16: return f(BFloat{});
+    case DataType::kInt32: return f(Plain<int32_t>{});
+    case DataType::kInt64: return f(Plain<int64_t>{});
+    case DataType::kUInt8: return f(Plain<uint8_t>{});
+  }
 }
 
-template <typename Kind, typename Factor>
-void multiply(void* buf, size_t n, Factor factor) {
+// buf[i] = f(buf[i]) in the Kind's Wide arithmetic.
+template <typename Kind, typename F>
+void transform(void* buf, size_t n, F f) {
   auto* p = static_cast<typename Kind::Store*>(buf);
-  for (size_t i = 0; i < n; ++i) p[i] = Kind::store(static_cast<typename Kind::Wide>(Kind::load(p[i]) * factor));
+  for (size_t i = 0; i < n; ++i) p[i] = Kind::store(static_cast<typename Kind::Wide>(f(Kind::load(p[i]))));
 }
 
 }  // namespace
@@ -165,15 +174,7 @@ uint16_t float_to_bfloat16(float f) {
 }
 
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op) {
-  switch (type) {
-    case DataType::kFloat32: return dispatch_op<Plain<float>>(dst, a, b, count, op);
-    case DataType::kFloat64: return dispatch_op<Plain<double>>(dst, a, b, count, op);
-    case DataType::kFloat16: return dispatch_op<Half>(dst, a, b, count, op);
-    case DataType::kBFloat16: return dispatch_op<BFloat>(dst, a, b, count, op);
-    case DataType::kInt32: return dispatch_op<Plain<int32_t>>(dst, a, b, count, op);
-    case DataType::kInt64: return dispatch_op<Plain<int64_t>>(dst, a, b, count, op);
-    case DataType::kUInt8: return dispatch_op<Plain<uint8_t>>(dst, a, b, count, op);
-  }
+  with_kind(type, [&](auto kind) { dispatch_op<decltype(kind)>(dst, a, b, count, op); });
 }
 
 void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op) {
@@ -181,27 +182,23 @@ void reduce_into(void* dst, const void* src, size_t count, DataType type, Reduce
 }
 
 void finish_average(void* buf, size_t count, DataType type, int ranks) {
-  switch (type) {
-    case DataType::kFloat32: return divide<Plain<float>>(buf, count, float(ranks));
-    case DataType::kFloat64: return divide<Plain<double>>(buf, count, double(ranks));
-    case DataType::kFloat16: return divide<Half>(buf, count, float(ranks));
-    case DataType::kBFloat16: return divide<BFloat>(buf, count, float(ranks));
-    case DataType::kInt32: return divide<Plain<int32_t>>(buf, count, int32_t(ranks));
-    case DataType::kInt64: return divide<Plain<int64_t>>(buf, count, int64_t(ranks));
-    case DataType::kUInt8: return divide<Plain<uint8_t>>(buf, count, unsigned(ranks));
-  }
+  with_kind(type, [&](auto kind) {
+    using Wide = typename decltype(kind)::Wide;
+    // uint8 divides as unsigned, so that any number of ranks fits.
+    using Divisor = std::conditional_t<std::is_same_v<Wide, uint8_t>, unsigned, Wide>;
+    const auto by = static_cast<Divisor>(ranks);
+    transform<decltype(kind)>(buf, count, [by](Wide v) { return v / by; });
+  });
 }
 
 void scale(void* buf, size_t count, DataType type, double factor) {
-  switch (type) {
-    case DataType::kFloat32: return multiply<Plain<float>>(buf, count, float(factor));
-    case DataType::kFloat64: return multiply<Plain<double>>(buf, count, factor);
-    case DataType::kFloat16: return multiply<Half>(buf, count, float(factor));
-    case DataType::kBFloat16: return multiply<BFloat>(buf, count, float(factor));
-    case DataType::kInt32: return multiply<Plain<int32_t>>(buf, count, factor);
-    case DataType::kInt64: return multiply<Plain<int64_t>>(buf, count, factor);
-    case DataType::kUInt8: return multiply<Plain<uint8_t>>(buf, count, factor);
-  }
+  with_kind(type, [&](auto kind) {
+    using Wide = typename decltype(kind)::Wide;
+    // Floating types in their own precision, integers through double.
+    using Factor = std::conditional_t<std::is_floating_point_v<Wide>, Wide, double>;
+    const auto by = static_cast<Factor>(factor);
+    transform<decltype(kind)>(buf, count, [by](Wide v) { return v * by; });
+  });
 }
 
 }  // namespace edt::collectives
