@@ -191,11 +191,14 @@ Result<int64_t> Engine::submit(const std::string& name, const Meta& meta, void* 
   in_flight_.emplace(name, op);
   handles_.emplace(op->handle, op);
   // A request starts a cycle request_delay later (see pause()). Only the
-  // first of a batch wakes the thread: it takes the whole queue.
+  // first of a batch can bring the thread's deadline forward (it takes the
+  // whole queue), and wakes the thread only if it does: with a request
+  // delay as long as the idle time the thread sleeps through, a wake-up
+  // would cost the busy cores a context switch for nothing.
   const bool first = queue_.empty();
   if (first) first_queued_ = std::chrono::steady_clock::now();
   queue_.emplace_back(name, op);
-  if (first) wake_.notify_one();
+  if (first && first_queued_ + options_.request_delay < sleeping_until_) wake_.notify_one();
   return op->handle;
 }
 
@@ -400,9 +403,11 @@ void Engine::pause() {
     // meanwhile (moving next_cycle_) or taken the queue.
     auto deadline = next_cycle_;
     if (!queue_.empty()) deadline = std::min(deadline, first_queued_ + options_.request_delay);
-    if (std::chrono::steady_clock::now() >= deadline) return;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    sleeping_until_ = deadline;
     wake_.wait_until(lock, deadline);
   }
+  sleeping_until_ = std::chrono::steady_clock::time_point::min();
 }
 
 Status Engine::run_ready(const std::vector<Ready>& ready) {

@@ -148,6 +148,9 @@ class Engine {
   bool join_announced_ = false;         // written under mu_ and cycle_mu_
   bool shutdown_announced_ = false;     // written under mu_ and cycle_mu_
   std::chrono::steady_clock::time_point next_cycle_;    // when the thread cycles next; guarded by mu_
+  // Until when the thread sleeps in pause() (min() while it does not): a
+  // change that brings its deadline before this wakes it. Guarded by mu_.
+  std::chrono::steady_clock::time_point sleeping_until_ = std::chrono::steady_clock::time_point::min();
   bool stopped_ = false;                // guarded by mu_
   Status broken_;                       // guarded by mu_
 

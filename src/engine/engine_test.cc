@@ -90,13 +90,22 @@ TEST(EngineTest, AWaitingThreadRunsTheCyclesItself) {
 TEST(EngineTest, RequestsNobodyWaitsForCompleteInTheBackground) {
   // Overlap, as DistributedOptimizer's hooks rely on: after submit() the
   // engine's thread cycles on its own; poll() turns true without wait(),
-  // at once by default and after request_delay when one is set.
+  // at once by default and after request_delay when one is set. The idle
+  // time is longer than the test's deadline: the request itself must wake
+  // the thread sleeping through it.
   for (auto delay : {std::chrono::microseconds(0), std::chrono::microseconds(30000)}) {
     EngineOptions options;
+    options.idle_time = std::chrono::seconds(60);
     options.request_delay = delay;
     run_ranks(
         3,
         [](int rank, Engine& e) {
+          // A request waited for first: the thread has cycled and sleeps.
+          std::vector<double> w(1, rank);
+          ASSERT_TRUE(e.wait(e.submit("first", allreduce_meta({1}, ReduceOp::kSum, DataType::kFloat64), w.data())
+                                 .value(),
+                             nullptr)
+                          .is_ok());
           std::vector<double> v(1000, rank);
           int64_t h = e.submit("bg", allreduce_meta({1000}, ReduceOp::kSum, DataType::kFloat64), v.data()).value();
           auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);

@@ -74,13 +74,22 @@ def _work(tensor, copy=False):
 
 
 def _submit(kind, name, work, op=0, root=0, prescale=1.0, postscale=1.0, splits=()):
-    from edt import _edt
+    # The optimizer submits every gradient from inside backward(): this
+    # path stays short.
     try:
-        return _runtime.get().submit(name, kind, _DTYPE[work.dtype], op, root, float(prescale),
-                                     float(postscale), list(work.shape), [int(s) for s in splits],
-                                     work.data_ptr())
-    except _edt.EdtError as e:
-        raise _runtime.translate(e, submitting=True) from None
+        return _runtime.get().submit(name, kind, _DTYPE[work.dtype], op, root, prescale, postscale, work.shape,
+                                     [int(s) for s in splits] if splits else (), work.data_ptr())
+    except Exception as e:
+        raise _translated(e, submitting=True)
+
+
+def _translated(error, submitting=False):
+    """An edt._edt.EdtError as Horovod's exception; any other error as is."""
+    from edt import _edt
+    if isinstance(error, _edt.EdtError):
+        error = _runtime.translate(error, submitting)
+        error.__suppress_context__ = True
+    return error
 
 
 def _register(engine_handles, buffers, finish):
@@ -132,7 +141,6 @@ def poll(handle):
 
 def synchronize(handle):
     """Waits for the request behind `handle` and returns its result."""
-    from edt import _edt
     with _lock:
         pending = _handles.pop(handle, None)
     if pending is None:
@@ -142,10 +150,10 @@ def synchronize(handle):
     for h in pending.engine_handles:  # wait for all, even after an error, so no buffer is freed early
         try:
             outputs.append(rt.wait(h))
-        except _edt.EdtError as e:
+        except Exception as e:
             error = error or e
     if error is not None:
-        raise _runtime.translate(error) from None
+        raise _translated(error)
     return pending.finish(outputs)
 
 
@@ -161,8 +169,11 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      process_set=None):
     """Starts an in-place allreduce of `tensor`; returns a handle for
     synchronize()."""
-    return grouped_allreduce_async_([tensor], average, name, op, prescale_factor, postscale_factor,
-                                    _single=True)
+    engine_op = _engine_op(_resolve_op(op, average))
+    work, copied = _work(tensor)
+    h = _submit(_ALLREDUCE, _name(_ALLREDUCE, name), work, engine_op, prescale=prescale_factor,
+                postscale=postscale_factor)
+    return _register([h], [work], lambda _: _copy_back(tensor, work, copied))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -206,7 +217,7 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, process_set=None, _single=False):
+                             postscale_factor=1.0, process_set=None):
     """Starts in-place allreduces of several tensors, fused together."""
     engine_op = _engine_op(_resolve_op(op, average))
     base = _name(_ALLREDUCE, name)
@@ -214,13 +225,10 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     for i, t in enumerate(tensors):
         work, copied = _work(t)
         works.append((t, work, copied))
-        handles.append(_submit(_ALLREDUCE, base if _single else "%s.%d" % (base, i), work, engine_op,
+        handles.append(_submit(_ALLREDUCE, "%s.%d" % (base, i), work, engine_op,
                                prescale=prescale_factor, postscale=postscale_factor))
 
-    def finish(_outputs):
-        results = [_copy_back(t, w, c) for t, w, c in works]
-        return results[0] if _single else results
-    return _register(handles, works, finish)
+    return _register(handles, works, lambda _: [_copy_back(t, w, c) for t, w, c in works])
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -347,11 +355,10 @@ def join(device=-1):
     """Declares that this rank has no more data: until every rank joined,
     allreduces of the others go on with this rank adding zeros. Returns the
     rank that joined last."""
-    from edt import _edt
     try:
         h = _runtime.get().submit_join()
-    except _edt.EdtError as e:
-        raise _runtime.translate(e, submitting=True) from None
+    except Exception as e:
+        raise _translated(e, submitting=True)
     return synchronize(_register([h], [], lambda outputs: outputs[0][3]))
 
 

@@ -44,10 +44,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise NotImplementedError("edt does not implement Adasum; use op=hvd.Average or hvd.Sum")
         if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
             raise ValueError("gradient_predivide_factor not supported with op != Average")
-        self._parameter_names = {v: k for k, v in named_parameters}
+        self._request_names = {v: "allreduce." + k for k, v in named_parameters}
         self.backward_passes_per_step = backward_passes_per_step
         self._op = op
-        self._gradient_predivide_factor = gradient_predivide_factor
+        if op == mpi_ops.Average:
+            self._scales = (1.0 / gradient_predivide_factor, gradient_predivide_factor)
+        else:
+            self._scales = (1.0, 1.0)
         self._allreduce_delay = {}
         self._handles = {}
         self._grad_accs = []
@@ -76,14 +79,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._grad_accs.append(grad_acc)
 
     def _allreduce_grad_async(self, p):
-        name = self._parameter_names.get(p)
-        if self._op == mpi_ops.Average:
-            prescale, postscale = 1.0 / self._gradient_predivide_factor, self._gradient_predivide_factor
-        else:
-            prescale, postscale = 1.0, 1.0
+        # Runs inside backward() for every gradient: kept short.
         compressed, ctx = self._compression.compress(p.grad)
-        handle = mpi_ops.allreduce_async_(compressed, name="allreduce." + name, op=self._op,
-                                          prescale_factor=prescale, postscale_factor=postscale)
+        handle = mpi_ops.allreduce_async_(compressed, name=self._request_names[p], op=self._op,
+                                          prescale_factor=self._scales[0], postscale_factor=self._scales[1])
         return handle, (compressed, ctx)
 
     def _make_hook(self, p):
