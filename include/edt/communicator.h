@@ -55,11 +55,19 @@ struct CommunicatorOptions {
   // How long a collective waits for a silent peer, and how long create()
   // waits for every rank to arrive.
   std::chrono::milliseconds timeout{30000};
+  // How long a thread waiting in a collective spins before it yields and
+  // blocks. Negative: 5 ms where this host's ranks have a core each, 2 us
+  // where they share cores (see spin_from_env for EDT_SPIN_TIME).
+  std::chrono::microseconds spin{-1};
   // Address the TCP transport listens on and tells its peers. Empty: the
   // host identity when it is an IP address, else this host's name resolved
   // (falling back to 127.0.0.1).
   std::string bind_address{};
 };
+
+// CommunicatorOptions::spin from EDT_SPIN_TIME: milliseconds (0.05 is
+// 50 us), or "auto" or unset for the default.
+Result<std::chrono::microseconds> spin_from_env();
 
 // An op submitted with an _async call.
 class Work {
@@ -80,8 +88,8 @@ class Communicator {
 
   // From the environment edtrun sets: EDT_RANK, EDT_SIZE, EDT_COORDINATOR
   // (host:port of the TCP store), EDT_HOSTNAME (host identity; default
-  // gethostname), EDT_TRANSPORT (auto|tcp|shm), EDT_TIMEOUT (e.g. 30s) and
-  // EDT_GENERATION (the store prefix; default "0").
+  // gethostname), EDT_TRANSPORT (auto|tcp|shm), EDT_TIMEOUT (e.g. 30s),
+  // EDT_SPIN_TIME and EDT_GENERATION (the store prefix; default "0").
   static Result<std::shared_ptr<Communicator>> from_env();
 
   virtual ~Communicator() = default;

@@ -163,6 +163,7 @@ struct StateOptions {
   std::string transport = "auto";  // CommunicatorOptions::transport (EDT_TRANSPORT)
   // How long a collective waits for a silent peer (EDT_TIMEOUT).
   std::chrono::milliseconds collective_timeout{30000};
+  std::chrono::microseconds spin{-1};  // CommunicatorOptions::spin (EDT_SPIN_TIME)
   // How long a worker waits for a generation that includes it
   // (EDT_ELASTIC_TIMEOUT; edtrun passes --elastic-timeout).
   std::chrono::milliseconds elastic_timeout{600000};

@@ -36,6 +36,11 @@ using collectives::Group;
 using collectives::OpKind;
 using transport::Clock;
 
+// How long waits spin before they yield (CommunicatorOptions::spin; see
+// transport::Backoff).
+constexpr auto kSpinWithCoreEach = std::chrono::milliseconds(5);
+constexpr auto kSpinSharingCores = std::chrono::microseconds(2);
+
 class WorkImpl final : public Work {
  public:
   Status wait(std::chrono::milliseconds timeout) override {
@@ -537,8 +542,11 @@ Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOp
   listener.fd = -1;  // connect_mesh closes it
   EDT_RETURN_IF_ERROR(transport::tcp::connect_mesh(rank_, addresses, tcp_peers, owned, nonce, deadline, names,
                                                    &channels));
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const auto spin = local_members_.size() <= cores ? transport::Backoff::kDefaultSpin : std::chrono::microseconds(2);
+  std::chrono::nanoseconds spin = options.spin;
+  if (spin.count() < 0) {
+    const bool core_each = static_cast<int>(local_members_.size()) <= transport::usable_cores();
+    spin = core_each ? std::chrono::nanoseconds(kSpinWithCoreEach) : std::chrono::nanoseconds(kSpinSharingCores);
+  }
   transport_ = std::make_unique<transport::Transport>(rank_, std::move(peers), std::move(channels), options.timeout,
                                                       spin, segment ? &segment->doorbell(local_rank_) : nullptr);
   if (segment) shm_ = std::make_unique<collectives::ShmAllreduce>(segment, transport_.get(), local_members_, local_rank_);
@@ -553,6 +561,18 @@ Result<std::shared_ptr<Communicator>> Communicator::create(std::shared_ptr<Store
   auto comm = std::make_shared<CommunicatorImpl>();
   EDT_RETURN_IF_ERROR(comm->init(std::move(store), options));
   return std::shared_ptr<Communicator>(std::move(comm));
+}
+
+Result<std::chrono::microseconds> spin_from_env() {
+  const char* v = std::getenv("EDT_SPIN_TIME");
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "auto") return std::chrono::microseconds(-1);
+  char* end = nullptr;
+  const double ms = std::strtod(v, &end);
+  if (*end != '\0' || !(ms >= 0 && ms <= 60000)) {
+    return invalid_argument(std::string("EDT_SPIN_TIME='") + v +
+                            "' is not a time in milliseconds (0 to 60000, e.g. 0.05 or 5) or auto");
+  }
+  return std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
 }
 
 Result<std::shared_ptr<Communicator>> Communicator::from_env() {
@@ -579,6 +599,7 @@ Result<std::shared_ptr<Communicator>> Communicator::from_env() {
     if (!t.is_ok()) return t.status().with_context("EDT_TIMEOUT");
     options.timeout = *t;
   }
+  EDT_ASSIGN_OR_RETURN(options.spin, spin_from_env());
   const std::string coordinator = env("EDT_COORDINATOR");
   if (coordinator.empty()) return invalid_argument("EDT_COORDINATOR is not set; start the job with edtrun");
   EDT_ASSIGN_OR_RETURN(std::shared_ptr<Store> store, connect_tcp_store(coordinator, options.timeout));

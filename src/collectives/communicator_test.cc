@@ -472,5 +472,24 @@ TEST(CommunicatorCreate, GenerationsUnderPrefixesDoNotMix) {
   }
 }
 
+TEST(SpinFromEnv, MillisecondsOrAutoAndClearErrors) {
+  unsetenv("EDT_SPIN_TIME");
+  EXPECT_EQ(spin_from_env().value(), std::chrono::microseconds(-1));
+  setenv("EDT_SPIN_TIME", "auto", 1);
+  EXPECT_EQ(spin_from_env().value(), std::chrono::microseconds(-1));
+  setenv("EDT_SPIN_TIME", "0.05", 1);
+  EXPECT_EQ(spin_from_env().value(), std::chrono::microseconds(50));
+  setenv("EDT_SPIN_TIME", "5", 1);
+  EXPECT_EQ(spin_from_env().value(), std::chrono::microseconds(5000));
+  for (const char* bad : {"fast", "-1", "5ms", "1e9"}) {
+    setenv("EDT_SPIN_TIME", bad, 1);
+    auto r = spin_from_env();
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("EDT_SPIN_TIME='" + std::string(bad) + "'"), std::string::npos)
+        << r.status().message();
+  }
+  unsetenv("EDT_SPIN_TIME");
+}
+
 }  // namespace
 }  // namespace edt

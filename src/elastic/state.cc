@@ -110,6 +110,7 @@ struct State::Impl {
       copts.host = options.host;
       copts.transport = options.transport;
       copts.timeout = options.collective_timeout;
+      copts.spin = options.spin;
       auto created = Communicator::create(std::make_shared<PrefixStore>(comm_prefix(gen.number), options.store), copts);
       if (!created.is_ok()) {
         const StatusCode code = created.status().code();
@@ -191,6 +192,7 @@ Result<std::unique_ptr<State>> State::from_env() {
   if (const char* t = std::getenv("EDT_TRANSPORT"); t && *t) options.transport = t;
   EDT_ASSIGN_OR_RETURN(options.collective_timeout, duration("EDT_TIMEOUT", options.collective_timeout));
   EDT_ASSIGN_OR_RETURN(options.elastic_timeout, duration("EDT_ELASTIC_TIMEOUT", options.elastic_timeout));
+  EDT_ASSIGN_OR_RETURN(options.spin, spin_from_env());
   EDT_ASSIGN_OR_RETURN(auto store, connect_tcp_store(coordinator));
   EDT_ASSIGN_OR_RETURN(auto watch_store, connect_tcp_store(coordinator));
   options.store = std::make_shared<PrefixStore>("elastic", store);

@@ -1,7 +1,5 @@
 #include "engine/engine.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +9,7 @@
 
 #include "collectives/reduce.h"
 #include "common/units.h"
+#include "transport/transport.h"
 
 namespace edt::engine {
 
@@ -37,12 +36,6 @@ Result<double> parse_number(const char* var, const char* text) {
     return invalid_argument(std::string(var) + "='" + text + "' is not a non-negative number; unset it or give one");
   }
   return v;
-}
-
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 size_t row_bytes(const Meta& m) {
@@ -143,7 +136,7 @@ Result<EngineOptions> engine_options_from_env(int local_processes) {
   if (delay && std::string(delay) != "auto") {
     EDT_ASSIGN_OR_RETURN(double ms, parse_number("EDT_REQUEST_DELAY", delay));
     o.request_delay = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
-  } else if (local_processes >= usable_cores()) {
+  } else if (local_processes >= transport::usable_cores()) {
     o.request_delay = o.idle_time;
   }
   if (const char* v = env("HOROVOD_CACHE_CAPACITY")) {
@@ -280,6 +273,9 @@ Status Engine::shutdown() {
 }
 
 void Engine::loop() {
+  // This thread shares its core with the training: its waits never spin
+  // longer than a short wait for a peer about to answer.
+  transport::limit_thread_spin(transport::Backoff::kDefaultSpin);
   while (true) {
     {
       std::lock_guard cycling(cycle_mu_);

@@ -1,5 +1,7 @@
 #include "transport/doorbell.h"
 
+#include "transport/transport.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -55,6 +57,17 @@ TEST(Doorbell, RingWakesASleeperAndSkipsTheKernelOtherwise) {
   owner.join();
   EXPECT_TRUE(woke.load());
   EXPECT_LT(Clock::now() - start, 2s) << "the ring must wake it long before its 10 s limit";
+}
+
+TEST(Backoff, AThreadsSpinLimitCapsItsWaitsOnly) {
+  std::thread limited([] {
+    EXPECT_EQ(Backoff(1s).spin(), 1s);
+    limit_thread_spin(50us);
+    EXPECT_EQ(Backoff(1s).spin(), 50us);
+    EXPECT_EQ(Backoff(10us).spin(), 10us);
+  });
+  limited.join();
+  EXPECT_EQ(Backoff(1s).spin(), 1s) << "other threads keep their transport's spin";
 }
 
 }  // namespace

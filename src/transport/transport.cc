@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "collectives/reduce.h"
 
 namespace edt::transport {
 namespace {
+
+thread_local std::chrono::nanoseconds t_spin_limit = std::chrono::nanoseconds::max();
 
 // sched_yield()s after the spin, before sleeping. With a doorbell only a few:
 // blocking frees the core as well, and wakes the waiter as soon as it is rung.
@@ -53,11 +56,25 @@ Result<size_t> Channel::try_recv(uint8_t* dst, size_t n) {
   return take;
 }
 
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void limit_thread_spin(std::chrono::nanoseconds limit) { t_spin_limit = limit; }
+
+std::chrono::nanoseconds thread_spin_limit() { return t_spin_limit; }
+
 bool Backoff::spinning() {
   // Reading the clock costs about as much as a pause: look every 16 idles.
-  if (idles_ == 1) spin_until_ = Clock::now() + spin_;
+  if (idles_ == 1) {
+    const auto now = Clock::now();
+    pause_until_ = now + std::min(spin_, kDefaultSpin);
+    spin_until_ = now + spin_;
+  }
   if (yields_ > 0) return false;
-  return (idles_ & 15) != 0 || Clock::now() < spin_until_;
+  return (idles_ & 15) != 0 || Clock::now() < pause_until_;
 }
 
 void Backoff::idle(bool may_block) {
@@ -72,7 +89,7 @@ void Backoff::idle(bool may_block) {
   ++idles_;
   if (spinning()) {
     cpu_relax();
-  } else if (yields_ < (blocking ? kYieldRoundsBeforeBlocking : kYieldRounds)) {
+  } else if (yields_ < (blocking ? kYieldRoundsBeforeBlocking : kYieldRounds) || Clock::now() < spin_until_) {
     ++yields_;
     sched_yield();
   } else if (blocking) {
@@ -163,6 +180,7 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
   std::vector<int> waiting_on;
   std::vector<pollfd> fds;
   Backoff backoff(spin_, doorbell_);
+  const auto spin = std::min(spin_, thread_spin_limit());
   auto last_progress = Clock::now();
 
   // Breaks the transport (which shuts the sockets down) and returns only
@@ -276,10 +294,15 @@ Status Transport::exchange(std::span<const Send> sends, std::span<Recv> recvs) {
       if (send_posted) fds.push_back({channels_[peer]->posted_fd(), POLLIN, 0});
     }
     if (!fds.empty() && !memory_waits) {
-      // Sockets too are spun on briefly (the peer's next bytes are often
-      // microseconds away; sleeping in poll() costs a wake-up), then polled.
-      if (Clock::now() - last_progress < spin_) {
-        cpu_relax();
+      // Sockets too are spun on (the peer's next bytes are often
+      // microseconds away; sleeping in poll() costs a wake-up), as Backoff
+      // spins: pausing, then yielding, then they are polled.
+      if (const auto waited = Clock::now() - last_progress; waited < spin) {
+        if (waited < Backoff::kDefaultSpin) {
+          cpu_relax();
+        } else {
+          sched_yield();
+        }
         continue;
       }
       // Wake up now and then to notice abort() and run the slow checks.

@@ -27,6 +27,7 @@
 // broken() may be called from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -148,6 +149,14 @@ class Transport {
   Status broken_;  // guarded by mu_
 };
 
+// The cores this process may run on.
+int usable_cores();
+
+// Waits on the calling thread spin at most `limit` from now on, whatever
+// their transport's spin.
+void limit_thread_spin(std::chrono::nanoseconds limit);
+std::chrono::nanoseconds thread_spin_limit();
+
 // The idle strategy every wait uses: spin with a pause instruction first (a
 // peer on another core answers within a microsecond), then yield, then block
 // until a peer rings this rank's doorbell (or, without one, sleep briefly), so
@@ -155,10 +164,16 @@ class Transport {
 // soon as there is something to do.
 //
 // The spin is bounded in time, not in pause instructions (a pause takes 10
-// to 150 cycles depending on the CPU). Spinning pays only when every rank
-// has a core of its own and the peer is about to answer; a long spin on a
-// busy machine holds the core the peer needs. With more ranks than cores on
-// a host the communicator asks for a shorter one.
+// to 150 cycles depending on the CPU). It pauses for at most kDefaultSpin,
+// then yields the core (to any thread that wants it) until `spin` has
+// passed. A long spin pays when every rank has a core of its own: the
+// waiting rank's core has nothing else to do, and a core that goes idle
+// comes back late and with cold caches (a virtual CPU that halts gives its
+// physical core to others), which in a training step slows the next forward
+// and backward pass; yielding hands the core over where something else
+// needs it. With more ranks than cores on a host the communicator asks for
+// a short spin, and a thread that shares its core with the training (the
+// engine's) limits its own (limit_thread_spin).
 //
 // Use: check the wait condition; on progress call reset(), otherwise idle(),
 // and check again. Before blocking, idle() arms the doorbell and returns at
@@ -168,7 +183,7 @@ class Backoff {
  public:
   static constexpr std::chrono::nanoseconds kDefaultSpin = std::chrono::microseconds(50);
   explicit Backoff(std::chrono::nanoseconds spin = kDefaultSpin, Doorbell* doorbell = nullptr)
-      : spin_(spin), doorbell_(doorbell) {}
+      : spin_(std::min(spin, thread_spin_limit())), doorbell_(doorbell) {}
   ~Backoff() { disarm(); }
   Backoff(const Backoff&) = delete;
   Backoff& operator=(const Backoff&) = delete;
@@ -183,6 +198,7 @@ class Backoff {
   }
   // True about every 100 ms of idling: time for the slow checks.
   bool slow_check_due();
+  std::chrono::nanoseconds spin() const { return spin_; }
 
  private:
   bool spinning();
@@ -195,6 +211,7 @@ class Backoff {
   Doorbell* doorbell_;
   uint32_t idles_ = 0;   // idle() calls since progress
   uint32_t yields_ = 0;  // of which yielded
+  Clock::time_point pause_until_{};
   Clock::time_point spin_until_{};
   bool armed_ = false;
   uint32_t ticket_ = 0;
