@@ -55,9 +55,10 @@ struct CommunicatorOptions {
   // How long a collective waits for a silent peer, and how long create()
   // waits for every rank to arrive.
   std::chrono::milliseconds timeout{30000};
-  // How long a thread waiting in a collective spins before it yields and
-  // blocks. Negative: 5 ms where this host's ranks have a core each, 2 us
-  // where they share cores (see spin_from_env for EDT_SPIN_TIME).
+  // How long a thread waiting in a collective spins (pausing for up to
+  // 50 us, then yielding its core) before it blocks. Negative: 5 ms where
+  // this host's ranks have a core each, 2 us where they share cores (see
+  // spin_from_env for EDT_SPIN_TIME).
   std::chrono::microseconds spin{-1};
   // Address the TCP transport listens on and tells its peers. Empty: the
   // host identity when it is an IP address, else this host's name resolved

@@ -1,12 +1,12 @@
 #include "transport/doorbell.h"
 
-#include "transport/transport.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+
+#include "transport/transport.h"
 
 namespace edt::transport {
 namespace {

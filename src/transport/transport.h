@@ -104,7 +104,8 @@ struct PeerInfo {
 
 class Transport {
  public:
-  // `spin`: how long a wait spins before it yields (see Backoff).
+  // `spin`: how long a wait spins (pausing, then yielding) before it
+  // blocks (see Backoff).
   // `doorbell`: this rank's, rung by the peers behind memory channels (null
   // without any); waits on memory block on it after spinning.
   Transport(int rank, std::vector<PeerInfo> peers, std::vector<std::unique_ptr<Channel>> channels,
