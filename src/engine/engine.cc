@@ -29,6 +29,9 @@ const char* env(const char* name) {
   return v && *v ? v : nullptr;
 }
 
+// How long a waiting thread yields before it sleeps on the cycle mutex.
+constexpr auto kCycleLockSpin = std::chrono::milliseconds(5);
+
 Result<double> parse_number(const char* var, const char* text) {
   char* end = nullptr;
   double v = std::strtod(text, &end);
@@ -232,7 +235,17 @@ Status Engine::wait(int64_t handle, Output* output) {
 }
 
 void Engine::drive_until_done(const Op& op) {
-  std::lock_guard cycling(cycle_mu_);  // while the thread runs a cycle, waits for its end
+  // While the thread runs a cycle, waits for its end: yielding first, as
+  // transport waits do, so that the core does not halt for a short cycle.
+  std::unique_lock cycling(cycle_mu_, std::try_to_lock);
+  for (auto until = std::chrono::steady_clock::now() + kCycleLockSpin; !cycling.owns_lock();) {
+    if (std::chrono::steady_clock::now() >= until) {
+      cycling.lock();
+    } else {
+      std::this_thread::yield();
+      cycling.try_lock();
+    }
+  }
   while (true) {
     {
       std::lock_guard lock(mu_);
