@@ -237,14 +237,14 @@ Status Engine::wait(int64_t handle, Output* output) {
 void Engine::drive_until_done(const Op& op) {
   // While the thread runs a cycle, waits for its end: yielding first, as
   // transport waits do, so that the core does not halt for a short cycle.
-  std::unique_lock cycling(cycle_mu_, std::try_to_lock);
-  for (auto until = std::chrono::steady_clock::now() + kCycleLockSpin; !cycling.owns_lock();) {
+  std::unique_lock cycling(cycle_mu_, std::defer_lock);
+  const auto until = std::chrono::steady_clock::now() + kCycleLockSpin;
+  while (!cycling.try_lock()) {
     if (std::chrono::steady_clock::now() >= until) {
       cycling.lock();
-    } else {
-      std::this_thread::yield();
-      cycling.try_lock();
+      break;
     }
+    std::this_thread::yield();
   }
   while (true) {
     {
