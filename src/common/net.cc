@@ -1,5 +1,7 @@
 #include "common/net.h"
 
+#include "common/io.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -168,22 +170,7 @@ void set_buffer_sizes(int fd, int bytes) {
 }
 
 Status write_all(int fd, const void* data, size_t n, Clock::time_point deadline, const std::string& what) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0) {
-      p += w;
-      n -= static_cast<size_t>(w);
-      continue;
-    }
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLOUT, deadline)) return timeout_error("timed out sending to " + what);
-      continue;
-    }
-    return unavailable(what + " is gone: " + std::strerror(errno));
-  }
-  return Status::ok();
+  return io::write_all(fd, std::string_view(static_cast<const char*>(data), n), what, deadline);
 }
 
 Status read_all(int fd, void* data, size_t n, Clock::time_point deadline, const std::string& what) {

@@ -1,6 +1,9 @@
 #include "edt/status.h"
 
+#include <cstdlib>
 #include <cstring>
+
+#include "common/log.h"
 
 namespace edt {
 
@@ -37,9 +40,7 @@ Status io_error(const std::string& what, int err) {
 }
 
 void check_failed(const char* file, int line, const char* expr, const std::string& message) {
-  std::fprintf(stderr, "edt: internal check failed at %s:%d: %s%s%s\n", file, line, expr,
-               message.empty() ? "" : ": ", message.c_str());
-  std::fflush(stderr);
+  log::error("internal check failed at {}:{}: {}{}{}", file, line, expr, message.empty() ? "" : ": ", message);
   std::abort();
 }
 

@@ -1,0 +1,63 @@
+// Logging: one logger for every edt program and library (spdlog underneath).
+//
+// Lines go to stderr as "<program>: <message>", with "warning: " or
+// "error: " before the message at those levels, or, with Format::kJson, as
+// one JSON object per line: {"time", "level", "program", "message"}.
+// The level is EDT_LOG_LEVEL's (trace, debug, info, warning, error, off)
+// unless init() is given one; info by default. Thread-safe.
+//
+//   edt::log::init("edtrun");
+//   edt::log::info("worker {} on {} exited with code {}", rank, host, code);
+#pragma once
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "edt/status.h"
+
+namespace edt::log {
+
+enum class Level { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+enum class Format { kText, kJson };
+
+// "trace", "debug", "info", "warning" (or "warn"), "error", "off".
+Result<Level> parse_level(std::string_view name);
+const char* level_name(Level level);
+
+// Names the program in every line and sets the level and format. Without a
+// level, EDT_LOG_LEVEL's (a bad value is reported and info used). Programs
+// call it once at the start of main; libraries never call it.
+void init(std::string_view program, std::optional<Level> level = std::nullopt, Format format = Format::kText);
+void set_level(Level level);
+Level level();
+bool enabled(Level level);
+
+// One line at `level` (dropped below the logger's level).
+void write(Level level, std::string_view message);
+
+template <typename... Args>
+void trace(fmt::format_string<Args...> format, Args&&... args) {
+  if (enabled(Level::kTrace)) write(Level::kTrace, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void debug(fmt::format_string<Args...> format, Args&&... args) {
+  if (enabled(Level::kDebug)) write(Level::kDebug, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void info(fmt::format_string<Args...> format, Args&&... args) {
+  if (enabled(Level::kInfo)) write(Level::kInfo, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) {
+  if (enabled(Level::kWarn)) write(Level::kWarn, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void error(fmt::format_string<Args...> format, Args&&... args) {
+  if (enabled(Level::kError)) write(Level::kError, fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace edt::log
