@@ -39,25 +39,18 @@ bool enabled(Level level);
 // One line at `level` (dropped below the logger's level).
 void write(Level level, std::string_view message);
 
+// A formatted line at `level`, formatted only when it will be written.
 template <typename... Args>
-void trace(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kTrace)) write(Level::kTrace, fmt::format(format, std::forward<Args>(args)...));
+void at(Level level, fmt::format_string<Args...> format, Args&&... args) {
+  if (enabled(level)) write(level, fmt::format(format, std::forward<Args>(args)...));
 }
-template <typename... Args>
-void debug(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kDebug)) write(Level::kDebug, fmt::format(format, std::forward<Args>(args)...));
-}
-template <typename... Args>
-void info(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kInfo)) write(Level::kInfo, fmt::format(format, std::forward<Args>(args)...));
-}
-template <typename... Args>
-void warn(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kWarn)) write(Level::kWarn, fmt::format(format, std::forward<Args>(args)...));
-}
-template <typename... Args>
-void error(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kError)) write(Level::kError, fmt::format(format, std::forward<Args>(args)...));
-}
+
+// clang-format off
+template <typename... Args> void trace(fmt::format_string<Args...> f, Args&&... a) { at(Level::kTrace, f, std::forward<Args>(a)...); }
+template <typename... Args> void debug(fmt::format_string<Args...> f, Args&&... a) { at(Level::kDebug, f, std::forward<Args>(a)...); }
+template <typename... Args> void info(fmt::format_string<Args...> f, Args&&... a) { at(Level::kInfo, f, std::forward<Args>(a)...); }
+template <typename... Args> void warn(fmt::format_string<Args...> f, Args&&... a) { at(Level::kWarn, f, std::forward<Args>(a)...); }
+template <typename... Args> void error(fmt::format_string<Args...> f, Args&&... a) { at(Level::kError, f, std::forward<Args>(a)...); }
+// clang-format on
 
 }  // namespace edt::log
