@@ -127,7 +127,8 @@ class Edtd:
         os.makedirs(web)
         with open(os.path.join(web, "index.html"), "w") as f:
             f.write("<title>edt console</title>\n")
-        second = 150 + os.getpid() % 40
+        # Apart from edtd_integration_test (127.100-199) and the console tests (127.200-249).
+        second = 250 + os.getpid() % 5
         self.log = open(os.path.join(self.dir, "edtd.log"), "ab")
         self.proc = subprocess.Popen(
             [binary, "--data-dir", os.path.join(self.dir, "data"), "--listen", f"127.0.0.1:{self.port}",
