@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   log::init("edt");
   CLI::App app{"edt: distributed-training clusters (talks to edtd; EDT_API and EDT_TOKEN say where and who)"};
   app.require_subcommand(1);
+  app.fallthrough();  // --log-level may come after the subcommand too
   std::string log_level;
   app.add_option("--log-level", log_level, "trace, debug, info, warning, error or off (default: EDT_LOG_LEVEL, else info)")
       ->check(check_log_level);
