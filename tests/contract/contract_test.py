@@ -294,6 +294,13 @@ class Run:
         if status != 200 or served != text:
             self.c.failures.append("GET /api/v1/openapi.json does not serve api/openapi.json as written")
 
+    def examples(self):
+        """The test's own request bodies must be valid by the document."""
+        for name, body in EXAMPLES.items():
+            schema = {"allOf": [{"$ref": "#/components/schemas/" + name}], "components": self.c.components}
+            for e in jsonschema.Draft7Validator(schema).iter_errors(body):
+                self.c.failures.append(f"the example {name} in contract_test.py is not valid: {e.message}")
+
     def coverage(self):
         for path, method in self.operations():
             if (path, method) not in self.c.seen:
@@ -312,6 +319,7 @@ def main():
     try:
         run = Run(contract, edtd)
         run.served_document(text)
+        run.examples()
         run.setup()
         run.sweep()
         run.undocumented_route()
