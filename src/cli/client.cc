@@ -5,13 +5,15 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "edt_api/contract.h"
+
 namespace edt::cli {
 
 using nlohmann::json;
 
 std::string ApiFailure::to_string() const {
-  if (status == 0) return "edt: " + message + "\n  fix: " + fix;
-  std::string out = "edt: refused (" + std::to_string(status) + "): ";
+  if (status == 0) return message + "\n  fix: " + fix;
+  std::string out = "refused (" + std::to_string(status) + "): ";
   if (!field.empty()) out += field + ": ";
   out += message;
   if (!fix.empty()) out += "\n  fix: " + fix;
@@ -53,14 +55,21 @@ ApiFailure unreachable(const std::string& api, httplib::Error error) {
           "start edtd, or set EDT_API (or run edt login --api URL)"};
 }
 
+// edtd's error body ({"error": {field, message, fix}}) as a failure.
+std::optional<ApiFailure> failure_of_body(int status, const json& body) {
+  namespace detail = api::fields::ErrorDetail;
+  const std::string error(api::fields::Error::error);
+  if (!body.is_object() || !body.contains(error) || !body[error].is_object()) return std::nullopt;
+  const json& e = body[error];
+  return ApiFailure{status, e.value(std::string(detail::field), ""), e.value(std::string(detail::message), ""),
+                    e.value(std::string(detail::fix), "")};
+}
+
 std::optional<ApiFailure> failure_of(const httplib::Result& res, const std::string& api) {
   if (!res) return unreachable(api, res.error());
   if (res->status < 400) return std::nullopt;
   json body = json::parse(res->body, nullptr, false);
-  if (body.is_object() && body.contains("error")) {
-    const json& e = body["error"];
-    return ApiFailure{res->status, e.value("field", ""), e.value("message", ""), e.value("fix", "")};
-  }
+  if (auto f = failure_of_body(res->status, body)) return f;
   return ApiFailure{res->status, "", res->body, ""};
 }
 
@@ -105,10 +114,7 @@ std::optional<ApiFailure> Client::stream(const std::string& path, const std::fun
       });
   if (!res) return unreachable(endpoint_.api, res.error());
   if (status >= 400) {
-    json body = json::parse(error_body, nullptr, false);
-    if (body.is_object() && body.contains("error"))
-      return ApiFailure{status, body["error"].value("field", ""), body["error"].value("message", ""),
-                        body["error"].value("fix", "")};
+    if (auto f = failure_of_body(status, json::parse(error_body, nullptr, false))) return f;
     return ApiFailure{status, "", error_body, ""};
   }
   return std::nullopt;

@@ -21,7 +21,7 @@ struct ApiFailure {
   std::string field;
   std::string message;
   std::string fix;
-  // "edt: refused (422): containers: containers is 1, fewer than 2\n  fix: ..."
+  // "refused (422): containers: containers is 1, fewer than 2\n  fix: ..."
   std::string to_string() const;
 };
 

@@ -3,8 +3,15 @@
 // ApiError that keeps the HTTP status and, when the server names one, the
 // field the error concerns, so forms can show it next to that field.
 
-export type Framework = 'horovod' | 'deepspeed' | 'megatron' | 'slurm';
-export type Phase = 'Pending' | 'Creating' | 'Running' | 'Scaling' | 'Failed' | 'Deleting' | string;
+import type * as wire from './generated/api';
+
+// The request bodies and enumerations are the API contract's (generated from
+// api/openapi.json); the shapes below them are what the console shows, read
+// leniently from the server's JSON by the to* functions.
+export type Framework = wire.Framework;
+// A phase a newer edtd adds is shown as written.
+export type Phase = wire.ClusterPhase | wire.ContainerPhase | wire.JobState | string;
+export type ClusterSpec = wire.ClusterSpec;
 
 export interface Mount {
   volume: string;
@@ -15,17 +22,6 @@ export interface Mount {
 export interface GpuRequest {
   model: string;
   count: number;
-}
-
-export interface ClusterSpec {
-  name: string;
-  framework: Framework;
-  containers: number;
-  image?: string;
-  gpu?: GpuRequest;
-  shm?: string;
-  mounts?: Mount[];
-  env?: Record<string, string>;
 }
 
 export interface Container {
@@ -45,7 +41,15 @@ export interface ClusterEvent {
   message: string;
 }
 
-export interface Cluster extends ClusterSpec {
+export interface Cluster {
+  name: string;
+  framework: Framework;
+  containers: number;
+  image?: string;
+  gpu?: GpuRequest;
+  shm?: string;
+  mounts?: Mount[];
+  env?: Record<string, string>;
   phase: Phase;
   message: string;
   created?: string;

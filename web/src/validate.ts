@@ -1,31 +1,42 @@
-// Client-side checks of the create-cluster form. They mirror edtd's own
-// checks so a user sees a mistake before submitting, next to the field; the
-// server stays the authority and its errors are shown the same way.
+// Client-side checks of the create-cluster form. They are edtd's own checks,
+// with the limits of the API contract (api/openapi.json, compiled into
+// generated/api.ts), so a user sees a mistake before submitting, next to the
+// field; the server stays the authority and its errors are shown the same
+// way.
 //
 // Field keys are the API's field names ("name", "containers", "gpu.count",
 // "mounts[1].path", ...) so a server error and a client error land in the
 // same place.
 
 import type { ClusterSpec, Framework, GpuModel, Image, Volume } from './api';
+import { contract } from './generated/api';
 
-export const kFrameworks: { id: Framework; label: string }[] = [
-  { id: 'horovod', label: 'Horovod' },
-  { id: 'deepspeed', label: 'DeepSpeed' },
-  { id: 'megatron', label: 'Megatron-LM' },
-  { id: 'slurm', label: 'Slurm' },
-];
+export const kFrameworks: { id: Framework; label: string }[] = contract.Framework.values.map((id) => ({
+  id,
+  label: contract.Framework.labels[id],
+}));
 
-export const kMinContainers = 2;
-export const kMaxContainers = 64;
+export const kMinContainers = contract.ContainerCount.minimum;
+export const kMaxContainers = contract.ContainerCount.maximum;
 // "<name>-worker-NN" must stay a DNS label (63 characters).
-const kMaxName = 40;
-const kMaxGpusPerContainer = 16;
-const kMinShm = 1024 ** 2;
-const kMaxShm = 256 * 1024 ** 3;
+const kMaxName = contract.ClusterName.maxLength;
+const kNamePattern = new RegExp(contract.ClusterName.pattern);
+const kMaxGpusPerContainer = contract.GpuCount.maximum;
+const kMinShm = contract.ShmSize.bytes.minimum;
+const kMaxShm = contract.ShmSize.bytes.maximum;
+// Size suffixes (lower case) and their bytes.
+const kSizeUnits: Record<string, number> = contract.ShmSize.sizeUnits;
 
 // Directories a volume may not cover or be mounted inside: the sandbox takes
 // them from the host (read-only) or manages them itself.
-export const kSystemDirs = ['/bin', '/boot', '/dev', '/etc', '/job', '/lib', '/lib32', '/lib64', '/proc', '/run', '/sbin', '/sys', '/tmp', '/usr', '/var'];
+export const kSystemDirs: readonly string[] = contract.MountPath.systemDirectories;
+
+// A size as the API's messages write it: 1M, 64M, 256Gi.
+export function formatSize(bytes: number): string {
+  if (bytes % 1024 ** 3 === 0 && bytes >= 1024 ** 3) return `${bytes / 1024 ** 3}Gi`;
+  if (bytes % 1024 ** 2 === 0) return `${bytes / 1024 ** 2}M`;
+  return `${bytes}`;
+}
 
 // True if path is dir or inside it.
 function isUnder(path: string, dir: string): boolean {
@@ -86,24 +97,19 @@ export function parseCount(text: string): number | null {
   return /^\d+$/.test(t) ? Number(t) : null;
 }
 
-// The same grammar as edtd's parse_size: a number and an optional binary
-// unit (B, K/KB/Ki/KiB, M.., G.., T..). Returns bytes, or null.
+// The same grammar as edtd's parse_size: a number and an optional unit of
+// the contract's (case does not matter). Returns bytes, or null.
 export function parseSize(text: string): number | null {
   const m = /^(\d+(?:\.\d+)?)([a-z]*)$/i.exec(text.trim());
   if (!m) return null;
-  const units: Record<string, number> = { '': 1, b: 1 };
-  ['k', 'm', 'g', 't'].forEach((u, i) => {
-    const scale = 1024 ** (i + 1);
-    for (const s of [u, `${u}b`, `${u}i`, `${u}ib`]) units[s] = scale;
-  });
-  const scale = units[m[2].toLowerCase()];
+  const scale = kSizeUnits[m[2].toLowerCase()];
   return scale === undefined ? null : Math.round(Number(m[1]) * scale);
 }
 
 export function checkName(name: string, taken: string[]): string | null {
   if (name === '') return 'Give the cluster a name, e.g. tthvd.';
   if (name.length > kMaxName) return `The name has ${name.length} characters; at most ${kMaxName} are allowed (it names hosts such as ${name.slice(0, 8)}…-worker-0).`;
-  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/.test(name)) {
+  if (!kNamePattern.test(name)) {
     return 'Use lower-case letters, digits and "-", starting and ending with a letter or digit (a DNS label), e.g. tthvd.';
   }
   if (taken.includes(name)) return `A cluster named "${name}" exists already; choose another name or delete that one.`;
@@ -141,7 +147,7 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
   };
 
   if (!kFrameworks.some((f) => f.id === form.framework)) {
-    set('framework', 'Choose a framework: Horovod, DeepSpeed, Megatron-LM or Slurm.');
+    set('framework', `Choose a framework: ${kFrameworks.map((f) => f.label).join(', ').replace(/, ([^,]*)$/, ' or $1')}.`);
   }
   set('name', checkName(form.name.trim(), inv.taken_names));
   set('containers', checkContainers(form.containers));
@@ -171,7 +177,7 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
   if (form.shm_enabled) {
     const bytes = parseSize(form.shm);
     if (bytes === null) set('shm', `"${form.shm}" is not a size; write a number with a unit, e.g. 512M or 1Gi.`);
-    else if (bytes < kMinShm || bytes > kMaxShm) set('shm', `${form.shm.trim()} is outside 1M to 256Gi; ask for a size in that range, e.g. 1Gi.`);
+    else if (bytes < kMinShm || bytes > kMaxShm) set('shm', `${form.shm.trim()} is outside ${formatSize(kMinShm)} to ${formatSize(kMaxShm)}; ask for a size in that range, e.g. 1Gi.`);
   }
 
   form.mounts.forEach((m, i) => {

@@ -1,0 +1,139 @@
+# cmake -DDOCUMENT=openapi.json -DTEXT_OUT=openapi_text.cc -DHEADER_OUT=contract.h -P generate_contract.cmake
+#
+# Writes TEXT_OUT, a source defining edt::api::openapi_text() as the
+# document's text, and HEADER_OUT, the contract as C++ constants:
+#   edt::api::fields::<Schema>::<property>   the property's JSON name
+#   edt::api::limits::<Schema>::minimum, maximum, min_length, max_length,
+#     pattern, values (an enum), and for sizes minimum_bytes, maximum_bytes,
+#     default_bytes and units ({suffix, bytes})
+# for every schema under components/schemas. A schema or property whose
+# name is not a C++ identifier stops the build.
+file(READ ${DOCUMENT} doc)
+string(JSON schemas GET "${doc}" components schemas)
+string(JSON schema_count LENGTH "${schemas}")
+
+set(delimiter "edt_openapi")
+string(FIND "${doc}" ")${delimiter}\"" clash)
+if(NOT clash EQUAL -1)
+  message(FATAL_ERROR "${DOCUMENT} holds the raw-string delimiter )${delimiter}\"")
+endif()
+file(WRITE ${TEXT_OUT}.tmp "// Generated from ${DOCUMENT} by generate_contract.cmake; do not edit.
+#include \"edt_api/contract.h\"
+
+namespace edt::api {
+
+std::string_view openapi_text() {
+  static constexpr std::string_view kText = R\"${delimiter}(${doc})${delimiter}\";
+  return kText;
+}
+
+}  // namespace edt::api
+")
+
+function(check_identifier what name)
+  if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+    message(FATAL_ERROR "${DOCUMENT}: ${what} '${name}' is not a C++ identifier")
+  endif()
+endfunction()
+
+# Appends `name = value` constants for the JSON number at KEY of SCHEMA.
+macro(number_constant schema key name)
+  string(JSON value ERROR_VARIABLE missing GET "${schema}" ${key})
+  if(NOT missing)
+    string(APPEND limits "inline constexpr int64_t ${name} = ${value};\n")
+  endif()
+endmacro()
+
+set(fields "")
+set(all_limits "")
+math(EXPR last "${schema_count} - 1")
+foreach(i RANGE ${last})
+  string(JSON schema_name MEMBER "${schemas}" ${i})
+  check_identifier("schema" "${schema_name}")
+  string(JSON schema GET "${schemas}" ${schema_name})
+
+  string(JSON properties ERROR_VARIABLE missing GET "${schema}" properties)
+  if(NOT missing)
+    string(APPEND fields "namespace fields::${schema_name} {\n")
+    string(JSON property_count LENGTH "${properties}")
+    math(EXPR property_last "${property_count} - 1")
+    foreach(j RANGE ${property_last})
+      string(JSON property MEMBER "${properties}" ${j})
+      check_identifier("property of ${schema_name}" "${property}")
+      string(APPEND fields "inline constexpr std::string_view ${property} = \"${property}\";\n")
+    endforeach()
+    string(APPEND fields "}  // namespace fields::${schema_name}\n")
+  endif()
+
+  set(limits "")
+  number_constant("${schema}" minimum minimum)
+  number_constant("${schema}" maximum maximum)
+  number_constant("${schema}" minLength min_length)
+  number_constant("${schema}" maxLength max_length)
+  number_constant("${schema}" "x-edt-bytes;minimum" minimum_bytes)
+  number_constant("${schema}" "x-edt-bytes;maximum" maximum_bytes)
+  number_constant("${schema}" "x-edt-bytes;default" default_bytes)
+  string(JSON pattern ERROR_VARIABLE missing GET "${schema}" pattern)
+  if(NOT missing)
+    string(APPEND limits "inline constexpr std::string_view pattern = R\"(${pattern})\";\n")
+  endif()
+  string(JSON values ERROR_VARIABLE missing GET "${schema}" enum)
+  if(NOT missing)
+    string(JSON value_count LENGTH "${values}")
+    math(EXPR value_last "${value_count} - 1")
+    set(items "")
+    foreach(j RANGE ${value_last})
+      string(JSON value GET "${values}" ${j})
+      string(APPEND items "\"${value}\", ")
+    endforeach()
+    string(APPEND limits "inline constexpr std::array<std::string_view, ${value_count}> values = {${items}};\n")
+  endif()
+  string(JSON units ERROR_VARIABLE missing GET "${schema}" x-edt-size-units)
+  if(NOT missing)
+    string(JSON unit_count LENGTH "${units}")
+    math(EXPR unit_last "${unit_count} - 1")
+    set(items "")
+    foreach(j RANGE ${unit_last})
+      string(JSON unit MEMBER "${units}" ${j})
+      string(JSON bytes GET "${units}" "${unit}")
+      string(APPEND items "SizeUnit{\"${unit}\", ${bytes}ull}, ")
+    endforeach()
+    string(APPEND limits "inline constexpr std::array<SizeUnit, ${unit_count}> units = {${items}};\n")
+  endif()
+  if(limits)
+    string(APPEND all_limits "namespace limits::${schema_name} {\n${limits}}  // namespace limits::${schema_name}\n")
+  endif()
+endforeach()
+
+file(WRITE ${HEADER_OUT}.tmp "// Generated from ${DOCUMENT} by generate_contract.cmake; do not edit.
+//
+// edtd's API contract as C++: the OpenAPI document's text, each schema's
+// field names (fields::<Schema>::<property>) and its limits
+// (limits::<Schema>::minimum, maximum, min_length, max_length, pattern,
+// values, and for sizes minimum_bytes, maximum_bytes, default_bytes, units).
+// Renaming a field or changing a limit in the document changes these.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace edt::api {
+
+// The OpenAPI document, as written in api/openapi.json.
+std::string_view openapi_text();
+
+// A size suffix (lower case; sizes are read case-insensitively) and its bytes.
+struct SizeUnit {
+  std::string_view suffix;
+  uint64_t bytes;
+};
+
+${fields}
+${all_limits}
+}  // namespace edt::api
+")
+# Rewrite only what changed, so dependents rebuild only when the contract did.
+file(COPY_FILE ${TEXT_OUT}.tmp ${TEXT_OUT} ONLY_IF_DIFFERENT)
+file(COPY_FILE ${HEADER_OUT}.tmp ${HEADER_OUT} ONLY_IF_DIFFERENT)
+file(REMOVE ${TEXT_OUT}.tmp ${HEADER_OUT}.tmp)

@@ -1,0 +1,287 @@
+// edt cluster create|list|get|scale|delete, and edt hostfile.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "common/units.h"
+#include "edt_api/contract.h"
+
+namespace edt::cli {
+namespace {
+
+using nlohmann::json;
+namespace spec = api::fields::ClusterSpec;
+namespace cluster_field = api::fields::Cluster;
+namespace status_field = api::fields::ClusterStatus;
+namespace container_field = api::fields::Container;
+
+std::vector<std::string> framework_choices() {
+  return {api::limits::Framework::values.begin(), api::limits::Framework::values.end()};
+}
+
+// Checks --shm's unit is one the API reads; "" when it is.
+std::string check_shm_unit(const std::string& text) {
+  size_t digits = text.find_first_not_of("0123456789.");
+  std::string unit = digits == std::string::npos ? "" : text.substr(digits);
+  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& u : api::limits::ShmSize::units)
+    if (u.suffix == unit) return "";
+  return "'" + text + "' has an unknown size unit; use K, M, G or T (binary, e.g. 512M, 1Gi)";
+}
+
+std::string running_count(const json& cluster) {
+  int running = 0, total = 0;
+  for (const auto& c : cluster[key(cluster_field::status)][key(status_field::containers)]) {
+    total++;
+    running += c[key(container_field::phase)] == "Running" ? 1 : 0;
+  }
+  return std::to_string(running) + "/" + std::to_string(total);
+}
+
+// Polls the cluster until it is Running (or gone, when `gone` is set),
+// logging each change of phase. Fails on Failed or after five minutes.
+int wait_for(Client& client, const std::string& name, bool gone) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + std::chrono::minutes(5);
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    json cluster;
+    if (auto f = client.call("GET", "/clusters/" + name, nullptr, &cluster)) {
+      if (gone && f->status == 404) {
+        log::info("{}: deleted", name);
+        return 0;
+      }
+      return fail(*f);
+    }
+    const json& status = cluster[key(cluster_field::status)];
+    const std::string phase = status[key(status_field::phase)];
+    const std::string line = phase + ", " + running_count(cluster) + " containers Running";
+    if (line != last) {
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      log::info("{}: {} ({:.1f}s)", name, line, seconds);
+      last = line;
+    }
+    if (phase == "Failed") {
+      log::error("cluster {} failed: {}", name, status[key(status_field::message)].get<std::string>());
+      return 1;
+    }
+    if (!gone && phase == "Running") return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  log::error("gave up waiting for {} after 5 minutes", name);
+  return 1;
+}
+
+void print_cluster(const json& c) {
+  const json& status = c[key(cluster_field::status)];
+  auto text = [](const json& v) { return v.get<std::string>(); };
+  printf("name:       %s\nowner:      %s\nframework:  %s\nimage:      %s\nphase:      %s\nmessage:    %s\n",
+         text(c[key(cluster_field::name)]).c_str(), text(c[key(cluster_field::owner)]).c_str(),
+         text(c[key(cluster_field::framework)]).c_str(), text(c[key(cluster_field::image)]).c_str(),
+         text(status[key(status_field::phase)]).c_str(), text(status[key(status_field::message)]).c_str());
+  printf("shm:        %s\n", text(c[key(cluster_field::shm)]).c_str());
+  const json& gpu = c[key(cluster_field::gpu)];
+  if (!gpu.is_null())
+    printf("gpu:        %d x %s per container\n", gpu[key(api::fields::GpuRequest::count)].get<int>(),
+           text(gpu[key(api::fields::GpuRequest::model)]).c_str());
+  for (const auto& m : c[key(cluster_field::mounts)])
+    printf("mount:      %s at %s%s\n", text(m[key(api::fields::Mount::volume)]).c_str(),
+           text(m[key(api::fields::Mount::path)]).c_str(), m[key(api::fields::Mount::read_only)].get<bool>() ? " (read-only)" : "");
+  printf("\n");
+  std::vector<std::vector<std::string>> rows = {{"CONTAINER", "ROLE", "PHASE", "ADDRESS", "GPUS"}};
+  for (const auto& k : status[key(status_field::containers)])
+    rows.push_back({k[key(container_field::name)], k[key(container_field::role)], k[key(container_field::phase)],
+                    k[key(container_field::address)], k[key(container_field::gpus)].dump()});
+  print_table(rows);
+}
+
+struct CreateOptions {
+  std::string name, framework = std::string(api::limits::Framework::values[0]), image, gpu, shm, output;
+  int containers = 0;
+  bool wait = false;
+  std::vector<std::string> mounts, env;
+};
+
+// "MODEL[:COUNT]" as the API's gpu object.
+bool gpu_request(const std::string& flag, json* out) {
+  auto colon = flag.rfind(':');
+  int count = 1;
+  try {
+    if (colon != std::string::npos) count = std::stoi(flag.substr(colon + 1));
+  } catch (...) {
+    return false;
+  }
+  *out = {{key(api::fields::GpuRequest::model), flag.substr(0, colon)}, {key(api::fields::GpuRequest::count), count}};
+  return true;
+}
+
+// "VOLUME[:PATH][:ro]" as the API's mount object.
+json mount_request(const std::string& flag) {
+  auto first = flag.find(':');
+  json mount = {{key(api::fields::Mount::volume), flag.substr(0, first)}};
+  if (first == std::string::npos) return mount;
+  std::string rest = flag.substr(first + 1);
+  if (rest.size() >= 3 && rest.compare(rest.size() - 3, 3, ":ro") == 0) {
+    mount[key(api::fields::Mount::read_only)] = true;
+    rest.resize(rest.size() - 3);
+  }
+  if (!rest.empty()) mount[key(api::fields::Mount::path)] = rest;
+  return mount;
+}
+
+// The create request of the flags, or a usage error's exit code.
+int create_request(const CreateOptions& o, json* body) {
+  *body = {{key(spec::name), o.name}, {key(spec::framework), o.framework}, {key(spec::containers), o.containers}};
+  if (!o.image.empty()) (*body)[key(spec::image)] = o.image;
+  if (!o.shm.empty()) (*body)[key(spec::shm)] = o.shm;
+  if (!o.gpu.empty() && !gpu_request(o.gpu, &(*body)[key(spec::gpu)]))
+    return usage_error("--gpu '" + o.gpu + "' is not MODEL:COUNT", "write e.g. --gpu NVIDIA-P4:1");
+  (*body)[key(spec::mounts)] = json::array();
+  for (const auto& m : o.mounts) (*body)[key(spec::mounts)].push_back(mount_request(m));
+  for (const auto& e : o.env) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos) return usage_error("--env '" + e + "' is not KEY=VALUE", "write e.g. --env NCCL_DEBUG=INFO");
+    (*body)[key(spec::env)][e.substr(0, eq)] = e.substr(eq + 1);
+  }
+  return 0;
+}
+
+int create_cluster(const CreateOptions& o) {
+  json body;
+  if (int code = create_request(o, &body)) return code;
+  Client client(load_endpoint());
+  json created;
+  if (auto f = client.call("POST", "/clusters", &body, &created)) return fail(*f);
+  if (o.wait && wait_for(client, o.name, false) != 0) return 1;
+  if (o.output == "json") {
+    json now;
+    if (auto f = client.call("GET", "/clusters/" + o.name, nullptr, &now)) return fail(*f);
+    printf("%s\n", now.dump(2).c_str());
+  } else {
+    printf("cluster %s created\n", o.name.c_str());
+  }
+  return 0;
+}
+
+void add_create(CLI::App* cluster, Action* action) {
+  auto o = std::make_shared<CreateOptions>();
+  namespace limits = api::limits;
+  auto* cmd = cluster->add_subcommand("create", "create a cluster");
+  cmd->add_option("name", o->name, "the cluster's name (a DNS label of at most " +
+                                       std::to_string(limits::ClusterName::max_length) + " characters)")->required();
+  cmd->add_option("--framework", o->framework, join_choices(framework_choices()))
+      ->check(CLI::IsMember(framework_choices()))
+      ->capture_default_str();
+  cmd->add_option("--containers", o->containers,
+                  "how many (" + std::to_string(limits::ContainerCount::minimum) + " to " +
+                      std::to_string(limits::ContainerCount::maximum) + ": a launcher and workers)")->required();
+  cmd->add_option("--image", o->image, "image (default: edt)");
+  cmd->add_option("--gpu", o->gpu, "MODEL:COUNT GPUs per container (COUNT up to " +
+                                       std::to_string(limits::GpuCount::maximum) + ")");
+  cmd->add_option("--shm", o->shm, "size of /dev/shm, e.g. 1Gi (" + format_size(limits::ShmSize::minimum_bytes) +
+                                       " to " + format_size(limits::ShmSize::maximum_bytes) + ")")
+      ->check(check_shm_unit);
+  cmd->add_option("--mount", o->mounts, "VOLUME:PATH[:ro] (PATH may be empty: /root/VOLUME)");
+  cmd->add_option("--env", o->env, "KEY=VALUE in every container");
+  cmd->add_flag("--wait", o->wait, "wait until every container is Running");
+  add_output_option(cmd, &o->output);
+  cmd->callback([o, action] { *action = [o] { return create_cluster(*o); }; });
+}
+
+struct NameOptions {
+  std::string name, output;
+  int containers = 0;
+  bool wait = false;
+};
+
+int list_clusters(const std::string& output) {
+  Client client(load_endpoint());
+  json out;
+  if (auto f = client.call("GET", "/clusters", nullptr, &out)) return fail(*f);
+  const json& clusters = out[key(api::fields::ClusterList::clusters)];
+  if (print_json_if_asked(output, clusters)) return 0;
+  std::vector<std::vector<std::string>> rows = {{"NAME", "FRAMEWORK", "CONTAINERS", "RUNNING", "PHASE", "OWNER"}};
+  for (const auto& c : clusters)
+    rows.push_back({c[key(cluster_field::name)], c[key(cluster_field::framework)],
+                    std::to_string(c[key(cluster_field::containers)].get<int>()), running_count(c),
+                    c[key(cluster_field::status)][key(status_field::phase)], c[key(cluster_field::owner)]});
+  print_table(rows);
+  return 0;
+}
+
+int get_cluster(const NameOptions& o) {
+  Client client(load_endpoint());
+  json out;
+  if (auto f = client.call("GET", "/clusters/" + o.name, nullptr, &out)) return fail(*f);
+  if (print_json_if_asked(o.output, out)) return 0;
+  print_cluster(out);
+  return 0;
+}
+
+int scale_cluster(const NameOptions& o) {
+  Client client(load_endpoint());
+  json body = {{key(api::fields::Scale::containers), o.containers}};
+  if (auto f = client.call("PATCH", "/clusters/" + o.name, &body, nullptr)) return fail(*f);
+  if (o.wait) return wait_for(client, o.name, false);
+  printf("cluster %s scaling to %d containers\n", o.name.c_str(), o.containers);
+  return 0;
+}
+
+int delete_cluster(const NameOptions& o) {
+  Client client(load_endpoint());
+  if (auto f = client.call("DELETE", "/clusters/" + o.name, nullptr, nullptr)) return fail(*f);
+  if (o.wait) return wait_for(client, o.name, true);
+  printf("cluster %s is being deleted\n", o.name.c_str());
+  return 0;
+}
+
+int print_hostfile(const NameOptions& o) {
+  Client client(load_endpoint());
+  std::string text;
+  if (auto f = client.get_text("/clusters/" + o.name + "/hostfile", &text)) return fail(*f);
+  printf("%s", text.c_str());
+  return 0;
+}
+
+// Adds a subcommand NAME that runs `run` with its own NameOptions.
+CLI::App* add_named(CLI::App* parent, const std::string& name, const std::string& help, Action* action,
+                    int (*run)(const NameOptions&), std::shared_ptr<NameOptions> o) {
+  auto* cmd = parent->add_subcommand(name, help);
+  cmd->add_option("name", o->name)->required();
+  cmd->callback([o, action, run] { *action = [o, run] { return run(*o); }; });
+  return cmd;
+}
+
+}  // namespace
+
+void add_cluster_commands(CLI::App& app, Action* action) {
+  auto* cluster = app.add_subcommand("cluster", "create, list, get, scale and delete clusters");
+  cluster->require_subcommand(1);
+  add_create(cluster, action);
+
+  auto list_output = std::make_shared<std::string>();
+  auto* list = cluster->add_subcommand("list", "list your clusters");
+  add_output_option(list, list_output.get());
+  list->callback([list_output, action] { *action = [list_output] { return list_clusters(*list_output); }; });
+
+  auto get = std::make_shared<NameOptions>();
+  add_output_option(add_named(cluster, "get", "show a cluster and its containers", action, get_cluster, get), &get->output);
+
+  auto scale = std::make_shared<NameOptions>();
+  auto* scale_cmd = add_named(cluster, "scale", "change how many containers a cluster has", action, scale_cluster, scale);
+  scale_cmd->add_option("--containers", scale->containers,
+                        "the new count (" + std::to_string(api::limits::ContainerCount::minimum) + " to " +
+                            std::to_string(api::limits::ContainerCount::maximum) + ")")->required();
+  scale_cmd->add_flag("--wait", scale->wait, "wait until every container is Running");
+
+  auto remove = std::make_shared<NameOptions>();
+  add_named(cluster, "delete", "delete a cluster and everything it holds", action, delete_cluster, remove)
+      ->add_flag("--wait", remove->wait, "wait until it is gone");
+
+  add_named(&app, "hostfile", "print a cluster's hostfile", action, print_hostfile, std::make_shared<NameOptions>());
+}
+
+}  // namespace edt::cli

@@ -1,0 +1,142 @@
+// edt ssh, edt exec and edt run: a shell or a command in a container.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "edt_api/contract.h"
+
+namespace edt::cli {
+namespace {
+
+using nlohmann::json;
+
+// "tthvd-worker-3" -> "tthvd"; "tthvd-launcher" -> "tthvd".
+std::string cluster_of(const std::string& container) {
+  auto pos = container.rfind("-launcher");
+  if (pos != std::string::npos && pos + 9 == container.size()) return container.substr(0, pos);
+  pos = container.rfind("-worker-");
+  if (pos != std::string::npos) return container.substr(0, pos);
+  return "";
+}
+
+std::string join_command(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) {
+    bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                   "-_./=:,@%+") == std::string::npos;
+    std::string quoted = a;
+    if (!plain) {
+      quoted = "'";
+      for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      quoted += "'";
+    }
+    out += (out.empty() ? "" : " ") + quoted;
+  }
+  return out;
+}
+
+// Runs a job, streams its output, and returns its exit code.
+int run_job(const std::string& cluster, const std::string& container, const std::vector<std::string>& command) {
+  if (command.empty()) return usage_error("no command given", "put the command after --, e.g. edt run tthvd -- hostname");
+  namespace request = api::fields::JobRequest;
+  namespace job_field = api::fields::Job;
+  json body = {{key(request::command), join_command(command)}};
+  if (!container.empty()) body[key(request::container)] = container;
+  Client client(load_endpoint());
+  json job;
+  if (auto f = client.call("POST", "/clusters/" + cluster + "/jobs", &body, &job)) return fail(*f);
+  const std::string id = std::to_string(job[key(api::fields::JobStarted::id)].get<int64_t>());
+  if (auto f = client.stream("/jobs/" + id + "/log", [](const char* data, size_t n) {
+        fwrite(data, 1, n, stdout);
+        fflush(stdout);
+      }))
+    return fail(*f);
+  json done;
+  if (auto f = client.call("GET", "/jobs/" + id, nullptr, &done)) return fail(*f);
+  const std::string message = done[key(job_field::message)];
+  if (!message.empty()) log::error("job {}: {}", id, message);
+  int code = done[key(job_field::exit_code)].get<int>();
+  return code < 0 ? 1 : code;
+}
+
+// Runs ssh with `argv`, then removes the key file; returns ssh's exit code.
+int run_ssh(std::vector<std::string> argv, const char* key_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp("ssh", args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  unlink(key_path);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+struct SshOptions {
+  std::string name, container;
+  std::vector<std::string> command;
+};
+
+int ssh_into(const SshOptions& o) {
+  namespace access = api::fields::SshAccess;
+  Client client(load_endpoint());
+  json info;
+  if (auto f = client.call("GET", "/clusters/" + o.name + "/ssh", nullptr, &info)) return fail(*f);
+  const std::string container = o.container.empty() ? o.name + "-launcher" : o.container;
+  std::string address;
+  for (const auto& c : info[key(access::containers)])
+    if (c["name"] == container) address = c["address"];
+  if (address.empty())
+    return usage_error("cluster " + o.name + " has no container " + container, "see edt cluster get " + o.name);
+  char key_path[] = "/tmp/edt-ssh-key-XXXXXX";
+  int fd = mkstemp(key_path);
+  if (fd < 0) return usage_error("cannot write a key file in /tmp", "check /tmp");
+  const std::string private_key = info[key(access::private_key)];
+  (void)!write(fd, private_key.data(), private_key.size());
+  close(fd);
+  std::vector<std::string> argv = {"ssh", "-i", key_path, "-p", std::to_string(info[key(access::port)].get<int>()),
+                                   "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                                   "-o", "LogLevel=ERROR", "root@" + address};
+  if (!o.command.empty()) argv.push_back(join_command(o.command));
+  return run_ssh(argv, key_path);
+}
+
+int exec_in(const SshOptions& o) {
+  std::string owner = cluster_of(o.container);
+  if (owner.empty())
+    return usage_error("'" + o.container + "' is not a container name",
+                       "name it as NAME-launcher or NAME-worker-I (see edt cluster get NAME)");
+  return run_job(owner, o.container, o.command);
+}
+
+}  // namespace
+
+void add_exec_commands(CLI::App& app, Action* action) {
+  auto ssh = std::make_shared<SshOptions>();
+  auto* ssh_cmd = app.add_subcommand("ssh", "open a shell in a container (the launcher by default)");
+  ssh_cmd->add_option("name", ssh->name)->required();
+  ssh_cmd->add_option("container", ssh->container, "e.g. tthvd-worker-0");
+  ssh_cmd->add_option("command", ssh->command, "a command to run instead of a shell");
+  ssh_cmd->callback([ssh, action] { *action = [ssh] { return ssh_into(*ssh); }; });
+
+  auto exec = std::make_shared<SshOptions>();
+  auto* exec_cmd = app.add_subcommand("exec", "run a command in a container: edt exec CONTAINER -- CMD...");
+  exec_cmd->add_option("container", exec->container)->required();
+  exec_cmd->add_option("command", exec->command)->required();
+  exec_cmd->callback([exec, action] { *action = [exec] { return exec_in(*exec); }; });
+
+  auto run = std::make_shared<SshOptions>();
+  auto* run_cmd = app.add_subcommand("run", "run a command in the launcher: edt run NAME -- CMD...");
+  run_cmd->add_option("name", run->name)->required();
+  run_cmd->add_option("command", run->command)->required();
+  run_cmd->callback([run, action] { *action = [run] { return run_job(run->name, "", run->command); }; });
+}
+
+}  // namespace edt::cli

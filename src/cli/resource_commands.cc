@@ -1,0 +1,137 @@
+// edt volume create|list|delete, edt image list, edt gpu list, edt user create.
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "edt_api/contract.h"
+
+namespace edt::cli {
+namespace {
+
+using nlohmann::json;
+
+struct VolumeOptions {
+  std::string name, host_path;
+};
+
+int create_volume(const VolumeOptions& o) {
+  namespace request = api::fields::VolumeRequest;
+  json body = {{key(request::name), o.name}};
+  if (!o.host_path.empty()) body[key(request::host_path)] = o.host_path;
+  Client client(load_endpoint());
+  json out;
+  if (auto f = client.call("POST", "/volumes", &body, &out)) return fail(*f);
+  printf("volume %s created at %s\n", o.name.c_str(), out[key(api::fields::Volume::host_path)].get<std::string>().c_str());
+  return 0;
+}
+
+int delete_volume(const VolumeOptions& o) {
+  Client client(load_endpoint());
+  if (auto f = client.call("DELETE", "/volumes/" + o.name, nullptr, nullptr)) return fail(*f);
+  printf("volume %s deleted\n", o.name.c_str());
+  return 0;
+}
+
+// GETs `path` and returns the list under `field`, or a failure's exit code.
+int get_list(const std::string& path, std::string_view field, json* list) {
+  Client client(load_endpoint());
+  json out;
+  if (auto f = client.call("GET", path, nullptr, &out)) return fail(*f);
+  *list = out[key(field)];
+  return 0;
+}
+
+int list_volumes(const std::string& output) {
+  namespace volume = api::fields::Volume;
+  json volumes;
+  if (int code = get_list("/volumes", api::fields::VolumeList::volumes, &volumes)) return code;
+  if (print_json_if_asked(output, volumes)) return 0;
+  std::vector<std::vector<std::string>> rows = {{"NAME", "OWNER", "HOST PATH"}};
+  for (const auto& v : volumes) rows.push_back({v[key(volume::name)], v[key(volume::owner)], v[key(volume::host_path)]});
+  print_table(rows);
+  return 0;
+}
+
+int list_images(const std::string& output) {
+  namespace image = api::fields::Image;
+  json images;
+  if (int code = get_list("/images", api::fields::ImageList::images, &images)) return code;
+  if (print_json_if_asked(output, images)) return 0;
+  std::vector<std::vector<std::string>> rows = {{"NAME", "FRAMEWORKS", "ROOT"}};
+  for (const auto& i : images) {
+    std::string frameworks;
+    for (const auto& f : i[key(image::frameworks)]) frameworks += (frameworks.empty() ? "" : ",") + f.get<std::string>();
+    rows.push_back({i[key(image::name)], frameworks, i[key(image::root)]});
+  }
+  print_table(rows);
+  return 0;
+}
+
+int list_gpus(const std::string& output) {
+  namespace gpu = api::fields::Gpu;
+  json gpus;
+  if (int code = get_list("/gpus", api::fields::GpuList::gpus, &gpus)) return code;
+  if (print_json_if_asked(output, gpus)) return 0;
+  std::vector<std::vector<std::string>> rows = {{"INDEX", "MODEL", "SIMULATED", "HELD BY"}};
+  for (const auto& g : gpus)
+    rows.push_back({std::to_string(g[key(gpu::index)].get<int>()), g[key(gpu::model)],
+                    g[key(gpu::simulated)].get<bool>() ? "yes" : "no", g[key(gpu::holder)]});
+  print_table(rows);
+  return 0;
+}
+
+int create_user(const std::string& name) {
+  json body = {{key(api::fields::UserRequest::name), name}}, out;
+  Client client(load_endpoint());
+  if (auto f = client.call("POST", "/users", &body, &out)) return fail(*f);
+  printf("%s\n", out[key(api::fields::Token::token)].get<std::string>().c_str());
+  return 0;
+}
+
+// Adds GROUP list [-o json] running `run`.
+void add_list(CLI::App& app, const std::string& group, const std::string& help, const std::string& list_help,
+              Action* action, int (*run)(const std::string&)) {
+  auto* cmd = app.add_subcommand(group, help);
+  cmd->require_subcommand(1);
+  auto output = std::make_shared<std::string>();
+  auto* list = cmd->add_subcommand("list", list_help);
+  add_output_option(list, output.get());
+  list->callback([output, action, run] { *action = [output, run] { return run(*output); }; });
+}
+
+void add_volume_commands(CLI::App& app, Action* action) {
+  auto* volume = app.add_subcommand("volume", "storage volumes");
+  volume->require_subcommand(1);
+  auto create = std::make_shared<VolumeOptions>();
+  auto* create_cmd = volume->add_subcommand("create", "create a volume");
+  create_cmd->add_option("name", create->name)->required();
+  create_cmd->add_option("--host-path", create->host_path, "register an existing host directory (admin)");
+  create_cmd->callback([create, action] { *action = [create] { return create_volume(*create); }; });
+
+  auto list_output = std::make_shared<std::string>();
+  auto* list = volume->add_subcommand("list", "list volumes");
+  add_output_option(list, list_output.get());
+  list->callback([list_output, action] { *action = [list_output] { return list_volumes(*list_output); }; });
+
+  auto remove = std::make_shared<VolumeOptions>();
+  auto* delete_cmd = volume->add_subcommand("delete", "delete a volume no cluster mounts");
+  delete_cmd->add_option("name", remove->name)->required();
+  delete_cmd->callback([remove, action] { *action = [remove] { return delete_volume(*remove); }; });
+}
+
+}  // namespace
+
+void add_resource_commands(CLI::App& app, Action* action) {
+  add_volume_commands(app, action);
+  add_list(app, "image", "images", "list images and their frameworks", action, list_images);
+  add_list(app, "gpu", "GPUs", "list the GPU inventory", action, list_gpus);
+
+  auto* user = app.add_subcommand("user", "users (admin)");
+  user->require_subcommand(1);
+  auto name = std::make_shared<std::string>();
+  auto* create = user->add_subcommand("create", "create a user; prints their token");
+  create->add_option("name", *name)->required();
+  create->callback([name, action] { *action = [name] { return create_user(*name); }; });
+}
+
+}  // namespace edt::cli

@@ -1,0 +1,172 @@
+// The C++ model agrees with the API contract (api/openapi.json, as embedded
+// in edtd): its constants equal the document's limits, its checks refuse
+// just past them, and the JSON it writes has the documented fields. Change
+// a limit in one place only and this fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "common/units.h"
+#include "control/model/cluster.h"
+#include "edt_api/contract.h"
+
+namespace edt::control {
+namespace {
+
+using nlohmann::json;
+
+const json& document() {
+  static const json kDocument = json::parse(api::openapi_text());
+  return kDocument;
+}
+
+const json& schema(const std::string& name) { return document().at("components").at("schemas").at(name); }
+
+std::set<std::string> keys(const json& object) {
+  std::set<std::string> out;
+  for (auto it = object.begin(); it != object.end(); ++it) out.insert(it.key());
+  return out;
+}
+
+std::set<std::string> property_names(const std::string& name) { return keys(schema(name).at("properties")); }
+
+// A create request with every field the document lists, valid as written.
+json full_spec() {
+  return {{"name", "tthvd"},      {"framework", "horovod"}, {"containers", 2},
+          {"image", "edt"},       {"gpu", {{"model", "NVIDIA-P4"}, {"count", 1}}},
+          {"shm", "1Gi"},         {"mounts", json::array({{{"volume", "data"}, {"path", "/data"}, {"read_only", true}}})},
+          {"env", {{"A", "b"}}}};
+}
+
+Refusal parse_with(const std::string& key, const json& value) {
+  json body = full_spec();
+  body[key] = value;
+  ClusterSpec spec;
+  return parse_cluster_spec(body, &spec);
+}
+
+TEST(ModelContract, ContainerCountLimitsAreTheDocuments) {
+  EXPECT_EQ(schema("ContainerCount").at("minimum"), kMinContainers);
+  EXPECT_EQ(schema("ContainerCount").at("maximum"), kMaxContainers);
+  int n = 0;
+  for (const json& count : {schema("ContainerCount")["minimum"], schema("ContainerCount")["maximum"]})
+    EXPECT_FALSE(check_container_count(count, "containers", &n)) << count;
+  EXPECT_TRUE(check_container_count(schema("ContainerCount")["minimum"].get<int>() - 1, "containers", &n));
+  EXPECT_TRUE(check_container_count(schema("ContainerCount")["maximum"].get<int>() + 1, "containers", &n));
+}
+
+TEST(ModelContract, NamesAreTheDocuments) {
+  EXPECT_EQ(schema("ClusterName").at("maxLength"), kMaxClusterNameLength);
+  const size_t longest = schema("ClusterName")["maxLength"];
+  EXPECT_FALSE(check_cluster_name(std::string(longest, 'a')));
+  EXPECT_TRUE(check_cluster_name(std::string(longest + 1, 'a')));
+  const size_t longest_resource = schema("ResourceName").at("maxLength");
+  EXPECT_FALSE(check_resource_name(std::string(longest_resource, 'a'), "name", "volume"));
+  EXPECT_TRUE(check_resource_name(std::string(longest_resource + 1, 'a'), "name", "volume"));
+  EXPECT_TRUE(check_cluster_name("-a"));
+  EXPECT_TRUE(check_cluster_name("A"));
+}
+
+TEST(ModelContract, FrameworksAreTheDocuments) {
+  EXPECT_EQ(schema("Framework").at("enum").get<std::vector<std::string>>(), known_frameworks());
+  EXPECT_EQ(keys(schema("Framework").at("x-edt-labels")),
+            std::set<std::string>(known_frameworks().begin(), known_frameworks().end()));
+}
+
+TEST(ModelContract, PhasesAreTheDocuments) {
+  std::set<std::string> documented;
+  for (const char* name : {"ClusterPhase", "ContainerPhase"})
+    for (const auto& p : schema(name).at("enum")) documented.insert(p.get<std::string>());
+  const std::set<std::string> model = {phase::kPending, phase::kCreating, phase::kRunning, phase::kScaling,
+                                       phase::kFailed,  phase::kDeleting, phase::kStopping};
+  EXPECT_EQ(documented, model);
+  EXPECT_EQ(schema("ClusterPhase").at("enum").size(), 6u);  // Stopping is a container's phase only
+}
+
+TEST(ModelContract, GpuCountLimitsAreTheDocuments) {
+  const int most = schema("GpuCount").at("maximum");
+  const int least = schema("GpuCount").at("minimum");
+  EXPECT_FALSE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", most}}));
+  EXPECT_FALSE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", least}}));
+  EXPECT_TRUE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", most + 1}}));
+  EXPECT_TRUE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", least - 1}}));
+}
+
+TEST(ModelContract, ShmLimitsAndUnitsAreTheDocuments) {
+  const json& bytes = schema("ShmSize").at("x-edt-bytes");
+  EXPECT_EQ(bytes.at("default"), kDefaultShmBytes);
+  const uint64_t least = bytes.at("minimum"), most = bytes.at("maximum");
+  EXPECT_FALSE(parse_with("shm", least));
+  EXPECT_FALSE(parse_with("shm", most));
+  EXPECT_TRUE(parse_with("shm", least - 1));
+  EXPECT_TRUE(parse_with("shm", most + 1));
+  for (const auto& [suffix, scale] : schema("ShmSize").at("x-edt-size-units").items()) {
+    for (std::string unit : {suffix, std::string(suffix.size(), 'X')}) {
+      if (unit != suffix) std::transform(suffix.begin(), suffix.end(), unit.begin(), ::toupper);
+      auto parsed = parse_size("3" + unit);
+      ASSERT_TRUE(parsed.is_ok()) << unit;
+      EXPECT_EQ(*parsed, 3 * scale.get<uint64_t>()) << unit;
+    }
+  }
+  EXPECT_FALSE(parse_size("3q").is_ok());
+}
+
+TEST(ModelContract, SystemDirectoriesAreTheDocuments) {
+  for (const auto& dir : schema("MountPath").at("x-edt-system-directories")) {
+    EXPECT_TRUE(check_mount_path(dir.get<std::string>(), "path")) << dir;
+    EXPECT_TRUE(check_mount_path(dir.get<std::string>() + "/x", "path")) << dir;
+  }
+  EXPECT_FALSE(check_mount_path("/data", "path"));
+  EXPECT_FALSE(check_mount_path("/root/data", "path"));
+}
+
+TEST(ModelContract, CreateRequestFieldsAreTheDocuments) {
+  EXPECT_EQ(keys(full_spec()), property_names("ClusterSpec"));
+  ClusterSpec spec;
+  EXPECT_FALSE(parse_cluster_spec(full_spec(), &spec));
+  EXPECT_TRUE(parse_with("extra", 1));
+  for (const auto& field : schema("ClusterSpec").at("required")) {
+    json body = full_spec();
+    body.erase(field.get<std::string>());
+    EXPECT_TRUE(parse_cluster_spec(body, &spec)) << field;
+  }
+  EXPECT_EQ(keys(full_spec()["gpu"]), property_names("GpuRequest"));
+  EXPECT_EQ(keys(full_spec()["mounts"][0]), property_names("Mount"));
+}
+
+TEST(ModelContract, ClusterJsonHasTheDocumentedFields) {
+  Cluster cluster;
+  ClusterSpec spec;
+  ASSERT_FALSE(parse_cluster_spec(full_spec(), &spec));
+  cluster.spec = spec;
+  ContainerStatus launcher;
+  launcher.name = container_name("tthvd", 0);
+  launcher.gpus = {0};
+  cluster.containers.push_back(launcher);
+  const json j = cluster_to_json(cluster);
+  EXPECT_EQ(keys(j), property_names("Cluster"));
+  EXPECT_EQ(keys(j["status"]), property_names("ClusterStatus"));
+  EXPECT_EQ(keys(j["status"]["containers"][0]), property_names("Container"));
+  EXPECT_EQ(keys(j["gpu"]), property_names("GpuRequest"));
+  EXPECT_EQ(keys(j["mounts"][0]), property_names("Mount"));
+}
+
+TEST(ModelContract, ErrorJsonHasTheDocumentedFields) {
+  const json j = unprocessable("containers", "too few", "ask for more").to_json();
+  EXPECT_EQ(keys(j), property_names("Error"));
+  EXPECT_EQ(keys(j["error"]), property_names("ErrorDetail"));
+}
+
+// What the CLI compiles against is the same document.
+TEST(ModelContract, GeneratedConstantsMatchTheText) {
+  EXPECT_EQ(api::limits::ContainerCount::maximum, schema("ContainerCount")["maximum"]);
+  EXPECT_EQ(api::limits::Framework::values.size(), known_frameworks().size());
+  EXPECT_EQ(api::fields::ClusterSpec::containers, "containers");
+}
+
+}  // namespace
+}  // namespace edt::control

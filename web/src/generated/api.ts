@@ -1,0 +1,378 @@
+// Generated from api/openapi.json by web/scripts/generate-api.mjs; do not edit.
+// Run `npm run generate` in web/ after changing the document.
+/* eslint-disable */
+
+export type Error = {
+  error: ErrorDetail;
+};
+
+export type ErrorDetail = {
+  status: number;
+  /** a JSON path such as mounts[1].path, or empty for the request as a whole */
+  field: string;
+  message: string;
+  fix: string;
+};
+
+export type Health = {
+  ok: boolean;
+};
+
+/** a DNS label short enough that '<name>-worker-NN' stays one (63) */
+export type ClusterName = string;
+
+/** a volume, image or user name: a DNS label */
+export type ResourceName = string;
+
+export type Framework = "horovod" | "deepspeed" | "megatron" | "slurm";
+
+/** one launcher and the rest workers */
+export type ContainerCount = number;
+
+/** whole devices per container */
+export type GpuCount = number;
+
+/** GPUs per container; count defaults to 1 when a model is named; null or count 0: none */
+export type GpuRequest = {
+  model?: string;
+  count?: GpuCount;
+} | null;
+
+/** the size of /dev/shm: bytes, or a number with a binary unit (case does not matter), e.g. 512M or 1Gi; between minimum and maximum bytes */
+export type ShmSize = string | number;
+
+/** absolute and normalised (no '.', '..', '//' or trailing '/'); not /, /root, or over or inside a system directory */
+export type MountPath = string;
+
+/** path defaults to /root/<volume> */
+export type Mount = {
+  volume: string;
+  path?: MountPath;
+  read_only?: boolean;
+};
+
+/** variables set in every container */
+export type Env = Record<string, string>;
+
+export type ClusterSpec = {
+  name: ClusterName;
+  framework: Framework;
+  containers: ContainerCount;
+  image?: string;
+  gpu?: GpuRequest;
+  shm?: ShmSize;
+  mounts?: Mount[];
+  env?: Env;
+};
+
+export type Scale = {
+  containers: ContainerCount;
+};
+
+export type ClusterPhase = "Pending" | "Creating" | "Running" | "Scaling" | "Failed" | "Deleting";
+
+export type ContainerPhase = "Pending" | "Creating" | "Running" | "Stopping" | "Failed";
+
+export type Container = {
+  name: string;
+  role: "launcher" | "worker";
+  /** 0: the launcher; i+1: worker-i */
+  index: number;
+  phase: ContainerPhase;
+  message: string;
+  hostname: string;
+  address: string;
+  gpus: number[];
+  /** unix seconds it became Running; 0 before */
+  started_at: number;
+};
+
+export type ClusterStatus = {
+  phase: ClusterPhase;
+  message: string;
+  containers: Container[];
+};
+
+export type Cluster = {
+  name: ClusterName;
+  framework: Framework;
+  containers: ContainerCount;
+  image: string;
+  gpu: GpuRequest;
+  /** as edtd writes sizes, e.g. 64Mi */
+  shm: string;
+  mounts: Mount[];
+  env: Env;
+  owner: string;
+  /** unix seconds */
+  created_at: number;
+  status: ClusterStatus;
+};
+
+export type ClusterList = {
+  clusters: Cluster[];
+};
+
+export type EventType = "Created" | "Scaling" | "Running" | "Failed" | "Restarted" | "Deleting";
+
+export type Event = {
+  /** UTC, ISO 8601 with milliseconds */
+  time: string;
+  type: EventType;
+  message: string;
+};
+
+export type EventList = {
+  events: Event[];
+};
+
+export type SshAccess = {
+  private_key: string;
+  port: number;
+  user: string;
+  containers: {
+    name: string;
+    address: string;
+  }[];
+};
+
+export type JobState = "Running" | "Succeeded" | "Failed";
+
+export type JobRequest = {
+  /** run by sh -c */
+  command: string;
+  /** default: the launcher */
+  container?: string;
+};
+
+export type JobStarted = {
+  id: number;
+  cluster: string;
+  container: string;
+  state: JobState;
+};
+
+export type Job = {
+  id: number;
+  cluster: string;
+  container: string;
+  owner: string;
+  command: string;
+  state: JobState;
+  /** -1 until the job ends */
+  exit_code: number;
+  message: string;
+  /** unix seconds */
+  created_at: number;
+  /** unix seconds; 0 while it runs */
+  finished_at: number;
+};
+
+export type JobList = {
+  jobs: Job[];
+};
+
+export type Terminal = {
+  port: number;
+  path: string;
+  /** seconds the path stays valid */
+  expires_in: number;
+};
+
+export type VolumeRequest = {
+  name: ResourceName;
+  /** admin only: an existing host directory */
+  host_path?: string;
+};
+
+export type Volume = {
+  name: ResourceName;
+  owner: string;
+  host_path: string;
+  /** a directory edtd made (removed with the volume) */
+  managed: boolean;
+};
+
+export type VolumeList = {
+  volumes: Volume[];
+};
+
+export type Deleted = {
+  deleted: string;
+};
+
+export type ImageRequest = {
+  name: ResourceName;
+  /** an unpacked root file system with a /usr; / for the host's */
+  root?: string;
+  frameworks: Framework[];
+};
+
+export type ImageRegistered = {
+  name: string;
+  root: string;
+  frameworks: Framework[];
+};
+
+export type Image = {
+  name: string;
+  root: string;
+  frameworks: Framework[];
+  builtin: boolean;
+};
+
+export type ImageList = {
+  images: Image[];
+};
+
+export type Gpu = {
+  index: number;
+  model: string;
+  simulated: boolean;
+  /** the container that holds it; empty when free */
+  holder: string;
+};
+
+export type GpuList = {
+  gpus: Gpu[];
+};
+
+export type User = {
+  name: string;
+  admin: boolean;
+};
+
+export type UserList = {
+  users: User[];
+};
+
+export type UserRequest = {
+  name: ResourceName;
+};
+
+export type Token = {
+  name: string;
+  token: string;
+};
+
+// The limits of the schemas that have any, as the document writes them.
+export const contract = {
+  "ClusterName": {
+    "minLength": 1,
+    "maxLength": 40,
+    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+  },
+  "ResourceName": {
+    "minLength": 1,
+    "maxLength": 63,
+    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+  },
+  "Framework": {
+    "values": [
+      "horovod",
+      "deepspeed",
+      "megatron",
+      "slurm"
+    ],
+    "labels": {
+      "horovod": "Horovod",
+      "deepspeed": "DeepSpeed",
+      "megatron": "Megatron-LM",
+      "slurm": "Slurm"
+    }
+  },
+  "ContainerCount": {
+    "minimum": 2,
+    "maximum": 64
+  },
+  "GpuCount": {
+    "minimum": 0,
+    "maximum": 16
+  },
+  "ShmSize": {
+    "bytes": {
+      "minimum": 1048576,
+      "maximum": 274877906944,
+      "default": 67108864
+    },
+    "sizeUnits": {
+      "": 1,
+      "b": 1,
+      "k": 1024,
+      "kb": 1024,
+      "ki": 1024,
+      "kib": 1024,
+      "m": 1048576,
+      "mb": 1048576,
+      "mi": 1048576,
+      "mib": 1048576,
+      "g": 1073741824,
+      "gb": 1073741824,
+      "gi": 1073741824,
+      "gib": 1073741824,
+      "t": 1099511627776,
+      "tb": 1099511627776,
+      "ti": 1099511627776,
+      "tib": 1099511627776
+    }
+  },
+  "MountPath": {
+    "pattern": "^/",
+    "systemDirectories": [
+      "/bin",
+      "/boot",
+      "/dev",
+      "/etc",
+      "/job",
+      "/lib",
+      "/lib32",
+      "/lib64",
+      "/proc",
+      "/run",
+      "/sbin",
+      "/sys",
+      "/tmp",
+      "/usr",
+      "/var"
+    ]
+  },
+  "Env": {
+    "keyPattern": "^[A-Za-z_][A-Za-z0-9_]*$"
+  },
+  "ClusterPhase": {
+    "values": [
+      "Pending",
+      "Creating",
+      "Running",
+      "Scaling",
+      "Failed",
+      "Deleting"
+    ]
+  },
+  "ContainerPhase": {
+    "values": [
+      "Pending",
+      "Creating",
+      "Running",
+      "Stopping",
+      "Failed"
+    ]
+  },
+  "EventType": {
+    "values": [
+      "Created",
+      "Scaling",
+      "Running",
+      "Failed",
+      "Restarted",
+      "Deleting"
+    ]
+  },
+  "JobState": {
+    "values": [
+      "Running",
+      "Succeeded",
+      "Failed"
+    ]
+  }
+} as const;
