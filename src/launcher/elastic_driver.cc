@@ -11,6 +11,7 @@
 #include "common/net.h"
 #include "edt/tcp_store.h"
 #include "elastic/membership.h"
+#include "launcher/host_table.h"
 #include "launcher/supervisor.h"
 
 namespace edt::launcher {
@@ -18,7 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-using Slot = std::pair<std::string, int>;  // host, slot index on it
 
 // How often the loop wakes up at the latest; bounds how late a deadline or
 // a coordinator decision can be.
@@ -27,78 +27,6 @@ constexpr milliseconds kTick{10};
 std::string seconds_text(milliseconds d) { return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0); }
 
 std::string id_of(int serial) { return "w" + std::to_string(serial); }
-
-// The hosts as last read from the source, and the order in which each first
-// appeared (older hosts keep the lower ranks).
-class HostTable {
- public:
-  explicit HostTable(std::unique_ptr<HostSource> source) : source_(std::move(source)) {}
-
-  Status read_first() {
-    next_read_ = Clock::now() + source_->interval();
-    EDT_ASSIGN_OR_RETURN(hosts_, source_->poll());
-    remember_order();
-    return Status::ok();
-  }
-
-  // Reads the source again when its interval passed or it signalled a
-  // change; an error keeps the list as it was.
-  void refresh(bool changed) {
-    if (!changed && Clock::now() < next_read_) return;
-    next_read_ = Clock::now() + source_->interval();
-    auto read = source_->poll();
-    if (!read.is_ok()) {
-      log::info("keeping the previous host list: {}", read.status().message());
-      return;
-    }
-    if (read.value() != hosts_) {
-      log::info("host list is now {}", format_host_list(read.value()));
-      hosts_ = std::move(read).value();
-    }
-    remember_order();
-  }
-
-  HostSource& source() { return *source_; }
-  const std::vector<HostSlots>& hosts() const { return hosts_; }
-  int64_t order(const std::string& host) const { return order_.at(host); }
-
-  // The slots that should run a worker: hosts in order of first
-  // appearance, skipping blacklisted ones, up to max_np.
-  std::vector<Slot> wanted(Blacklist& blacklist, int max_np) const {
-    std::vector<HostSlots> ordered = hosts_;
-    std::stable_sort(ordered.begin(), ordered.end(),
-                     [&](const auto& a, const auto& b) { return order_.at(a.host) < order_.at(b.host); });
-    std::vector<Slot> out;
-    for (const auto& h : ordered) {
-      if (blacklist.contains(h.host)) continue;
-      for (int s = 0; s < h.slots && static_cast<int>(out.size()) < max_np; ++s) out.push_back({h.host, s});
-    }
-    return out;
-  }
-
-  int usable_slots(Blacklist& blacklist, int max_np) const {
-    int n = 0;
-    for (const auto& h : hosts_)
-      if (!blacklist.contains(h.host)) n += h.slots;
-    return std::min(n, max_np);
-  }
-
-  // False when every host is blacklisted for good: nothing can come back.
-  bool any_hope(const Blacklist& blacklist) const {
-    return hosts_.empty() || std::any_of(hosts_.begin(), hosts_.end(),
-                                         [&](const auto& h) { return !blacklist.out_for_good(h.host); });
-  }
-
- private:
-  void remember_order() {
-    for (const auto& h : hosts_) order_.emplace(h.host, static_cast<int64_t>(order_.size()));
-  }
-
-  std::unique_ptr<HostSource> source_;
-  std::vector<HostSlots> hosts_;
-  std::map<std::string, int64_t> order_;
-  Clock::time_point next_read_;
-};
 
 // An elastic worker's environment: the static one without the variables
 // that place it (its rank comes from the generation it joins), plus the
