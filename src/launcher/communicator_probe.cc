@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/log.h"
 #include "edt/communicator.h"
 
 namespace {
@@ -17,13 +18,14 @@ int env_int(const char* name) {
 }
 
 int fail(const std::string& message) {
-  std::fprintf(stderr, "edtrun-probe: %s\n", message.c_str());
+  edt::log::info("{}", message);
   return 1;
 }
 
 }  // namespace
 
 int main() {
+  edt::log::init("edtrun-probe");
   auto made = edt::Communicator::from_env();
   if (!made.is_ok()) return fail(made.status().to_string());
   edt::Communicator& comm = *made.value();

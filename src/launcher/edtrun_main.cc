@@ -1,22 +1,33 @@
 // edtrun: starts one worker per slot on the hosts of a host list, with
 // horovodrun's flags. See docs/launcher.md.
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cstdio>
+#include <cctype>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "common/units.h"
-#include "launcher/driver.h"
 #include "launcher/elastic_flags.h"
+#include "launcher/static_driver.h"
 
 namespace edt::launcher {
 namespace {
 
 constexpr int kUsageError = 2;
+
+// What the command line says, before it is checked.
+struct Flags {
+  int np = 0;
+  std::string host_list, hostfile, identity_file, output_dir, start_timeout = "30s", log_level;
+  int ssh_port = 0;
+  bool verbose = false;
+  std::vector<std::string> exports, ssh_options;
+  ElasticFlags elastic;
+  std::vector<std::string> command;
+};
 
 // CLI11 has no multi-letter single-dash options; horovodrun's -np and
 // -hostfile are renamed to their long forms before parsing. Only the
@@ -39,34 +50,94 @@ std::vector<std::string> long_option_spellings(const std::vector<std::string>& a
 }
 
 int fail(const std::string& message, int code) {
-  std::fprintf(stderr, "edtrun: %s\n", message.c_str());
+  log::info("{}", message);
   return code;
 }
 
+void add_flags(CLI::App& app, Flags& f) {
+  app.add_option("--num-proc,-n", f.np, "Number of workers (also -np)")->required();
+  app.add_option("-H,--hosts", f.host_list, "Hosts and slots: host1:N,host2:M (a bare host has 1 slot)");
+  app.add_option("--hostfile", f.hostfile, "Hostfile: lines 'host slots=N', 'host:N' or 'host' (also -hostfile)");
+  app.add_option("-p,--ssh-port", f.ssh_port, "SSH port of the remote hosts")->check(CLI::Range(1, 65535));
+  app.add_option("-i,--ssh-identity-file", f.identity_file, "SSH private key for the remote hosts");
+  app.add_option("--ssh-option", f.ssh_options, "Extra ssh option NAME=VALUE (as ssh -o), repeatable")
+      ->allow_extra_args(false);
+  app.add_option("--start-timeout", f.start_timeout,
+                 "How long remote hosts may take to start their workers: seconds, or a duration like 90s, 2m");
+  app.add_option("--output-filename", f.output_dir, "Write each worker's output to DIR/rank.N/stdout and stderr");
+  app.add_flag("--verbose", f.verbose, "Say what edtrun does: addresses, commands, exits (--log-level debug)");
+  app.add_option("--log-level", f.log_level,
+                 "edtrun's own messages: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (default: EDT_LOG_LEVEL, or INFO)");
+  app.add_option("-x", f.exports, "Pass VAR=VALUE (or VAR, with edtrun's value) to every worker, repeatable")
+      ->allow_extra_args(false);
+  add_elastic_flags(app, f.elastic);
+}
+
+// --log-level as horovodrun spells it (any case; FATAL is error), else --verbose.
+Result<std::optional<log::Level>> log_level_of(const Flags& f) {
+  if (f.log_level.empty()) return f.verbose ? std::optional(log::Level::kDebug) : std::nullopt;
+  std::string name = f.log_level;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto level = log::parse_level(name == "fatal" ? "error" : name);
+  if (!level.is_ok()) return invalid_argument("--log-level " + f.log_level + ": " + level.status().message());
+  return std::optional(*level);
+}
+
+// The hosts of -H, --hostfile or the default localhost:np, into `options`.
+Status read_hosts(const Flags& f, JobOptions& options) {
+  if (!f.host_list.empty() && !f.hostfile.empty()) return invalid_argument("-H and --hostfile both given; give one of them");
+  if (!f.hostfile.empty()) {
+    EDT_ASSIGN_OR_RETURN(options.hosts, read_hostfile(f.hostfile));
+    options.hosts_source = "--hostfile " + f.hostfile;
+  } else if (!f.host_list.empty()) {
+    EDT_ASSIGN_OR_RETURN(options.hosts, parse_host_list(f.host_list));
+    options.hosts_source = "-H";
+  } else {
+    options.hosts = {HostSlots{"localhost", std::max(f.np, 1)}};
+  }
+  return Status::ok();
+}
+
+// The checked options of every job; an error is a usage error.
+Result<JobOptions> job_options(const Flags& f) {
+  JobOptions options;
+  options.np = f.np;
+  options.command = f.command;
+  options.output_dir = f.output_dir;
+  options.launcher_env = current_environment();
+  options.cwd = std::filesystem::current_path().string();
+  EDT_RETURN_IF_ERROR(read_hosts(f, options));
+  auto timeout = parse_duration(f.start_timeout);
+  if (!timeout.is_ok() || timeout.value().count() <= 0) {
+    return invalid_argument("--start-timeout " + f.start_timeout +
+                            " is not a positive duration; give seconds, e.g. --start-timeout 60");
+  }
+  options.start_timeout = timeout.value();
+  options.ssh.port = f.ssh_port;
+  options.ssh.identity_file = f.identity_file;
+  options.ssh.options = f.ssh_options;
+  options.ssh.connect_timeout = std::chrono::ceil<std::chrono::seconds>(options.start_timeout);
+  EDT_ASSIGN_OR_RETURN(options.exports, parse_exports(f.exports, options.launcher_env));
+  return options;
+}
+
+int run_static(JobOptions options) {
+  StaticDriver driver(std::move(options));
+  auto code = driver.run();
+  if (!code.is_ok()) {
+    int exit_code = code.status().code() == StatusCode::kInvalidArgument || code.status().code() == StatusCode::kNotFound ? kUsageError : 1;
+    return fail(code.status().message(), exit_code);
+  }
+  return code.value();
+}
+
 int run(int argc, char** argv) {
+  log::init("edtrun");
   std::vector<std::string> args(argv + 1, argv + argc);
   CLI::App app{"edtrun: run a command once per slot on the hosts of a host list (horovodrun-compatible)", "edtrun"};
   app.prefix_command();
-  int np = 0;
-  std::string host_list, hostfile, identity_file, output_dir, start_timeout = "30s";
-  int ssh_port = 0;
-  bool verbose = false;
-  std::vector<std::string> exports, ssh_options;
-  app.add_option("--num-proc,-n", np, "Number of workers (also -np)")->required();
-  app.add_option("-H,--hosts", host_list, "Hosts and slots: host1:N,host2:M (a bare host has 1 slot)");
-  app.add_option("--hostfile", hostfile, "Hostfile: lines 'host slots=N', 'host:N' or 'host' (also -hostfile)");
-  app.add_option("-p,--ssh-port", ssh_port, "SSH port of the remote hosts")->check(CLI::Range(1, 65535));
-  app.add_option("-i,--ssh-identity-file", identity_file, "SSH private key for the remote hosts");
-  app.add_option("--ssh-option", ssh_options, "Extra ssh option NAME=VALUE (as ssh -o), repeatable")
-      ->allow_extra_args(false);
-  app.add_option("--start-timeout", start_timeout,
-                 "How long remote hosts may take to start their workers: seconds, or a duration like 90s, 2m");
-  app.add_option("--output-filename", output_dir, "Write each worker's output to DIR/rank.N/stdout and stderr");
-  app.add_flag("--verbose", verbose, "Say what edtrun does: addresses, commands, exits");
-  app.add_option("-x", exports, "Pass VAR=VALUE (or VAR, with edtrun's value) to every worker, repeatable")
-      ->allow_extra_args(false);
-  ElasticFlags elastic;
-  add_elastic_flags(app, elastic);
+  Flags flags;
+  add_flags(app, flags);
   try {
     std::vector<std::string> reversed = long_option_spellings(args);
     std::reverse(reversed.begin(), reversed.end());  // CLI11 takes a vector last argument first
@@ -74,59 +145,20 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  auto level = log_level_of(flags);
+  if (!level.is_ok()) return fail(level.status().message(), kUsageError);
+  if (*level) log::set_level(**level);
   // The command is the tail of the original arguments.
   std::vector<std::string> remaining = app.remaining();
-  std::vector<std::string> command(args.end() - static_cast<long>(remaining.size()), args.end());
-  if (!command.empty() && command.front() == "--") command.erase(command.begin());
-  if (command.empty()) {
+  flags.command.assign(args.end() - static_cast<long>(remaining.size()), args.end());
+  if (!flags.command.empty() && flags.command.front() == "--") flags.command.erase(flags.command.begin());
+  if (flags.command.empty()) {
     return fail("no command given; put the program to run after the options, e.g. edtrun -np 2 python3 train.py", kUsageError);
   }
-
-  DriverOptions options;
-  options.np = np;
-  options.command = command;
-  options.verbose = verbose;
-  options.output_dir = output_dir;
-  options.launcher_env = current_environment();
-  options.cwd = std::filesystem::current_path().string();
-  if (!host_list.empty() && !hostfile.empty()) {
-    return fail("-H and --hostfile both given; give one of them", kUsageError);
-  }
-  if (!hostfile.empty()) {
-    auto hosts = read_hostfile(hostfile);
-    if (!hosts.is_ok()) return fail(hosts.status().message(), kUsageError);
-    options.hosts = hosts.value();
-    options.hosts_source = "--hostfile " + hostfile;
-  } else if (!host_list.empty()) {
-    auto hosts = parse_host_list(host_list);
-    if (!hosts.is_ok()) return fail(hosts.status().message(), kUsageError);
-    options.hosts = hosts.value();
-    options.hosts_source = "-H";
-  } else {
-    options.hosts = {HostSlots{"localhost", std::max(np, 1)}};
-  }
-  auto timeout = parse_duration(start_timeout);
-  if (!timeout.is_ok() || timeout.value().count() <= 0) {
-    return fail("--start-timeout " + start_timeout + " is not a positive duration; give seconds, e.g. --start-timeout 60",
-                kUsageError);
-  }
-  options.start_timeout = timeout.value();
-  options.ssh.port = ssh_port;
-  options.ssh.identity_file = identity_file;
-  options.ssh.options = ssh_options;
-  options.ssh.connect_timeout = std::chrono::ceil<std::chrono::seconds>(options.start_timeout);
-  auto parsed_exports = parse_exports(exports, options.launcher_env);
-  if (!parsed_exports.is_ok()) return fail(parsed_exports.status().message(), kUsageError);
-  options.exports = parsed_exports.value();
-
-  if (elastic.enabled()) return run_elastic(std::move(options), hostfile, elastic);
-  Driver driver(std::move(options));
-  auto code = driver.run();
-  if (!code.is_ok()) {
-    int exit_code = code.status().code() == StatusCode::kInvalidArgument || code.status().code() == StatusCode::kNotFound ? kUsageError : 1;
-    return fail(code.status().message(), exit_code);
-  }
-  return code.value();
+  auto options = job_options(flags);
+  if (!options.is_ok()) return fail(options.status().message(), kUsageError);
+  if (flags.elastic.enabled()) return run_elastic(std::move(options).value(), flags.hostfile, flags.elastic);
+  return run_static(std::move(options).value());
 }
 
 }  // namespace

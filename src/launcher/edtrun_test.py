@@ -423,6 +423,22 @@ def test_bad_arguments(workdir, args, message, code):
         assert message in result.stderr
 
 
+def test_log_level(workdir):
+    """horovodrun's --log-level spelling; --verbose is its debug level."""
+    env = {k: v for k, v in os.environ.items() if k != "EDT_LOG_LEVEL"}
+    quiet = edtrun(["-np", "1", "true"], workdir, env=env)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    for args in (["--log-level", "DEBUG"], ["--log-level", "debug"], ["--verbose"]):
+        result = edtrun(["-np", "1"] + args + ["true"], workdir, env=env)
+        assert result.returncode == 0, result.stderr
+        assert "edtrun: store listening on port" in result.stderr, (args, result.stderr)
+    quieter = edtrun(["-np", "1", "--log-level", "warning", "--verbose", "true"], workdir, env=env)
+    assert quieter.returncode == 0 and "store listening" not in quieter.stderr, quieter.stderr
+    bad = edtrun(["-np", "1", "--log-level", "LOUD", "true"], workdir, env=env)
+    assert bad.returncode == 2
+    assert "--log-level LOUD: unknown log level 'loud'" in bad.stderr, bad.stderr
+
+
 def test_hostfile_errors_name_the_line(workdir):
     path = os.path.join(workdir, "hostfile")
     with open(path, "w") as f:

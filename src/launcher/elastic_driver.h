@@ -1,21 +1,21 @@
 // The driver of an elastic edtrun job (--min-np, --max-np,
-// --host-discovery-script or --elastic).
+// --host-discovery-script or --elastic): a policy over the Supervisor
+// (supervisor.h) that reacts to host changes and worker exits.
 //
 // It hosts the job's TCP store and a MembershipCoordinator
 // (src/elastic/membership.h) on it, and keeps one worker process per slot
 // the job should use:
-//   - Hosts come from -H (fixed), a hostfile (re-read when it changes:
-//     inotify on its directory, so an atomic rename is seen at once, and a
-//     once-a-second poll as a fallback), or a discovery script (run every
-//     discovery interval; it prints "host:slots" or "host" per line).
+//   - Hosts come from a HostSource (host_source.h): -H, a watched hostfile
+//     or a discovery script.
 //   - The job uses min(max_np, free slots) workers, filling hosts in the
 //     order they first appeared (older hosts keep the lower ranks). Hosts
 //     added get workers; a host removed has its workers leave gracefully
 //     (they finish up to their next commit; SIGTERM after the grace period).
 //   - A worker that exits non-zero, is killed, or stops heartbeating (a
-//     silent host) is a failure: its host is blacklisted (for good, or for
-//     an exponential cooldown between the --blacklist-cooldown-range
-//     bounds) and the survivors form the next generation without it.
+//     silent host) is a failure: its host is blacklisted (blacklist.h: for
+//     good, or for an exponential cooldown between the
+//     --blacklist-cooldown-range bounds) and the survivors form the next
+//     generation without it.
 //   - The job ends: with 0 once a worker finished (returned from run())
 //     and the others have exited; with 1 and a message when it stayed below
 //     --min-np for --elastic-timeout, when --reset-limit was passed, when
@@ -25,46 +25,36 @@
 // Workers get EDT_COORDINATOR, EDT_WORKER_ID, EDT_HOSTNAME, EDT_ELASTIC=1 and
 // EDT_ELASTIC_TIMEOUT; their rank and size come from the generation they
 // join (edt::elastic::State), not from the environment. Output lines are
-// prefixed with the worker's number ([3] for worker w3), which, unlike the rank, stays
-// the same for the life of the process.
+// prefixed with the worker's number ([3] for worker w3), which, unlike the
+// rank, stays the same for the life of the process.
 //
 // run() must be called from the main thread before any other thread exists
-// (it blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD and reads them from a
-// signalfd).
+// (see supervisor.h).
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
-#include <string>
-#include <utility>
-#include <vector>
 
-#include "launcher/driver.h"
+#include "launcher/blacklist.h"
+#include "launcher/host_source.h"
+#include "launcher/job_options.h"
 
 namespace edt::launcher {
 
 struct ElasticDriverOptions {
-  DriverOptions base;  // command, ssh, grace period, exports, ...; base.hosts: -H
+  JobOptions base;  // command, ssh, grace period, exports, ... (base.hosts and np are not used)
   int min_np = 1;
   int max_np = 1 << 30;
-  std::string hostfile;           // watched; empty: base.hosts or the discovery script
-  std::string discovery_script;   // polled; empty: base.hosts or the hostfile
-  int slots_per_host = 1;         // for discovered hosts printed without slots
-  std::chrono::milliseconds discovery_interval{1000};
   std::chrono::milliseconds elastic_timeout{600000};
   int reset_limit = -1;  // -1: no limit
-  // Blacklisted hosts come back after min * 2^(failures-1), at most max.
-  std::optional<std::pair<std::chrono::milliseconds, std::chrono::milliseconds>> blacklist_cooldown;
+  std::optional<Blacklist::CooldownRange> blacklist_cooldown;
   std::chrono::milliseconds heartbeat_timeout{6000};
 };
 
-// Reads the hosts a discovery script prints: "host:slots" or "host" (then
-// `slots_per_host` slots) per line; '#' comments and blank lines skipped.
-Result<std::vector<HostSlots>> parse_discovered_hosts(const std::string& text, int slots_per_host);
-
 class ElasticDriver {
  public:
-  explicit ElasticDriver(ElasticDriverOptions options);
+  ElasticDriver(ElasticDriverOptions options, std::unique_ptr<HostSource> hosts);
   ~ElasticDriver();
 
   // Runs the job to its end; the value is edtrun's exit code.

@@ -1,7 +1,8 @@
 #include "launcher/elastic_flags.h"
 
-#include <cstdio>
+#include <optional>
 
+#include "common/log.h"
 #include "common/units.h"
 #include "launcher/elastic_driver.h"
 
@@ -11,8 +12,37 @@ namespace {
 constexpr int kUsageError = 2;
 
 int usage_error(const std::string& message) {
-  std::fprintf(stderr, "edtrun: %s\n", message.c_str());
+  log::info("{}", message);
   return kUsageError;
+}
+
+// The durations of `flags`, checked, into `options`; a usage message if one is not positive.
+std::optional<std::string> parse_durations(const ElasticFlags& flags, ElasticDriverOptions& options,
+                                           std::chrono::milliseconds& discovery_interval) {
+  const std::pair<const char*, const std::string*> durations[] = {{"--elastic-timeout", &flags.elastic_timeout},
+                                                                  {"--discovery-interval", &flags.discovery_interval},
+                                                                  {"--heartbeat-timeout", &flags.heartbeat_timeout}};
+  std::chrono::milliseconds* targets[] = {&options.elastic_timeout, &discovery_interval, &options.heartbeat_timeout};
+  for (size_t i = 0; i < 3; ++i) {
+    auto d = parse_duration(*durations[i].second);
+    if (!d.is_ok() || d.value().count() <= 0)
+      return std::string(durations[i].first) + " " + *durations[i].second +
+             " is not a positive duration; give seconds, e.g. 30, or 500ms, 2m";
+    *targets[i] = d.value();
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<HostSource> host_source(const JobOptions& base, const std::string& hostfile, const ElasticFlags& flags,
+                                        std::chrono::milliseconds discovery_interval) {
+  if (!hostfile.empty()) return std::make_unique<WatchedHostfile>(hostfile);
+  if (flags.discovery_script.empty()) return std::make_unique<FixedHosts>(base.hosts);
+  DiscoveryScriptOptions script;
+  script.script = flags.discovery_script;
+  script.slots_per_host = flags.slots_per_host;
+  script.interval = discovery_interval;
+  script.env = base.launcher_env;
+  return std::make_unique<DiscoveryScript>(std::move(script));
 }
 
 }  // namespace
@@ -37,30 +67,17 @@ void add_elastic_flags(CLI::App& app, ElasticFlags& flags) {
   app.add_flag("--elastic", flags.elastic, "Run elastic with the default settings");
 }
 
-int run_elastic(DriverOptions base, const std::string& hostfile, const ElasticFlags& flags) {
+int run_elastic(JobOptions base, const std::string& hostfile, const ElasticFlags& flags) {
   ElasticDriverOptions options;
   options.min_np = flags.min_np > 0 ? flags.min_np : base.np;
   options.max_np = flags.max_np > 0 ? flags.max_np : options.max_np;
-  options.hostfile = hostfile;
-  options.discovery_script = flags.discovery_script;
-  options.slots_per_host = flags.slots_per_host;
   options.reset_limit = flags.reset_limit;
   if (!base.output_dir.empty())
     return usage_error("--output-filename is not supported in elastic mode yet; drop it (output goes to the terminal)");
   if (!hostfile.empty() && !flags.discovery_script.empty())
     return usage_error("--hostfile and --host-discovery-script both given; give one of them");
-  const std::pair<const char*, const std::string*> durations[] = {{"--elastic-timeout", &flags.elastic_timeout},
-                                                                  {"--discovery-interval", &flags.discovery_interval},
-                                                                  {"--heartbeat-timeout", &flags.heartbeat_timeout}};
-  std::chrono::milliseconds* targets[] = {&options.elastic_timeout, &options.discovery_interval,
-                                          &options.heartbeat_timeout};
-  for (size_t i = 0; i < 3; ++i) {
-    auto d = parse_duration(*durations[i].second);
-    if (!d.is_ok() || d.value().count() <= 0)
-      return usage_error(std::string(durations[i].first) + " " + *durations[i].second +
-                         " is not a positive duration; give seconds, e.g. 30, or 500ms, 2m");
-    *targets[i] = d.value();
-  }
+  std::chrono::milliseconds discovery_interval{1000};
+  if (auto bad = parse_durations(flags, options, discovery_interval)) return usage_error(*bad);
   if (!flags.blacklist_cooldown.empty()) {
     const double low = flags.blacklist_cooldown[0], high = flags.blacklist_cooldown[1];
     if (low <= 0 || high < low)
@@ -72,11 +89,12 @@ int run_elastic(DriverOptions base, const std::string& hostfile, const ElasticFl
   if (options.max_np < options.min_np)
     return usage_error("--max-np " + std::to_string(options.max_np) + " is below --min-np " +
                        std::to_string(options.min_np));
+  auto hosts = host_source(base, hostfile, flags, discovery_interval);
   options.base = std::move(base);
-  ElasticDriver driver(std::move(options));
+  ElasticDriver driver(std::move(options), std::move(hosts));
   auto code = driver.run();
   if (!code.is_ok()) {
-    std::fprintf(stderr, "edtrun: %s\n", code.status().message().c_str());
+    log::info("{}", code.status().message());
     return code.status().code() == StatusCode::kInvalidArgument || code.status().code() == StatusCode::kNotFound
                ? kUsageError
                : 1;

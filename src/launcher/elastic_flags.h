@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/driver.h"
+#include "launcher/job_options.h"
 
 namespace edt::launcher {
 
@@ -41,9 +41,9 @@ struct ElasticFlags {
 
 void add_elastic_flags(CLI::App& app, ElasticFlags& flags);
 
-// Runs the elastic job described by `base` (the static options edtrun
-// parsed), `hostfile` (watched if given) and `flags`; returns edtrun's exit
-// code, having printed any error.
-int run_elastic(DriverOptions base, const std::string& hostfile, const ElasticFlags& flags);
+// Runs the elastic job described by `base` (the options every job has),
+// `hostfile` (watched if given) and `flags`; returns edtrun's exit code,
+// having printed any error.
+int run_elastic(JobOptions base, const std::string& hostfile, const ElasticFlags& flags);
 
 }  // namespace edt::launcher

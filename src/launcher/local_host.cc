@@ -1,10 +1,13 @@
 #include "launcher/local_host.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <optional>
 
 namespace edt::launcher {
@@ -59,6 +62,37 @@ LocalIdentity::LocalIdentity(const std::string& hostname, const std::vector<std:
 bool LocalIdentity::is_local(const std::string& host) const {
   if (auto normal = normalize_address(host)) return addresses_.count(*normal) > 0;
   return names_.count(host) > 0;
+}
+
+// Connecting a UDP socket sends nothing; it only picks the route.
+Result<std::string> address_toward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host.c_str(), "22", &hints, &found);
+  if (rc != 0) {
+    return unavailable("cannot resolve host '" + host + "': " + gai_strerror(rc) + "; check the host list and DNS");
+  }
+  std::string result;
+  int err = 0;
+  for (addrinfo* a = found; a != nullptr && result.empty(); a = a->ai_next) {
+    int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof local;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+      char text[INET6_ADDRSTRLEN] = {};
+      const void* raw = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                                                   : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) result = text;
+    } else {
+      err = errno;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  if (result.empty()) return io_error("no route from this machine to host '" + host + "'", err);
+  return result;
 }
 
 }  // namespace edt::launcher

@@ -8,11 +8,16 @@
 // one machine, each with its own sshd. Names are compared as written and
 // addresses by value (so "0:0:0:0:0:0:0:1" is ::1); nothing is looked up in
 // DNS, whose answers may differ between the machines of a cluster.
+//
+// address_toward() asks the kernel for this machine's address on the route
+// to a host: what a process there uses to reach edtrun.
 #pragma once
 
 #include <set>
 #include <string>
 #include <vector>
+
+#include "edt/status.h"
 
 namespace edt::launcher {
 
@@ -29,5 +34,9 @@ class LocalIdentity {
   std::set<std::string> names_;
   std::set<std::string> addresses_;  // normalised by inet_pton/inet_ntop
 };
+
+// This machine's address on the route to `host` ("10.0.0.5"); resolving
+// `host` may use DNS. An error names the host and what to check.
+Result<std::string> address_toward(const std::string& host);
 
 }  // namespace edt::launcher

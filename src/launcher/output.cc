@@ -7,19 +7,14 @@
 #include <filesystem>
 #include <vector>
 
+#include "common/io.h"
+
 namespace edt::launcher {
 namespace {
 
-// Writes all of `bytes`, retrying short writes. Output that cannot be
-// written (a closed terminal) is dropped: it must not stop the job.
-void write_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-}
+// Output that cannot be written (a closed terminal) is dropped: it must not
+// stop the job.
+void write_all(int fd, std::string_view bytes) { (void)io::write_all(fd, bytes, "worker output"); }
 
 class DirectoryOutput final : public OutputSink {
  public:

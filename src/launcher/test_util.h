@@ -7,11 +7,10 @@
 
 #include <cerrno>
 #include <chrono>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 
+#include "common/process.h"
 #include "launcher/process.h"
 
 namespace edt::launcher::test_util {
@@ -19,10 +18,8 @@ namespace edt::launcher::test_util {
 // Running, not a zombie waiting for its new parent (an init that may be slow
 // to reap) to collect it.
 inline bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t close = text.rfind(')');
-  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+  auto stat = proc::read_stat(pid);
+  return stat && !stat->zombie();
 }
 
 inline bool wait_until_dead(pid_t pid, std::chrono::milliseconds limit = std::chrono::milliseconds(3000)) {
