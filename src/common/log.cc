@@ -126,7 +126,7 @@ void init(std::string_view program, std::optional<Level> level, Format format) {
   auto sinks = s.logger.load()->sinks();
   auto logger = std::make_shared<spdlog::logger>(std::string(program), sinks.begin(), sinks.end());
   logger->set_formatter(make_formatter(format));
-  s.level = level ? *level : level_from_env();
+  if (level) s.level = *level;
   logger->set_level(to_spdlog(s.level));
   logger->flush_on(spdlog::level::trace);
   s.logger = std::move(logger);

@@ -29,7 +29,7 @@ Result<Level> parse_level(std::string_view name);
 const char* level_name(Level level);
 
 // Names the program in every line and sets the level and format. Without a
-// level, EDT_LOG_LEVEL's (a bad value is reported and info used). Programs
+// level, the one in force: EDT_LOG_LEVEL's (a bad value is reported once and info used). Programs
 // call it once at the start of main; libraries never call it.
 void init(std::string_view program, std::optional<Level> level = std::nullopt, Format format = Format::kText);
 void set_level(Level level);
