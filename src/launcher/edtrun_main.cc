@@ -50,7 +50,7 @@ std::vector<std::string> long_option_spellings(const std::vector<std::string>& a
 }
 
 int fail(const std::string& message, int code) {
-  log::info("{}", message);
+  log::error("{}", message);
   return code;
 }
 

@@ -202,7 +202,7 @@ struct ElasticDriver::Impl {
 
   void fail(const std::string& message) {
     if (stopping) return;
-    log::info("{}", message);
+    log::error("{}", message);
     exit_code = 1;
     stop_all(message);
   }

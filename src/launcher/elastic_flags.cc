@@ -12,7 +12,7 @@ namespace {
 constexpr int kUsageError = 2;
 
 int usage_error(const std::string& message) {
-  log::info("{}", message);
+  log::error("{}", message);
   return kUsageError;
 }
 
@@ -94,7 +94,7 @@ int run_elastic(JobOptions base, const std::string& hostfile, const ElasticFlags
   ElasticDriver driver(std::move(options), std::move(hosts));
   auto code = driver.run();
   if (!code.is_ok()) {
-    log::info("{}", code.status().message());
+    log::error("{}", code.status().message());
     return code.status().code() == StatusCode::kInvalidArgument || code.status().code() == StatusCode::kNotFound
                ? kUsageError
                : 1;

@@ -167,9 +167,9 @@ void StaticDriver::fail(int exit_code, const std::string& message) {
   exit_code_ = exit_code;
   int others = supervisor_->running_count();
   if (others > 0) {
-    log::info("{}; stopping the other {} {}", message, others, others == 1 ? "worker" : "workers");
+    log::error("{}; stopping the other {} {}", message, others, others == 1 ? "worker" : "workers");
   } else {
-    log::info("{}", message);
+    log::error("{}", message);
   }
   if (stopping_) return;
   stopping_ = true;
