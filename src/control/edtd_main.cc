@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -51,9 +52,9 @@ Result<std::vector<Gpu>> parse_gpu_flag(const std::string& text) {
     std::string item = text.substr(start, end - start);
     auto eq = item.find('=');
     int count = 0;
-    try {
-      count = eq == std::string::npos ? 0 : std::stoi(item.substr(eq + 1));
-    } catch (...) {
+    if (eq != std::string::npos) {
+      auto [ptr, ec] = std::from_chars(item.data() + eq + 1, item.data() + item.size(), count);
+      if (ec != std::errc() || ptr != item.data() + item.size()) count = 0;
     }
     if (eq == 0 || eq == std::string::npos || count <= 0 || count > 1024)
       return invalid_argument("--gpus: '" + item + "' is not MODEL=COUNT; write e.g. --gpus NVIDIA-P4=8");

@@ -45,7 +45,8 @@ Refusal check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, i
                            models.empty() ? "this machine has no GPUs; leave gpu out"
                                           : "choose one of: " + join(models, ", "));
     }
-    int free = catalog.gpus_free.count(spec.gpu.model) ? catalog.gpus_free.at(spec.gpu.model) : 0;
+    auto free_of_model = catalog.gpus_free.find(spec.gpu.model);
+    int free = free_of_model == catalog.gpus_free.end() ? 0 : free_of_model->second;
     int want = spec.gpu.count * new_containers;
     if (want > free)
       return conflict("gpu.count", std::to_string(new_containers) + " containers x " + std::to_string(spec.gpu.count) +

@@ -20,9 +20,9 @@ std::optional<Enum> parse(const std::array<const char*, N>& names, std::string_v
 
 }  // namespace
 
-const char* to_string(Phase phase) { return kPhaseNames.at(static_cast<size_t>(phase)); }
-const char* to_string(JobState state) { return kJobStateNames.at(static_cast<size_t>(state)); }
-const char* to_string(EventType type) { return kEventTypeNames.at(static_cast<size_t>(type)); }
+const char* to_string(Phase phase) { return kPhaseNames[static_cast<size_t>(phase)]; }
+const char* to_string(JobState state) { return kJobStateNames[static_cast<size_t>(state)]; }
+const char* to_string(EventType type) { return kEventTypeNames[static_cast<size_t>(type)]; }
 
 std::optional<Phase> parse_phase(std::string_view text) { return parse<Phase>(kPhaseNames, text); }
 std::optional<JobState> parse_job_state(std::string_view text) { return parse<JobState>(kJobStateNames, text); }

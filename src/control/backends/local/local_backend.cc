@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -145,7 +146,10 @@ std::vector<pid_t> processes_in_namespace(pid_t init) {
     const std::string name = entry.path().filename();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
     std::error_code link_ec;
-    if (fs::read_symlink(entry.path() / "ns/pid", link_ec) == ns && !link_ec) out.push_back(std::stoi(name));
+    pid_t pid = 0;
+    auto [ptr, ec_pid] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (ec_pid != std::errc() || ptr != name.data() + name.size()) continue;
+    if (fs::read_symlink(entry.path() / "ns/pid", link_ec) == ns && !link_ec) out.push_back(pid);
   }
   return out;
 }
