@@ -64,7 +64,7 @@ def classify(tokens, i):
         # `) : member_(x), other_(y) {` or `) -> Type {`
         k = i - 1
         while k >= 0 and tokens[k][0] not in (";", "{", "}"):
-            if tokens[k][0] == ":" and k > 0 and tokens[k - 1][0] in (")",) | AFTER_PARAMS:
+            if tokens[k][0] == ":" and k > 0 and tokens[k - 1][0] in {")"} | AFTER_PARAMS:
                 return "func"
             k -= 1
     return "other"
@@ -79,7 +79,7 @@ def function_name(tokens, i):
     if k >= 0 and any(tokens[m][0] == ":" for m in range(k, i)):
         # a constructor's initializer list: find the ':' then its ')'
         m = i - 1
-        while tokens[m][0] != ":" or tokens[m - 1][0] not in (")",) | AFTER_PARAMS:
+        while tokens[m][0] != ":" or tokens[m - 1][0] not in {")"} | AFTER_PARAMS:
             m -= 1
         k = m - 1
         while tokens[k][0] != ")":

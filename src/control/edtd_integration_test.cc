@@ -457,6 +457,8 @@ TEST(EdtdFlags, BadFlagsAreRefusedBeforeAnythingIsMade) {
       {"--gpus NVIDIA-P4", "--gpus: 'NVIDIA-P4' is not MODEL=COUNT"},
       {"--grace soon", "--grace"},
       {"--address-range 10.0.0.0/8", "--address-range"},
+      {"--log-level loud", "--log-level 'loud' is not a level"},
+      {"--log-format xml", "--log-format 'xml' is not text or json"},
   };
   for (const auto& c : cases) {
     Output o = sh(std::string(EDTD_PATH) + " --data-dir " + data + " " + c.flags);

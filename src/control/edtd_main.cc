@@ -1,5 +1,5 @@
-// edtd: the edt daemon. Serves the REST API, keeps the store, and runs the
-// reconcile loop that makes containers match it. Containers outlive edtd; a
+// edtd: the edt daemon. Serves the REST API, keeps the database, and runs
+// the reconcile loop that makes containers match it. Containers outlive edtd; a
 // restarted edtd re-adopts them from the store.
 #include <signal.h>
 #include <sys/stat.h>
@@ -7,19 +7,22 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 
+#include "common/log.h"
 #include "common/net.h"
 #include "common/units.h"
 #include "control/api/server.h"
-#include "control/console/console_routes.h"
 #include "control/backends/local/local_backend.h"
+#include "control/console/console_routes.h"
+#include "control/db/database.h"
 #include "control/jobs/job_runner.h"
 #include "control/reconcile/reconciler.h"
-#include "control/store/store.h"
+#include "control/service/service.h"
 
 namespace edt::control {
 namespace {
@@ -35,6 +38,8 @@ struct Flags {
   std::string grace = "10s";
   std::string web_dir;
   std::string terminal_listen;  // empty: the API's host, any free port
+  std::string log_level;        // empty: EDT_LOG_LEVEL's, else info
+  std::string log_format = "text";
 };
 
 // "NVIDIA-P4=8,NVIDIA-T4=2" -> simulated GPUs.
@@ -47,9 +52,9 @@ Result<std::vector<Gpu>> parse_gpu_flag(const std::string& text) {
     std::string item = text.substr(start, end - start);
     auto eq = item.find('=');
     int count = 0;
-    try {
-      count = eq == std::string::npos ? 0 : std::stoi(item.substr(eq + 1));
-    } catch (...) {
+    if (eq != std::string::npos) {
+      auto [ptr, ec] = std::from_chars(item.data() + eq + 1, item.data() + item.size(), count);
+      if (ec != std::errc() || ptr != item.data() + item.size()) count = 0;
     }
     if (eq == 0 || eq == std::string::npos || count <= 0 || count > 1024)
       return invalid_argument("--gpus: '" + item + "' is not MODEL=COUNT; write e.g. --gpus NVIDIA-P4=8");
@@ -120,20 +125,18 @@ Layout find_layout() {
   return layout;
 }
 
-Status ensure_admin(ControlStore* store, const std::string& data_dir) {
-  for (const auto& user : store->users())
-    if (user.admin) return Status::ok();
-  EDT_RETURN_IF_ERROR(store->create_user("admin", true));
-  const std::string token = new_token();
-  EDT_RETURN_IF_ERROR(store->add_token("admin", hash_token(token)));
+// Makes the admin when there is none, with its token in DATA_DIR/admin.token.
+Status ensure_admin(Service& service, const std::string& data_dir) {
+  EDT_ASSIGN_OR_RETURN(std::optional<std::string> token, service.ensure_admin());
+  if (!token) return Status::ok();
   const std::string path = data_dir + "/admin.token";
   {
     std::ofstream out(path, std::ios::trunc);
-    out << token << "\n";
+    out << *token << "\n";
     if (!out) return io_error("write " + path, errno);
   }
   ::chmod(path.c_str(), 0600);
-  fprintf(stderr, "edtd: made the admin token; it is in %s\n", path.c_str());
+  log::info("made the admin token; it is in {}", path);
   return Status::ok();
 }
 
@@ -149,6 +152,8 @@ Result<net::HostPort> parse_listen_flag(const std::string& flag, const std::stri
 // Everything the flags say, checked. Nothing is created until all of them
 // are good, so a bad flag leaves no data dir, store or token behind.
 struct Settings {
+  std::optional<log::Level> log_level;  // nullopt: EDT_LOG_LEVEL's
+  log::Format log_format = log::Format::kText;
   AddressRange range;
   std::chrono::milliseconds grace{};
   net::HostPort listen;
@@ -160,6 +165,16 @@ struct Settings {
 
 Result<Settings> check_flags(const Flags& flags) {
   Settings settings;
+  if (!flags.log_level.empty()) {
+    auto level = log::parse_level(flags.log_level);
+    if (!level.is_ok())
+      return invalid_argument("--log-level '" + flags.log_level +
+                              "' is not a level; write one of trace, debug, info, warning, error, off");
+    settings.log_level = *level;
+  }
+  if (flags.log_format != "text" && flags.log_format != "json")
+    return invalid_argument("--log-format '" + flags.log_format + "' is not text or json; write --log-format json");
+  settings.log_format = flags.log_format == "json" ? log::Format::kJson : log::Format::kText;
   auto range = AddressRange::parse(flags.address_range);
   if (!range.is_ok()) return range.status().with_context("--address-range");
   settings.range = *range;
@@ -193,80 +208,88 @@ Result<Settings> check_flags(const Flags& flags) {
   return settings;
 }
 
-int run(const Flags& flags) {
-  auto fail = [](const Status& st) {
-    fprintf(stderr, "edtd: %s\n", st.message().c_str());
-    return 1;
-  };
-  auto checked = check_flags(flags);
-  if (!checked.is_ok()) return fail(checked.status());
-  const Settings& settings = *checked;
-  const auto& [host, port] = settings.listen;
-  const std::vector<Gpu> gpus = settings.simulated_gpus ? settings.gpus : detect_gpus();
+int fail(const Status& st) {
+  log::error("{}", st.message());
+  return 1;
+}
 
+// Makes the data dir (0700) and opens the database in it.
+Result<std::unique_ptr<Database>> open_database(const Flags& flags) {
   std::error_code ec;
   fs::create_directories(flags.data_dir, ec);
-  if (ec) return fail(Status(StatusCode::kIoError, "--data-dir " + flags.data_dir + ": " + ec.message()));
+  if (ec) return Status(StatusCode::kIoError, "--data-dir " + flags.data_dir + ": " + ec.message());
   ::chmod(flags.data_dir.c_str(), 0700);
-  auto opened = ControlStore::open(flags.data_dir + "/edtd.db");
-  if (!opened.is_ok()) return fail(opened.status());
-  std::unique_ptr<ControlStore> store = std::move(opened).value();
-  if (Status st = ensure_admin(store.get(), flags.data_dir); !st.is_ok()) return fail(st);
-  if (Status st = store->put_image({"edt", "/", {"horovod"}, true}); !st.is_ok()) return fail(st);
-  if (Status st = store->set_gpus(gpus); !st.is_ok()) return fail(st);
+  EDT_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::open(flags.data_dir + "/edtd.db"));
+  return db;
+}
 
-  LocalBackendOptions backend_options;
-  backend_options.data_dir = flags.data_dir;
-  backend_options.ssh_port = flags.ssh_port;
-  backend_options.tool_binds = settings.layout.tool_binds;
-  backend_options.tool_path = settings.layout.tool_path;
-  LocalBackend backend(backend_options);
-  std::map<std::string, std::string> base_env = {{"PATH", backend.container_path()}, {"LANG", "C.UTF-8"}};
-  if (!settings.layout.python_path.empty()) base_env["PYTHONPATH"] = settings.layout.python_path;
-
-  JobRunner jobs(store.get(), &backend, flags.data_dir, base_env);
-  ReconcilerOptions reconciler_options;
-  reconciler_options.grace = settings.grace;
-  reconciler_options.base_env = base_env;
-  reconciler_options.on_resync = [&jobs] { jobs.refresh_running(); };
-  Reconciler reconciler(store.get(), &backend, reconciler_options);
-
-  ApiServerOptions api_options;
-  api_options.store = store.get();
-  api_options.backend = &backend;
-  api_options.reconciler = &reconciler;
-  api_options.jobs = &jobs;
-  api_options.addresses = settings.range;
-  api_options.data_dir = flags.data_dir;
-  api_options.web_dir = settings.layout.web_dir;
-  fs::create_directories(flags.data_dir + "/terminals", ec);
-  TerminalServer terminals(flags.data_dir + "/terminals");
-  if (Status st = terminals.start(settings.terminal_listen.host, settings.terminal_listen.port); !st.is_ok())
-    return fail(st);
-  api_options.extend_routes = [&](httplib::Server& server) {
-    install_console_routes(server, {flags.data_dir, store.get(), &backend, &jobs, &terminals});
-  };
-  ApiServer api(api_options);
-
-  // Signals are taken by sigwait below, not by whichever thread they hit.
+// Blocks SIGTERM and SIGINT in every thread (sigwait takes them) and
+// ignores SIGPIPE; returns the set to wait for.
+sigset_t block_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
 
+// edtd's parts, made in dependency order; serves until SIGTERM or SIGINT.
+int serve(const Flags& flags, const Settings& settings) {
+  const auto& [host, port] = settings.listen;
+  const std::vector<Gpu> gpus = settings.simulated_gpus ? settings.gpus : detect_gpus();
+  auto opened = open_database(flags);
+  if (!opened.is_ok()) return fail(opened.status());
+  std::unique_ptr<Database> db = std::move(opened).value();
+
+  LocalBackend backend({flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, ""});
+  std::map<std::string, std::string> base_env = {{"PATH", backend.container_path()}, {"LANG", "C.UTF-8"}};
+  if (!settings.layout.python_path.empty()) base_env["PYTHONPATH"] = settings.layout.python_path;
+  JobRunner jobs(db.get(), &backend, flags.data_dir, base_env);
+  ReconcilerOptions reconciler_options;
+  reconciler_options.grace = settings.grace;
+  reconciler_options.base_env = base_env;
+  reconciler_options.on_resync = [&jobs] { jobs.refresh_running(); };
+  Reconciler reconciler(db.get(), &backend, reconciler_options);
+  Service service(db.get(), {settings.range, flags.data_dir, [&reconciler](const std::string& c) { reconciler.enqueue(c); }});
+  if (Status st = service.set_inventory({"edt", "/", {"horovod"}, true}, gpus); !st.is_ok()) return fail(st);
+  if (Status st = ensure_admin(service, flags.data_dir); !st.is_ok()) return fail(st);
+
+  std::error_code ec;
+  fs::create_directories(flags.data_dir + "/terminals", ec);
+  TerminalServer terminals(flags.data_dir + "/terminals");
+  if (Status st = terminals.start(settings.terminal_listen.host, settings.terminal_listen.port); !st.is_ok())
+    return fail(st);
+  ApiServerOptions api_options;
+  api_options.service = &service;
+  api_options.backend = &backend;
+  api_options.reconciler = &reconciler;
+  api_options.jobs = &jobs;
+  api_options.web_dir = settings.layout.web_dir;
+  api_options.extra_routes = console_routes({&service, &backend, &jobs, &terminals});
+  ApiServer api(std::move(api_options));
+
+  sigset_t signals = block_signals();
   if (Status st = api.start(host, port); !st.is_ok()) return fail(st);
   reconciler.start();
-  fprintf(stderr, "edtd: serving http://%s:%d/api/v1 (data in %s, %zu GPUs%s; console %s)\n", host.c_str(), port,
-          flags.data_dir.c_str(), gpus.size(), settings.simulated_gpus ? ", simulated" : "",
-          api_options.web_dir.empty() ? "not built" : api_options.web_dir.c_str());
+  log::info("serving http://{}:{}/api/v1 (data in {}, {} GPUs{}; console {})", host, port, flags.data_dir, gpus.size(),
+            settings.simulated_gpus ? ", simulated" : "",
+            settings.layout.web_dir.empty() ? "not built" : settings.layout.web_dir);
   int sig = 0;
   sigwait(&signals, &sig);
-  fprintf(stderr, "edtd: stopping on signal %d; containers keep running\n", sig);
+  log::info("stopping on signal {}; containers keep running", sig);
   api.stop();
   reconciler.stop();
   return 0;
+}
+
+int run(const Flags& flags) {
+  log::init("edtd");
+  auto checked = check_flags(flags);
+  if (!checked.is_ok()) return fail(checked.status());
+  log::init("edtd", checked->log_level.value_or(log::level()), checked->log_format);
+  return serve(flags, *checked);
 }
 
 }  // namespace
@@ -286,6 +309,10 @@ int main(int argc, char** argv) {
                  "the web console's built files, served at / (default: <prefix>/share/edt/web, or the build tree's)");
   app.add_option("--terminal-listen", flags.terminal_listen,
                  "HOST:PORT of the console's terminal WebSockets (default: the API's host, any free port)");
+  app.add_option("--log-level", flags.log_level,
+                 "trace, debug, info, warning, error or off (default: EDT_LOG_LEVEL's, else info)");
+  app.add_option("--log-format", flags.log_format, "text, or json for one JSON object per line")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return edt::control::run(flags);
 }

@@ -11,7 +11,9 @@
 #include <string>
 
 #include "common/units.h"
+#include "control/api/http.h"
 #include "control/model/cluster.h"
+#include "control/model/states.h"
 #include "edt_api/contract.h"
 
 namespace edt::control {
@@ -81,8 +83,10 @@ TEST(ModelContract, PhasesAreTheDocuments) {
   std::set<std::string> documented;
   for (const char* name : {"ClusterPhase", "ContainerPhase"})
     for (const auto& p : schema(name).at("enum")) documented.insert(p.get<std::string>());
-  const std::set<std::string> model = {phase::kPending, phase::kCreating, phase::kRunning, phase::kScaling,
-                                       phase::kFailed,  phase::kDeleting, phase::kStopping};
+  std::set<std::string> model;
+  for (Phase p : {Phase::kPending, Phase::kCreating, Phase::kRunning, Phase::kScaling, Phase::kFailed,
+                  Phase::kDeleting, Phase::kStopping})
+    model.insert(to_string(p));
   EXPECT_EQ(documented, model);
   EXPECT_EQ(schema("ClusterPhase").at("enum").size(), 6u);  // Stopping is a container's phase only
 }
@@ -156,7 +160,8 @@ TEST(ModelContract, ClusterJsonHasTheDocumentedFields) {
 }
 
 TEST(ModelContract, ErrorJsonHasTheDocumentedFields) {
-  const json j = unprocessable("containers", "too few", "ask for more").to_json();
+  const Error e = invalid("containers", "too few", "ask for more");
+  const json j = error_json(http_status(e.kind), e);
   EXPECT_EQ(keys(j), property_names("Error"));
   EXPECT_EQ(keys(j["error"]), property_names("ErrorDetail"));
 }

@@ -3,22 +3,21 @@
 // Every route but /healthz and /api/v1/openapi.json needs
 // "Authorization: Bearer <token>". A user sees and changes only their own
 // clusters, volumes and jobs; the admin sees all and makes users. Refusals
-// are ApiError bodies with the HTTP status they name (see model/api_error.h);
-// a refused request changes nothing. Requests are served on a pool of
-// threads; the store and the reconciler are thread-safe.
+// are {"error": {...}} bodies with the status their kind maps to (http.h);
+// a refused request changes nothing. The routes are one table (server.cc)
+// of handlers (handlers.h) served through one middleware (middleware.h).
+// Requests are served on a pool of threads; what they call is thread-safe.
 #pragma once
 
-#include <atomic>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
-#include "control/backends/backend.h"
-#include "control/jobs/job_runner.h"
-#include "control/reconcile/reconciler.h"
-#include "control/store/store.h"
+#include "control/api/handlers.h"
+#include "control/api/http.h"
+#include "control/api/middleware.h"
+#include "control/model/cluster.h"
 
 namespace httplib {
 class Server;
@@ -27,16 +26,15 @@ class Server;
 namespace edt::control {
 
 struct ApiServerOptions {
-  ControlStore* store = nullptr;
+  Service* service = nullptr;
   Backend* backend = nullptr;
   Reconciler* reconciler = nullptr;
   JobRunner* jobs = nullptr;
-  AddressRange addresses;
-  std::string data_dir;
   size_t max_body_bytes = 1 << 20;
   std::string web_dir;  // the console's static files, served at / (none if empty)
-  // Adds routes of other parts of edtd (the web console's terminals) after the API's.
-  std::function<void(httplib::Server&)> extend_routes;
+  // Routes of other parts of edtd (the web console's), served after the
+  // API's through the same middleware.
+  std::vector<Route> extra_routes;
 };
 
 class ApiServer {
@@ -49,22 +47,15 @@ class ApiServer {
   void stop();
 
  private:
-  void install_routes();
+  std::vector<Route> routes();
 
   ApiServerOptions options_;
+  RequestCounters counters_;
+  ClusterListCache list_cache_;
+  ApiContext context_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
-  std::atomic<uint64_t> requests_{0};
-  std::atomic<uint64_t> refusals_{0};
-  // GET /clusters bodies by user, with the store version they were built at.
-  std::mutex list_mu_;
-  std::map<std::string, std::pair<int64_t, std::string>> list_cache_;  // guarded by list_mu_
 };
-
-// SHA-256 of a token, in hex: what the store keeps.
-std::string hash_token(const std::string& token);
-// A fresh random token (32 bytes, hex).
-std::string new_token();
 
 // The OpenAPI 3 document of /api/v1.
 const std::string& openapi_document();

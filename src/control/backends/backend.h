@@ -4,8 +4,9 @@
 // write the cluster's shared files (hosts, hostfile) into all of its
 // containers, and run a command in one.
 //
-// Containers outlive edtd: start() returns a SandboxRef that edtd stores, and
-// a restarted edtd observes the same sandbox through it. Calls are made from
+// Containers outlive edtd: start() returns a SandboxRef (a process identity,
+// common/process.h) that edtd stores, and a restarted edtd observes the same
+// sandbox through it. Calls are made from
 // the reconcile loop's one thread; exec() may come from API threads too.
 #pragma once
 
@@ -14,7 +15,6 @@
 #include <vector>
 
 #include "control/model/cluster.h"
-#include "control/store/store.h"
 #include "edt/status.h"
 
 namespace edt::control {
@@ -79,10 +79,5 @@ class Backend {
   virtual Result<std::string> ssh_private_key(const std::string& cluster) = 0;
   virtual int ssh_port() const = 0;
 };
-
-// True if `ref` names a live, non-zombie process started at ref.pid_start.
-bool process_alive(const SandboxRef& ref);
-// The start time of a process (field 22 of /proc/PID/stat), 0 if none.
-uint64_t process_start_time(int64_t pid);
 
 }  // namespace edt::control

@@ -1,35 +1,32 @@
-// What edtd adds to its HTTP server for the web console (the API's own
-// routes, the console's static files at / and cluster events are ApiServer's):
+// What edtd adds to its API for the web console (the API's own routes, the
+// console's static files at / and cluster events are ApiServer's):
 //
 //   GET  /api/v1/clusters/{name}/jobs        the cluster's jobs, newest first
 //   POST /api/v1/clusters/{name}/containers/{c}/terminal
 //                                            a one-time terminal session:
 //                                            {"port", "path"} of its WebSocket
 //
-// Both take the same bearer token and owner rules as the rest of /api/v1.
+// They are routes of the API's table (api/http.h), served through the same
+// middleware: the same bearer token, owner rules, metrics and error bodies.
 #pragma once
 
-#include <string>
+#include <vector>
 
+#include "control/api/http.h"
 #include "control/backends/backend.h"
 #include "control/console/terminal_server.h"
 #include "control/jobs/job_runner.h"
-#include "control/store/store.h"
-
-namespace httplib {
-class Server;
-}
+#include "control/service/service.h"
 
 namespace edt::control {
 
 struct ConsoleOptions {
-  std::string data_dir;
-  ControlStore* store = nullptr;
+  Service* service = nullptr;
   Backend* backend = nullptr;
   JobRunner* jobs = nullptr;
   TerminalServer* terminals = nullptr;
 };
 
-void install_console_routes(httplib::Server& server, const ConsoleOptions& options);
+std::vector<Route> console_routes(const ConsoleOptions& options);
 
 }  // namespace edt::control

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/io.h"
 #include "control/console/websocket.h"
 
 namespace edt::control {
@@ -26,16 +27,8 @@ constexpr size_t kMaxRequestBytes = 8192;
 constexpr size_t kMaxMessageBytes = 1 << 20;
 constexpr int kPollMs = 500;
 
-// Writes all of data to a socket, or with socket=false to a file or pty.
-bool write_all(int fd, std::string_view data, bool socket = true) {
-  while (!data.empty()) {
-    ssize_t n = socket ? ::send(fd, data.data(), data.size(), MSG_NOSIGNAL) : ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+// Writes all of data to the browser's socket, a pty or a key file.
+bool write_all(int fd, std::string_view data) { return io::write_all(fd, data, "terminal").is_ok(); }
 
 void refuse(int fd, const std::string& status, const std::string& message) {
   write_all(fd, "HTTP/1.1 " + status + "\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: " +
@@ -110,6 +103,20 @@ void end_child(pid_t child) {
   }
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
+}
+
+// The child side of forkpty: ssh to the container on the pty, with the
+// session's key. Never returns.
+[[noreturn]] void exec_ssh(const TerminalTarget& target, const std::string& key_path) {
+  ::setenv("TERM", "xterm-256color", 1);
+  const std::string port = std::to_string(target.ssh_port);
+  const std::string destination = "root@" + target.address;
+  ::execlp("ssh", "ssh", "-tt", "-i", key_path.c_str(), "-p", port.c_str(), "-o", "BatchMode=yes", "-o",
+           "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
+           "LogLevel=ERROR", "-o", "ServerAliveInterval=30", destination.c_str(), static_cast<char*>(nullptr));
+  // stderr is the pty here: the browser's terminal shows why.
+  write_all(STDERR_FILENO, std::string("edtd: cannot run ssh: ") + std::strerror(errno) + "\r\n");
+  ::_exit(127);
 }
 
 }  // namespace
@@ -206,7 +213,7 @@ void TerminalServer::serve(int fd) {
   // The key lives in a file only while the session does: ssh reads it from there.
   const std::string key_path = key_dir_ + "/" + id + ".key";
   int key_fd = ::open(key_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (key_fd < 0 || !write_all(key_fd, target->private_key, false)) {
+  if (key_fd < 0 || !write_all(key_fd, target->private_key)) {
     if (key_fd >= 0) ::close(key_fd);
     ::unlink(key_path.c_str());
     return refuse(fd, "500 Internal Server Error", "could not write the session key under " + key_dir_);
@@ -215,28 +222,12 @@ void TerminalServer::serve(int fd) {
 
   write_all(fd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
                     websocket::accept_key(key) + "\r\n\r\n");
+  // Frames the browser sent right after the request are already in `head`.
+  run_terminal(fd, head->substr(head->find("\r\n\r\n") + 4), *target, key_path);
+  ::unlink(key_path.c_str());
+}
 
-  int master = -1;
-  winsize size{24, 80, 0, 0};
-  pid_t child = ::forkpty(&master, nullptr, nullptr, &size);
-  if (child < 0) {
-    ::unlink(key_path.c_str());
-    write_all(fd, websocket::encode_frame(websocket::Opcode::kClose, websocket::close_payload(1011, "could not open a pty")));
-    return;
-  }
-  if (child == 0) {
-    ::setenv("TERM", "xterm-256color", 1);
-    const std::string port = std::to_string(target->ssh_port);
-    const std::string destination = "root@" + target->address;
-    ::execlp("ssh", "ssh", "-tt", "-i", key_path.c_str(), "-p", port.c_str(), "-o", "BatchMode=yes", "-o",
-             "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
-             "LogLevel=ERROR", "-o", "ServerAliveInterval=30", destination.c_str(), static_cast<char*>(nullptr));
-    std::fprintf(stderr, "edtd: cannot run ssh: %s\r\n", std::strerror(errno));
-    ::_exit(127);
-  }
-
-  websocket::Reader reader(kMaxMessageBytes);
-  reader.feed(std::string_view(*head).substr(head->find("\r\n\r\n") + 4));  // frames sent right after the request
+std::string TerminalServer::pump(int fd, int master, websocket::Reader& reader) {
   std::string close_frame = websocket::close_payload(1000, "session ended");
   char buffer[65536];
   bool open = true;
@@ -247,29 +238,21 @@ void TerminalServer::serve(int fd) {
       ssize_t n = ::read(master, buffer, sizeof buffer);
       if (n <= 0) break;  // ssh ended: EIO on the master
       if (!write_all(fd, websocket::encode_frame(websocket::Opcode::kBinary, std::string_view(buffer, static_cast<size_t>(n))))) {
-        close_frame.clear();
-        break;
+        return "";
       }
     }
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-      if (n <= 0) {
-        close_frame.clear();
-        break;
-      }
+      if (n <= 0) return "";
       reader.feed(std::string_view(buffer, static_cast<size_t>(n)));
     }
     while (open) {
       auto next = reader.next();
-      if (!next.is_ok()) {
-        close_frame = websocket::close_payload(1002, next.status().message());
-        open = false;
-        break;
-      }
+      if (!next.is_ok()) return websocket::close_payload(1002, next.status().message());
       if (!*next) break;
       websocket::Message& m = **next;
       if (m.opcode == websocket::Opcode::kBinary) {
-        write_all(master, m.payload, false);
+        write_all(master, m.payload);
       } else if (m.opcode == websocket::Opcode::kText) {
         resize(master, m.payload);
       } else if (m.opcode == websocket::Opcode::kPing) {
@@ -280,10 +263,25 @@ void TerminalServer::serve(int fd) {
       }
     }
   }
+  return close_frame;
+}
+
+void TerminalServer::run_terminal(int fd, const std::string& early_bytes, const TerminalTarget& target,
+                                  const std::string& key_path) {
+  int master = -1;
+  winsize size{24, 80, 0, 0};
+  pid_t child = ::forkpty(&master, nullptr, nullptr, &size);
+  if (child < 0) {
+    write_all(fd, websocket::encode_frame(websocket::Opcode::kClose, websocket::close_payload(1011, "could not open a pty")));
+    return;
+  }
+  if (child == 0) exec_ssh(target, key_path);
+  websocket::Reader reader(kMaxMessageBytes);
+  reader.feed(early_bytes);
+  std::string close_frame = pump(fd, master, reader);
   if (!close_frame.empty()) write_all(fd, websocket::encode_frame(websocket::Opcode::kClose, close_frame));
   end_child(child);
   ::close(master);
-  ::unlink(key_path.c_str());
 }
 
 }  // namespace edt::control

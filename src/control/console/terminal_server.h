@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "control/console/websocket.h"
 #include "edt/status.h"
 
 namespace edt::control {
@@ -59,6 +60,11 @@ class TerminalServer {
 
   void accept_loop();
   void serve(int fd);
+  // After the handshake: ssh on a pty, its bytes to and from the socket.
+  void run_terminal(int fd, const std::string& early_bytes, const TerminalTarget& target, const std::string& key_path);
+  // Moves bytes both ways until either side ends; returns the close frame's
+  // payload to send ("" when the connection is gone).
+  std::string pump(int fd, int master, websocket::Reader& reader);
   std::optional<TerminalTarget> take_session(const std::string& id);
 
   std::string key_dir_;

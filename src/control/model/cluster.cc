@@ -1,6 +1,8 @@
 #include "control/model/cluster.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 
 #include "common/units.h"
 
@@ -8,17 +10,19 @@ namespace edt::control {
 
 using nlohmann::json;
 
-json ApiError::to_json() const {
-  return json{{"error", {{"status", http_status}, {"field", field}, {"message", message}, {"fix", fix}}}};
+Error error_from_status(const Status& st, const std::string& field) {
+  switch (st.code()) {
+    case StatusCode::kNotFound: return missing(field, st.message(), "check the name");
+    case StatusCode::kAlreadyExists: return conflict(field, st.message(), "choose another name");
+    case StatusCode::kFailedPrecondition: return conflict(field, st.message(), "wait, or change what it depends on");
+    case StatusCode::kInvalidArgument: return invalid(field, st.message(), "correct the value");
+    default: return {Error::Kind::kInternal, field, st.message(), "retry; if it persists, see edtd's log"};
+  }
 }
 
 const std::vector<std::string>& known_frameworks() {
   static const std::vector<std::string> kFrameworks = {"horovod", "deepspeed", "megatron", "slurm"};
   return kFrameworks;
-}
-
-bool Image::carries(const std::string& framework) const {
-  return std::find(frameworks.begin(), frameworks.end(), framework) != frameworks.end();
 }
 
 std::string container_name(const std::string& cluster, int index) {
@@ -45,7 +49,7 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
 Refusal check_known_fields(const json& object, const std::string& prefix, const std::vector<std::string>& allowed) {
   for (auto it = object.begin(); it != object.end(); ++it) {
     if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end())
-      return unprocessable(prefix + it.key(), "unknown field '" + prefix + it.key() + "'",
+      return invalid(prefix + it.key(), "unknown field '" + prefix + it.key() + "'",
                            "remove it; the fields here are: " + join(allowed, ", "));
   }
   return std::nullopt;
@@ -54,7 +58,7 @@ Refusal check_known_fields(const json& object, const std::string& prefix, const 
 Refusal want_string(const json& body, const std::string& key, const std::string& field, std::string* out) {
   if (!body.contains(key)) return std::nullopt;
   if (!body[key].is_string())
-    return unprocessable(field, "'" + field + "' must be a string, not " + std::string(body[key].type_name()),
+    return invalid(field, "'" + field + "' must be a string, not " + std::string(body[key].type_name()),
                          "write it in quotes");
   *out = body[key].get<std::string>();
   return std::nullopt;
@@ -77,14 +81,14 @@ Refusal parse_shm(const json& value, uint64_t* out) {
   } else if (value.is_string()) {
     auto size = parse_size(value.get<std::string>());
     if (!size.is_ok())
-      return unprocessable("shm", "shm: " + size.status().message(), "write a size such as \"512M\" or \"2Gi\"");
+      return invalid("shm", "shm: " + size.status().message(), "write a size such as \"512M\" or \"2Gi\"");
     *out = size.value();
   } else {
-    return unprocessable("shm", "shm must be a size such as \"512M\", not " + std::string(value.type_name()),
+    return invalid("shm", "shm must be a size such as \"512M\", not " + std::string(value.type_name()),
                          "write a size such as \"512M\" or \"2Gi\"");
   }
   if (*out < (1ull << 20) || *out > (256ull << 30))
-    return unprocessable("shm", "shm of " + std::to_string(*out) + " bytes is outside 1M..256Gi",
+    return invalid("shm", "shm of " + std::to_string(*out) + " bytes is outside 1M..256Gi",
                          "ask for a size between 1M and 256Gi, e.g. \"1Gi\"");
   return std::nullopt;
 }
@@ -92,20 +96,20 @@ Refusal parse_shm(const json& value, uint64_t* out) {
 Refusal parse_gpu(const json& value, GpuRequest* out) {
   if (value.is_null()) return std::nullopt;
   if (!value.is_object())
-    return unprocessable("gpu", "gpu must be an object {\"model\": ..., \"count\": ...}",
+    return invalid("gpu", "gpu must be an object {\"model\": ..., \"count\": ...}",
                          "write e.g. {\"model\": \"NVIDIA-P4\", \"count\": 1}");
   if (auto r = check_known_fields(value, "gpu.", {"model", "count"})) return r;
   if (auto r = want_string(value, "model", "gpu.model", &out->model)) return r;
   if (value.contains("count")) {
     if (!value["count"].is_number_integer() || value["count"].get<int64_t>() < 0 || value["count"].get<int64_t>() > 16)
-      return unprocessable("gpu.count", "gpu.count must be a whole number from 0 to 16",
+      return invalid("gpu.count", "gpu.count must be a whole number from 0 to 16",
                            "ask for the GPUs per container, e.g. 1");
     out->count = value["count"].get<int>();
   } else if (!out->model.empty()) {
     out->count = 1;
   }
   if (out->count > 0 && out->model.empty())
-    return unprocessable("gpu.model", "gpu.count is " + std::to_string(out->count) + " but no gpu.model is given",
+    return invalid("gpu.model", "gpu.count is " + std::to_string(out->count) + " but no gpu.model is given",
                          "name the model, e.g. \"NVIDIA-P4\" (see GET /api/v1/gpus)");
   if (out->count == 0) out->model.clear();
   return std::nullopt;
@@ -113,28 +117,28 @@ Refusal parse_gpu(const json& value, GpuRequest* out) {
 
 Refusal parse_mounts(const json& value, std::vector<Mount>* out) {
   if (!value.is_array())
-    return unprocessable("mounts", "mounts must be a list", "write e.g. [{\"volume\": \"data\", \"path\": \"/root/data\"}]");
+    return invalid("mounts", "mounts must be a list", "write e.g. [{\"volume\": \"data\", \"path\": \"/root/data\"}]");
   for (size_t i = 0; i < value.size(); ++i) {
     const std::string at = "mounts[" + std::to_string(i) + "]";
     const json& m = value[i];
     if (!m.is_object())
-      return unprocessable(at, at + " must be an object", "write {\"volume\": NAME, \"path\": PATH, \"read_only\": false}");
+      return invalid(at, at + " must be an object", "write {\"volume\": NAME, \"path\": PATH, \"read_only\": false}");
     if (auto r = check_known_fields(m, at + ".", {"volume", "path", "read_only"})) return r;
     Mount mount;
     if (auto r = want_string(m, "volume", at + ".volume", &mount.volume)) return r;
     if (mount.volume.empty())
-      return unprocessable(at + ".volume", at + ".volume is missing", "name a volume (see GET /api/v1/volumes)");
+      return invalid(at + ".volume", at + ".volume is missing", "name a volume (see GET /api/v1/volumes)");
     if (auto r = want_string(m, "path", at + ".path", &mount.path)) return r;
     if (mount.path.empty()) mount.path = "/root/" + mount.volume;
     if (auto r = check_mount_path(mount.path, at + ".path")) return r;
     if (m.contains("read_only")) {
       if (!m["read_only"].is_boolean())
-        return unprocessable(at + ".read_only", at + ".read_only must be true or false", "write true or false");
+        return invalid(at + ".read_only", at + ".read_only must be true or false", "write true or false");
       mount.read_only = m["read_only"].get<bool>();
     }
     for (const auto& other : *out) {
       if (is_under(mount.path, other.path) || is_under(other.path, mount.path))
-        return unprocessable(at + ".path", at + ".path " + mount.path + " overlaps the mount at " + other.path,
+        return invalid(at + ".path", at + ".path " + mount.path + " overlaps the mount at " + other.path,
                              "give each volume its own path");
     }
     out->push_back(mount);
@@ -144,16 +148,16 @@ Refusal parse_mounts(const json& value, std::vector<Mount>* out) {
 
 Refusal parse_env(const json& value, std::map<std::string, std::string>* out) {
   if (!value.is_object())
-    return unprocessable("env", "env must be an object of strings", "write e.g. {\"NCCL_DEBUG\": \"INFO\"}");
+    return invalid("env", "env must be an object of strings", "write e.g. {\"NCCL_DEBUG\": \"INFO\"}");
   for (auto it = value.begin(); it != value.end(); ++it) {
     const std::string& key = it.key();
     bool ok = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0])) &&
               std::all_of(key.begin(), key.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
     if (!ok)
-      return unprocessable("env." + key, "'" + key + "' is not a variable name",
+      return invalid("env." + key, "'" + key + "' is not a variable name",
                            "use letters, digits and _ (not first a digit)");
     if (!it.value().is_string())
-      return unprocessable("env." + key, "env." + key + " must be a string", "write the value in quotes");
+      return invalid("env." + key, "env." + key + " must be a string", "write the value in quotes");
     (*out)[key] = it.value().get<std::string>();
   }
   return std::nullopt;
@@ -163,7 +167,7 @@ Refusal parse_env(const json& value, std::map<std::string, std::string>* out) {
 
 Refusal check_cluster_name(const std::string& name, const std::string& field) {
   if (!is_dns_label(name, kMaxClusterNameLength))
-    return unprocessable(field, "'" + name + "' is not a valid cluster name",
+    return invalid(field, "'" + name + "' is not a valid cluster name",
                          "use 1 to " + std::to_string(kMaxClusterNameLength) +
                              " lower-case letters, digits and '-', not starting or ending with '-' (e.g. tthvd)");
   return std::nullopt;
@@ -171,20 +175,20 @@ Refusal check_cluster_name(const std::string& name, const std::string& field) {
 
 Refusal check_resource_name(const std::string& name, const std::string& field, const std::string& what) {
   if (!is_dns_label(name, 63))
-    return unprocessable(field, "'" + name + "' is not a valid " + what + " name",
+    return invalid(field, "'" + name + "' is not a valid " + what + " name",
                          "use lower-case letters, digits and '-', not starting or ending with '-'");
   return std::nullopt;
 }
 
 Refusal check_container_count(const json& value, const std::string& field, int* out) {
   if (!value.is_number_integer())
-    return unprocessable(field, field + " must be a whole number", "ask for 2 or more containers, e.g. 2");
+    return invalid(field, field + " must be a whole number", "ask for 2 or more containers, e.g. 2");
   int64_t n = value.get<int64_t>();
   if (n < kMinContainers)
-    return unprocessable(field, field + " is " + std::to_string(n) + ", fewer than " + std::to_string(kMinContainers),
+    return invalid(field, field + " is " + std::to_string(n) + ", fewer than " + std::to_string(kMinContainers),
                          "ask for at least 2 containers: one launcher and one worker");
   if (n > kMaxContainers)
-    return unprocessable(field, field + " is " + std::to_string(n) + ", more than " + std::to_string(kMaxContainers),
+    return invalid(field, field + " is " + std::to_string(n) + ", more than " + std::to_string(kMaxContainers),
                          "ask for at most " + std::to_string(kMaxContainers) + " containers");
   *out = static_cast<int>(n);
   return std::nullopt;
@@ -192,24 +196,24 @@ Refusal check_container_count(const json& value, const std::string& field, int* 
 
 Refusal check_mount_path(const std::string& path, const std::string& field) {
   const std::string fix = "use an absolute path such as /root/data, without '.', '..' or '//'";
-  if (path.empty() || path[0] != '/') return unprocessable(field, field + " '" + path + "' is not absolute", fix);
+  if (path.empty() || path[0] != '/') return invalid(field, field + " '" + path + "' is not absolute", fix);
   if (path.size() > 1 && path.back() == '/')
-    return unprocessable(field, field + " '" + path + "' is not normalised (trailing '/')", fix);
+    return invalid(field, field + " '" + path + "' is not normalised (trailing '/')", fix);
   size_t start = 1;
   while (start <= path.size()) {
     size_t end = path.find('/', start);
     if (end == std::string::npos) end = path.size();
     std::string part = path.substr(start, end - start);
     if (part.empty() || part == "." || part == "..")
-      return unprocessable(field, field + " '" + path + "' is not normalised (it has '" + (part.empty() ? "//" : part) + "')", fix);
+      return invalid(field, field + " '" + path + "' is not normalised (it has '" + (part.empty() ? "//" : part) + "')", fix);
     start = end + 1;
   }
   if (path == "/" || path == "/root")
-    return unprocessable(field, field + " '" + path + "' would cover the container's " + (path == "/" ? "root" : "home"),
+    return invalid(field, field + " '" + path + "' would cover the container's " + (path == "/" ? "root" : "home"),
                          "mount below it, e.g. /root/data");
   for (const auto& dir : system_directories()) {
     if (is_under(path, dir) || is_under(dir, path))
-      return unprocessable(field, field + " '" + path + "' covers the system directory " + dir,
+      return invalid(field, field + " '" + path + "' covers the system directory " + dir,
                            "mount somewhere else, e.g. /root/data or /data");
   }
   return std::nullopt;
@@ -217,22 +221,22 @@ Refusal check_mount_path(const std::string& path, const std::string& field) {
 
 Refusal parse_cluster_spec(const json& body, ClusterSpec* out) {
   if (!body.is_object())
-    return bad_request("", "the request body must be a JSON object", "send {\"name\": ..., \"framework\": ..., \"containers\": ...}");
+    return malformed("", "the request body must be a JSON object", "send {\"name\": ..., \"framework\": ..., \"containers\": ...}");
   if (auto r = check_known_fields(body, "", {"name", "framework", "containers", "image", "gpu", "shm", "mounts", "env"}))
     return r;
   ClusterSpec spec;
-  if (!body.contains("name")) return unprocessable("name", "name is missing", "name the cluster, e.g. \"tthvd\"");
+  if (!body.contains("name")) return invalid("name", "name is missing", "name the cluster, e.g. \"tthvd\"");
   if (auto r = want_string(body, "name", "name", &spec.name)) return r;
   if (auto r = check_cluster_name(spec.name)) return r;
   if (!body.contains("framework"))
-    return unprocessable("framework", "framework is missing", "choose one of: " + join(known_frameworks(), ", "));
+    return invalid("framework", "framework is missing", "choose one of: " + join(known_frameworks(), ", "));
   if (auto r = want_string(body, "framework", "framework", &spec.framework)) return r;
   const auto& frameworks = known_frameworks();
   if (std::find(frameworks.begin(), frameworks.end(), spec.framework) == frameworks.end())
-    return unprocessable("framework", "unknown framework '" + spec.framework + "'",
+    return invalid("framework", "unknown framework '" + spec.framework + "'",
                          "choose one of: " + join(frameworks, ", "));
   if (!body.contains("containers"))
-    return unprocessable("containers", "containers is missing", "ask for 2 or more containers, e.g. 2");
+    return invalid("containers", "containers is missing", "ask for 2 or more containers, e.g. 2");
   if (auto r = check_container_count(body["containers"], "containers", &spec.containers)) return r;
   if (auto r = want_string(body, "image", "image", &spec.image)) return r;
   if (spec.image.empty()) spec.image = "edt";
@@ -248,40 +252,13 @@ Refusal parse_cluster_spec(const json& body, ClusterSpec* out) {
   return std::nullopt;
 }
 
-Refusal check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, int new_containers) {
-  auto image = catalog.images.find(spec.image);
-  if (image == catalog.images.end()) {
-    std::vector<std::string> names;
-    for (const auto& [name, _] : catalog.images) names.push_back(name);
-    return unprocessable("image", "unknown image '" + spec.image + "'", "choose one of: " + join(names, ", "));
-  }
-  if (!image->second.carries(spec.framework))
-    return unprocessable("image", "image " + spec.image + " carries " + join(image->second.frameworks, ", ") +
-                                      ", not " + spec.framework,
-                         "choose an image that carries " + spec.framework + " (see GET /api/v1/images)");
-  for (size_t i = 0; i < spec.mounts.size(); ++i) {
-    if (!catalog.volumes.count(spec.mounts[i].volume))
-      return unprocessable("mounts[" + std::to_string(i) + "].volume", "unknown volume '" + spec.mounts[i].volume + "'",
-                           "create it first: edt volume create " + spec.mounts[i].volume);
-  }
-  if (spec.gpu.count > 0) {
-    auto total = catalog.gpus_total.find(spec.gpu.model);
-    if (total == catalog.gpus_total.end()) {
-      std::vector<std::string> models;
-      for (const auto& [model, _] : catalog.gpus_total) models.push_back(model);
-      return unprocessable("gpu.model", "unknown GPU model '" + spec.gpu.model + "'",
-                           models.empty() ? "this machine has no GPUs; leave gpu out"
-                                          : "choose one of: " + join(models, ", "));
-    }
-    int free = catalog.gpus_free.count(spec.gpu.model) ? catalog.gpus_free.at(spec.gpu.model) : 0;
-    int want = spec.gpu.count * new_containers;
-    if (want > free)
-      return conflict("gpu.count", std::to_string(new_containers) + " containers x " + std::to_string(spec.gpu.count) +
-                                       " " + spec.gpu.model + " need " + std::to_string(want) + " GPUs; " +
-                                       std::to_string(free) + " of " + std::to_string(total->second) + " are free",
-                      "ask for fewer containers or GPUs, or delete a cluster that holds them");
-  }
-  return std::nullopt;
+Refusal parse_scale_request(const json& body, int* containers) {
+  for (auto it = body.begin(); it != body.end(); ++it)
+    if (it.key() != "containers")
+      return invalid(it.key(), "field '" + it.key() + "' cannot be changed",
+                     "only containers can be changed; make a new cluster for the rest");
+  if (!body.contains("containers")) return invalid("containers", "containers is missing", "send {\"containers\": N}");
+  return check_container_count(body["containers"], "containers", containers);
 }
 
 json spec_to_json(const ClusterSpec& spec) {
@@ -294,21 +271,59 @@ json spec_to_json(const ClusterSpec& spec) {
   return j;
 }
 
-json container_to_json(const ContainerStatus& c, const std::string& cluster) {
-  (void)cluster;
-  return {{"name", c.name},       {"role", c.role()},       {"index", c.index},     {"phase", c.phase},
+json container_to_json(const ContainerStatus& c) {
+  return {{"name", c.name},       {"role", c.role()},       {"index", c.index},     {"phase", to_string(c.phase)},
           {"message", c.message}, {"hostname", c.name},     {"address", c.address}, {"gpus", c.gpus},
           {"started_at", c.started_at}};
 }
 
 json cluster_to_json(const Cluster& cluster) {
   json containers = json::array();
-  for (const auto& c : cluster.containers) containers.push_back(container_to_json(c, cluster.spec.name));
+  for (const auto& c : cluster.containers) containers.push_back(container_to_json(c));
   json j = spec_to_json(cluster.spec);
   j["owner"] = cluster.owner;
   j["created_at"] = cluster.created_at;
-  j["status"] = {{"phase", cluster.phase}, {"message", cluster.message}, {"containers", containers}};
+  j["status"] = {{"phase", to_string(cluster.phase)}, {"message", cluster.message}, {"containers", containers}};
   return j;
+}
+
+json event_to_json(const ClusterEvent& e) {
+  char time[32];
+  std::time_t seconds = static_cast<std::time_t>(e.time_ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  std::strftime(time, sizeof(time), "%Y-%m-%dT%H:%M:%S", &utc);
+  char full[48];
+  std::snprintf(full, sizeof(full), "%s.%03dZ", time, static_cast<int>(e.time_ms % 1000));
+  return {{"time", full}, {"type", to_string(e.type)}, {"message", e.message}};
+}
+
+std::map<std::string, std::string> container_env(const ClusterSpec& spec, const ContainerStatus& container,
+                                                 const std::map<std::string, std::string>& base) {
+  std::map<std::string, std::string> env = base;
+  env["HOME"] = "/root";
+  env["USER"] = "root";
+  env["EDT_CLUSTER"] = spec.name;
+  env["EDT_CONTAINER"] = container.name;
+  env["EDT_FRAMEWORK"] = spec.framework;
+  std::string devices;
+  for (int gpu : container.gpus) devices += (devices.empty() ? "" : ",") + std::to_string(gpu);
+  env["CUDA_VISIBLE_DEVICES"] = devices;
+  if (spec.framework == "megatron") {
+    env["MASTER_ADDR"] = container_name(spec.name, 0);
+    env["MASTER_PORT"] = "6000";
+    env["NNODES"] = std::to_string(spec.containers);
+    env["NODE_RANK"] = std::to_string(container.index);
+  }
+  for (const auto& [key, value] : spec.env) env[key] = value;
+  return env;
+}
+
+std::vector<ContainerStatus> running_containers(const std::vector<ContainerStatus>& containers) {
+  std::vector<ContainerStatus> running;
+  for (const auto& c : containers)
+    if (!c.leaving && c.phase == Phase::kRunning) running.push_back(c);
+  return running;
 }
 
 std::string render_hostfile(const std::vector<ContainerStatus>& containers) {

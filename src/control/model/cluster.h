@@ -1,21 +1,21 @@
 // The cluster model: what a user asks for (ClusterSpec) and what edtd reports
-// (ClusterStatus, ContainerStatus), their JSON forms, and the checks a spec
-// must pass before anything is made for it.
+// (Cluster, ContainerStatus), their JSON forms, and the checks a spec must
+// pass that need no state. Checks against what exists are in catalog.h.
 //
 // A cluster of N containers has one launcher, "<name>-launcher" (index 0),
-// and N-1 workers, "<name>-worker-<i>" (index i+1). Checks that need no state
-// live in parse_cluster_spec(); checks against what exists (images, volumes,
-// GPUs) take a Catalog, a snapshot the caller reads from the store.
+// and N-1 workers, "<name>-worker-<i>" (index i+1). Parsing never throws: a
+// body of the wrong shape is a Refusal naming the field.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "control/model/api_error.h"
+#include "common/process.h"
+#include "control/model/error.h"
+#include "control/model/states.h"
 
 namespace edt::control {
 
@@ -50,23 +50,12 @@ struct ClusterSpec {
   std::map<std::string, std::string> env;
 };
 
-// Phases, as the API spells them.
-namespace phase {
-inline constexpr const char* kPending = "Pending";
-inline constexpr const char* kCreating = "Creating";
-inline constexpr const char* kRunning = "Running";
-inline constexpr const char* kScaling = "Scaling";
-inline constexpr const char* kFailed = "Failed";
-inline constexpr const char* kDeleting = "Deleting";
-inline constexpr const char* kStopping = "Stopping";
-}  // namespace phase
-
 struct ContainerStatus {
   std::string name;  // also its hostname
   int index = 0;     // 0: launcher; i+1: worker-i
   std::string address;
   std::vector<int> gpus;
-  std::string phase = phase::kPending;
+  Phase phase = Phase::kPending;
   std::string message;
   int64_t started_at = 0;  // unix seconds it became Running; 0 before
   bool leaving = false;    // being removed (scale down or delete)
@@ -77,36 +66,34 @@ struct ContainerStatus {
 struct Cluster {
   ClusterSpec spec;
   std::string owner;
-  std::string phase = phase::kPending;
+  Phase phase = Phase::kPending;
   std::string message;
+  // Why the last scale failed ("scale to 4 failed: ...; back to 2"); the
+  // message once Running again, until the next scale. Empty otherwise.
+  std::string scale_failure;
   bool deleting = false;
   bool ever_running = false;
   int64_t created_at = 0;
   std::vector<ContainerStatus> containers;  // by index
 };
 
-struct Image {
-  std::string name;
-  std::string root;  // "/" for the host's file system
-  std::vector<std::string> frameworks;
-  bool builtin = false;
-  bool carries(const std::string& framework) const;
+// A sandbox as edtd found or started it: enough to find it again after a
+// restart (a pid with its start time, so a reused pid is not mistaken for it).
+using SandboxRef = proc::ProcessId;
+
+// A container row: its public status plus edtd's bookkeeping.
+struct ContainerRecord {
+  ContainerStatus status;
+  SandboxRef sandbox;
+  int64_t stopping_since_ms = 0;  // when SIGTERM was sent; 0 before
+  int64_t creating_since_ms = 0;  // when its sandbox was started
 };
 
-struct Volume {
-  std::string name;
-  std::string owner;
-  std::string host_path;
-  bool managed = true;  // a directory edtd made under its data dir (removed with the volume)
-};
-
-// What a spec is checked against: images, the volumes its owner may mount,
-// and the GPUs free per model.
-struct Catalog {
-  std::map<std::string, Image> images;
-  std::map<std::string, Volume> volumes;
-  std::map<std::string, int> gpus_free;   // model -> free devices
-  std::map<std::string, int> gpus_total;  // model -> all devices
+// Something that happened to a cluster, for people (the console's event list).
+struct ClusterEvent {
+  int64_t time_ms = 0;
+  EventType type = EventType::kCreated;
+  std::string message;
 };
 
 // "<cluster>-launcher" for index 0, "<cluster>-worker-<index-1>" otherwise.
@@ -120,11 +107,6 @@ Refusal check_cluster_name(const std::string& name, const std::string& field = "
 // relative mount path...). Fills `out` on success.
 Refusal parse_cluster_spec(const nlohmann::json& body, ClusterSpec* out);
 
-// Checks a parsed spec against what exists: the image and whether it
-// carries the framework, the volumes, the GPU model and that enough are free
-// for `new_containers` more containers.
-Refusal check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, int new_containers);
-
 // Checks a container count for a create or a scale.
 Refusal check_container_count(const nlohmann::json& value, const std::string& field, int* out);
 
@@ -134,12 +116,25 @@ Refusal check_mount_path(const std::string& path, const std::string& field);
 // A volume or user name: a DNS label.
 Refusal check_resource_name(const std::string& name, const std::string& field, const std::string& what);
 
+// Reads a scale request: {"containers": N} and nothing else.
+Refusal parse_scale_request(const nlohmann::json& body, int* containers);
+
 nlohmann::json spec_to_json(const ClusterSpec& spec);
 nlohmann::json cluster_to_json(const Cluster& cluster);
-nlohmann::json container_to_json(const ContainerStatus& container, const std::string& cluster);
+nlohmann::json container_to_json(const ContainerStatus& container);
+// {"time": "2026-01-01T00:00:00.000Z", "type", "message"}
+nlohmann::json event_to_json(const ClusterEvent& event);
 
 // The hostfile of a cluster: the given containers, launcher first,
 // "name slots=N", N its GPUs (1 without).
 std::string render_hostfile(const std::vector<ContainerStatus>& containers);
+// The environment of a container: `base` (edt's PATH, PYTHONPATH), then
+// edt's own variables, CUDA_VISIBLE_DEVICES, the framework's (Megatron:
+// MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK), then the spec's env.
+std::map<std::string, std::string> container_env(const ClusterSpec& spec, const ContainerStatus& container,
+                                                 const std::map<std::string, std::string>& base);
+
+// The containers that are Running and not leaving: the hostfile's lines.
+std::vector<ContainerStatus> running_containers(const std::vector<ContainerStatus>& containers);
 
 }  // namespace edt::control

@@ -1,4 +1,5 @@
 #include "control/model/cluster.h"
+#include "control/model/catalog.h"
 
 #include <gtest/gtest.h>
 
@@ -11,12 +12,14 @@ json valid_body() {
   return json::parse(R"({"name": "tthvd", "framework": "horovod", "containers": 2})");
 }
 
-// Parses `body` and expects a refusal with `status` naming `field`.
-void expect_refused(const json& body, int status, const std::string& field) {
+using Kind = Error::Kind;
+
+// Parses `body` and expects a refusal of `kind` naming `field`.
+void expect_refused(const json& body, Kind kind, const std::string& field) {
   ClusterSpec spec;
   Refusal r = parse_cluster_spec(body, &spec);
   ASSERT_TRUE(r.has_value()) << body.dump();
-  EXPECT_EQ(r->http_status, status) << r->message;
+  EXPECT_EQ(r->kind, kind) << r->message;
   EXPECT_EQ(r->field, field) << r->message;
   EXPECT_FALSE(r->message.empty());
   EXPECT_FALSE(r->fix.empty());
@@ -54,44 +57,44 @@ TEST(ClusterSpec, RefusesFewerThanTwoContainers) {
   for (int n : {1, 0, -3}) {
     json body = valid_body();
     body["containers"] = n;
-    expect_refused(body, 422, "containers");
+    expect_refused(body, Kind::kInvalid, "containers");
   }
   json body = valid_body();
   body["containers"] = "two";
-  expect_refused(body, 422, "containers");
+  expect_refused(body, Kind::kInvalid, "containers");
   body.erase("containers");
-  expect_refused(body, 422, "containers");
+  expect_refused(body, Kind::kInvalid, "containers");
 }
 
 TEST(ClusterSpec, RefusesBadNames) {
   for (const char* name : {"", "Tthvd", "-a", "a-", "a_b", "a.b", "x2345678901234567890123456789012345678901"}) {
     json body = valid_body();
     body["name"] = name;
-    expect_refused(body, 422, "name");
+    expect_refused(body, Kind::kInvalid, "name");
   }
   json body = valid_body();
   body["name"] = 7;
-  expect_refused(body, 422, "name");
+  expect_refused(body, Kind::kInvalid, "name");
 }
 
 TEST(ClusterSpec, RefusesUnknownFrameworkAndFields) {
   json body = valid_body();
   body["framework"] = "tensorflow";
-  expect_refused(body, 422, "framework");
+  expect_refused(body, Kind::kInvalid, "framework");
   body = valid_body();
   body["containres"] = 2;
-  expect_refused(body, 422, "containres");
+  expect_refused(body, Kind::kInvalid, "containres");
   body = valid_body();
   body["gpu"] = {{"model", "X"}, {"cnt", 1}};
-  expect_refused(body, 422, "gpu.cnt");
-  expect_refused(json::array(), 400, "");
+  expect_refused(body, Kind::kInvalid, "gpu.cnt");
+  expect_refused(json::array(), Kind::kMalformed, "");
 }
 
 TEST(ClusterSpec, RefusesBadShm) {
   for (json shm : {json("lots"), json("5Q"), json("512"), json("1Ti"), json(true)}) {
     json body = valid_body();
     body["shm"] = shm;
-    expect_refused(body, 422, "shm");
+    expect_refused(body, Kind::kInvalid, "shm");
   }
 }
 
@@ -100,11 +103,11 @@ TEST(ClusterSpec, RefusesBadMountPaths) {
                            "/etc/mpi", "/usr/local", "/proc", "/dev/shm", "/tmp"}) {
     json body = valid_body();
     body["mounts"] = {{{"volume", "v"}, {"path", path}}};
-    expect_refused(body, 422, "mounts[0].path");
+    expect_refused(body, Kind::kInvalid, "mounts[0].path");
   }
   json body = valid_body();
   body["mounts"] = {{{"volume", "v"}, {"path", "/data"}}, {{"volume", "w"}, {"path", "/data/w"}}};
-  expect_refused(body, 422, "mounts[1].path");
+  expect_refused(body, Kind::kInvalid, "mounts[1].path");
 }
 
 TEST(ClusterSpec, AcceptsNormalMountPaths) {
@@ -115,14 +118,14 @@ TEST(ClusterSpec, AcceptsNormalMountPaths) {
 TEST(ClusterSpec, RefusesBadEnvAndGpu) {
   json body = valid_body();
   body["env"] = {{"1X", "a"}};
-  expect_refused(body, 422, "env.1X");
+  expect_refused(body, Kind::kInvalid, "env.1X");
   body["env"] = {{"X", 1}};
-  expect_refused(body, 422, "env.X");
+  expect_refused(body, Kind::kInvalid, "env.X");
   body = valid_body();
   body["gpu"] = {{"count", 1}};
-  expect_refused(body, 422, "gpu.model");
+  expect_refused(body, Kind::kInvalid, "gpu.model");
   body["gpu"] = {{"model", "P4"}, {"count", -1}};
-  expect_refused(body, 422, "gpu.count");
+  expect_refused(body, Kind::kInvalid, "gpu.count");
 }
 
 Catalog test_catalog() {
@@ -145,7 +148,7 @@ Refusal check(const std::string& text, int new_containers) {
 TEST(Catalog, RefusesImageWithoutTheFramework) {
   Refusal r = check(R"({"name": "a", "framework": "deepspeed", "containers": 2})", 2);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->http_status, 422);
+  EXPECT_EQ(r->kind, Kind::kInvalid);
   EXPECT_EQ(r->field, "image");
   EXPECT_EQ(r->message, "image edt carries horovod, not deepspeed");
   EXPECT_FALSE(check(R"({"name": "a", "framework": "deepspeed", "containers": 2, "image": "ds"})", 2).has_value());
@@ -167,7 +170,7 @@ TEST(Catalog, RefusesUnknownImageVolumeAndModel) {
 TEST(Catalog, RefusesMoreGpusThanFreeSayingWhatIsFree) {
   Refusal r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "gpu": {"model": "NVIDIA-P4", "count": 2}})", 2);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->http_status, 409);
+  EXPECT_EQ(r->kind, Kind::kConflict);
   EXPECT_EQ(r->field, "gpu.count");
   EXPECT_NE(r->message.find("3 of 8 are free"), std::string::npos) << r->message;
   EXPECT_FALSE(check(R"({"name": "a", "framework": "horovod", "containers": 3, "gpu": {"model": "NVIDIA-P4"}})", 3)

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "common/log.h"
+
 namespace edt::control {
 
 using Clock = std::chrono::steady_clock;
@@ -15,57 +17,57 @@ int64_t now_ms() {
       .count();
 }
 
-}  // namespace
-
-std::map<std::string, std::string> container_env(const ClusterSpec& spec, const ContainerStatus& container,
-                                                 const std::map<std::string, std::string>& base) {
-  std::map<std::string, std::string> env = base;
-  env["HOME"] = "/root";
-  env["USER"] = "root";
-  env["EDT_CLUSTER"] = spec.name;
-  env["EDT_CONTAINER"] = container.name;
-  env["EDT_FRAMEWORK"] = spec.framework;
-  std::string devices;
-  for (int gpu : container.gpus) devices += (devices.empty() ? "" : ",") + std::to_string(gpu);
-  env["CUDA_VISIBLE_DEVICES"] = devices;
-  if (spec.framework == "megatron") {
-    env["MASTER_ADDR"] = container_name(spec.name, 0);
-    env["MASTER_PORT"] = "6000";
-    env["NNODES"] = std::to_string(spec.containers);
-    env["NODE_RANK"] = std::to_string(container.index);
+ClusterFiles cluster_files(const std::vector<ContainerRecord>& records) {
+  ClusterFiles files;
+  files.hosts = "127.0.0.1\tlocalhost\n";
+  std::vector<ContainerStatus> present;
+  for (const auto& r : records) {
+    if (r.status.leaving) continue;
+    files.hosts += r.status.address + "\t" + r.status.name + "\n";
+    present.push_back(r.status);
   }
-  for (const auto& [key, value] : spec.env) env[key] = value;
-  return env;
+  const std::vector<ContainerStatus> running = running_containers(present);
+  files.hostfile = render_hostfile(running);
+  for (const auto& c : running)
+    files.discover += c.name + ":" + std::to_string(c.gpus.empty() ? 1 : c.gpus.size()) + "\n";
+  return files;
 }
 
-Reconciler::Reconciler(ControlStore* store, Backend* backend, ReconcilerOptions options)
-    : store_(store), backend_(backend), options_(std::move(options)) {}
+}  // namespace
+
+// What one pass read and has decided so far.
+struct Reconciler::Pass {
+  Cluster cluster;
+  std::vector<ContainerRecord> records;
+  int64_t now = 0;       // ms since the epoch
+  bool settled = true;   // nothing is starting or stopping
+};
+
+Reconciler::Reconciler(Database* db, Backend* backend, ReconcilerOptions options)
+    : db_(db),
+      backend_(backend),
+      options_(std::move(options)),
+      queue_({std::chrono::milliseconds(100), options_.max_backoff, options_.resync, [this] { resync(); }}) {}
 
 Reconciler::~Reconciler() { stop(); }
 
 void Reconciler::start() {
-  for (const auto& name : store_->cluster_names()) enqueue(name);
+  const std::vector<std::string> names = db_->lock().cluster_names();
+  for (const auto& name : names) enqueue(name);
   worker_ = std::thread([this] { run(); });
 }
 
 void Reconciler::stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
+  queue_.shut_down();
   if (worker_.joinable()) worker_.join();
 }
 
-void Reconciler::enqueue(const std::string& cluster) { schedule(cluster, Clock::now()); }
+void Reconciler::enqueue(const std::string& cluster) { queue_.add(cluster); }
 
-void Reconciler::schedule(const std::string& cluster, Clock::time_point when) {
-  {
-    std::lock_guard lock(mu_);
-    auto it = due_.find(cluster);
-    if (it == due_.end() || when < it->second) due_[cluster] = when;
-  }
-  cv_.notify_all();
+void Reconciler::resync() {
+  const std::vector<std::string> names = db_->lock().cluster_names();
+  for (const auto& name : names) queue_.add(name);
+  if (options_.on_resync) options_.on_resync();
 }
 
 ReconcilerStats Reconciler::stats() {
@@ -74,53 +76,27 @@ ReconcilerStats Reconciler::stats() {
 }
 
 void Reconciler::run() {
-  auto next_resync = Clock::now() + options_.resync;
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    auto now = Clock::now();
-    if (now >= next_resync) {
-      lock.unlock();
-      for (const auto& name : store_->cluster_names()) schedule(name, now);
-      if (options_.on_resync) options_.on_resync();
-      lock.lock();
-      next_resync = now + options_.resync;
+  while (auto key = queue_.next()) {
+    const auto started = Clock::now();
+    Result<ReconcileResult> result = reconcile(*key);
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    {
+      std::lock_guard lock(mu_);
+      stats_.passes++;
+      stats_.seconds += seconds;
+      if (!result.is_ok()) stats_.errors++;
     }
-    auto first = std::min_element(due_.begin(), due_.end(), [](auto& a, auto& b) { return a.second < b.second; });
-    auto wake = next_resync;
-    if (first != due_.end()) wake = std::min(wake, first->second);
-    if (wake > now) {
-      cv_.wait_until(lock, wake);
+    if (!result.is_ok()) {
+      auto delay = queue_.add_rate_limited(*key);
+      log::warn("reconcile {}: {} (retry in {} ms)", *key, result.status().to_string(), delay.count());
       continue;
     }
-    std::string key = first->first;
-    due_.erase(first);
-    lock.unlock();
-    auto started = Clock::now();
-    Result<bool> result = reconcile(key);
-    double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-    lock.lock();
-    stats_.passes++;
-    stats_.seconds += seconds;
-    if (!result.is_ok()) {
-      stats_.errors++;
-      int failures = ++failures_[key];
-      auto delay = std::min<std::chrono::milliseconds>(options_.max_backoff,
-                                                       std::chrono::milliseconds(100LL << std::min(failures, 10)));
-      fprintf(stderr, "edtd: reconcile %s: %s (retry in %lld ms)\n", key.c_str(),
-              result.status().to_string().c_str(), static_cast<long long>(delay.count()));
-      auto when = Clock::now() + delay;
-      auto it = due_.find(key);
-      if (it == due_.end() || when < it->second) due_[key] = when;
-    } else {
-      failures_.erase(key);
-      if (!*result) {
-        auto when = Clock::now() + options_.poll;
-        auto it = due_.find(key);
-        if (it == due_.end() || when < it->second) due_[key] = when;
-      }
-    }
+    queue_.forget(*key);
+    if (result->requeue_after) queue_.add_after(*key, *result->requeue_after);
   }
 }
+
+Status Reconciler::save(const ContainerRecord& record) { return db_->lock().update_container(record); }
 
 SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog) {
   const ClusterSpec& spec = cluster.spec;
@@ -140,140 +116,160 @@ SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerReco
   return s;
 }
 
-ClusterFiles Reconciler::cluster_files(const std::vector<ContainerRecord>& records) {
-  ClusterFiles files;
-  files.hosts = "127.0.0.1\tlocalhost\n";
-  std::vector<ContainerStatus> running;
-  for (const auto& r : records) {
-    if (r.status.leaving) continue;
-    files.hosts += r.status.address + "\t" + r.status.name + "\n";
-    if (r.status.phase == phase::kRunning) running.push_back(r.status);
-  }
-  files.hostfile = render_hostfile(running);
-  for (const auto& c : running)
-    files.discover += c.name + ":" + std::to_string(c.gpus.empty() ? 1 : c.gpus.size()) + "\n";
-  return files;
-}
-
-Status Reconciler::fail_start(const Cluster& cluster, const std::vector<ContainerRecord>& records,
-                              const std::string& reason) {
+Status Reconciler::fail_start(const Pass& pass, const std::string& reason) {
+  const Cluster& cluster = pass.cluster;
+  const std::string& name = cluster.spec.name;
   std::vector<std::string> undo;
   int keep = 0;
-  for (const auto& r : records) {
+  for (const auto& r : pass.records) {
     if (r.status.leaving) continue;
-    if (!cluster.ever_running || r.status.phase != phase::kRunning) {
+    if (!cluster.ever_running || r.status.phase != Phase::kRunning) {
       undo.push_back(r.status.name);
     } else {
       ++keep;
     }
   }
-  EDT_RETURN_IF_ERROR(store_->mark_leaving(undo));
-  EDT_RETURN_IF_ERROR(store_->add_event(cluster.spec.name, "Failed", reason));
-  if (!cluster.ever_running) return store_->update_cluster_phase(cluster.spec.name, phase::kFailed, reason, false);
-  EDT_RETURN_IF_ERROR(store_->set_spec_containers(cluster.spec.name, keep));
-  return store_->update_cluster_phase(cluster.spec.name, phase::kScaling,
-                                      "scale to " + std::to_string(cluster.spec.containers) + " failed: " + reason +
-                                          "; back to " + std::to_string(keep),
-                                      true);
+  auto tx = db_->transaction();
+  EDT_RETURN_IF_ERROR(tx.mark_leaving(undo));
+  EDT_RETURN_IF_ERROR(tx.add_event(name, EventType::kFailed, reason, pass.now));
+  if (!cluster.ever_running) {
+    EDT_RETURN_IF_ERROR(tx.set_status(name, Phase::kFailed, reason, false));
+    return tx.commit();
+  }
+  ClusterSpec spec = cluster.spec;
+  spec.containers = keep;
+  const std::string failure = "scale to " + std::to_string(cluster.spec.containers) + " failed: " + reason +
+                              "; back to " + std::to_string(keep);
+  EDT_RETURN_IF_ERROR(tx.set_spec(name, spec));
+  EDT_RETURN_IF_ERROR(tx.set_status(name, Phase::kScaling, failure, true));
+  EDT_RETURN_IF_ERROR(tx.set_scale_failure(name, failure));
+  return tx.commit();
 }
 
-Result<bool> Reconciler::reconcile(const std::string& name) {
-  auto cluster = store_->cluster(name);
-  if (!cluster) return true;
-  std::vector<ContainerRecord> records = store_->containers(name);
-  const int64_t now = now_ms();
-  bool settled = true;
-  if (!cluster->deleting && cluster->phase != phase::kFailed) EDT_RETURN_IF_ERROR(backend_->prepare_cluster(name));
-
+Status Reconciler::stop_leaving(Pass& pass) {
+  const std::string& name = pass.cluster.spec.name;
   // Containers that leave are first taken out of the shared files, then stopped.
-  bool signal_needed = std::any_of(records.begin(), records.end(),
+  bool signal_needed = std::any_of(pass.records.begin(), pass.records.end(),
                                    [](auto& r) { return r.status.leaving && r.stopping_since_ms == 0; });
-  if (signal_needed && !cluster->deleting) EDT_RETURN_IF_ERROR(backend_->write_cluster_files(name, cluster_files(records)));
+  if (signal_needed && !pass.cluster.deleting)
+    EDT_RETURN_IF_ERROR(backend_->write_cluster_files(name, cluster_files(pass.records)));
   std::vector<ContainerRecord> remaining;
-  for (auto& r : records) {
+  for (auto& r : pass.records) {
     if (!r.status.leaving) {
       remaining.push_back(r);
       continue;
     }
     if (backend_->observe(r.status.name, r.sandbox) != SandboxState::kGone) {
-      settled = false;
+      pass.settled = false;
       if (r.stopping_since_ms == 0) {
         EDT_RETURN_IF_ERROR(backend_->signal(r.sandbox, SIGTERM));
-        r.stopping_since_ms = now;
-        r.status.phase = phase::kStopping;
-        EDT_RETURN_IF_ERROR(store_->update_container(r));
-      } else if (now - r.stopping_since_ms >= options_.grace.count()) {
+        r.stopping_since_ms = pass.now;
+        r.status.phase = Phase::kStopping;
+        EDT_RETURN_IF_ERROR(save(r));
+      } else if (pass.now - r.stopping_since_ms >= options_.grace.count()) {
         EDT_RETURN_IF_ERROR(backend_->signal(r.sandbox, SIGKILL));
       }
       remaining.push_back(r);
       continue;
     }
     EDT_RETURN_IF_ERROR(backend_->remove(r.status.name));
-    EDT_RETURN_IF_ERROR(store_->delete_container(r.status.name));
+    EDT_RETURN_IF_ERROR(db_->lock().delete_container(r.status.name));
   }
-  records = std::move(remaining);
+  pass.records = std::move(remaining);
+  return Status::ok();
+}
 
-  if (cluster->deleting || cluster->phase == phase::kFailed) {
-    if (!records.empty()) return false;
-    EDT_RETURN_IF_ERROR(backend_->remove_cluster(name));
-    if (cluster->deleting) EDT_RETURN_IF_ERROR(store_->delete_cluster(name));
-    return true;
-  }
-
-  Catalog catalog = store_->catalog({cluster->owner, true});
-  for (auto& r : records) {
+Result<bool> Reconciler::start_and_observe(Pass& pass) {
+  const std::string& name = pass.cluster.spec.name;
+  const Catalog catalog = db_->lock().catalog(std::nullopt);
+  for (auto& r : pass.records) {
     if (r.status.leaving) continue;
     SandboxState state = backend_->observe(r.status.name, r.sandbox);
     if (state == SandboxState::kGone) {
       const bool was_started = r.sandbox.pid != 0;
-      if (was_started && r.status.phase != phase::kRunning) {
-        EDT_RETURN_IF_ERROR(fail_start(*cluster, records, "container " + r.status.name + " exited while starting"));
+      if (was_started && r.status.phase != Phase::kRunning) {
+        EDT_RETURN_IF_ERROR(fail_start(pass, "container " + r.status.name + " exited while starting"));
         return false;
       }
       if (was_started) {
         r.status.message = "restarted after it stopped";
-        EDT_RETURN_IF_ERROR(store_->add_event(name, "Restarted", r.status.name + " stopped and was started again"));
+        EDT_RETURN_IF_ERROR(db_->lock().add_event(name, EventType::kRestarted,
+                                                  r.status.name + " stopped and was started again", pass.now));
       }
-      auto ref = backend_->start(sandbox_spec(*cluster, r, catalog));
+      auto ref = backend_->start(sandbox_spec(pass.cluster, r, catalog));
       if (!ref.is_ok()) {
-        EDT_RETURN_IF_ERROR(fail_start(*cluster, records, ref.status().message()));
+        EDT_RETURN_IF_ERROR(fail_start(pass, ref.status().message()));
         return false;
       }
       r.sandbox = *ref;
-      r.status.phase = phase::kCreating;
+      r.status.phase = Phase::kCreating;
       r.status.started_at = 0;
-      r.creating_since_ms = now;
-      EDT_RETURN_IF_ERROR(store_->update_container(r));
-      settled = false;
+      r.creating_since_ms = pass.now;
+      EDT_RETURN_IF_ERROR(save(r));
+      pass.settled = false;
     } else if (state == SandboxState::kStarting) {
-      if (now - r.creating_since_ms > options_.start_timeout.count()) {
-        EDT_RETURN_IF_ERROR(fail_start(*cluster, records, "container " + r.status.name + " did not start within " +
-                                                              std::to_string(options_.start_timeout.count()) + " ms"));
+      if (pass.now - r.creating_since_ms > options_.start_timeout.count()) {
+        EDT_RETURN_IF_ERROR(fail_start(pass, "container " + r.status.name + " did not start within " +
+                                                 std::to_string(options_.start_timeout.count()) + " ms"));
         return false;
       }
-      settled = false;
-    } else if (r.status.phase != phase::kRunning) {
-      r.status.phase = phase::kRunning;
-      r.status.started_at = now / 1000;
-      EDT_RETURN_IF_ERROR(store_->update_container(r));
+      pass.settled = false;
+    } else if (r.status.phase != Phase::kRunning) {
+      r.status.phase = Phase::kRunning;
+      r.status.started_at = pass.now / 1000;
+      EDT_RETURN_IF_ERROR(save(r));
     }
   }
-  EDT_RETURN_IF_ERROR(backend_->write_cluster_files(name, cluster_files(records)));
+  return true;
+}
 
-  bool all_running = std::all_of(records.begin(), records.end(),
-                                 [](auto& r) { return !r.status.leaving && r.status.phase == phase::kRunning; });
-  std::string next_phase = all_running                ? phase::kRunning
-                           : cluster->ever_running    ? phase::kScaling
-                                                      : phase::kCreating;
-  std::string message = cluster->message;
+Status Reconciler::record_phase(Pass& pass) {
+  const Cluster& cluster = pass.cluster;
+  const std::string& name = cluster.spec.name;
+  const bool all_running = std::all_of(pass.records.begin(), pass.records.end(), [](auto& r) {
+    return !r.status.leaving && r.status.phase == Phase::kRunning;
+  });
+  const Phase next = all_running ? Phase::kRunning : cluster.ever_running ? Phase::kScaling : Phase::kCreating;
+  std::string message = cluster.message;
   if (all_running) {
-    message = std::to_string(records.size()) + " of " + std::to_string(cluster->spec.containers) + " containers Running";
-    if (cluster->message.find("failed") != std::string::npos) message = cluster->message;
+    message = cluster.scale_failure.empty() ? std::to_string(pass.records.size()) + " of " +
+                                                  std::to_string(cluster.spec.containers) + " containers Running"
+                                            : cluster.scale_failure;
   }
-  if (next_phase != cluster->phase || message != cluster->message)
-    EDT_RETURN_IF_ERROR(store_->update_cluster_phase(name, next_phase, message, cluster->ever_running || all_running));
-  if (all_running && cluster->phase != phase::kRunning) EDT_RETURN_IF_ERROR(store_->add_event(name, "Running", message));
-  return settled && all_running;
+  pass.settled = pass.settled && all_running;
+  if (next == cluster.phase && message == cluster.message) return Status::ok();
+  auto tx = db_->transaction();
+  EDT_RETURN_IF_ERROR(tx.set_status(name, next, message, cluster.ever_running || all_running));
+  if (all_running && cluster.phase != Phase::kRunning)
+    EDT_RETURN_IF_ERROR(tx.add_event(name, EventType::kRunning, message, pass.now));
+  return tx.commit();
+}
+
+Result<ReconcileResult> Reconciler::reconcile(const std::string& name) {
+  Pass pass;
+  {
+    auto tx = db_->lock();
+    auto cluster = tx.cluster(name);
+    if (!cluster) return ReconcileResult{};
+    pass.cluster = std::move(*cluster);
+    pass.records = tx.containers(name);
+  }
+  pass.now = now_ms();
+  const ReconcileResult again{options_.poll};
+  const bool ending = pass.cluster.deleting || pass.cluster.phase == Phase::kFailed;
+  if (!ending) EDT_RETURN_IF_ERROR(backend_->prepare_cluster(name));
+  EDT_RETURN_IF_ERROR(stop_leaving(pass));
+  if (ending) {
+    if (!pass.records.empty()) return again;
+    EDT_RETURN_IF_ERROR(backend_->remove_cluster(name));
+    if (pass.cluster.deleting) EDT_RETURN_IF_ERROR(db_->lock().delete_cluster(name));
+    return ReconcileResult{};
+  }
+  EDT_ASSIGN_OR_RETURN(bool started, start_and_observe(pass));
+  if (!started) return again;
+  EDT_RETURN_IF_ERROR(backend_->write_cluster_files(name, cluster_files(pass.records)));
+  EDT_RETURN_IF_ERROR(record_phase(pass));
+  return pass.settled ? ReconcileResult{} : again;
 }
 
 }  // namespace edt::control

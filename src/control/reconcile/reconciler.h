@@ -1,35 +1,37 @@
-// Reconciler: brings what runs in line with what the store asks for, one
+// Reconciler: brings what runs in line with what the database asks for, one
 // cluster at a time, in the style of a Kubernetes controller.
 //
 // reconcile(name) takes only the cluster's name, re-reads the spec and the
-// container rows from the store, observes each container through the
-// backend, and does the next step: start a missing container, stop one that
-// is leaving (SIGTERM, then SIGKILL after the grace period), rewrite the
-// cluster's hosts and hostfile, record phases. It is idempotent: running it
-// again with nothing changed does nothing. A pass that is waiting (a
-// container still starting or stopping) asks to be run again shortly; an
-// error requeues with exponential backoff, reset by the next success. A
-// container that fails to start fails its create (the whole cluster is
-// removed, status Failed with the reason) or its scale (the new containers
-// are removed, the cluster keeps running at its former size) — recorded,
-// not retried.
+// container rows, observes each container through the backend, and does the
+// next step: start a missing container, stop one that is leaving (SIGTERM,
+// then SIGKILL after the grace period), rewrite the cluster's hosts and
+// hostfile, record phases. It is level-based and idempotent: running it
+// again with nothing changed does nothing. It returns done, or a requeue
+// after a delay while it waits (a container still starting or stopping), or
+// an error, which the work queue retries with exponential backoff (reset by
+// the next success). A container that fails to start fails its create (the
+// whole cluster is removed, status Failed with the reason) or its scale
+// (the new containers are removed, the cluster keeps running at its former
+// size): a terminal outcome, recorded, not retried.
 //
-// One worker thread runs passes; enqueue() may be called from any thread.
-// Every cluster is also re-queued periodically, so a container that dies is
-// noticed without anyone asking.
+// One worker thread runs passes from a WorkQueue (work_queue.h); enqueue()
+// may be called from any thread. Every cluster is re-queued on start and
+// periodically, so a container that dies, or a change whose enqueue was
+// lost, is noticed without anyone asking.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "control/backends/backend.h"
-#include "control/store/store.h"
+#include "control/db/database.h"
+#include "control/reconcile/work_queue.h"
 
 namespace edt::control {
 
@@ -45,11 +47,12 @@ struct ReconcilerOptions {
   std::function<void()> on_resync;
 };
 
-// The environment of a container: `base` (edt's PATH, PYTHONPATH), then
-// edt's own variables, CUDA_VISIBLE_DEVICES, the framework's (Megatron:
-// MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK), then the spec's env.
-std::map<std::string, std::string> container_env(const ClusterSpec& spec, const ContainerStatus& container,
-                                                 const std::map<std::string, std::string>& base);
+// What a successful pass asks for: nothing (done until something changes)
+// or another pass after a delay.
+struct ReconcileResult {
+  std::optional<std::chrono::milliseconds> requeue_after;
+  bool done() const { return !requeue_after; }
+};
 
 struct ReconcilerStats {
   uint64_t passes = 0;
@@ -59,36 +62,41 @@ struct ReconcilerStats {
 
 class Reconciler {
  public:
-  Reconciler(ControlStore* store, Backend* backend, ReconcilerOptions options);
+  Reconciler(Database* db, Backend* backend, ReconcilerOptions options);
   ~Reconciler();
 
   void start();
   void stop();
   void enqueue(const std::string& cluster);
 
-  // One pass for one cluster. Returns true when nothing is left to wait for.
-  Result<bool> reconcile(const std::string& cluster);
+  // One pass for one cluster.
+  Result<ReconcileResult> reconcile(const std::string& cluster);
 
   ReconcilerStats stats();
 
  private:
-  void run();
-  void schedule(const std::string& cluster, std::chrono::steady_clock::time_point when);
-  SandboxSpec sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog);
-  ClusterFiles cluster_files(const std::vector<ContainerRecord>& records);
-  // A container failed to start: undo the create or the scale that made it.
-  Status fail_start(const Cluster& cluster, const std::vector<ContainerRecord>& records, const std::string& reason);
+  struct Pass;  // one pass's state (reconciler.cc)
 
-  ControlStore* store_;
+  void run();
+  void resync();
+  // Stops and removes the leaving containers; keeps the others in pass.records.
+  Status stop_leaving(Pass& pass);
+  // Starts missing containers and records the ones that became Running.
+  // Returns false when a start failed (the create or scale was undone).
+  Result<bool> start_and_observe(Pass& pass);
+  Status record_phase(Pass& pass);
+  SandboxSpec sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog);
+  // A container failed to start: undo the create or the scale that made it.
+  Status fail_start(const Pass& pass, const std::string& reason);
+  Status save(const ContainerRecord& record);
+
+  Database* db_;
   Backend* backend_;
   ReconcilerOptions options_;
+  WorkQueue queue_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::chrono::steady_clock::time_point> due_;  // guarded by mu_
-  std::map<std::string, int> failures_;                                // guarded by mu_
-  bool stopping_ = false;                                              // guarded by mu_
-  ReconcilerStats stats_;                                              // guarded by mu_
+  ReconcilerStats stats_;  // guarded by mu_
   std::thread worker_;
 };
 

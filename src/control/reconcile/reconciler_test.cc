@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <set>
 
+#include "control/service/service.h"
+
 namespace edt::control {
 namespace {
 
@@ -66,21 +68,20 @@ class ReconcilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = std::filesystem::temp_directory_path() / ("edt-reconcile-test-" + std::to_string(getpid()) + ".db");
-    store_ = ControlStore::open(path_.string()).value();
-    ASSERT_TRUE(store_->create_user("alice", false).is_ok());
-    ASSERT_TRUE(store_->put_image({"edt", "/", {"horovod", "megatron"}, true}).is_ok());
+    db_ = Database::open(path_.string()).value();
+    service_ = std::make_unique<Service>(db_.get(), ServiceOptions{AddressRange::parse("127.91.0.0/24").value(), "", {}});
     std::vector<Gpu> gpus;
     for (int i = 0; i < 4; ++i) gpus.push_back({i, "P4", true, ""});
-    ASSERT_TRUE(store_->set_gpus(gpus).is_ok());
-    range_ = AddressRange::parse("127.91.0.0/24").value();
+    ASSERT_TRUE(service_->set_inventory({"edt", "/", {"horovod", "megatron"}, true}, gpus).is_ok());
     ReconcilerOptions options;
     options.grace = std::chrono::milliseconds(0);
     options.base_env = {{"PATH", "/usr/bin"}};
-    reconciler_ = std::make_unique<Reconciler>(store_.get(), &backend_, options);
+    reconciler_ = std::make_unique<Reconciler>(db_.get(), &backend_, options);
   }
   void TearDown() override {
     reconciler_.reset();
-    store_.reset();
+    service_.reset();
+    db_.reset();
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_.string() + suffix);
   }
   void create(const std::string& name, int containers, int gpus = 0, const std::string& framework = "horovod") {
@@ -89,32 +90,33 @@ class ReconcilerTest : public ::testing::Test {
     spec.framework = framework;
     spec.containers = containers;
     if (gpus) spec.gpu = {"P4", gpus};
-    ASSERT_FALSE(store_->create_cluster(spec, "alice", range_, 1).has_value());
+    ASSERT_TRUE(service_->create_cluster(alice_, spec).ok());
   }
   // Runs passes until one says it is settled; returns how many it took.
   int settle(const std::string& name) {
     for (int i = 1; i <= 20; ++i) {
       auto r = reconciler_->reconcile(name);
       EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-      if (r.is_ok() && *r) return i;
+      if (r.is_ok() && r->done()) return i;
     }
     return -1;
   }
 
   std::filesystem::path path_;
-  std::unique_ptr<ControlStore> store_;
+  std::unique_ptr<Database> db_;
+  std::unique_ptr<Service> service_;
+  User alice_{"alice", false};
   FakeBackend backend_;
-  AddressRange range_;
   std::unique_ptr<Reconciler> reconciler_;
 };
 
 TEST_F(ReconcilerTest, CreatesThenIsIdempotent) {
   create("a", 2, 1);
   EXPECT_GT(settle("a"), 1);
-  auto c = store_->cluster("a");
-  EXPECT_EQ(c->phase, "Running");
+  auto c = db_->lock().cluster("a");
+  EXPECT_EQ(c->phase, Phase::kRunning);
   EXPECT_TRUE(c->ever_running);
-  for (const auto& k : c->containers) EXPECT_EQ(k.phase, "Running");
+  for (const auto& k : c->containers) EXPECT_EQ(k.phase, Phase::kRunning);
   EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\na-worker-0 slots=1\n");
   EXPECT_EQ(backend_.files.discover, "a-launcher:1\na-worker-0:1\n");
   EXPECT_NE(backend_.files.hosts.find(c->containers[1].address + "\ta-worker-0"), std::string::npos);
@@ -129,16 +131,16 @@ TEST_F(ReconcilerTest, CreatesThenIsIdempotent) {
 TEST_F(ReconcilerTest, ScaleUpListsNewContainersOnceRunning) {
   create("a", 2);
   settle("a");
-  ASSERT_FALSE(store_->scale_cluster("a", 4, range_).has_value());
-  EXPECT_EQ(store_->cluster("a")->phase, "Scaling");
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok());
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kScaling);
   backend_.held.insert("a-worker-2");
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(reconciler_->reconcile("a").value());
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(reconciler_->reconcile("a")->done());
   EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\na-worker-0 slots=1\na-worker-1 slots=1\n");
-  EXPECT_EQ(store_->cluster("a")->phase, "Scaling");
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kScaling);
   backend_.held.clear();
   settle("a");
   EXPECT_EQ(std::count(backend_.files.hostfile.begin(), backend_.files.hostfile.end(), '\n'), 4);
-  EXPECT_EQ(store_->cluster("a")->phase, "Running");
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kRunning);
 }
 
 TEST_F(ReconcilerTest, ScaleDownLeavesTheFilesBeforeBeingStopped) {
@@ -146,7 +148,7 @@ TEST_F(ReconcilerTest, ScaleDownLeavesTheFilesBeforeBeingStopped) {
   settle("a");
   backend_.events.clear();
   backend_.stubborn = true;  // they ignore SIGTERM: SIGKILL after the grace
-  ASSERT_FALSE(store_->scale_cluster("a", 2, range_).has_value());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2).ok());
   settle("a");
   ASSERT_GE(backend_.events.size(), 7u);
   EXPECT_EQ(backend_.events[0], "hostfile 2");
@@ -154,35 +156,46 @@ TEST_F(ReconcilerTest, ScaleDownLeavesTheFilesBeforeBeingStopped) {
   EXPECT_EQ(backend_.events[2].rfind("term ", 0), 0u);
   EXPECT_NE(std::find(backend_.events.begin(), backend_.events.end(), "remove a-worker-2"), backend_.events.end());
   EXPECT_EQ(std::count_if(backend_.events.begin(), backend_.events.end(), [](auto& e) { return e.rfind("kill", 0) == 0; }), 2);
-  EXPECT_EQ(store_->containers("a").size(), 2u);
-  EXPECT_EQ(store_->cluster("a")->phase, "Running");
+  EXPECT_EQ(db_->lock().containers("a").size(), 2u);
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kRunning);
 }
 
 TEST_F(ReconcilerTest, FailedCreateRemovesEverything) {
   create("a", 3, 1);
   backend_.fail_start = "a-worker-1";
   settle("a");
-  auto c = store_->cluster("a");
-  EXPECT_EQ(c->phase, "Failed");
+  auto c = db_->lock().cluster("a");
+  EXPECT_EQ(c->phase, Phase::kFailed);
   EXPECT_NE(c->message.find("no room for a-worker-1"), std::string::npos) << c->message;
   EXPECT_TRUE(c->containers.empty());
   EXPECT_TRUE(backend_.state.empty()) << "a started container was left running";
   EXPECT_EQ(backend_.events.back(), "remove-cluster a");
-  EXPECT_EQ(store_->catalog({"alice", false}).gpus_free["P4"], 4);
+  EXPECT_EQ(db_->lock().catalog(std::nullopt).gpus_free["P4"], 4);
 }
 
 TEST_F(ReconcilerTest, FailedScaleGoesBackToTheFormerSize) {
   create("a", 2);
   settle("a");
-  ASSERT_FALSE(store_->scale_cluster("a", 4, range_).has_value());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok());
   backend_.fail_start = "a-worker-2";
   settle("a");
-  auto c = store_->cluster("a");
-  EXPECT_EQ(c->phase, "Running");
+  auto c = db_->lock().cluster("a");
+  EXPECT_EQ(c->phase, Phase::kRunning);
   EXPECT_EQ(c->spec.containers, 2);
   EXPECT_EQ(c->containers.size(), 2u);
   EXPECT_NE(c->message.find("scale to 4 failed"), std::string::npos) << c->message;
   EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\na-worker-0 slots=1\n");
+  // The failure stays the message while it runs at the former size...
+  EXPECT_EQ(settle("a"), 1);
+  EXPECT_EQ(db_->lock().cluster("a")->message, c->message);
+  // ...until the next scale, which succeeds.
+  backend_.fail_start.clear();
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 3).ok());
+  settle("a");
+  EXPECT_EQ(db_->lock().cluster("a")->message, "3 of 3 containers Running");
+  std::vector<std::string> types;
+  for (const auto& e : db_->lock().events("a")) types.push_back(to_string(e.type));
+  EXPECT_EQ(types, (std::vector<std::string>{"Created", "Running", "Scaling", "Failed", "Running", "Scaling", "Running"}));
 }
 
 TEST_F(ReconcilerTest, RestartsAContainerThatDiedAndDeletes) {
@@ -191,13 +204,13 @@ TEST_F(ReconcilerTest, RestartsAContainerThatDiedAndDeletes) {
   EXPECT_EQ(backend_.specs["m-worker-1"].env["NODE_RANK"], "2");
   EXPECT_EQ(backend_.specs["m-worker-1"].env["MASTER_ADDR"], "m-launcher");
   EXPECT_EQ(backend_.specs["m-worker-1"].env["NNODES"], "3");
-  backend_.state.erase(store_->containers("m")[1].sandbox.pid);  // m-worker-0 died
+  backend_.state.erase(db_->lock().containers("m")[1].sandbox.pid);  // m-worker-0 died
   settle("m");
-  EXPECT_EQ(store_->containers("m")[1].status.message, "restarted after it stopped");
-  EXPECT_EQ(store_->cluster("m")->phase, "Running");
-  ASSERT_TRUE(store_->mark_deleting("m").is_ok());
+  EXPECT_EQ(db_->lock().containers("m")[1].status.message, "restarted after it stopped");
+  EXPECT_EQ(db_->lock().cluster("m")->phase, Phase::kRunning);
+  ASSERT_TRUE(service_->delete_cluster(alice_, "m").ok());
   settle("m");
-  EXPECT_FALSE(store_->cluster("m").has_value());
+  EXPECT_FALSE(db_->lock().cluster("m").has_value());
   EXPECT_TRUE(backend_.state.empty());
 }
 

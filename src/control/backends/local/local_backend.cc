@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -15,45 +16,21 @@
 #include <sstream>
 #include <thread>
 
+#include "common/io.h"
+#include "common/process.h"
+
 namespace edt::control {
 
 namespace fs = std::filesystem;
-
-uint64_t process_start_time(int64_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // The command name (field 2) may hold spaces; the fields after it follow its ')'.
-  auto close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(text.substr(close + 2));
-  std::string field;
-  char state = 0;
-  rest >> state;
-  if (state == 'Z' || state == 'X') return 0;
-  for (int i = 4; i <= 22 && rest >> field; ++i) {
-    if (i == 22) return std::stoull(field);
-  }
-  return 0;
-}
-
-bool process_alive(const SandboxRef& ref) {
-  return ref.pid > 0 && ref.pid_start != 0 && process_start_time(ref.pid) == ref.pid_start;
-}
 
 namespace {
 
 Status write_file(const std::string& path, const std::string& content, mode_t mode) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return io_error("create " + path, errno);
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return io_error("write " + path, err);
-    }
-    done += static_cast<size_t>(n);
+  if (Status st = io::write_all(fd, content, path); !st.is_ok()) {
+    ::close(fd);
+    return st;
   }
   ::fchmod(fd, mode);
   if (::close(fd) != 0) return io_error("close " + path, errno);
@@ -169,7 +146,10 @@ std::vector<pid_t> processes_in_namespace(pid_t init) {
     const std::string name = entry.path().filename();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
     std::error_code link_ec;
-    if (fs::read_symlink(entry.path() / "ns/pid", link_ec) == ns && !link_ec) out.push_back(std::stoi(name));
+    pid_t pid = 0;
+    auto [ptr, ec_pid] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (ec_pid != std::errc() || ptr != name.data() + name.size()) continue;
+    if (fs::read_symlink(entry.path() / "ns/pid", link_ec) == ns && !link_ec) out.push_back(pid);
   }
   return out;
 }
@@ -304,12 +284,13 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
     std::string info = read_file(info_path);
     auto parsed = nlohmann::json::parse(info, nullptr, false);
     if (!parsed.is_discarded() && parsed.contains("child-pid")) {
-      SandboxRef ref{parsed["child-pid"].get<int64_t>(), 0};
-      ref.pid_start = process_start_time(ref.pid);
-      if (ref.pid_start != 0) return ref;
+      auto ref = parsed["child-pid"].is_number_integer() ? proc::identify(parsed["child-pid"].get<int64_t>())
+                                                         : std::nullopt;
+      if (ref) return *ref;
       break;
     }
-    if (process_start_time(*monitor) == 0) break;
+    auto monitor_stat = proc::read_stat(*monitor);
+    if (!monitor_stat || monitor_stat->zombie()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   std::string log = read_file(dir + "/log");
@@ -318,7 +299,7 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
 }
 
 SandboxState LocalBackend::observe(const std::string& name, const SandboxRef& ref) {
-  if (!process_alive(ref)) return SandboxState::kGone;
+  if (!proc::alive(ref)) return SandboxState::kGone;
   // sshd -e says so on stderr once it listens.
   if (read_file(container_dir(name) + "/log").find("Server listening on") != std::string::npos)
     return SandboxState::kReady;
@@ -326,7 +307,7 @@ SandboxState LocalBackend::observe(const std::string& name, const SandboxRef& re
 }
 
 Status LocalBackend::signal(const SandboxRef& ref, int sig) {
-  if (!process_alive(ref)) return Status::ok();
+  if (!proc::alive(ref)) return Status::ok();
   if (sig == SIGKILL) {
     // Killing a PID namespace's init kills every process in it.
     if (::kill(static_cast<pid_t>(ref.pid), SIGKILL) != 0 && errno != ESRCH) return io_error("kill", errno);
@@ -362,7 +343,7 @@ Status LocalBackend::remove_cluster(const std::string& cluster) {
 }
 
 Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpec& spec) {
-  if (!process_alive(container)) return failed_precondition("the container is not running");
+  if (!proc::alive(container)) return failed_precondition("the container is not running");
   // A host-side shell waits for the command and records its exit code
   // (write, then rename), so a restarted edtd can still learn it.
   std::vector<std::string> argv = {"/bin/sh", "-c", "f=$1; shift; \"$@\"; echo $? > \"$f.tmp\"; mv \"$f.tmp\" \"$f\"",
@@ -371,7 +352,9 @@ Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpe
   for (const auto& [key, value] : spec.env) argv.push_back(key + "=" + value);
   argv.insert(argv.end(), {"/bin/bash", "-c", spec.command});
   EDT_ASSIGN_OR_RETURN(int64_t pid, spawn_detached(argv, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, spec.log_path, ""));
-  return SandboxRef{pid, process_start_time(pid)};
+  // The wrapper may already have ended (a short command): then it is known by
+  // its pid alone, and alive() says it is gone.
+  return proc::identify(pid).value_or(SandboxRef{pid, 0});
 }
 
 Result<std::string> LocalBackend::ssh_private_key(const std::string& cluster) {

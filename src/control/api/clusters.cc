@@ -1,0 +1,94 @@
+// Handlers: /api/v1/clusters and a cluster's hostfile, events and SSH access.
+#include <httplib.h>
+
+#include "control/api/handlers.h"
+
+namespace edt::control::handlers {
+
+using nlohmann::json;
+
+namespace {
+
+std::string name_in_path(const Request& req) { return req.matches[1]; }
+
+}  // namespace
+
+Answer list_clusters(ApiContext& ctx, const Request&, const User& user) {
+  const int64_t version = ctx.service->version();
+  ClusterListCache& cache = *ctx.list_cache;
+  {
+    std::lock_guard lock(cache.mu);
+    auto it = cache.bodies.find(user.name);
+    if (it != cache.bodies.end() && it->second.first == version) return text_reply(it->second.second, "application/json");
+  }
+  json items = json::array();
+  for (const auto& c : ctx.service->clusters(user)) items.push_back(cluster_to_json(c));
+  std::string body = json{{"clusters", items}}.dump();
+  std::lock_guard lock(cache.mu);
+  cache.bodies[user.name] = {version, body};
+  return text_reply(std::move(body), "application/json");
+}
+
+Answer create_cluster(ApiContext& ctx, const Request& req, const User& user) {
+  auto body = json_body(req);
+  if (!body.ok()) return body.error();
+  ClusterSpec spec;
+  if (auto r = parse_cluster_spec(*body, &spec)) return *r;
+  auto created = ctx.service->create_cluster(user, spec);
+  if (!created.ok()) return created.error();
+  return json_reply(201, cluster_to_json(*created));
+}
+
+Answer get_cluster(ApiContext& ctx, const Request& req, const User& user) {
+  auto cluster = ctx.service->cluster(user, name_in_path(req));
+  if (!cluster.ok()) return cluster.error();
+  return json_reply(200, cluster_to_json(*cluster));
+}
+
+Answer scale_cluster(ApiContext& ctx, const Request& req, const User& user) {
+  auto body = json_body(req);
+  if (!body.ok()) return body.error();
+  // Who may scale it is checked before what was asked.
+  auto cluster = ctx.service->cluster(user, name_in_path(req));
+  if (!cluster.ok()) return cluster.error();
+  int containers = 0;
+  if (auto r = parse_scale_request(*body, &containers)) return *r;
+  auto scaled = ctx.service->scale_cluster(user, cluster->spec.name, containers);
+  if (!scaled.ok()) return scaled.error();
+  return json_reply(200, cluster_to_json(*scaled));
+}
+
+Answer delete_cluster(ApiContext& ctx, const Request& req, const User& user) {
+  auto deleted = ctx.service->delete_cluster(user, name_in_path(req));
+  if (!deleted.ok()) return deleted.error();
+  return json_reply(202, cluster_to_json(*deleted));
+}
+
+Answer cluster_hostfile(ApiContext& ctx, const Request& req, const User& user) {
+  auto cluster = ctx.service->cluster(user, name_in_path(req));
+  if (!cluster.ok()) return cluster.error();
+  return text_reply(render_hostfile(running_containers(cluster->containers)), "text/plain");
+}
+
+Answer cluster_events(ApiContext& ctx, const Request& req, const User& user) {
+  auto events = ctx.service->events(user, name_in_path(req));
+  if (!events.ok()) return events.error();
+  json items = json::array();
+  for (const auto& e : *events) items.push_back(event_to_json(e));
+  return json_reply(200, {{"events", items}});
+}
+
+Answer cluster_ssh(ApiContext& ctx, const Request& req, const User& user) {
+  auto cluster = ctx.service->cluster(user, name_in_path(req));
+  if (!cluster.ok()) return cluster.error();
+  auto key = ctx.backend->ssh_private_key(cluster->spec.name);
+  if (!key.is_ok()) return conflict("name", key.status().message(), "wait until the cluster is Running");
+  json containers = json::array();
+  for (const auto& c : cluster->containers) containers.push_back({{"name", c.name}, {"address", c.address}});
+  return json_reply(200, {{"private_key", *key},
+                          {"port", ctx.backend->ssh_port()},
+                          {"user", "root"},
+                          {"containers", containers}});
+}
+
+}  // namespace edt::control::handlers

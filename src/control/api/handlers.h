@@ -1,0 +1,81 @@
+// The API's handlers, one file per resource (clusters.cc, jobs.cc,
+// volumes.cc, images.cc, users.cc, system.cc). Each reads its request into
+// a typed struct, calls the Service (or the job runner, the backend) and
+// answers a Reply or an Error; auth, metrics and the mapping of Errors to
+// HTTP are the middleware's (middleware.h), the route table is
+// ApiServer's (server.cc).
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "control/api/http.h"
+#include "control/api/middleware.h"
+#include "control/backends/backend.h"
+#include "control/jobs/job_runner.h"
+#include "control/reconcile/reconciler.h"
+#include "control/service/service.h"
+
+namespace edt::control {
+
+// GET /clusters bodies by user, with the database version they were built
+// at: the list is rebuilt only when something changed.
+struct ClusterListCache {
+  std::mutex mu;
+  std::map<std::string, std::pair<int64_t, std::string>> bodies;  // guarded by mu
+};
+
+// What handlers use; owned by ApiServer, the pointees by edtd's main.
+struct ApiContext {
+  Service* service = nullptr;
+  Backend* backend = nullptr;
+  Reconciler* reconciler = nullptr;
+  JobRunner* jobs = nullptr;
+  RequestCounters* counters = nullptr;
+  ClusterListCache* list_cache = nullptr;
+};
+
+using Request = httplib::Request;
+
+namespace handlers {
+
+// clusters.cc
+Answer list_clusters(ApiContext& ctx, const Request& req, const User& user);
+Answer create_cluster(ApiContext& ctx, const Request& req, const User& user);
+Answer get_cluster(ApiContext& ctx, const Request& req, const User& user);
+Answer scale_cluster(ApiContext& ctx, const Request& req, const User& user);
+Answer delete_cluster(ApiContext& ctx, const Request& req, const User& user);
+Answer cluster_hostfile(ApiContext& ctx, const Request& req, const User& user);
+Answer cluster_events(ApiContext& ctx, const Request& req, const User& user);
+Answer cluster_ssh(ApiContext& ctx, const Request& req, const User& user);
+
+// jobs.cc
+Answer start_job(ApiContext& ctx, const Request& req, const User& user);
+Answer get_job(ApiContext& ctx, const Request& req, const User& user);
+Answer job_log(ApiContext& ctx, const Request& req, const User& user);
+
+// volumes.cc
+Answer list_volumes(ApiContext& ctx, const Request& req, const User& user);
+Answer create_volume(ApiContext& ctx, const Request& req, const User& user);
+Answer delete_volume(ApiContext& ctx, const Request& req, const User& user);
+
+// images.cc: images and the GPU inventory, what clusters are made of
+Answer list_images(ApiContext& ctx, const Request& req, const User& user);
+Answer register_image(ApiContext& ctx, const Request& req, const User& user);
+Answer list_gpus(ApiContext& ctx, const Request& req, const User& user);
+
+// users.cc
+Answer whoami(ApiContext& ctx, const Request& req, const User& user);
+Answer list_users(ApiContext& ctx, const Request& req, const User& user);
+Answer create_user(ApiContext& ctx, const Request& req, const User& user);
+Answer create_token(ApiContext& ctx, const Request& req, const User& user);
+
+// system.cc
+Answer healthz(ApiContext& ctx, const Request& req, const User& user);
+Answer openapi(ApiContext& ctx, const Request& req, const User& user);
+Answer metrics(ApiContext& ctx, const Request& req, const User& user);
+
+}  // namespace handlers
+}  // namespace edt::control

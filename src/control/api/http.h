@@ -1,0 +1,60 @@
+// The HTTP edge's vocabulary: what a handler answers (a Reply, or an Error
+// the edge maps to a status code), the route table's entries, and the
+// middleware every route is served through (middleware.h).
+//
+// Error kinds map to statuses in one place, http_status(): malformed 400,
+// unauthenticated 401, forbidden 403, not found 404, conflict 409, too
+// large 413, invalid 422, internal 500. Error bodies are
+// {"error": {"status", "field", "message", "fix"}}.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "control/model/catalog.h"
+#include "control/model/error.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace edt::control {
+
+struct Reply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  // Set for a streamed body: called with the response instead of writing `body`.
+  std::function<void(httplib::Response&)> stream;
+};
+
+// What a handler answers.
+using Answer = Outcome<Reply>;
+
+Reply json_reply(int status, const nlohmann::json& body);
+Reply text_reply(std::string body, std::string content_type);
+
+int http_status(Error::Kind kind);
+nlohmann::json error_json(int status, const Error& error);
+
+// The request's body as a JSON object, or a malformed-request refusal.
+Outcome<nlohmann::json> json_body(const httplib::Request& request);
+
+// Who may call a route: anyone (no token), any user, or the admin only.
+enum class Access { kPublic, kUser, kAdmin };
+
+// A handler sees the request and the user its token names (an empty User
+// on public routes); it never writes the response itself.
+using Handler = std::function<Answer(const httplib::Request&, const User&)>;
+
+struct Route {
+  std::string method;   // GET, POST, PATCH, DELETE
+  std::string pattern;  // httplib's regex; groups are req.matches[1...]
+  Access access = Access::kUser;
+  std::string admin_action;  // kAdmin: "register images" -> "only the admin may register images"
+  Handler handler;
+};
+
+}  // namespace edt::control

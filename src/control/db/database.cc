@@ -1,0 +1,479 @@
+#include "control/db/database.h"
+
+#include "common/log.h"
+#include "control/db/schema.h"
+#include "control/db/sqlite.h"
+
+namespace edt::control {
+
+using nlohmann::json;
+using sqlite::Stmt;
+
+namespace {
+
+// Row mappers: the columns each type is read from, and the function that
+// reads them, shared by every query of that type.
+
+// A spec is kept as its API form plus the exact shm size (the API's "shm"
+// is written for people and not read back).
+std::string spec_to_text(const ClusterSpec& spec) {
+  json j = spec_to_json(spec);
+  j["shm_bytes"] = spec.shm_bytes;
+  return j.dump();
+}
+
+// A stored spec passed parse_cluster_spec() when it was made, so one that no
+// longer does means a damaged database: the cluster keeps an empty spec
+// with its name, and the reason is logged.
+ClusterSpec spec_from_text(const std::string& name, const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  ClusterSpec spec;
+  uint64_t shm_bytes = kDefaultShmBytes;
+  if (j.is_object()) {
+    if (j.contains("shm_bytes") && j["shm_bytes"].is_number_unsigned()) shm_bytes = j["shm_bytes"].get<uint64_t>();
+    j.erase("shm_bytes");
+    j.erase("shm");
+  }
+  if (Refusal r = parse_cluster_spec(j, &spec)) {
+    log::error("the stored spec of cluster {} is damaged ({}: {})", name, r->field, r->message);
+    spec = ClusterSpec{};
+    spec.name = name;
+    return spec;
+  }
+  spec.shm_bytes = shm_bytes;
+  return spec;
+}
+
+std::vector<int> gpus_from_text(const std::string& text) {
+  std::vector<int> out;
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const auto& g : j)
+    if (g.is_number_integer()) out.push_back(g.get<int>());
+  return out;
+}
+
+Phase phase_from_text(const std::string& text) { return parse_phase(text).value_or(Phase::kPending); }
+
+constexpr const char* kContainerColumns =
+    "name, idx, address, gpus, phase, message, started_at, leaving, pid, pid_start, stopping_since, creating_since";
+
+ContainerRecord read_container(Stmt& s, int at = 0) {
+  ContainerRecord r;
+  r.status.name = s.text(at + 0);
+  r.status.index = static_cast<int>(s.i64(at + 1));
+  r.status.address = s.text(at + 2);
+  r.status.gpus = gpus_from_text(s.text(at + 3));
+  r.status.phase = phase_from_text(s.text(at + 4));
+  r.status.message = s.text(at + 5);
+  r.status.started_at = s.i64(at + 6);
+  r.status.leaving = s.i64(at + 7) != 0;
+  r.sandbox = {s.i64(at + 8), static_cast<uint64_t>(s.i64(at + 9))};
+  r.stopping_since_ms = s.i64(at + 10);
+  r.creating_since_ms = s.i64(at + 11);
+  return r;
+}
+
+constexpr const char* kClusterColumns =
+    "name, spec, owner, phase, message, scale_failure, deleting, ever_running, created_at";
+
+Cluster read_cluster(Stmt& s) {
+  Cluster c;
+  c.spec = spec_from_text(s.text(0), s.text(1));
+  c.owner = s.text(2);
+  c.phase = phase_from_text(s.text(3));
+  c.message = s.text(4);
+  c.scale_failure = s.text(5);
+  c.deleting = s.i64(6) != 0;
+  c.ever_running = s.i64(7) != 0;
+  c.created_at = s.i64(8);
+  return c;
+}
+
+constexpr const char* kJobColumns =
+    "id, cluster, container, owner, command, state, exit_code, message, pid, pid_start, created_at, finished_at";
+
+Job read_job(Stmt& s) {
+  Job job;
+  job.id = s.i64(0);
+  job.cluster = s.text(1);
+  job.container = s.text(2);
+  job.owner = s.text(3);
+  job.command = s.text(4);
+  job.state = parse_job_state(s.text(5)).value_or(JobState::kFailed);
+  job.exit_code = static_cast<int>(s.i64(6));
+  job.message = s.text(7);
+  job.process = {s.i64(8), static_cast<uint64_t>(s.i64(9))};
+  job.created_at = s.i64(10);
+  job.finished_at = s.i64(11);
+  return job;
+}
+
+std::string select(const char* columns, const std::string& rest) { return std::string("SELECT ") + columns + " " + rest; }
+
+// A write that names one row: NotFound when it changed none.
+Status expect_changed(sqlite3* db, Status st, const std::string& what) {
+  if (st.is_ok() && sqlite3_changes(db) == 0) return not_found(what + " does not exist");
+  return st;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Status(StatusCode::kIoError, "open database " + path + ": " + message);
+  }
+  std::unique_ptr<Database> database(new Database(db));
+  sqlite3_busy_timeout(db, 5000);
+  EDT_RETURN_IF_ERROR(sqlite::exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  EDT_RETURN_IF_ERROR(migrate(db).with_context(path));
+  return database;
+}
+
+Database::~Database() { sqlite3_close(db_); }
+
+std::unique_lock<std::mutex> Database::acquire() {
+  EDT_CHECK_MSG(holder_.load() != std::this_thread::get_id(), "a second Database::Tx on the thread that holds one");
+  std::unique_lock lock(mu_);
+  holder_ = std::this_thread::get_id();
+  return lock;
+}
+
+Database::Tx Database::lock() { return Tx(this, acquire(), false); }
+
+Database::Tx Database::transaction() { return Tx(this, acquire(), true); }
+
+Database::Tx::Tx(Database* owner, std::unique_lock<std::mutex> lock, bool transaction)
+    : owner_(owner), lock_(std::move(lock)), db_(owner->db_), open_transaction_(transaction) {
+  if (transaction) (void)sqlite::exec(db_, "BEGIN IMMEDIATE");
+}
+
+Database::Tx::Tx(Tx&& other) noexcept
+    : owner_(other.owner_), lock_(std::move(other.lock_)), db_(other.db_), open_transaction_(other.open_transaction_) {
+  other.open_transaction_ = false;
+}
+
+Database::Tx::~Tx() {
+  if (open_transaction_) (void)sqlite::exec(db_, "ROLLBACK");
+  if (lock_.owns_lock()) owner_->holder_ = std::thread::id();
+}
+
+Status Database::Tx::commit() {
+  if (!open_transaction_) return Status::ok();
+  open_transaction_ = false;
+  return sqlite::exec(db_, "COMMIT").with_context("commit");
+}
+
+// Users and tokens.
+
+Status Database::Tx::insert_user(const User& user) {
+  Stmt s(db_, "INSERT INTO users(name, admin) VALUES(?, ?)");
+  s.bind(1, user.name).bind(2, user.admin);
+  Status st = s.run();
+  if (!st.is_ok() && s.constraint_failed()) return already_exists("user '" + user.name + "' exists");
+  return st;
+}
+
+std::vector<User> Database::Tx::users() {
+  std::vector<User> out;
+  Stmt s(db_, "SELECT name, admin FROM users ORDER BY name");
+  while (s.step()) out.push_back({s.text(0), s.i64(1) != 0});
+  return out;
+}
+
+std::optional<User> Database::Tx::user(const std::string& name) {
+  Stmt s(db_, "SELECT name, admin FROM users WHERE name = ?");
+  s.bind(1, name);
+  if (!s.step()) return std::nullopt;
+  return User{s.text(0), s.i64(1) != 0};
+}
+
+Status Database::Tx::insert_token(const std::string& user, const std::string& token_hash) {
+  Stmt s(db_, "INSERT INTO tokens(hash, user) VALUES(?, ?)");
+  s.bind(1, token_hash).bind(2, user);
+  Status st = s.run();
+  if (!st.is_ok() && s.constraint_failed()) return not_found("user '" + user + "' does not exist");
+  return st;
+}
+
+std::optional<User> Database::Tx::user_for_token(const std::string& token_hash) {
+  Stmt s(db_, "SELECT u.name, u.admin FROM tokens t JOIN users u ON u.name = t.user WHERE t.hash = ?");
+  s.bind(1, token_hash);
+  if (!s.step()) return std::nullopt;
+  return User{s.text(0), s.i64(1) != 0};
+}
+
+// Images, volumes and GPUs.
+
+Status Database::Tx::put_image(const Image& image) {
+  Stmt s(db_, "INSERT OR REPLACE INTO images(name, root, frameworks, builtin) VALUES(?, ?, ?, ?)");
+  s.bind(1, image.name).bind(2, image.root).bind(3, json(image.frameworks).dump()).bind(4, image.builtin);
+  return s.run();
+}
+
+std::vector<Image> Database::Tx::images() {
+  std::vector<Image> out;
+  Stmt s(db_, "SELECT name, root, frameworks, builtin FROM images ORDER BY name");
+  while (s.step()) {
+    Image image{s.text(0), s.text(1), {}, s.i64(3) != 0};
+    json frameworks = json::parse(s.text(2), nullptr, false);
+    if (frameworks.is_array())
+      for (const auto& f : frameworks)
+        if (f.is_string()) image.frameworks.push_back(f.get<std::string>());
+    out.push_back(std::move(image));
+  }
+  return out;
+}
+
+Status Database::Tx::insert_volume(const Volume& volume) {
+  Stmt s(db_, "INSERT INTO volumes(name, owner, host_path, managed) VALUES(?, ?, ?, ?)");
+  s.bind(1, volume.name).bind(2, volume.owner).bind(3, volume.host_path).bind(4, volume.managed);
+  Status st = s.run();
+  if (!st.is_ok() && s.constraint_failed()) return already_exists("volume '" + volume.name + "' exists");
+  return st;
+}
+
+std::vector<Volume> Database::Tx::volumes() {
+  std::vector<Volume> out;
+  Stmt s(db_, "SELECT name, owner, host_path, managed FROM volumes ORDER BY name");
+  while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.i64(3) != 0});
+  return out;
+}
+
+std::optional<Volume> Database::Tx::volume(const std::string& name) {
+  Stmt s(db_, "SELECT name, owner, host_path, managed FROM volumes WHERE name = ?");
+  s.bind(1, name);
+  if (!s.step()) return std::nullopt;
+  return Volume{s.text(0), s.text(1), s.text(2), s.i64(3) != 0};
+}
+
+Status Database::Tx::delete_volume(const std::string& name) {
+  Stmt s(db_, "DELETE FROM volumes WHERE name = ?");
+  return expect_changed(db_, s.bind(1, name).run(), "volume '" + name + "'");
+}
+
+Status Database::Tx::set_gpus(const std::vector<Gpu>& gpus) {
+  EDT_RETURN_IF_ERROR(sqlite::exec(db_, "DELETE FROM gpus"));
+  for (const auto& gpu : gpus) {
+    Stmt s(db_, "INSERT INTO gpus(idx, model, simulated) VALUES(?, ?, ?)");
+    s.bind(1, gpu.index).bind(2, gpu.model).bind(3, gpu.simulated);
+    EDT_RETURN_IF_ERROR(s.run());
+  }
+  return Status::ok();
+}
+
+std::vector<Gpu> Database::Tx::gpus() {
+  std::vector<Gpu> out;
+  Stmt s(db_, "SELECT g.idx, g.model, g.simulated, COALESCE(h.container, '') FROM gpus g "
+              "LEFT JOIN gpu_holders h ON h.idx = g.idx ORDER BY g.idx");
+  while (s.step()) out.push_back({static_cast<int>(s.i64(0)), s.text(1), s.i64(2) != 0, s.text(3)});
+  return out;
+}
+
+Status Database::Tx::hold_gpus(const std::string& container, const std::vector<int>& gpus) {
+  for (int gpu : gpus) {
+    Stmt s(db_, "INSERT INTO gpu_holders(idx, container) VALUES(?, ?)");
+    EDT_RETURN_IF_ERROR(s.bind(1, gpu).bind(2, container).run().with_context("hold GPU " + std::to_string(gpu)));
+  }
+  return Status::ok();
+}
+
+Catalog Database::Tx::catalog(const std::optional<std::string>& volume_owner) {
+  Catalog catalog;
+  for (auto& image : images()) catalog.images[image.name] = image;
+  for (auto& volume : volumes())
+    if (!volume_owner || volume.owner == *volume_owner) catalog.volumes[volume.name] = volume;
+  for (const auto& gpu : gpus()) {
+    catalog.gpus_total[gpu.model]++;
+    catalog.gpus_free[gpu.model] += gpu.holder.empty() ? 1 : 0;
+  }
+  return catalog;
+}
+
+// Clusters.
+
+Status Database::Tx::insert_cluster(const Cluster& c) {
+  Stmt s(db_, "INSERT INTO clusters(name, owner, spec, phase, message, scale_failure, deleting, ever_running, "
+              "created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, c.spec.name).bind(2, c.owner).bind(3, spec_to_text(c.spec)).bind(4, std::string(to_string(c.phase)));
+  s.bind(5, c.message).bind(6, c.scale_failure).bind(7, c.deleting).bind(8, c.ever_running).bind(9, c.created_at);
+  Status st = s.run();
+  if (!st.is_ok() && s.constraint_failed()) return already_exists("cluster '" + c.spec.name + "' exists");
+  return st;
+}
+
+std::optional<Cluster> Database::Tx::cluster(const std::string& name) {
+  Stmt s(db_, select(kClusterColumns, "FROM clusters WHERE name = ?"));
+  s.bind(1, name);
+  if (!s.step()) return std::nullopt;
+  Cluster c = read_cluster(s);
+  for (auto& r : containers(name)) c.containers.push_back(std::move(r.status));
+  return c;
+}
+
+std::vector<Cluster> Database::Tx::clusters() {
+  std::vector<Cluster> out;
+  std::map<std::string, size_t> position;
+  Stmt s(db_, select(kClusterColumns, "FROM clusters ORDER BY name"));
+  while (s.step()) {
+    position[s.text(0)] = out.size();
+    out.push_back(read_cluster(s));
+  }
+  Stmt containers(db_, std::string("SELECT cluster, ") + kContainerColumns + " FROM containers ORDER BY cluster, idx");
+  while (containers.step()) {
+    auto it = position.find(containers.text(0));
+    if (it != position.end()) out[it->second].containers.push_back(read_container(containers, 1).status);
+  }
+  return out;
+}
+
+std::vector<std::string> Database::Tx::cluster_names() {
+  std::vector<std::string> out;
+  Stmt s(db_, "SELECT name FROM clusters ORDER BY name");
+  while (s.step()) out.push_back(s.text(0));
+  return out;
+}
+
+Status Database::Tx::set_spec(const std::string& name, const ClusterSpec& spec) {
+  Stmt s(db_, "UPDATE clusters SET spec = ? WHERE name = ?");
+  return expect_changed(db_, s.bind(1, spec_to_text(spec)).bind(2, name).run(), "cluster '" + name + "'");
+}
+
+Status Database::Tx::set_status(const std::string& name, Phase phase, const std::string& message, bool ever_running) {
+  Stmt s(db_, "UPDATE clusters SET phase = ?, message = ?, ever_running = ? WHERE name = ?");
+  s.bind(1, std::string(to_string(phase))).bind(2, message).bind(3, ever_running).bind(4, name);
+  return expect_changed(db_, s.run(), "cluster '" + name + "'");
+}
+
+Status Database::Tx::set_scale_failure(const std::string& name, const std::string& failure) {
+  Stmt s(db_, "UPDATE clusters SET scale_failure = ? WHERE name = ?");
+  return expect_changed(db_, s.bind(1, failure).bind(2, name).run(), "cluster '" + name + "'");
+}
+
+Status Database::Tx::mark_deleting(const std::string& name) {
+  Stmt s(db_, "UPDATE clusters SET deleting = 1, phase = ? WHERE name = ?");
+  s.bind(1, std::string(to_string(Phase::kDeleting))).bind(2, name);
+  EDT_RETURN_IF_ERROR(expect_changed(db_, s.run(), "cluster '" + name + "'"));
+  return Stmt(db_, "UPDATE containers SET leaving = 1 WHERE cluster = ?").bind(1, name).run();
+}
+
+Status Database::Tx::delete_cluster(const std::string& name) {
+  Stmt left(db_, "SELECT COUNT(*) FROM containers WHERE cluster = ?");
+  left.bind(1, name);
+  if (left.step() && left.i64(0) > 0) return failed_precondition("cluster '" + name + "' still has containers");
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM events WHERE cluster = ?").bind(1, name).run());
+  return Stmt(db_, "DELETE FROM clusters WHERE name = ?").bind(1, name).run();
+}
+
+// Containers.
+
+Status Database::Tx::insert_container(const std::string& cluster, const ContainerStatus& c) {
+  Stmt s(db_, "INSERT INTO containers(name, cluster, idx, address, gpus, phase, message, started_at, leaving, "
+              "pid, pid_start, stopping_since, creating_since) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0)");
+  s.bind(1, c.name).bind(2, cluster).bind(3, c.index).bind(4, c.address).bind(5, json(c.gpus).dump());
+  s.bind(6, std::string(to_string(c.phase))).bind(7, c.message).bind(8, c.started_at).bind(9, c.leaving);
+  Status st = s.run();
+  if (!st.is_ok() && s.constraint_failed())
+    return already_exists("container " + c.name + " or address " + c.address + " exists (" + st.message() + ")");
+  return st;
+}
+
+std::vector<ContainerRecord> Database::Tx::containers(const std::string& cluster) {
+  std::vector<ContainerRecord> out;
+  Stmt s(db_, select(kContainerColumns, "FROM containers WHERE cluster = ? ORDER BY idx"));
+  s.bind(1, cluster);
+  while (s.step()) out.push_back(read_container(s));
+  return out;
+}
+
+std::set<std::string> Database::Tx::addresses() {
+  std::set<std::string> out;
+  Stmt s(db_, "SELECT address FROM containers");
+  while (s.step()) out.insert(s.text(0));
+  return out;
+}
+
+Status Database::Tx::update_container(const ContainerRecord& r) {
+  Stmt s(db_, "UPDATE containers SET phase = ?, message = ?, started_at = ?, pid = ?, pid_start = ?, "
+              "stopping_since = ?, creating_since = ? WHERE name = ?");
+  s.bind(1, std::string(to_string(r.status.phase))).bind(2, r.status.message).bind(3, r.status.started_at);
+  s.bind(4, r.sandbox.pid).bind(5, r.sandbox.start_time).bind(6, r.stopping_since_ms).bind(7, r.creating_since_ms);
+  return s.bind(8, r.status.name).run();
+}
+
+Status Database::Tx::mark_leaving(const std::vector<std::string>& containers) {
+  for (const auto& name : containers)
+    EDT_RETURN_IF_ERROR(Stmt(db_, "UPDATE containers SET leaving = 1 WHERE name = ?").bind(1, name).run());
+  return Status::ok();
+}
+
+Status Database::Tx::mark_leaving_from(const std::string& cluster, int index) {
+  Stmt s(db_, "UPDATE containers SET leaving = 1 WHERE cluster = ? AND idx >= ?");
+  return s.bind(1, cluster).bind(2, index).run();
+}
+
+Status Database::Tx::delete_container(const std::string& name) {
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM gpu_holders WHERE container = ?").bind(1, name).run());
+  return Stmt(db_, "DELETE FROM containers WHERE name = ?").bind(1, name).run();
+}
+
+// Events.
+
+Status Database::Tx::add_event(const std::string& cluster, EventType type, const std::string& message,
+                               int64_t time_ms) {
+  Stmt s(db_, "INSERT INTO events(cluster, time_ms, type, message) VALUES(?, ?, ?, ?)");
+  return s.bind(1, cluster).bind(2, time_ms).bind(3, std::string(to_string(type))).bind(4, message).run();
+}
+
+std::vector<ClusterEvent> Database::Tx::events(const std::string& cluster) {
+  std::vector<ClusterEvent> out;
+  Stmt s(db_, "SELECT time_ms, type, message FROM events WHERE cluster = ? ORDER BY id");
+  s.bind(1, cluster);
+  while (s.step()) {
+    auto type = parse_event_type(s.text(1));
+    if (!type) continue;  // a type this edtd does not know: not shown
+    out.push_back({s.i64(0), *type, s.text(2)});
+  }
+  return out;
+}
+
+// Jobs.
+
+Result<int64_t> Database::Tx::insert_job(const Job& job) {
+  Stmt s(db_, "INSERT INTO jobs(cluster, container, owner, command, state, exit_code, message, pid, pid_start, "
+              "created_at, finished_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, job.cluster).bind(2, job.container).bind(3, job.owner).bind(4, job.command);
+  s.bind(5, std::string(to_string(job.state))).bind(6, job.exit_code).bind(7, job.message).bind(8, job.process.pid);
+  s.bind(9, job.process.start_time).bind(10, job.created_at).bind(11, job.finished_at);
+  EDT_RETURN_IF_ERROR(s.run());
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Status Database::Tx::update_job(const Job& job) {
+  Stmt s(db_, "UPDATE jobs SET state = ?, exit_code = ?, message = ?, pid = ?, pid_start = ?, finished_at = ? "
+              "WHERE id = ?");
+  s.bind(1, std::string(to_string(job.state))).bind(2, job.exit_code).bind(3, job.message).bind(4, job.process.pid);
+  return s.bind(5, job.process.start_time).bind(6, job.finished_at).bind(7, job.id).run();
+}
+
+std::optional<Job> Database::Tx::job(int64_t id) {
+  Stmt s(db_, select(kJobColumns, "FROM jobs WHERE id = ?"));
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_job(s);
+}
+
+std::vector<Job> Database::Tx::jobs_running() {
+  std::vector<Job> out;
+  Stmt s(db_, select(kJobColumns, "FROM jobs WHERE state = ? ORDER BY id"));
+  s.bind(1, std::string(to_string(JobState::kRunning)));
+  while (s.step()) out.push_back(read_job(s));
+  return out;
+}
+
+int64_t Database::Tx::version() { return sqlite3_total_changes64(db_); }
+
+}  // namespace edt::control

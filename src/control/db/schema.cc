@@ -1,0 +1,74 @@
+#include "control/db/schema.h"
+
+#include <string>
+
+#include "control/db/sqlite.h"
+
+namespace edt::control {
+
+const std::vector<Migration>& migrations() {
+  static const std::vector<Migration> kMigrations = {
+      {1, "the tables of edtd 0.1", R"sql(
+CREATE TABLE IF NOT EXISTS users(name TEXT PRIMARY KEY, admin INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens(hash TEXT PRIMARY KEY, user TEXT NOT NULL REFERENCES users(name));
+CREATE TABLE IF NOT EXISTS images(name TEXT PRIMARY KEY, root TEXT NOT NULL, frameworks TEXT NOT NULL,
+  builtin INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS volumes(name TEXT PRIMARY KEY, owner TEXT NOT NULL, host_path TEXT NOT NULL,
+  managed INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS gpus(idx INTEGER PRIMARY KEY, model TEXT NOT NULL, simulated INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS clusters(name TEXT PRIMARY KEY, owner TEXT NOT NULL, spec TEXT NOT NULL,
+  phase TEXT NOT NULL, message TEXT NOT NULL, deleting INTEGER NOT NULL, ever_running INTEGER NOT NULL,
+  created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS containers(name TEXT PRIMARY KEY, cluster TEXT NOT NULL, idx INTEGER NOT NULL,
+  address TEXT NOT NULL UNIQUE, gpus TEXT NOT NULL, phase TEXT NOT NULL, message TEXT NOT NULL,
+  started_at INTEGER NOT NULL, leaving INTEGER NOT NULL, pid INTEGER NOT NULL, pid_start INTEGER NOT NULL,
+  stopping_since INTEGER NOT NULL, creating_since INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS containers_by_cluster ON containers(cluster, idx);
+CREATE TABLE IF NOT EXISTS gpu_holders(idx INTEGER PRIMARY KEY, container TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY AUTOINCREMENT, cluster TEXT NOT NULL,
+  time_ms INTEGER NOT NULL, type TEXT NOT NULL, message TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_by_cluster ON events(cluster, id);
+CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, cluster TEXT NOT NULL,
+  container TEXT NOT NULL, owner TEXT NOT NULL, command TEXT NOT NULL, state TEXT NOT NULL,
+  exit_code INTEGER NOT NULL, message TEXT NOT NULL, pid INTEGER NOT NULL, pid_start INTEGER NOT NULL,
+  created_at INTEGER NOT NULL, finished_at INTEGER NOT NULL);
+)sql"},
+      // Before, a failed scale was told from the message's wording; it is
+      // now a column of its own, filled from that wording once.
+      {2, "clusters.scale_failure", R"sql(
+ALTER TABLE clusters ADD COLUMN scale_failure TEXT NOT NULL DEFAULT '';
+UPDATE clusters SET scale_failure = message WHERE message LIKE 'scale to % failed: %';
+)sql"},
+  };
+  return kMigrations;
+}
+
+int schema_version(sqlite3* db) {
+  sqlite::Stmt s(db, "PRAGMA user_version");
+  return s.step() ? static_cast<int>(s.i64(0)) : 0;
+}
+
+Status migrate(sqlite3* db) {
+  const int from = schema_version(db);
+  const int newest = migrations().back().version;
+  if (from > newest)
+    return failed_precondition("the database has schema version " + std::to_string(from) + ", newer than this edtd's " +
+                               std::to_string(newest) + "; run a newer edtd, or restore a backup");
+  if (from == newest) return Status::ok();
+  EDT_RETURN_IF_ERROR(sqlite::exec(db, "BEGIN IMMEDIATE"));
+  for (const auto& m : migrations()) {
+    if (m.version <= from) continue;
+    if (Status st = sqlite::exec(db, m.sql); !st.is_ok()) {
+      (void)sqlite::exec(db, "ROLLBACK");
+      return st.with_context("migrate the database to version " + std::to_string(m.version) + " (" + m.what + ")");
+    }
+  }
+  // PRAGMA takes no bound parameters; the number is ours.
+  if (Status st = sqlite::exec(db, "PRAGMA user_version = " + std::to_string(newest)); !st.is_ok()) {
+    (void)sqlite::exec(db, "ROLLBACK");
+    return st;
+  }
+  return sqlite::exec(db, "COMMIT");
+}
+
+}  // namespace edt::control

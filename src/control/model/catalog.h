@@ -1,0 +1,63 @@
+// What clusters are made of and checked against: users, images, volumes,
+// the GPU inventory, and the Catalog, a snapshot of the images, volumes and
+// GPUs a spec is checked against (read by the service in the transaction
+// that uses it), with their JSON forms.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "control/model/cluster.h"
+#include "control/model/error.h"
+
+namespace edt::control {
+
+struct User {
+  std::string name;
+  bool admin = false;
+};
+
+struct Image {
+  std::string name;
+  std::string root;  // "/" for the host's file system
+  std::vector<std::string> frameworks;
+  bool builtin = false;
+  bool carries(const std::string& framework) const;
+};
+
+struct Volume {
+  std::string name;
+  std::string owner;
+  std::string host_path;
+  bool managed = true;  // a directory edtd made under its data dir (removed with the volume)
+};
+
+struct Gpu {
+  int index = 0;
+  std::string model;
+  bool simulated = false;
+  std::string holder;  // container that holds it; empty when free
+};
+
+// What a spec is checked against: images, the volumes it may mount, and the
+// GPUs free per model.
+struct Catalog {
+  std::map<std::string, Image> images;
+  std::map<std::string, Volume> volumes;
+  std::map<std::string, int> gpus_free;   // model -> free devices
+  std::map<std::string, int> gpus_total;  // model -> all devices
+};
+
+// Checks a parsed spec against what exists: the image and whether it
+// carries the framework, the volumes, the GPU model and that enough are free
+// for `new_containers` more containers.
+Refusal check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, int new_containers);
+
+nlohmann::json user_to_json(const User& user);
+nlohmann::json image_to_json(const Image& image);
+nlohmann::json volume_to_json(const Volume& volume);
+nlohmann::json gpu_to_json(const Gpu& gpu);
+
+}  // namespace edt::control

@@ -1,0 +1,39 @@
+// The bodies of the API's requests other than a cluster spec (cluster.h),
+// read into typed structs. Reading checks shape and format only (types,
+// names, absolute paths); what depends on state (who asks, what exists on
+// the host) is the service's. Never throws: a wrong body is a Refusal
+// naming the field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "control/model/catalog.h"
+#include "control/model/error.h"
+
+namespace edt::control {
+
+// POST /volumes: {"name", "host_path"?}. host_path is the admin's way to
+// register a directory that exists on the host; without it edtd makes one.
+struct VolumeRequest {
+  std::string name;
+  bool has_host_path = false;
+  std::string host_path;  // as sent; "" if it was not a string
+};
+Refusal parse_volume_request(const nlohmann::json& body, VolumeRequest* out);
+
+// POST /images: {"name", "root"? (default "/"), "frameworks": [...]}.
+Refusal parse_image_request(const nlohmann::json& body, Image* out);
+
+// POST /users: {"name"}.
+Refusal parse_user_request(const nlohmann::json& body, std::string* name);
+
+// POST /clusters/{name}/jobs: {"command", "container"? (default: the launcher)}.
+struct JobRequest {
+  std::string command;
+  std::optional<std::string> container;
+};
+Refusal parse_job_request(const nlohmann::json& body, JobRequest* out);
+
+}  // namespace edt::control

@@ -1,0 +1,156 @@
+// Service: clusters (create, scale, delete, reads).
+#include <algorithm>
+#include <chrono>
+
+#include "control/service/service.h"
+
+namespace edt::control {
+
+namespace {
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Error internal(const Status& st) { return error_from_status(st, ""); }
+
+}  // namespace
+
+Error admin_only(const std::string& action) { return forbidden("", "only the admin may " + action, "ask the admin"); }
+
+Service::Service(Database* db, ServiceOptions options) : db_(db), options_(std::move(options)) {}
+
+Outcome<Cluster> Service::owned_cluster(Database::Tx& tx, const User& by, const std::string& name) {
+  auto cluster = tx.cluster(name);
+  if (!cluster) return missing("name", "cluster '" + name + "' does not exist", "see edt cluster list");
+  if (!by.admin && cluster->owner != by.name)
+    return forbidden("name", "cluster '" + name + "' belongs to another user",
+                     "use one of your own clusters (edt cluster list)");
+  return *cluster;
+}
+
+Refusal Service::allot(Database::Tx& tx, const ClusterSpec& spec, int from, int to) {
+  auto addresses = pick_addresses(options_.addresses, tx.addresses(), to - from);
+  if (!addresses.ok()) return addresses.error();
+  auto gpus = pick_gpus(tx.gpus(), spec.gpu.model, spec.gpu.count, to - from);
+  if (!gpus.ok()) return gpus.error();
+  for (int index = from; index < to; ++index) {
+    ContainerStatus c;
+    c.name = container_name(spec.name, index);
+    c.index = index;
+    c.address = (*addresses)[static_cast<size_t>(index - from)];
+    c.gpus = (*gpus)[static_cast<size_t>(index - from)];
+    if (Status st = tx.hold_gpus(c.name, c.gpus); !st.is_ok()) return error_from_status(st, "gpu");
+    if (Status st = tx.insert_container(spec.name, c); !st.is_ok()) {
+      if (st.code() == StatusCode::kAlreadyExists)
+        return conflict("containers", "container " + c.name + " still exists (" + st.message() + ")",
+                        "wait until the cluster is Running, then retry");
+      return internal(st);
+    }
+  }
+  return std::nullopt;
+}
+
+Refusal Service::commit_and_reconcile(Database::Tx& tx, const std::string& cluster) {
+  if (Status st = tx.commit(); !st.is_ok()) return internal(st);
+  if (options_.request_reconcile) options_.request_reconcile(cluster);
+  return std::nullopt;
+}
+
+Outcome<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec) {
+  auto tx = db_->transaction();
+  if (tx.cluster(spec.name))
+    return conflict("name", "a cluster named '" + spec.name + "' exists", "choose another name, or delete that cluster");
+  const Catalog catalog = tx.catalog(by.admin ? std::nullopt : std::optional<std::string>(by.name));
+  if (auto r = check_against_catalog(spec, catalog, spec.containers)) return *r;
+  Cluster cluster;
+  cluster.spec = spec;
+  cluster.owner = by.name;
+  cluster.created_at = unix_ms() / 1000;
+  if (Status st = tx.insert_cluster(cluster); !st.is_ok()) return internal(st);
+  if (auto r = allot(tx, spec, 0, spec.containers)) return *r;
+  const std::string event = "created by " + by.name + " with " + std::to_string(spec.containers) + " containers";
+  if (Status st = tx.add_event(spec.name, EventType::kCreated, event, unix_ms()); !st.is_ok()) return internal(st);
+  auto created = tx.cluster(spec.name);
+  if (auto r = commit_and_reconcile(tx, spec.name)) return *r;
+  return *created;
+}
+
+Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name, int containers) {
+  auto tx = db_->transaction();
+  auto cluster = owned_cluster(tx, by, name);
+  if (!cluster.ok()) return cluster;
+  if (cluster->deleting) return conflict("containers", "cluster '" + name + "' is being deleted", "create a new cluster instead");
+  int present = 0;
+  for (const auto& c : cluster->containers) present = std::max(present, c.index + 1);
+  for (const auto& c : cluster->containers) {
+    if (c.leaving && c.index < containers)
+      return conflict("containers", "container " + c.name + " is still stopping",
+                      "wait until the cluster is Running, then scale again");
+  }
+  ClusterSpec spec = cluster->spec;
+  if (containers > present) {
+    // The spec's volumes were checked when it was made: any volume will do.
+    if (auto r = check_against_catalog(spec, tx.catalog(std::nullopt), containers - present)) return *r;
+    if (auto r = allot(tx, spec, present, containers)) return *r;
+  } else if (Status st = tx.mark_leaving_from(name, containers); !st.is_ok()) {
+    return internal(st);
+  }
+  spec.containers = containers;
+  // The phase changes with the spec, so no reader sees the new size as Running.
+  Status st = tx.set_spec(name, spec);
+  if (st.is_ok()) st = tx.set_status(name, Phase::kScaling, "", cluster->ever_running);
+  if (st.is_ok()) st = tx.set_scale_failure(name, "");
+  const std::string event = "scale from " + std::to_string(cluster->spec.containers) + " to " +
+                            std::to_string(containers) + " containers by " + by.name;
+  if (st.is_ok()) st = tx.add_event(name, EventType::kScaling, event, unix_ms());
+  if (!st.is_ok()) return internal(st);
+  auto scaled = tx.cluster(name);
+  if (auto r = commit_and_reconcile(tx, name)) return *r;
+  return *scaled;
+}
+
+Outcome<Cluster> Service::delete_cluster(const User& by, const std::string& name) {
+  auto tx = db_->transaction();
+  auto cluster = owned_cluster(tx, by, name);
+  if (!cluster.ok()) return cluster;
+  Status st = tx.add_event(name, EventType::kDeleting, "deleted by " + by.name, unix_ms());
+  if (st.is_ok()) st = tx.mark_deleting(name);
+  if (!st.is_ok()) return error_from_status(st, "name");
+  auto marked = tx.cluster(name);
+  if (auto r = commit_and_reconcile(tx, name)) return *r;
+  return *marked;
+}
+
+Outcome<Cluster> Service::cluster(const User& by, const std::string& name) {
+  auto tx = db_->lock();
+  return owned_cluster(tx, by, name);
+}
+
+std::vector<Cluster> Service::clusters(const User& by) {
+  std::vector<Cluster> out;
+  for (auto& c : db_->lock().clusters())
+    if (by.admin || c.owner == by.name) out.push_back(std::move(c));
+  return out;
+}
+
+std::vector<Cluster> Service::all_clusters() { return db_->lock().clusters(); }
+
+Outcome<std::vector<ClusterEvent>> Service::events(const User& by, const std::string& name) {
+  auto tx = db_->lock();
+  auto cluster = owned_cluster(tx, by, name);
+  if (!cluster.ok()) return cluster.error();
+  return tx.events(name);
+}
+
+Outcome<std::vector<ContainerRecord>> Service::containers(const User& by, const std::string& name) {
+  auto tx = db_->lock();
+  auto cluster = owned_cluster(tx, by, name);
+  if (!cluster.ok()) return cluster.error();
+  return tx.containers(name);
+}
+
+int64_t Service::version() { return db_->lock().version(); }
+
+}  // namespace edt::control

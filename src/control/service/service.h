@@ -1,0 +1,111 @@
+// Service: every operation of the control plane, as functions of who asks
+// and what they ask for: create, scale and delete clusters; volumes,
+// images, users and tokens; reads with the owner rules. The HTTP edge
+// (api/) only parses requests and maps Errors to status codes; edtd's
+// other parts (console, CLI tests) call the same functions.
+//
+// Each change runs in one database transaction that checks what it must
+// (ownership, the catalog, names taken), allots addresses and GPUs
+// (allocation.h), writes the rows and the cluster's event, and commits; a
+// refusal changes nothing. After the commit it requests a reconcile of the
+// cluster. A crash between the commit and that request loses only the
+// request: the reconciler re-lists every cluster on start and on every
+// periodic resync, and reconcile is level-based, so the change is acted on
+// within one resync period.
+//
+// Owner rules: a user sees and changes only their own clusters, volumes and
+// jobs; the admin sees all and alone makes users and registers images.
+// Thread-safe (the database serialises transactions).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/allocation/allocation.h"
+#include "control/db/database.h"
+#include "control/model/catalog.h"
+#include "control/model/cluster.h"
+#include "control/model/error.h"
+#include "control/model/job.h"
+#include "control/model/requests.h"
+
+namespace edt::control {
+
+struct ServiceOptions {
+  AddressRange addresses;  // containers' addresses come from here
+  std::string data_dir;    // managed volumes are made under <data_dir>/volumes
+  // Asks the reconciler to look at a cluster soon; any thread.
+  std::function<void(const std::string& cluster)> request_reconcile;
+};
+
+// A user as made, with the one copy of a fresh token.
+struct NewToken {
+  std::string user;
+  std::string token;
+};
+
+// "only the admin may <action>": the refusal every admin-only operation gives.
+Error admin_only(const std::string& action);
+
+class Service {
+ public:
+  Service(Database* db, ServiceOptions options);
+
+  // Startup: the built-in image, the GPU inventory (held GPUs keep their
+  // holder), and an admin if there is none; returns the admin's new token
+  // then (nullopt when an admin existed).
+  Status set_inventory(const Image& builtin, const std::vector<Gpu>& gpus);
+  Result<std::optional<std::string>> ensure_admin();
+
+  // The user a token belongs to, or nullopt.
+  std::optional<User> authenticate(const std::string& token);
+
+  // Clusters.
+  Outcome<Cluster> create_cluster(const User& by, const ClusterSpec& spec);
+  Outcome<Cluster> scale_cluster(const User& by, const std::string& name, int containers);
+  // Marks the cluster and its containers for removal; returns it as marked.
+  Outcome<Cluster> delete_cluster(const User& by, const std::string& name);
+  Outcome<Cluster> cluster(const User& by, const std::string& name);
+  std::vector<Cluster> clusters(const User& by);
+  // Every cluster, whoever owns it: for edtd's own views (metrics).
+  std::vector<Cluster> all_clusters();
+  Outcome<std::vector<ClusterEvent>> events(const User& by, const std::string& name);
+  // The container records of a cluster `by` may see (for jobs and terminals).
+  Outcome<std::vector<ContainerRecord>> containers(const User& by, const std::string& name);
+
+  // Volumes.
+  Outcome<Volume> create_volume(const User& by, const VolumeRequest& request);
+  Outcome<Volume> delete_volume(const User& by, const std::string& name);
+  std::vector<Volume> volumes(const User& by);
+
+  // Images and GPUs.
+  Outcome<Image> register_image(const User& by, const Image& image);
+  std::vector<Image> images();
+  std::vector<Gpu> gpus();
+
+  // Users and tokens.
+  Outcome<std::vector<User>> users(const User& by);
+  Outcome<NewToken> create_user(const User& by, const std::string& name);
+  Outcome<NewToken> create_token(const User& by, const std::string& user);
+
+  // A job `by` may see, as recorded (JobRunner refreshes it).
+  Outcome<Job> job(const User& by, int64_t id);
+
+  // The database's version (see Database::Tx::version).
+  int64_t version();
+
+ private:
+  // The cluster in `tx` if `by` may see it.
+  Outcome<Cluster> owned_cluster(Database::Tx& tx, const User& by, const std::string& name);
+  // Allots containers [from, to) of `spec` in `tx`: addresses, GPUs, rows.
+  Refusal allot(Database::Tx& tx, const ClusterSpec& spec, int from, int to);
+  // Commits `tx`, then asks for a reconcile of `cluster`.
+  Refusal commit_and_reconcile(Database::Tx& tx, const std::string& cluster);
+
+  Database* db_;
+  ServiceOptions options_;
+};
+
+}  // namespace edt::control

@@ -1,0 +1,192 @@
+#include "control/service/service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "control/service/tokens.h"
+
+namespace edt::control {
+namespace {
+
+using Kind = Error::Kind;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("edt-service-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    db_ = Database::open((dir_ / "edtd.db").string()).value();
+    ServiceOptions options{AddressRange::parse("127.90.0.0/29").value(), dir_.string(),
+                           [this](const std::string& c) { requested_.push_back(c); }};
+    service_ = std::make_unique<Service>(db_.get(), options);
+    std::vector<Gpu> gpus;
+    for (int i = 0; i < 4; ++i) gpus.push_back({i, "NVIDIA-P4", true, ""});
+    ASSERT_TRUE(service_->set_inventory({"edt", "/", {"horovod"}, true}, gpus).is_ok());
+    auto token = service_->ensure_admin();
+    ASSERT_TRUE(token.is_ok() && token->has_value());
+    admin_ = *service_->authenticate(**token);
+    ASSERT_TRUE(service_->create_user(admin_, "alice").ok());
+  }
+  void TearDown() override {
+    service_.reset();
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  ClusterSpec spec(const std::string& name, int containers, int gpus = 0) {
+    ClusterSpec s;
+    s.name = name;
+    s.framework = "horovod";
+    s.containers = containers;
+    if (gpus) s.gpu = {"NVIDIA-P4", gpus};
+    return s;
+  }
+  int free_gpus() { return db_->lock().catalog(std::nullopt).gpus_free["NVIDIA-P4"]; }
+  std::vector<std::string> event_types(const std::string& cluster) {
+    std::vector<std::string> out;
+    for (const auto& e : db_->lock().events(cluster)) out.push_back(to_string(e.type));
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Database> db_;
+  std::unique_ptr<Service> service_;
+  std::vector<std::string> requested_;
+  User admin_;
+  User alice_{"alice", false};
+  User bob_{"bob", false};
+};
+
+TEST_F(ServiceTest, CreateAllotsRecordsItsEventAndRequestsAReconcile) {
+  auto c = service_->create_cluster(alice_, spec("a", 2, 1));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(c->containers.size(), 2u);
+  EXPECT_EQ(c->containers[0].name, "a-launcher");
+  EXPECT_EQ(c->containers[1].name, "a-worker-0");
+  EXPECT_EQ(c->containers[0].address, "127.90.0.1");
+  EXPECT_EQ(c->containers[1].address, "127.90.0.2");
+  EXPECT_EQ(c->containers[0].gpus, std::vector<int>{0});
+  EXPECT_EQ(c->containers[1].gpus, std::vector<int>{1});
+  EXPECT_EQ(c->owner, "alice");
+  EXPECT_EQ(c->phase, Phase::kPending);
+  EXPECT_EQ(free_gpus(), 2);
+  EXPECT_EQ(event_types("a"), std::vector<std::string>{"Created"});
+  EXPECT_EQ(requested_, std::vector<std::string>{"a"});
+}
+
+TEST_F(ServiceTest, RefusalsChangeNothing) {
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).ok());
+  requested_.clear();
+  auto taken = service_->create_cluster(alice_, spec("a", 2));
+  ASSERT_FALSE(taken.ok());
+  EXPECT_EQ(taken.error().kind, Kind::kConflict);
+  EXPECT_EQ(taken.error().field, "name");
+  auto gpus = service_->create_cluster(alice_, spec("b", 3, 1));
+  ASSERT_FALSE(gpus.ok());
+  EXPECT_EQ(gpus.error().field, "gpu.count");
+  EXPECT_NE(gpus.error().message.find("2 of 4 are free"), std::string::npos) << gpus.error().message;
+  // The /29 has addresses .1 to .6: 2 taken, 4 free; 5 more do not fit.
+  auto addresses = service_->create_cluster(alice_, spec("c", 5));
+  ASSERT_FALSE(addresses.ok());
+  EXPECT_EQ(addresses.error().kind, Kind::kConflict);
+  EXPECT_EQ(db_->lock().cluster_names(), std::vector<std::string>{"a"});
+  EXPECT_TRUE(db_->lock().containers("c").empty());
+  EXPECT_TRUE(db_->lock().events("c").empty());
+  EXPECT_EQ(free_gpus(), 2);
+  EXPECT_TRUE(requested_.empty());
+}
+
+TEST_F(ServiceTest, ScaleUpAllotsAndScaleDownMarksTheHighestWorkers) {
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).ok());
+  auto up = service_->scale_cluster(alice_, "a", 4);
+  ASSERT_TRUE(up.ok()) << up.error().field << ": " << up.error().message;
+  EXPECT_EQ(up->phase, Phase::kScaling);
+  EXPECT_EQ(up->spec.containers, 4);
+  EXPECT_EQ(up->containers[3].name, "a-worker-2");
+  EXPECT_EQ(free_gpus(), 0);
+  auto more = service_->scale_cluster(alice_, "a", 5);
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.error().field, "gpu.count");
+  EXPECT_NE(more.error().message.find("0 of 4 are free"), std::string::npos);
+
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2).ok());
+  auto records = db_->lock().containers("a");
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_FALSE(records[1].status.leaving);
+  EXPECT_TRUE(records[2].status.leaving);
+  EXPECT_TRUE(records[3].status.leaving);
+  // Growing back before they are gone is refused, not mixed up.
+  auto early = service_->scale_cluster(alice_, "a", 3);
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.error().kind, Kind::kConflict);
+  ASSERT_TRUE(db_->lock().delete_container("a-worker-1").is_ok());
+  ASSERT_TRUE(db_->lock().delete_container("a-worker-2").is_ok());
+  EXPECT_EQ(free_gpus(), 2);
+  EXPECT_TRUE(service_->scale_cluster(alice_, "a", 3).ok());
+  EXPECT_EQ(event_types("a"), (std::vector<std::string>{"Created", "Scaling", "Scaling", "Scaling"}));
+}
+
+TEST_F(ServiceTest, OwnersAndTheAdmin) {
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2)).ok());
+  EXPECT_EQ(service_->cluster(bob_, "a").error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->scale_cluster(bob_, "a", 3).error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->delete_cluster(bob_, "a").error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->cluster(alice_, "none").error().kind, Kind::kNotFound);
+  EXPECT_TRUE(service_->clusters(bob_).empty());
+  EXPECT_EQ(service_->clusters(admin_).size(), 1u);
+  EXPECT_EQ(service_->create_user(alice_, "eve").error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->users(alice_).error().message, "only the admin may list users");
+  EXPECT_EQ(service_->create_user(admin_, "alice").error().kind, Kind::kConflict);
+  EXPECT_EQ(service_->create_token(alice_, "admin").error().kind, Kind::kForbidden);
+  auto token = service_->create_token(alice_, "alice");
+  ASSERT_TRUE(token.ok());
+  EXPECT_EQ(service_->authenticate(token->token)->name, "alice");
+  EXPECT_FALSE(service_->authenticate("edt_wrong").has_value());
+  EXPECT_EQ(service_->register_image(alice_, {"ds", "/", {"deepspeed"}, false}).error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->register_image(admin_, {"edt", "/", {"deepspeed"}, false}).error().kind, Kind::kConflict);
+  EXPECT_EQ(service_->register_image(admin_, {"ds", "/nonexistent", {"deepspeed"}, false}).error().field, "root");
+}
+
+TEST_F(ServiceTest, DeleteMarksEverythingLeavingWithItsEvent) {
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2)).ok());
+  auto deleted = service_->delete_cluster(alice_, "a");
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(deleted->phase, Phase::kDeleting);
+  for (const auto& c : deleted->containers) EXPECT_TRUE(c.leaving);
+  EXPECT_EQ(event_types("a"), (std::vector<std::string>{"Created", "Deleting"}));
+  EXPECT_EQ(service_->scale_cluster(alice_, "a", 3).error().kind, Kind::kConflict);
+}
+
+TEST_F(ServiceTest, VolumesMountedByAClusterStay) {
+  auto volume = service_->create_volume(alice_, {"data", false, ""});
+  ASSERT_TRUE(volume.ok());
+  EXPECT_TRUE(std::filesystem::is_directory(volume->host_path));
+  EXPECT_EQ(service_->create_volume(bob_, {"data", false, ""}).error().kind, Kind::kConflict);
+  EXPECT_EQ(service_->create_volume(bob_, {"mine", true, "/tmp"}).error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->create_volume(admin_, {"mine", true, "relative"}).error().kind, Kind::kInvalid);
+  ClusterSpec s = spec("a", 2);
+  s.mounts.push_back({"data", "/root/data", false});
+  EXPECT_EQ(service_->create_cluster(bob_, s).error().field, "mounts[0].volume");
+  ASSERT_TRUE(service_->create_cluster(alice_, s).ok());
+  EXPECT_EQ(service_->delete_volume(bob_, "data").error().kind, Kind::kForbidden);
+  auto mounted = service_->delete_volume(alice_, "data");
+  ASSERT_FALSE(mounted.ok());
+  EXPECT_EQ(mounted.error().kind, Kind::kConflict);
+  EXPECT_NE(mounted.error().message.find("mounted by cluster a"), std::string::npos);
+  EXPECT_EQ(service_->volumes(alice_).size(), 1u);
+  EXPECT_TRUE(service_->volumes(bob_).empty());
+}
+
+TEST(Tokens, AreRandomAndKeptHashed) {
+  const std::string a = new_token(), b = new_token();
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.rfind("edt_", 0), 0u);
+  EXPECT_EQ(a.size(), 4u + 64u);
+  EXPECT_EQ(hash_token(a), hash_token(a));
+  EXPECT_EQ(hash_token(a).size(), 64u);
+  EXPECT_NE(hash_token(a), hash_token(b));
+}
+
+}  // namespace
+}  // namespace edt::control
