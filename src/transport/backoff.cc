@@ -25,20 +25,21 @@ inline void cpu_relax() {
 
 }  // namespace
 
-bool Backoff::pausing() {
-  // Reading the clock costs about as much as a pause: look every 16 idles.
+bool Backoff::pausing(uint32_t clock_mask) {
   if (idles_ == 1) {
     const auto now = Clock::now();
     pause_until_ = now + std::min(spin_, kDefaultSpin);
     spin_until_ = now + spin_;
   }
   if (yields_ > 0) return false;
-  return (idles_ & 15) != 0 || Clock::now() < pause_until_;
+  return (idles_ & clock_mask) != 0 || Clock::now() < pause_until_;
 }
 
-bool Backoff::spin(uint32_t min_yields) {
+bool Backoff::spin() { return spin_step(0, 0); }
+
+bool Backoff::spin_step(uint32_t min_yields, uint32_t clock_mask) {
   ++idles_;
-  if (pausing()) {
+  if (pausing(clock_mask)) {
     cpu_relax();
     return true;
   }
@@ -59,7 +60,8 @@ void Backoff::idle(bool may_block) {
     return;
   }
   disarm();
-  if (spin(blocking ? kYieldRoundsBeforeBlocking : kYieldRounds)) return;
+  // Checking memory costs less than reading the clock: look every 16 idles.
+  if (spin_step(blocking ? kYieldRoundsBeforeBlocking : kYieldRounds, 15)) return;
   if (blocking) {
     ticket_ = doorbell_->arm();
     armed_ = true;

@@ -51,10 +51,11 @@ class Backoff {
   // `may_block`: whether everything waited for rings the doorbell (false
   // while sockets are waited on too: they do not ring it).
   void idle(bool may_block = true);
-  // One step of the spin alone: a pause, or a yield, and true; false once the
-  // spin is over (at least `min_yields` yields, and `spin` since progress),
-  // when the caller should block.
-  bool spin(uint32_t min_yields = 0);
+  // One step of the spin alone, for a caller whose check of the condition
+  // costs a system call (sockets): a pause, or a yield, and true; false once
+  // `spin` has passed since progress, when the caller should block its own
+  // way. Reads the clock on every call, so the phases end on time.
+  bool spin();
   void reset() {
     idles_ = 0;
     yields_ = 0;
@@ -65,7 +66,10 @@ class Backoff {
   std::chrono::nanoseconds spin_time() const { return spin_; }
 
  private:
-  bool pausing();
+  // A pause or a yield and true, or false when the spin is over. Reads the
+  // clock when (idles & clock_mask) == 0 during the pause.
+  bool spin_step(uint32_t min_yields, uint32_t clock_mask);
+  bool pausing(uint32_t clock_mask);
   void disarm() {
     // armed_ implies a doorbell; the test of both spares GCC a false
     // "null store" warning.
