@@ -18,8 +18,9 @@
 #include <fstream>
 #include <vector>
 
-#include "kernels/reduce.h"
+#include "common/log.h"
 #include "common/units.h"
+#include "kernels/reduce.h"
 #include "edt/communicator.h"
 
 namespace edt {
@@ -199,7 +200,7 @@ int main_impl(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   auto fail = [](const Status& s) {
-    std::fprintf(stderr, "edt-bench: %s\n", s.to_string().c_str());
+    edt::log::error("{}", s.to_string());
     return 1;
   };
   auto lo = parse_size(min_bytes);
@@ -227,4 +228,7 @@ int main_impl(int argc, char** argv) {
 }  // namespace
 }  // namespace edt
 
-int main(int argc, char** argv) { return edt::main_impl(argc, argv); }
+int main(int argc, char** argv) {
+  edt::log::init("edt-bench");
+  return edt::main_impl(argc, argv);
+}
