@@ -471,9 +471,9 @@ Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOp
   } listener_guard{listener.fd};
   me.address = net::format_host_port(advertised_address(options, me.host), listener.port);
   me.process = proc::identify(::getpid()).value_or(proc::ProcessId{::getpid(), 0});
-  std::mt19937_64 rng(std::random_device{}());
   auto peers = gather_peers(*store, me, deadline, options.timeout);
   if (!peers.is_ok()) return peers.status();
+  std::mt19937_64 rng(std::random_device{}());
   EDT_ASSIGN_OR_RETURN(std::string nonce_text, store->compare_set("nonce", "", std::to_string(rng() >> 1)));
 
   std::vector<std::string> hosts;
