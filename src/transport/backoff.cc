@@ -25,30 +25,26 @@ inline void cpu_relax() {
 
 }  // namespace
 
-bool Backoff::pausing(uint32_t clock_mask) {
+bool Backoff::pausing() {
+  // Reading the clock costs about as much as a pause: look every 16 idles.
   if (idles_ == 1) {
     const auto now = Clock::now();
     pause_until_ = now + std::min(spin_, kDefaultSpin);
     spin_until_ = now + spin_;
   }
   if (yields_ > 0) return false;
-  return (idles_ & clock_mask) != 0 || Clock::now() < pause_until_;
+  return (idles_ & 15) != 0 || Clock::now() < pause_until_;
 }
 
-bool Backoff::spin() { return spin_step(0, 0); }
-
-bool Backoff::spin_step(uint32_t min_yields, uint32_t clock_mask) {
-  ++idles_;
-  if (pausing(clock_mask)) {
+bool Backoff::spin(Clock::time_point since) {
+  const auto waited = Clock::now() - since;
+  if (waited >= spin_) return false;
+  if (waited < kDefaultSpin) {
     cpu_relax();
-    return true;
-  }
-  if (yields_ < min_yields || Clock::now() < spin_until_) {
-    ++yields_;
+  } else {
     sched_yield();
-    return true;
   }
-  return false;
+  return true;
 }
 
 void Backoff::idle(bool may_block) {
@@ -60,9 +56,13 @@ void Backoff::idle(bool may_block) {
     return;
   }
   disarm();
-  // Checking memory costs less than reading the clock: look every 16 idles.
-  if (spin_step(blocking ? kYieldRoundsBeforeBlocking : kYieldRounds, 15)) return;
-  if (blocking) {
+  ++idles_;
+  if (pausing()) {
+    cpu_relax();
+  } else if (yields_ < (blocking ? kYieldRoundsBeforeBlocking : kYieldRounds) || Clock::now() < spin_until_) {
+    ++yields_;
+    sched_yield();
+  } else if (blocking) {
     ticket_ = doorbell_->arm();
     armed_ = true;
   } else {

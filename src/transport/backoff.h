@@ -52,10 +52,11 @@ class Backoff {
   // while sockets are waited on too: they do not ring it).
   void idle(bool may_block = true);
   // One step of the spin alone, for a caller whose check of the condition
-  // costs a system call (sockets): a pause, or a yield, and true; false once
-  // `spin` has passed since progress, when the caller should block its own
-  // way. Reads the clock on every call, so the phases end on time.
-  bool spin();
+  // costs a system call (sockets) and who blocks its own way (poll()): a
+  // pause, or a yield, and true; false once `spin` has passed `since` (the
+  // last progress), when the caller should block. The phases count from
+  // `since` and the clock is read on every call, so they end on time.
+  bool spin(Clock::time_point since);
   void reset() {
     idles_ = 0;
     yields_ = 0;
@@ -66,10 +67,7 @@ class Backoff {
   std::chrono::nanoseconds spin_time() const { return spin_; }
 
  private:
-  // A pause or a yield and true, or false when the spin is over. Reads the
-  // clock when (idles & clock_mask) == 0 during the pause.
-  bool spin_step(uint32_t min_yields, uint32_t clock_mask);
-  bool pausing(uint32_t clock_mask);
+  bool pausing();
   void disarm() {
     // armed_ implies a doorbell; the test of both spares GCC a false
     // "null store" warning.

@@ -219,7 +219,7 @@ class Transport::Exchange {
       // microseconds away; sleeping in poll() costs a wake-up); then they
       // are polled, waking up now and then to notice abort() and run the
       // slow checks.
-      if (backoff_.spin()) return Status::ok();
+      if (backoff_.spin(last_progress_)) return Status::ok();
       if (::poll(fds_.data(), fds_.size(), 50) == 0) return t_.check_waiting(waiting_on_, last_progress_, kWhat);
       return Status::ok();
     }
