@@ -18,8 +18,9 @@
 #include <fstream>
 #include <vector>
 
-#include "collectives/reduce.h"
+#include "common/log.h"
 #include "common/units.h"
+#include "kernels/reduce.h"
 #include "edt/communicator.h"
 
 namespace edt {
@@ -51,8 +52,8 @@ void fill(std::vector<uint8_t>& buf, size_t offset_elems, size_t count, DataType
     switch (type) {
       case DataType::kFloat32: { float f = float(v); std::memcpy(p, &f, 4); break; }
       case DataType::kFloat64: std::memcpy(p, &v, 8); break;
-      case DataType::kFloat16: { uint16_t h = collectives::float_to_half(float(v)); std::memcpy(p, &h, 2); break; }
-      case DataType::kBFloat16: { uint16_t h = collectives::float_to_bfloat16(float(v)); std::memcpy(p, &h, 2); break; }
+      case DataType::kFloat16: { uint16_t h = kernels::float_to_half(float(v)); std::memcpy(p, &h, 2); break; }
+      case DataType::kBFloat16: { uint16_t h = kernels::float_to_bfloat16(float(v)); std::memcpy(p, &h, 2); break; }
       case DataType::kInt32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
       case DataType::kInt64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); break; }
       case DataType::kUInt8: *p = uint8_t(v); break;
@@ -98,9 +99,9 @@ class Bench {
       fill(want, 0, count, o_.type, o_.op, 0);
       for (int r = 1; r < n_; ++r) {
         fill(other, 0, count, o_.type, o_.op, r);
-        collectives::reduce_into(want.data(), other.data(), count, o_.type, collectives::combining_op(o_.op));
+        kernels::reduce_into(want.data(), other.data(), count, o_.type, kernels::combining_op(o_.op));
       }
-      if (o_.op == ReduceOp::kAverage) collectives::finish_average(want.data(), count, o_.type, n_);
+      if (o_.op == ReduceOp::kAverage) kernels::finish_average(want.data(), count, o_.type, n_);
     } else if (o_.collective == "broadcast") {
       std::fill(recv_.begin(), recv_.end(), 0xAB);
       if (c_.rank() == 0) fill(recv_, 0, count, o_.type, o_.op, 0);
@@ -199,7 +200,7 @@ int main_impl(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   auto fail = [](const Status& s) {
-    std::fprintf(stderr, "edt-bench: %s\n", s.to_string().c_str());
+    edt::log::error("{}", s.to_string());
     return 1;
   };
   auto lo = parse_size(min_bytes);
@@ -227,4 +228,7 @@ int main_impl(int argc, char** argv) {
 }  // namespace
 }  // namespace edt
 
-int main(int argc, char** argv) { return edt::main_impl(argc, argv); }
+int main(int argc, char** argv) {
+  edt::log::init("edt-bench");
+  return edt::main_impl(argc, argv);
+}

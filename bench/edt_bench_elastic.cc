@@ -23,12 +23,12 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/log.h"
 #include "common/units.h"
 #include "edt/elastic.h"
 
@@ -98,14 +98,13 @@ int run_worker(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   auto grad_bytes = edt::parse_size(grad_size);
   if (!grad_bytes.is_ok()) {
-    std::fprintf(stderr, "edt-bench-elastic: --grad-size %s: %s\n", grad_size.c_str(),
-                 grad_bytes.status().message().c_str());
+    edt::log::error("--grad-size {}: {}", grad_size, grad_bytes.status().message());
     return 2;
   }
 
   auto created = State::from_env();
   if (!created.is_ok()) {
-    std::fprintf(stderr, "edt-bench-elastic: %s\n", created.status().to_string().c_str());
+    edt::log::error("{}", created.status().to_string());
     return 2;
   }
   State& state = *created.value();
@@ -133,8 +132,7 @@ int run_worker(int argc, char** argv) {
     while (model.epoch < epochs) {
       while (!sampler.epoch_done()) {
         if (fails_here && model.steps == fail_at_step) {
-          std::fprintf(stderr, "edt-bench-elastic: injected failure (%s) at step %lld on %s\n", fail_mode.c_str(),
-                       static_cast<long long>(model.steps), host.c_str());
+          edt::log::info("injected failure ({}) at step {} on {}", fail_mode, model.steps, host);
           if (fail_mode == "abort") std::abort();
           if (fail_mode == "hang") {
             raise(SIGSTOP);
@@ -176,10 +174,13 @@ int run_worker(int argc, char** argv) {
   emit("{\"event\":\"end\",\"status\":" + quoted(status.to_string()) + ",\"worker\":" + quoted(worker) +
        ",\"resets\":" + std::to_string(state.resets()) + "}");
   if (status.is_ok() || edt::elastic::left_the_job(status)) return 0;
-  std::fprintf(stderr, "edt-bench-elastic: %s\n", status.to_string().c_str());
+  edt::log::error("{}", status.to_string());
   return 1;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_worker(argc, argv); }
+int main(int argc, char** argv) {
+  edt::log::init("edt-bench-elastic");
+  return run_worker(argc, argv);
+}

@@ -1,13 +1,80 @@
 include(GoogleTest)
-# edt_library(NAME SOURCES ... [DEPS ...]): a static library of one module,
-# with include/ and src/ on its include path.
+include(${CMAKE_CURRENT_LIST_DIR}/EdtLayers.cmake)
+
+# Where each module's include root lies: a folder holding one link, to the
+# module's own source folder (include_roots/edt_transport/transport ->
+# src/transport).
+set(EDT_INCLUDE_ROOTS ${PROJECT_BINARY_DIR}/include_roots)
+
+# edt_library(NAME SOURCES ... [FOLDER dir] [DEPS ...] [LINKS ...]): a static
+# library of one module. Its include path is include/ (the public API) and
+# its own include root, so "#include "transport/transport.h"" works in the
+# module and in modules that list it in DEPS (directly or through their
+# DEPS), and fails to compile anywhere else: a header of a layer above is
+# out of reach. FOLDER is the module's folder under src/ (by default the one
+# of the calling CMakeLists.txt; give it where one CMakeLists.txt defines
+# modules of several folders). DEPS: libraries whose headers and code it
+# uses. LINKS: edt modules linked without their headers (the module reaches
+# them through include/edt only). DEPS and LINKS follow the layers of
+# cmake/EdtLayers.cmake; edt_check_layers() enforces them.
 function(edt_library name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "FOLDER" "SOURCES;DEPS;LINKS" ${ARGN})
+  if(NOT ARG_FOLDER)
+    file(RELATIVE_PATH ARG_FOLDER ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+  endif()
+  if(NOT IS_DIRECTORY ${PROJECT_SOURCE_DIR}/src/${ARG_FOLDER} OR ARG_FOLDER MATCHES "^\\.\\.")
+    message(FATAL_ERROR "edt_library(${name}): FOLDER ${ARG_FOLDER} is not a folder under src/")
+  endif()
+  set(root ${EDT_INCLUDE_ROOTS}/${name})
+  get_filename_component(link_parent ${root}/${ARG_FOLDER} DIRECTORY)
+  file(MAKE_DIRECTORY ${link_parent})
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${ARG_FOLDER} ${root}/${ARG_FOLDER} SYMBOLIC)
+
   add_library(${name} STATIC ${ARG_SOURCES})
   target_include_directories(${name} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>)
+    $<BUILD_INTERFACE:${root}>)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  foreach(linked ${ARG_LINKS})
+    target_link_libraries(${name} INTERFACE $<LINK_ONLY:${linked}>)
+  endforeach()
+  set_target_properties(${name} PROPERTIES EDT_FOLDER ${ARG_FOLDER} EDT_USES "${ARG_DEPS};${ARG_LINKS}"
+    EDT_INCLUDE_ROOT ${root})
+  set_property(GLOBAL APPEND PROPERTY EDT_MODULES ${name})
+endfunction()
+
+# edt_use_headers(TARGET MODULES ...): gives a program that links libedt
+# (not the modules) the headers of some modules.
+function(edt_use_headers target)
+  cmake_parse_arguments(ARG "" "" "MODULES" ${ARGN})
+  foreach(module ${ARG_MODULES})
+    target_include_directories(${target} PRIVATE $<TARGET_PROPERTY:${module},EDT_INCLUDE_ROOT>)
+  endforeach()
+endfunction()
+
+# edt_check_layers(): fails the configure if a module uses a module of a
+# layer above its own. Called once, after every module is defined.
+function(edt_check_layers)
+  get_property(modules GLOBAL PROPERTY EDT_MODULES)
+  set(errors "")
+  foreach(module ${modules})
+    get_target_property(folder ${module} EDT_FOLDER)
+    get_target_property(uses ${module} EDT_USES)
+    foreach(used ${uses})
+      if(NOT used IN_LIST modules)
+        continue()
+      endif()
+      get_target_property(used_folder ${used} EDT_FOLDER)
+      edt_layer_error(error ${module} ${folder} ${used} ${used_folder})
+      if(error)
+        list(APPEND errors "${error}")
+      endif()
+    endforeach()
+  endforeach()
+  if(errors)
+    list(JOIN errors "\n  " text)
+    message(FATAL_ERROR "layer order broken:\n  ${text}")
+  endif()
 endfunction()
 
 # edt_test(NAME SOURCES ... [DEPS ...] [LABELS ...]): a GoogleTest binary

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 
 namespace edt::collectives {
 namespace {
@@ -47,9 +47,9 @@ Status direct_allreduce(const Group& g, const void* send, void* recv, size_t cou
     recvs.push_back({g.members[from], all.data() + bytes * size_t(from), bytes});
   }
   EDT_RETURN_IF_ERROR(g.transport->exchange(sends, recvs));
-  op = combining_op(op);
-  reduce(recv, all.data(), all.data() + bytes, count, type, op);
-  for (int j = 2; j < n; ++j) reduce_into(recv, all.data() + bytes * size_t(j), count, type, op);
+  op = kernels::combining_op(op);
+  kernels::reduce(recv, all.data(), all.data() + bytes, count, type, op);
+  for (int j = 2; j < n; ++j) kernels::reduce_into(recv, all.data() + bytes * size_t(j), count, type, op);
   return Status::ok();
 }
 
@@ -57,7 +57,7 @@ Status ring_reduce_scatter(const Group& g, const void* send, void* buf, const st
                            DataType type, ReduceOp op) {
   const int n = g.size();
   const size_t es = dtype_size(type);
-  op = combining_op(op);
+  op = kernels::combining_op(op);
   // Step s: send block index-s-1, receive block index-s-2 and fold it in.
   // Block b starts at position b+1 and gathers one contribution per step,
   // ending complete at position b after n-1 steps. What a position sends at

@@ -13,20 +13,19 @@
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
 
 #include "collectives/algorithms.h"
 #include "collectives/descriptor.h"
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 #include "collectives/shm_allreduce.h"
 #include "common/net.h"
+#include "common/process.h"
 #include "common/units.h"
 #include "edt/tcp_store.h"
-#include "transport/shm/segment.h"
-#include "transport/tcp/tcp_channel.h"
+#include "transport/factory.h"
 
 namespace edt {
 namespace {
@@ -35,11 +34,7 @@ using collectives::Descriptor;
 using collectives::Group;
 using collectives::OpKind;
 using transport::Clock;
-
-// How long waits spin before they yield (CommunicatorOptions::spin; see
-// transport::Backoff).
-constexpr auto kSpinWithCoreEach = std::chrono::milliseconds(5);
-constexpr auto kSpinSharingCores = std::chrono::microseconds(2);
+using transport::PeerInfo;
 
 class WorkImpl final : public Work {
  public:
@@ -70,27 +65,22 @@ class WorkImpl final : public Work {
   Status status_;
 };
 
-struct RankInfo {
-  std::string host;
-  std::string address;  // host:port of its TCP listener
-  int pid = 0;
-  uint64_t start_time = 0;
-};
-
-std::string encode(const RankInfo& info) {
-  return info.host + "\n" + info.address + "\n" + std::to_string(info.pid) + "\n" + std::to_string(info.start_time);
+// A rank's entry in the store: host, address, pid and start time, a line each.
+std::string encode(const PeerInfo& info) {
+  return info.host + "\n" + info.address + "\n" + std::to_string(info.process.pid) + "\n" +
+         std::to_string(info.process.start_time);
 }
 
-Result<RankInfo> decode(const std::string& text, int rank) {
+Result<PeerInfo> decode(const std::string& text, int rank) {
   std::istringstream in(text);
-  RankInfo info;
+  PeerInfo info;
   std::string pid, start;
   if (!std::getline(in, info.host) || !std::getline(in, info.address) || !std::getline(in, pid) ||
       !std::getline(in, start))
     return invalid_argument("rank " + std::to_string(rank) + " registered malformed data in the store: '" + text +
                             "'; is it running the same edt version?");
-  info.pid = std::stoi(pid);
-  info.start_time = std::stoull(start);
+  info.process.pid = std::stoll(pid);
+  info.process.start_time = std::stoull(start);
   return info;
 }
 
@@ -136,11 +126,11 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  int local_rank() const override { return local_rank_; }
-  int local_size() const override { return static_cast<int>(local_members_.size()); }
-  int cross_rank() const override { return cross_rank_; }
-  int cross_size() const override { return cross_size_; }
-  const std::string& host() const override { return infos_[rank_].host; }
+  int local_rank() const override { return topology_.local_rank; }
+  int local_size() const override { return topology_.local_size(); }
+  int cross_rank() const override { return topology_.cross_rank; }
+  int cross_size() const override { return topology_.cross_size; }
+  const std::string& host() const override { return transport_->host(rank_); }
   std::string transport_name() const override { return transport_name_; }
 
   Status allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
@@ -269,7 +259,7 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     return check_descriptors(all, recv_counts);
   }
 
-  bool single_segment() const { return shm_ && static_cast<int>(local_members_.size()) == size_; }
+  bool single_segment() const { return shm_ && topology_.local_size() == size_; }
 
   // A descriptor for arguments this rank finds invalid: still exchanged, so
   // the others fail too instead of waiting.
@@ -302,8 +292,8 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
       return shm_->allreduce(send, recv, count, type, op, &agreement);  // averages divided as reduced
     }
     EDT_RETURN_IF_ERROR(agree(d, nullptr));
-    EDT_RETURN_IF_ERROR(allreduce_data(send, recv, count, type, collectives::combining_op(op)));
-    if (op == ReduceOp::kAverage) collectives::finish_average(recv, count, type, size_);
+    EDT_RETURN_IF_ERROR(allreduce_data(send, recv, count, type, kernels::combining_op(op)));
+    if (op == ReduceOp::kAverage) kernels::finish_average(recv, count, type, size_);
     return Status::ok();
   }
 
@@ -319,7 +309,7 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
       host_sum = recv;
     }
     if (!hierarchical_) return Status::ok();
-    if (local_rank_ == 0) EDT_RETURN_IF_ERROR(collectives::allreduce(leader_group(), host_sum, recv, count, type, op));
+    if (topology_.local_rank == 0) EDT_RETURN_IF_ERROR(collectives::allreduce(leader_group(), host_sum, recv, count, type, op));
     return collectives::broadcast(local_group(), recv, bytes, 0);
   }
 
@@ -373,7 +363,7 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     for (int r = 0; r <= size_; ++r) offsets[r] = recv_count * size_t(r);
     EDT_RETURN_IF_ERROR(collectives::ring_reduce_scatter(world(), send, work.data(), offsets, type, op));
     std::memcpy(recv, work.data() + offsets[rank_] * es, recv_count * es);
-    if (op == ReduceOp::kAverage) collectives::finish_average(recv, recv_count, type, size_);
+    if (op == ReduceOp::kAverage) kernels::finish_average(recv, recv_count, type, size_);
     return Status::ok();
   }
 
@@ -394,14 +384,16 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   Status do_barrier() { return agree(Descriptor{.kind = OpKind::kBarrier}, nullptr); }
 
   Group world() const { return Group{transport_.get(), all_members_, rank_}; }
-  Group local_group() const { return Group{transport_.get(), local_members_, local_rank_}; }
-  Group leader_group() const { return Group{transport_.get(), leaders_, host_index_}; }
+  Group local_group() const { return Group{transport_.get(), topology_.local_members, topology_.local_rank}; }
+  Group leader_group() const { return Group{transport_.get(), topology_.leaders, topology_.host_index}; }
+
+  // Registers this rank in the store and waits for every rank's entry.
+  Result<std::vector<PeerInfo>> gather_peers(Store& store, const PeerInfo& me, Clock::time_point deadline,
+                                             std::chrono::milliseconds timeout);
 
   int rank_ = 0, size_ = 0;
-  int local_rank_ = 0, host_index_ = 0;
-  int cross_rank_ = 0, cross_size_ = 0;  // Horovod's: see communicator.h
-  std::vector<RankInfo> infos_;
-  std::vector<int> all_members_, local_members_, leaders_;
+  transport::Topology topology_;
+  std::vector<int> all_members_;
   std::string transport_name_;
   // Several hosts, and shared memory inside at least one of them.
   bool hierarchical_ = false;
@@ -417,139 +409,91 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   std::thread worker_;
 };
 
+Result<std::vector<PeerInfo>> CommunicatorImpl::gather_peers(Store& store, const PeerInfo& me,
+                                                            Clock::time_point deadline,
+                                                            std::chrono::milliseconds timeout) {
+  auto left = [&] {
+    return std::max(std::chrono::duration_cast<Store::Duration>(deadline - Clock::now()), Store::Duration(1));
+  };
+  const std::string key = "rank/" + std::to_string(rank_);
+  EDT_ASSIGN_OR_RETURN(std::string stored, store.compare_set(key, "", encode(me)));
+  if (stored != encode(me)) {
+    auto other = decode(stored, rank_);
+    return already_exists("rank " + std::to_string(rank_) + " is already taken in this group (by host " +
+                          (other.is_ok() ? other->host + " pid " + std::to_string(other->process.pid) : "?") +
+                          "); every process needs its own rank (EDT_RANK)");
+  }
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back("rank/" + std::to_string(r));
+  Status arrived = store.wait(keys, left());
+  if (!arrived.is_ok()) {
+    if (arrived.code() != StatusCode::kTimeout) return arrived;
+    std::string missing;
+    for (int r = 0; r < size_; ++r) {
+      auto v = store.try_get(keys[r]);
+      if (v.is_ok() && !v->has_value()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    return timeout_error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout.count()) +
+                         " ms for the group of " + std::to_string(size_) + " to form; missing rank(s) " + missing +
+                         " (did they start? do they use the same EDT_COORDINATOR?)");
+  }
+  std::vector<PeerInfo> peers;
+  for (int r = 0; r < size_; ++r) {
+    EDT_ASSIGN_OR_RETURN(std::string text, store.get(keys[r], left()));
+    EDT_ASSIGN_OR_RETURN(PeerInfo info, decode(text, r));
+    peers.push_back(std::move(info));
+  }
+  return peers;
+}
+
+// Forms the group: every rank registers its host, listener and process in
+// the store and reads everyone's; the topology follows from the hosts, the
+// transport from the topology.
 Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOptions& options) {
   rank_ = options.rank;
   size_ = options.size;
   if (size_ < 1) return invalid_argument("communicator size is " + std::to_string(size_) + "; it must be at least 1");
   if (rank_ < 0 || rank_ >= size_)
     return invalid_argument("rank " + std::to_string(rank_) + " is outside 0.." + std::to_string(size_ - 1));
-  if (options.transport != "auto" && options.transport != "tcp" && options.transport != "shm")
-    return invalid_argument("transport '" + options.transport + "' is unknown; use auto, tcp or shm (EDT_TRANSPORT)");
+  EDT_ASSIGN_OR_RETURN(transport::TransportKind kind, transport::parse_transport_kind(options.transport));
   if (options.timeout.count() <= 0) return invalid_argument("communicator timeout must be positive");
   const auto deadline = Clock::now() + options.timeout;
-  auto left = [&] {
-    return std::max(std::chrono::duration_cast<Store::Duration>(deadline - Clock::now()), Store::Duration(1));
-  };
 
-  // 1. Register, then learn everyone.
-  RankInfo me;
+  PeerInfo me;
   me.host = options.host.empty() ? this_hostname() : options.host;
   if (me.host.find('\n') != std::string::npos) return invalid_argument("host identity may not contain a newline");
   EDT_ASSIGN_OR_RETURN(transport::tcp::Listener listener, transport::tcp::listen_for_peers());
-  struct ListenerGuard {
-    int* fd;
-    ~ListenerGuard() {
-      if (*fd >= 0) ::close(*fd);
+  struct CloseUnlessHandedOn {
+    int fd;
+    ~CloseUnlessHandedOn() {
+      if (fd >= 0) ::close(fd);
     }
-  } listener_guard{&listener.fd};
+  } listener_guard{listener.fd};
   me.address = net::format_host_port(advertised_address(options, me.host), listener.port);
-  me.pid = static_cast<int>(::getpid());
-  me.start_time = transport::shm::process_start_time(me.pid);
-  const std::string key = "rank/" + std::to_string(rank_);
-  EDT_ASSIGN_OR_RETURN(std::string stored, store->compare_set(key, "", encode(me)));
-  if (stored != encode(me)) {
-    auto other = decode(stored, rank_);
-    return already_exists("rank " + std::to_string(rank_) + " is already taken in this group (by host " +
-                          (other.is_ok() ? other->host + " pid " + std::to_string(other->pid) : "?") +
-                          "); every process needs its own rank (EDT_RANK)");
-  }
+  me.process = proc::identify(::getpid()).value_or(proc::ProcessId{::getpid(), 0});
+  auto peers = gather_peers(*store, me, deadline, options.timeout);
+  if (!peers.is_ok()) return peers.status();
   std::mt19937_64 rng(std::random_device{}());
   EDT_ASSIGN_OR_RETURN(std::string nonce_text, store->compare_set("nonce", "", std::to_string(rng() >> 1)));
-  const uint64_t nonce = std::stoull(nonce_text);
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back("rank/" + std::to_string(r));
-  Status arrived = store->wait(keys, left());
-  if (!arrived.is_ok()) {
-    if (arrived.code() != StatusCode::kTimeout) return arrived;
-    std::string missing;
-    for (int r = 0; r < size_; ++r) {
-      auto v = store->try_get(keys[r]);
-      if (v.is_ok() && !v->has_value()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    }
-    return timeout_error("rank " + std::to_string(rank_) + " waited " + std::to_string(options.timeout.count()) +
-                         " ms for the group of " + std::to_string(size_) + " to form; missing rank(s) " + missing +
-                         " (did they start? do they use the same EDT_COORDINATOR?)");
-  }
-  for (int r = 0; r < size_; ++r) {
-    EDT_ASSIGN_OR_RETURN(std::string text, store->get(keys[r], left()));
-    EDT_ASSIGN_OR_RETURN(RankInfo info, decode(text, r));
-    infos_.push_back(std::move(info));
-  }
 
-  // 2. Topology: hosts in order of first appearance; host leaders are the
-  // lowest rank of each host.
-  std::map<std::string, int> host_index;
-  std::vector<int> host_of(size_);
-  for (int r = 0; r < size_; ++r) {
-    auto [it, fresh] = host_index.emplace(infos_[r].host, static_cast<int>(leaders_.size()));
-    if (fresh) leaders_.push_back(r);
-    host_of[r] = it->second;
-    all_members_.push_back(r);
-  }
-  host_index_ = host_of[rank_];
-  for (int r = 0; r < size_; ++r)
-    if (host_of[r] == host_index_) local_members_.push_back(r);
-  local_rank_ = static_cast<int>(std::find(local_members_.begin(), local_members_.end(), rank_) - local_members_.begin());
-  for (int h = 0; h < static_cast<int>(leaders_.size()); ++h) {
-    if (std::count(host_of.begin(), host_of.end(), h) <= local_rank_) continue;  // no rank with this local rank
-    if (h < host_index_) ++cross_rank_;
-    ++cross_size_;
-  }
-  if (options.transport == "shm" && leaders_.size() > 1)
-    return invalid_argument("transport shm needs every rank on one host, but ranks are on " +
-                            std::to_string(leaders_.size()) + " hosts (" + infos_[leaders_[0]].host + ", " +
-                            infos_[leaders_[1]].host + ", ...); use auto or tcp");
-  const bool use_shm = options.transport != "tcp" && local_members_.size() > 1;
-  const bool any_tcp = options.transport == "tcp" ? size_ > 1 : leaders_.size() > 1;
-  size_t largest_host = 0;
-  for (int h = 0; h < static_cast<int>(leaders_.size()); ++h)
-    largest_host = std::max<size_t>(largest_host, std::count(host_of.begin(), host_of.end(), h));
-  hierarchical_ = options.transport != "tcp" && leaders_.size() > 1 && largest_host > 1;
-  transport_name_ = use_shm && any_tcp ? "shm+tcp" : use_shm ? "shm" : any_tcp ? "tcp" : "none";
+  std::vector<std::string> hosts;
+  for (const PeerInfo& p : *peers) hosts.push_back(p.host);
+  topology_ = transport::compute_topology(hosts, rank_);
+  for (int r = 0; r < size_; ++r) all_members_.push_back(r);
+  EDT_ASSIGN_OR_RETURN(transport::TransportPlan plan, transport::plan_transport(kind, topology_, *peers));
+  hierarchical_ = plan.hierarchical;
+  transport_name_ = plan.name;
 
-  // 3. Channels: shared memory to the ranks of this host, TCP to the rest.
-  std::vector<std::string> names(size_);
-  std::vector<transport::PeerInfo> peers(size_);
-  for (int r = 0; r < size_; ++r) {
-    names[r] = "rank " + std::to_string(r) + " (host " + infos_[r].host + ")";
-    peers[r] = {infos_[r].host, infos_[r].pid};
-  }
-  std::vector<std::unique_ptr<transport::Channel>> channels(size_);
-  std::shared_ptr<transport::shm::Segment> segment;
-  if (use_shm) {
-    transport::shm::Segment::Options so;
-    so.key = "shm/" + std::to_string(host_index_);
-    so.local_rank = local_rank_;
-    so.local_size = static_cast<int>(local_members_.size());
-    so.deadline = deadline;
-    auto made = transport::shm::Segment::create(*store, so);
-    if (!made.is_ok()) return made.status().with_context("rank " + std::to_string(rank_) + " on host " + me.host);
-    segment = std::move(made).value();
-    for (int i = 0; i < static_cast<int>(local_members_.size()); ++i) {
-      int r = local_members_[i];
-      if (r == rank_) continue;
-      channels[r] = transport::shm::make_channel(segment, local_rank_, i, names[r], infos_[r].pid,
-                                                 infos_[r].start_time, rank_);
-    }
-  }
-  std::vector<bool> tcp_peers(size_, false);
-  std::vector<std::string> addresses(size_);
-  for (int r = 0; r < size_; ++r) {
-    tcp_peers[r] = r != rank_ && !channels[r];
-    addresses[r] = infos_[r].address;
-  }
-  transport::tcp::Listener owned = listener;
-  listener.fd = -1;  // connect_mesh closes it
-  EDT_RETURN_IF_ERROR(transport::tcp::connect_mesh(rank_, addresses, tcp_peers, owned, nonce, deadline, names,
-                                                   &channels));
-  std::chrono::nanoseconds spin = options.spin;
-  if (spin.count() < 0) {
-    const bool core_each = static_cast<int>(local_members_.size()) <= transport::usable_cores();
-    spin = core_each ? std::chrono::nanoseconds(kSpinWithCoreEach) : std::chrono::nanoseconds(kSpinSharingCores);
-  }
-  transport_ = std::make_unique<transport::Transport>(rank_, std::move(peers), std::move(channels), options.timeout,
-                                                      spin, segment ? &segment->doorbell(local_rank_) : nullptr);
-  if (segment) shm_ = std::make_unique<collectives::ShmAllreduce>(segment, transport_.get(), local_members_, local_rank_);
+  transport::TransportOptions to{.peers = std::move(peers).value(), .topology = topology_, .plan = plan,
+                                 .timeout = options.timeout, .spin = options.spin, .deadline = deadline,
+                                 .nonce = std::stoull(nonce_text)};
+  listener_guard.fd = -1;  // connect_transport closes it
+  EDT_ASSIGN_OR_RETURN(transport::ConnectedTransport connected,
+                       transport::connect_transport(*store, listener, std::move(to)));
+  transport_ = std::move(connected.transport);
+  if (connected.segment)
+    shm_ = std::make_unique<collectives::ShmAllreduce>(connected.segment, transport_.get(), topology_.local_members,
+                                                       topology_.local_rank);
   return Status::ok();
 }
 

@@ -12,7 +12,7 @@
 #include <numeric>
 #include <thread>
 
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 
 namespace edt {
 namespace {
@@ -125,8 +125,8 @@ TEST_P(Collectives, AllreduceEveryOpAndType) {
             switch (type) {
               case DataType::kFloat32: reinterpret_cast<float*>(buf.data())[i] = float(x); break;
               case DataType::kFloat64: reinterpret_cast<double*>(buf.data())[i] = x; break;
-              case DataType::kFloat16: reinterpret_cast<uint16_t*>(buf.data())[i] = collectives::float_to_half(float(x)); break;
-              case DataType::kBFloat16: reinterpret_cast<uint16_t*>(buf.data())[i] = collectives::float_to_bfloat16(float(x)); break;
+              case DataType::kFloat16: reinterpret_cast<uint16_t*>(buf.data())[i] = kernels::float_to_half(float(x)); break;
+              case DataType::kBFloat16: reinterpret_cast<uint16_t*>(buf.data())[i] = kernels::float_to_bfloat16(float(x)); break;
               case DataType::kInt32: reinterpret_cast<int32_t*>(buf.data())[i] = int32_t(x); break;
               case DataType::kInt64: reinterpret_cast<int64_t*>(buf.data())[i] = int64_t(x); break;
               case DataType::kUInt8: buf[i] = uint8_t(x); break;
@@ -136,8 +136,8 @@ TEST_P(Collectives, AllreduceEveryOpAndType) {
             switch (type) {
               case DataType::kFloat32: return reinterpret_cast<float*>(buf.data())[i];
               case DataType::kFloat64: return reinterpret_cast<double*>(buf.data())[i];
-              case DataType::kFloat16: return collectives::half_to_float(reinterpret_cast<uint16_t*>(buf.data())[i]);
-              case DataType::kBFloat16: return collectives::bfloat16_to_float(reinterpret_cast<uint16_t*>(buf.data())[i]);
+              case DataType::kFloat16: return kernels::half_to_float(reinterpret_cast<uint16_t*>(buf.data())[i]);
+              case DataType::kBFloat16: return kernels::bfloat16_to_float(reinterpret_cast<uint16_t*>(buf.data())[i]);
               case DataType::kInt32: return reinterpret_cast<int32_t*>(buf.data())[i];
               case DataType::kInt64: return double(reinterpret_cast<int64_t*>(buf.data())[i]);
               case DataType::kUInt8: return buf[i];

@@ -1,16 +1,17 @@
 // A rank for peer_failure_test: joins the group from the EDT_* environment
 // and runs allreduces of EDT_TEST_COUNT floats until it is killed or one
 // fails. Exits 0 only if told to stop after EDT_TEST_ITERS iterations.
-#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "common/log.h"
 #include "edt/communicator.h"
 
 int main() {
+  edt::log::init("peer_failure_rank");
   auto comm = edt::Communicator::from_env();
   if (!comm.is_ok()) {
-    std::fprintf(stderr, "peer_failure_rank: %s\n", comm.status().to_string().c_str());
+    edt::log::error("{}", comm.status().to_string());
     return 1;
   }
   const char* count_env = std::getenv("EDT_TEST_COUNT");
@@ -21,7 +22,7 @@ int main() {
     edt::Status s = (*comm)->allreduce(buf.data(), buf.data(), buf.size(), edt::DataType::kFloat32,
                                        edt::ReduceOp::kSum);
     if (!s.is_ok()) {
-      std::fprintf(stderr, "peer_failure_rank: %s\n", s.to_string().c_str());
+      edt::log::error("{}", s.to_string());
       return 1;
     }
   }

@@ -6,7 +6,7 @@
 #endif
 
 #include "collectives/algorithms.h"
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 
 namespace edt::collectives {
 namespace {
@@ -100,10 +100,10 @@ void ShmAllreduce::small_allreduce_after_round(void* recv, size_t count, DataTyp
     return;
   }
   const bool average = op == ReduceOp::kAverage;
-  op = combining_op(op);
-  reduce(recv, segment_->slot(0, buffer), segment_->slot(1, buffer), count, type, op);
-  for (int j = 2; j < n_; ++j) reduce_into(recv, segment_->slot(j, buffer), count, type, op);
-  if (average) finish_average(recv, count, type, n_);
+  op = kernels::combining_op(op);
+  kernels::reduce(recv, segment_->slot(0, buffer), segment_->slot(1, buffer), count, type, op);
+  for (int j = 2; j < n_; ++j) kernels::reduce_into(recv, segment_->slot(j, buffer), count, type, op);
+  if (average) kernels::finish_average(recv, count, type, n_);
 }
 
 Status ShmAllreduce::round_reading_descriptors(const Agreement& a) {
@@ -122,7 +122,7 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
     return Status::ok();
   }
   const bool average = op == ReduceOp::kAverage;
-  op = combining_op(op);
+  op = kernels::combining_op(op);
   const size_t chunk_elems = segment_->slot_bytes() / es;
   const size_t chunks = (count + chunk_elems - 1) / chunk_elems;
   const uint8_t* in = static_cast<const uint8_t*>(send);
@@ -161,9 +161,9 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
       // In local-rank order, with the own input in its place, as the small
       // path combines.
       auto part = [&](int j) { return j == local_rank_ ? own : segment_->slot(j, buffer_of(k)) + at; };
-      reduce(mine, part(0), part(1), slice, type, op);
-      for (int j = 2; j < n_; ++j) reduce_into(mine, part(j), slice, type, op);
-      if (average) finish_average(mine, slice, type, n_);
+      kernels::reduce(mine, part(0), part(1), slice, type, op);
+      for (int j = 2; j < n_; ++j) kernels::reduce_into(mine, part(j), slice, type, op);
+      if (average) kernels::finish_average(mine, slice, type, n_);
     }
   }
 #if defined(__SSE2__)

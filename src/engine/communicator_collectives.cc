@@ -6,7 +6,7 @@
 namespace edt::engine {
 namespace {
 
-class CommunicatorCollectives final : public Collectives {
+class CommunicatorCollectives final : public CollectiveBackend {
  public:
   explicit CommunicatorCollectives(std::shared_ptr<Communicator> c) : c_(std::move(c)) {}
 
@@ -79,7 +79,7 @@ class CommunicatorCollectives final : public Collectives {
 
 }  // namespace
 
-std::unique_ptr<Collectives> communicator_collectives(std::shared_ptr<Communicator> communicator) {
+std::unique_ptr<CollectiveBackend> communicator_collectives(std::shared_ptr<Communicator> communicator) {
   return std::make_unique<CommunicatorCollectives>(std::move(communicator));
 }
 

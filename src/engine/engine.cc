@@ -1,15 +1,15 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <utility>
 
-#include "collectives/reduce.h"
+#include "common/cpu.h"
+#include "common/log.h"
 #include "common/units.h"
-#include "transport/transport.h"
+#include "kernels/reduce.h"
 
 namespace edt::engine {
 
@@ -72,15 +72,15 @@ double final_scale(const Meta& m, int size) {
 // A plain average is the communicator's own (it divides as it reduces);
 // with scale factors the allreduce runs as a sum and the division joins the
 // postscale factor.
-void reduce_scaled(Collectives& c, void* buf, size_t count, const Meta& m, Status* status) {
+void reduce_scaled(CollectiveBackend& c, void* buf, size_t count, const Meta& m, Status* status) {
   if (m.op == ReduceOp::kAverage && m.prescale == 1.0 && m.postscale == 1.0) {
     *status = c.allreduce(buf, count, m.dtype, m.op);  // the communicator divides without a pass of its own
     return;
   }
-  if (m.prescale != 1.0) collectives::scale(buf, count, m.dtype, m.prescale);
-  *status = c.allreduce(buf, count, m.dtype, collectives::combining_op(m.op));
+  if (m.prescale != 1.0) kernels::scale(buf, count, m.dtype, m.prescale);
+  *status = c.allreduce(buf, count, m.dtype, kernels::combining_op(m.op));
   if (!status->is_ok()) return;
-  if (double post = final_scale(m, c.size()); post != 1.0) collectives::scale(buf, count, m.dtype, post);
+  if (double post = final_scale(m, c.size()); post != 1.0) kernels::scale(buf, count, m.dtype, post);
 }
 
 Status validate(const std::string& name, const Meta& m, const void* data, int size) {
@@ -139,7 +139,7 @@ Result<EngineOptions> engine_options_from_env(int local_processes) {
   if (delay && std::string(delay) != "auto") {
     EDT_ASSIGN_OR_RETURN(double ms, parse_number("EDT_REQUEST_DELAY", delay));
     o.request_delay = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
-  } else if (local_processes >= transport::usable_cores()) {
+  } else if (local_processes >= cpu::usable_cores()) {
     o.request_delay = o.idle_time;
   }
   if (const char* v = env("HOROVOD_CACHE_CAPACITY")) {
@@ -153,14 +153,14 @@ Result<EngineOptions> engine_options_from_env(int local_processes) {
   return o;
 }
 
-Engine::Engine(std::unique_ptr<Collectives> collectives, const EngineOptions& options)
+Engine::Engine(std::unique_ptr<CollectiveBackend> collectives, const EngineOptions& options)
     : collectives_(std::move(collectives)),
       options_(options),
       rank_(collectives_->rank()),
       size_(collectives_->size()),
       negotiator_(size_, options.cache_capacity) {}
 
-Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<Collectives> collectives,
+Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<CollectiveBackend> collectives,
                                               const EngineOptions& options) {
   if (!collectives) return invalid_argument("Engine::start: no collectives");
   std::unique_ptr<Engine> engine(new Engine(std::move(collectives), options));
@@ -288,7 +288,7 @@ Status Engine::shutdown() {
 void Engine::loop() {
   // This thread shares its core with the training: its waits never spin
   // longer than a short wait for a peer about to answer.
-  transport::limit_thread_spin(transport::Backoff::kDefaultSpin);
+  cpu::limit_thread_spin(cpu::kPauseSpin);
   while (true) {
     {
       std::lock_guard cycling(cycle_mu_);
@@ -369,10 +369,9 @@ Status Engine::cycle(bool* finished) {
       if (!inserted && now - it->second > options_.stall_warning) {
         std::string ranks;
         for (int r : negotiator_.missing_ranks(name)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-        std::fprintf(stderr,
-                     "edt: warning: tensor '%s' was submitted by some ranks but ranks %s have not submitted it "
-                     "for more than %lld s; check that every rank runs the same collectives.\n",
-                     name.c_str(), ranks.c_str(), static_cast<long long>(options_.stall_warning.count() / 1000));
+        log::warn("tensor '{}' was submitted by some ranks but ranks {} have not submitted it for more than {} s; "
+                  "check that every rank runs the same collectives.",
+                  name, ranks, options_.stall_warning.count() / 1000);
         it->second = now;  // warn again only after another period
       }
     }
@@ -559,16 +558,16 @@ Status Engine::run_one(const Ready& ready) {
       if (m.prescale != 1.0) {
         const auto* bytes = static_cast<const uint8_t*>(local->data);
         prescaled.assign(bytes, bytes + tensor_bytes(m));
-        collectives::scale(prescaled.data(), static_cast<size_t>(num_elements(m.shape)), m.dtype, m.prescale);
+        kernels::scale(prescaled.data(), static_cast<size_t>(num_elements(m.shape)), m.dtype, m.prescale);
         in = prescaled.data();
       }
       out.shape = m.shape;
       out.shape[0] = scatter_rows(m.shape[0], rank_, size_).second;
       out.data.resize(counts[rank_] * dtype_size(m.dtype));
       EDT_RETURN_IF_ERROR(
-          collectives_->reduce_scatter(in, out.data.data(), counts, m.dtype, collectives::combining_op(m.op)));
+          collectives_->reduce_scatter(in, out.data.data(), counts, m.dtype, kernels::combining_op(m.op)));
       if (double post = final_scale(m, size_); post != 1.0)
-        collectives::scale(out.data.data(), counts[rank_], m.dtype, post);
+        kernels::scale(out.data.data(), counts[rank_], m.dtype, post);
       break;
     }
     case OpType::kAllreduce:

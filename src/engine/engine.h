@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "edt/status.h"
-#include "engine/collectives.h"
+#include "engine/collective_backend.h"
 #include "engine/negotiation.h"
 
 namespace edt::engine {
@@ -80,7 +80,7 @@ struct Output {
 
 class Engine {
  public:
-  static Result<std::unique_ptr<Engine>> start(std::unique_ptr<Collectives> collectives,
+  static Result<std::unique_ptr<Engine>> start(std::unique_ptr<CollectiveBackend> collectives,
                                                const EngineOptions& options);
   ~Engine();  // shuts down (see shutdown()) if still running
 
@@ -113,7 +113,7 @@ class Engine {
 
  private:
   struct Op;
-  Engine(std::unique_ptr<Collectives> collectives, const EngineOptions& options);
+  Engine(std::unique_ptr<CollectiveBackend> collectives, const EngineOptions& options);
   void loop();
   // Runs one cycle; false once cycling has stopped (every rank shut down,
   // or a collective failed). The caller holds cycle_mu_.
@@ -129,7 +129,7 @@ class Engine {
   void complete(const std::string& name, Status status, Output output);
   void fail_everything(const Status& status);
 
-  std::unique_ptr<Collectives> collectives_;
+  std::unique_ptr<CollectiveBackend> collectives_;
   const EngineOptions options_;
   const int rank_;
   const int size_;

@@ -6,18 +6,6 @@
 
 namespace edt::engine {
 
-const char* op_type_name(OpType type) {
-  switch (type) {
-    case OpType::kAllreduce: return "allreduce";
-    case OpType::kAllgather: return "allgather";
-    case OpType::kBroadcast: return "broadcast";
-    case OpType::kAlltoall: return "alltoall";
-    case OpType::kReducescatter: return "reducescatter";
-    case OpType::kBarrier: return "barrier";
-  }
-  return "unknown";
-}
-
 const Meta& Ready::first() const {
   for (const auto& m : metas) {
     if (m) return *m;

@@ -31,26 +31,9 @@
 #include <vector>
 
 #include "edt/status.h"
-#include "engine/types.h"
+#include "engine/request.h"
 
 namespace edt::engine {
-
-enum class OpType : uint8_t { kAllreduce, kAllgather, kBroadcast, kAlltoall, kReducescatter, kBarrier };
-const char* op_type_name(OpType type);  // "allreduce", ...
-
-// What one rank says about one named request.
-struct Meta {
-  OpType type = OpType::kAllreduce;
-  DataType dtype = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  int32_t root = 0;
-  double prescale = 1.0;
-  double postscale = 1.0;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> splits;  // alltoall: rows sent to each rank; differs between ranks
-
-  bool operator==(const Meta&) const = default;
-};
 
 struct Announcement {
   std::string name;

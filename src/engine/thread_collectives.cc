@@ -3,11 +3,11 @@
 #include <cstring>
 #include <numeric>
 
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 
 namespace edt::engine {
 
-class ThreadCollectives final : public Collectives {
+class ThreadCollectives final : public CollectiveBackend {
  public:
   ThreadCollectives(ThreadGroup* group, int rank) : group_(group), rank_(rank) {}
 
@@ -19,8 +19,8 @@ class ThreadCollectives final : public Collectives {
     stage(buffer, bytes);
     EDT_RETURN_IF_ERROR(group_->barrier());
     std::memcpy(buffer, group_->stages_[0].data(), bytes);
-    for (int r = 1; r < size(); ++r) collectives::reduce_into(buffer, group_->stages_[r].data(), count, dtype, op);
-    if (op == ReduceOp::kAverage) collectives::finish_average(buffer, count, dtype, size());
+    for (int r = 1; r < size(); ++r) kernels::reduce_into(buffer, group_->stages_[r].data(), count, dtype, op);
+    if (op == ReduceOp::kAverage) kernels::finish_average(buffer, count, dtype, size());
     return group_->barrier();
   }
 
@@ -34,7 +34,7 @@ class ThreadCollectives final : public Collectives {
     if (mine) {
       std::memcpy(out, group_->stages_[0].data() + offset, mine * element);
       for (int r = 1; r < size(); ++r)
-        collectives::reduce_into(out, group_->stages_[r].data() + offset, mine, dtype, op);
+        kernels::reduce_into(out, group_->stages_[r].data() + offset, mine, dtype, op);
     }
     return group_->barrier();
   }
@@ -86,7 +86,7 @@ class ThreadCollectives final : public Collectives {
   int rank_;
 };
 
-std::unique_ptr<Collectives> ThreadGroup::member(int rank) { return std::make_unique<ThreadCollectives>(this, rank); }
+std::unique_ptr<CollectiveBackend> ThreadGroup::member(int rank) { return std::make_unique<ThreadCollectives>(this, rank); }
 
 void ThreadGroup::abort() {
   std::lock_guard lock(mu_);

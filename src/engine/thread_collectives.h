@@ -1,4 +1,4 @@
-// ThreadCollectives: the Collectives of ranks that are threads of one
+// ThreadCollectives: the CollectiveBackend of ranks that are threads of one
 // process, for the engine's unit tests. Each call stages this rank's bytes,
 // meets the other ranks at a barrier, reads what it needs from their stages
 // and meets them again. Slow and simple on purpose: it is the reference the
@@ -13,7 +13,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/collectives.h"
+#include "engine/collective_backend.h"
 
 namespace edt::engine {
 
@@ -21,8 +21,8 @@ class ThreadGroup {
  public:
   explicit ThreadGroup(int size) : size_(size), stages_(size), send_counts_(size) {}
 
-  // The Collectives of one rank; the group must outlive it.
-  std::unique_ptr<Collectives> member(int rank);
+  // The CollectiveBackend of one rank; the group must outlive it.
+  std::unique_ptr<CollectiveBackend> member(int rank);
   void abort();
   int size() const { return size_; }
 

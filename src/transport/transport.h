@@ -38,8 +38,10 @@
 #include <string>
 #include <vector>
 
+#include "common/process.h"
 #include "edt/status.h"
 #include "edt/types.h"
+#include "transport/backoff.h"
 #include "transport/doorbell.h"
 
 namespace edt::transport {
@@ -97,15 +99,18 @@ struct Recv {
   const void* with = nullptr;  // bytes long; may equal data
 };
 
+// A rank as the others know it: the host it says it is on (ranks with one
+// host identity share memory), where its TCP listener is, and its process.
 struct PeerInfo {
   std::string host;
-  int pid = 0;
+  std::string address;  // host:port
+  proc::ProcessId process;
 };
 
 class Transport {
  public:
   // `spin`: how long a wait spins (pausing, then yielding) before it
-  // blocks (see Backoff).
+  // blocks (see backoff.h).
   // `doorbell`: this rank's, rung by the peers behind memory channels (null
   // without any); waits on memory block on it after spinning.
   Transport(int rank, std::vector<PeerInfo> peers, std::vector<std::unique_ptr<Channel>> channels,
@@ -137,6 +142,8 @@ class Transport {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
+  class Exchange;  // one exchange() in progress (transport.cc)
+
   Status check_waiting(std::span<const int> peers, Clock::time_point last_progress, const char* what);
 
   int rank_;
@@ -148,75 +155,6 @@ class Transport {
   std::atomic<bool> broken_flag_{false};
   mutable std::mutex mu_;
   Status broken_;  // guarded by mu_
-};
-
-// The cores this process may run on.
-int usable_cores();
-
-// Waits on the calling thread spin at most `limit` from now on, whatever
-// their transport's spin.
-void limit_thread_spin(std::chrono::nanoseconds limit);
-std::chrono::nanoseconds thread_spin_limit();
-
-// The idle strategy every wait uses: spin with a pause instruction first (a
-// peer on another core answers within a microsecond), then yield, then block
-// until a peer rings this rank's doorbell (or, without one, sleep briefly), so
-// that ranks sharing a core let each other run and a waiting rank wakes as
-// soon as there is something to do.
-//
-// The spin is bounded in time, not in pause instructions (a pause takes 10
-// to 150 cycles depending on the CPU). It pauses for at most kDefaultSpin,
-// then yields the core (to any thread that wants it) until `spin` has
-// passed. A long spin pays when every rank has a core of its own: the
-// waiting rank's core has nothing else to do, and a core that goes idle
-// comes back late and with cold caches (a virtual CPU that halts gives its
-// physical core to others), which in a training step slows the next forward
-// and backward pass; yielding hands the core over where something else
-// needs it. With more ranks than cores on a host the communicator asks for
-// a short spin, and a thread that shares its core with the training (the
-// engine's) limits its own (limit_thread_spin).
-//
-// Use: check the wait condition; on progress call reset(), otherwise idle(),
-// and check again. Before blocking, idle() arms the doorbell and returns at
-// once, so that the condition is checked once more with the doorbell armed
-// (see doorbell.h); the next idle() then blocks.
-class Backoff {
- public:
-  static constexpr std::chrono::nanoseconds kDefaultSpin = std::chrono::microseconds(50);
-  explicit Backoff(std::chrono::nanoseconds spin = kDefaultSpin, Doorbell* doorbell = nullptr)
-      : spin_(std::min(spin, thread_spin_limit())), doorbell_(doorbell) {}
-  ~Backoff() { disarm(); }
-  Backoff(const Backoff&) = delete;
-  Backoff& operator=(const Backoff&) = delete;
-
-  // `may_block`: whether everything waited for rings the doorbell (false
-  // while sockets are waited on too: they do not ring it).
-  void idle(bool may_block = true);
-  void reset() {
-    idles_ = 0;
-    yields_ = 0;
-    disarm();
-  }
-  // True about every 100 ms of idling: time for the slow checks.
-  bool slow_check_due();
-  std::chrono::nanoseconds spin() const { return spin_; }
-
- private:
-  bool spinning();
-  void disarm() {
-    if (armed_) doorbell_->disarm();
-    armed_ = false;
-  }
-
-  std::chrono::nanoseconds spin_;
-  Doorbell* doorbell_;
-  uint32_t idles_ = 0;   // idle() calls since progress
-  uint32_t yields_ = 0;  // of which yielded
-  Clock::time_point pause_until_{};
-  Clock::time_point spin_until_{};
-  bool armed_ = false;
-  uint32_t ticket_ = 0;
-  Clock::time_point next_check_{};
 };
 
 template <typename Ready>

@@ -5,10 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -131,102 +130,5 @@ void Segment::mark_broken(int rank) {
 }
 
 int Segment::broken_by() const { return header()->broken_by.load(std::memory_order_acquire); }
-
-uint64_t process_start_time(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // The command name (field 2) may hold spaces; fields after it follow ')'.
-  auto close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(stat.substr(close + 2));
-  std::string field;
-  // Field 3 is the state; the start time is field 22.
-  for (int i = 3; i <= 22 && rest >> field; ++i)
-    if (i == 22) return std::stoull(field);
-  return 0;
-}
-
-Status check_process(int pid, uint64_t start_time, const std::string& who) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = stat.rfind(')');
-  bool alive = close != std::string::npos && close + 2 < stat.size();
-  if (alive) {
-    char state = stat[close + 2];
-    alive = state != 'Z' && state != 'X' && process_start_time(pid) == start_time;
-  }
-  if (alive) return Status::ok();
-  return peer_failed(who + " died mid-collective (process " + std::to_string(pid) +
-                     " is gone); the job must re-form without it");
-}
-
-namespace {
-
-class ShmChannel final : public Channel {
- public:
-  ShmChannel(std::shared_ptr<Segment> segment, int me, int other, std::string peer, int pid, uint64_t start,
-             int my_rank)
-      : segment_(std::move(segment)),
-        out_(segment_->ring(me, other)),
-        in_(segment_->ring(other, me)),
-        other_bell_(&segment_->doorbell(other)),
-        peer_(std::move(peer)),
-        pid_(pid),
-        start_(start),
-        my_rank_(my_rank) {}
-
-  Result<size_t> try_send(const uint8_t* data, size_t n) override {
-    const uint64_t head = out_.head->load(std::memory_order_relaxed);
-    const uint64_t tail = out_.tail->load(std::memory_order_acquire);
-    n = std::min<size_t>(n, out_.capacity - (head - tail));
-    if (n == 0) return size_t{0};
-    const size_t at = head & (out_.capacity - 1);
-    const size_t first = std::min(n, out_.capacity - at);
-    std::memcpy(out_.data + at, data, first);
-    std::memcpy(out_.data, data + first, n - first);
-    out_.head->store(head + n, std::memory_order_release);
-    other_bell_->ring();
-    return n;
-  }
-
-  Result<std::span<const uint8_t>> peek() override {
-    const uint64_t tail = in_.tail->load(std::memory_order_relaxed);
-    const uint64_t head = in_.head->load(std::memory_order_acquire);
-    const size_t at = tail & (in_.capacity - 1);
-    const size_t n = std::min<size_t>(head - tail, in_.capacity - at);
-    return std::span<const uint8_t>(in_.data + at, n);
-  }
-
-  void consume(size_t n) override {
-    in_.tail->store(in_.tail->load(std::memory_order_relaxed) + n, std::memory_order_release);
-    other_bell_->ring();
-  }
-
-  Status check_peer() override {
-    int by = segment_->broken_by();
-    if (by >= 0 && by != my_rank_)
-      return peer_failed("rank " + std::to_string(by) + " on this host failed or aborted mid-collective");
-    return check_process(pid_, start_, peer_);
-  }
-
-  void poison() override { segment_->mark_broken(my_rank_); }
-
- private:
-  std::shared_ptr<Segment> segment_;
-  Segment::Ring out_, in_;
-  Doorbell* other_bell_;  // the peer's: it may wait for data or room
-  std::string peer_;
-  int pid_;
-  uint64_t start_;
-  int my_rank_;
-};
-
-}  // namespace
-
-std::unique_ptr<Channel> make_channel(std::shared_ptr<Segment> segment, int me, int other, std::string peer,
-                                      int peer_pid, uint64_t peer_start, int my_rank) {
-  return std::make_unique<ShmChannel>(std::move(segment), me, other, std::move(peer), peer_pid, peer_start,
-                                      my_rank);
-}
 
 }  // namespace edt::transport::shm

@@ -102,17 +102,4 @@ class Segment {
   size_t rings_offset_, slots_offset_;
 };
 
-// The Channel from local rank `from` to `to` (both directions: sends go into
-// ring(from, to), receives come from ring(to, from)). `peer` names the other
-// side; `peer_pid`/`peer_start` identify its process for liveness checks.
-std::unique_ptr<Channel> make_channel(std::shared_ptr<Segment> segment, int me, int other, std::string peer,
-                                      int peer_pid, uint64_t peer_start, int my_rank);
-
-// This process's start time (field 22 of /proc/self/stat): with the pid it
-// identifies the process even if the pid is reused.
-uint64_t process_start_time(int pid);
-
-// kPeerFailed if the process (pid, start time) no longer runs (or is a zombie).
-Status check_process(int pid, uint64_t start_time, const std::string& who);
-
 }  // namespace edt::transport::shm

@@ -1,3 +1,5 @@
+// The tables behind edt/types.h: element sizes, names and the names parsed
+// for DataType and ReduceOp.
 #include "edt/types.h"
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-namespace edt::collectives {
+namespace edt::kernels {
 namespace {
 
 // Reference: double precision, then rounded to the type once.
@@ -204,4 +204,4 @@ TEST(Types, NamesParseBack) {
 }
 
 }  // namespace
-}  // namespace edt::collectives
+}  // namespace edt::kernels

@@ -1,4 +1,5 @@
-// Collectives: the narrow view of a communicator that the engine needs.
+// CollectiveBackend: the interface the engine runs its collectives through,
+// the narrow view of a communicator that it needs.
 //
 // The engine runs every call from its one background thread, in the same
 // order on every rank (negotiation makes it so), so implementations need not
@@ -14,13 +15,13 @@
 #include <vector>
 
 #include "edt/status.h"
-#include "engine/types.h"
+#include "engine/request.h"
 
 namespace edt::engine {
 
-class Collectives {
+class CollectiveBackend {
  public:
-  virtual ~Collectives() = default;
+  virtual ~CollectiveBackend() = default;
 
   virtual int rank() const = 0;
   virtual int size() const = 0;

@@ -1,12 +1,12 @@
 // Built with -O3 (see CMakeLists.txt): the loops below are written so the
 // compiler vectorises them — no aliasing (__restrict), no branches but
 // selects, conversions as branch-free bit arithmetic.
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 
 #include <cstring>
 #include <type_traits>
 
-namespace edt::collectives {
+namespace edt::kernels {
 namespace {
 
 inline uint32_t bits_of(float f) {
@@ -201,4 +201,4 @@ void scale(void* buf, size_t count, DataType type, double factor) {
   });
 }
 
-}  // namespace edt::collectives
+}  // namespace edt::kernels

@@ -1,6 +1,18 @@
-#include "engine/types.h"
+#include "engine/request.h"
 
 namespace edt::engine {
+
+const char* op_type_name(OpType type) {
+  switch (type) {
+    case OpType::kAllreduce: return "allreduce";
+    case OpType::kAllgather: return "allgather";
+    case OpType::kBroadcast: return "broadcast";
+    case OpType::kAlltoall: return "alltoall";
+    case OpType::kReducescatter: return "reducescatter";
+    case OpType::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
 
 const char* op_name(ReduceOp op) {
   switch (op) {

@@ -1,11 +1,11 @@
-#include "engine/types.h"
+#include "engine/request.h"
 
 #include <gtest/gtest.h>
 
 namespace edt::engine {
 namespace {
 
-TEST(TypesTest, ShapesAndNames) {
+TEST(RequestTest, ShapesAndNames) {
   EXPECT_EQ(shape_string({2, 3}), "[2, 3]");
   EXPECT_EQ(shape_string({}), "[]");
   EXPECT_EQ(num_elements({2, 3, 4}), 24);

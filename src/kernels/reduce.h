@@ -9,7 +9,7 @@
 
 #include "edt/types.h"
 
-namespace edt::collectives {
+namespace edt::kernels {
 
 // dst[i] = dst[i] op src[i]. dst and src may not overlap (unless equal).
 void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op);
@@ -33,4 +33,4 @@ uint16_t float_to_half(float f);  // round to nearest even; NaN stays NaN
 float bfloat16_to_float(uint16_t b);
 uint16_t float_to_bfloat16(float f);  // round to nearest even; NaN stays NaN
 
-}  // namespace edt::collectives
+}  // namespace edt::kernels

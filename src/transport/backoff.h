@@ -1,0 +1,89 @@
+// Backoff: the idle strategy every wait of the transport uses.
+//
+// It spins with a pause instruction first (a peer on another core answers
+// within a microsecond), then yields, then blocks until a peer rings this
+// rank's doorbell (or, without one, sleeps briefly; a caller that waits on
+// sockets polls them instead), so that ranks sharing a core let each other run
+// and a waiting rank wakes as soon as there is something to do.
+//
+// The spin is bounded in time, not in pause instructions (a pause takes 10
+// to 150 cycles depending on the CPU). It pauses for at most cpu::kPauseSpin,
+// then yields the core (to any thread that wants it) until `spin` has
+// passed. A long spin pays when every rank has a core of its own: the
+// waiting rank's core has nothing else to do, and a core that goes idle
+// comes back late and with cold caches (a virtual CPU that halts gives its
+// physical core to others), which in a training step slows the next forward
+// and backward pass; yielding hands the core over where something else
+// needs it. With more ranks than cores on a host the communicator asks for
+// a short spin, and a thread that shares its core with the training (the
+// engine's) limits its own (cpu::limit_thread_spin).
+//
+// Use: check the wait condition; on progress call reset(), otherwise idle(),
+// and check again. Before blocking, idle() arms the doorbell and returns at
+// once, so that the condition is checked once more with the doorbell armed
+// (see doorbell.h); the next idle() then blocks. A caller that blocks its own
+// way (poll() on sockets) calls spin() instead of idle() and blocks once it
+// returns false.
+//
+// Threads: one Backoff per wait, used by the waiting thread only.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "common/cpu.h"
+#include "transport/doorbell.h"
+
+namespace edt::transport {
+
+class Backoff {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::nanoseconds kDefaultSpin = cpu::kPauseSpin;
+
+  explicit Backoff(std::chrono::nanoseconds spin = kDefaultSpin, Doorbell* doorbell = nullptr)
+      : spin_(std::min(spin, cpu::thread_spin_limit())), doorbell_(doorbell) {}
+  ~Backoff() { disarm(); }
+  Backoff(const Backoff&) = delete;
+  Backoff& operator=(const Backoff&) = delete;
+
+  // `may_block`: whether everything waited for rings the doorbell (false
+  // while sockets are waited on too: they do not ring it).
+  void idle(bool may_block = true);
+  // One step of the spin alone, for a caller whose check of the condition
+  // costs a system call (sockets) and who blocks its own way (poll()): a
+  // pause, or a yield, and true; false once `spin` has passed `since` (the
+  // last progress), when the caller should block. The phases count from
+  // `since` and the clock is read on every call, so they end on time.
+  bool spin(Clock::time_point since);
+  void reset() {
+    idles_ = 0;
+    yields_ = 0;
+    disarm();
+  }
+  // True about every 100 ms of idling: time for the slow checks.
+  bool slow_check_due();
+  std::chrono::nanoseconds spin_time() const { return spin_; }
+
+ private:
+  bool pausing();
+  void disarm() {
+    // armed_ implies a doorbell; the test of both spares GCC a false
+    // "null store" warning.
+    if (armed_ && doorbell_) doorbell_->disarm();
+    armed_ = false;
+  }
+
+  std::chrono::nanoseconds spin_;
+  Doorbell* doorbell_;
+  uint32_t idles_ = 0;   // idle() and spin() calls since progress
+  uint32_t yields_ = 0;  // of which yielded
+  Clock::time_point pause_until_{};
+  Clock::time_point spin_until_{};
+  bool armed_ = false;
+  uint32_t ticket_ = 0;
+  Clock::time_point next_check_{};
+};
+
+}  // namespace edt::transport

@@ -1,0 +1,26 @@
+# cmake -DEDT_LAYERS_FILE=... -P layer_order_test.cmake
+include(${EDT_LAYERS_FILE})
+
+function(expect_allowed module folder used used_folder)
+  edt_layer_error(error ${module} ${folder} ${used} ${used_folder})
+  if(error)
+    message(FATAL_ERROR "expected ${module} -> ${used} to be allowed, got: ${error}")
+  endif()
+endfunction()
+
+function(expect_refused module folder used used_folder)
+  edt_layer_error(error ${module} ${folder} ${used} ${used_folder})
+  if(NOT error)
+    message(FATAL_ERROR "expected ${module} -> ${used} to be refused")
+  endif()
+endfunction()
+
+expect_allowed(edt_transport transport edt_kernels kernels)
+expect_allowed(edt_collectives collectives edt_transport transport)
+expect_allowed(edt_control_store control/store edt_control_model control/model)
+expect_allowed(edt_engine engine edt_collectives collectives)
+expect_refused(edt_transport transport edt_collectives collectives)
+expect_refused(edt_kernels kernels edt_transport transport)
+expect_refused(edt_collectives collectives edt_engine engine)
+expect_refused(edt_somewhere nowhere edt_common common)
+message(STATUS "layer order: ok")
