@@ -51,7 +51,11 @@ Outcome<Volume> Service::create_volume(const User& by, const VolumeRequest& requ
   if (Status st = db_->lock().insert_volume(v); !st.is_ok()) return error_from_status(st, "name");
   std::error_code ec;
   if (v.managed) fs::create_directories(v.host_path, ec);
-  if (ec) return error_from_status(io_error("make " + v.host_path, ec.value()), "name");
+  if (ec) {
+    // No directory, no volume: the row goes again.
+    (void)db_->lock().delete_volume(v.name);
+    return error_from_status(io_error("make " + v.host_path, ec.value()), "name");
+  }
   return v;
 }
 
