@@ -21,7 +21,8 @@ Error error_from_status(const Status& st, const std::string& field) {
 }
 
 const std::vector<std::string>& known_frameworks() {
-  static const std::vector<std::string> kFrameworks = {"horovod", "deepspeed", "megatron", "slurm"};
+  static const std::vector<std::string> kFrameworks(api::limits::Framework::values.begin(),
+                                                    api::limits::Framework::values.end());
   return kFrameworks;
 }
 
@@ -87,9 +88,12 @@ Refusal parse_shm(const json& value, uint64_t* out) {
     return invalid("shm", "shm must be a size such as \"512M\", not " + std::string(value.type_name()),
                          "write a size such as \"512M\" or \"2Gi\"");
   }
-  if (*out < (1ull << 20) || *out > (256ull << 30))
-    return invalid("shm", "shm of " + std::to_string(*out) + " bytes is outside 1M..256Gi",
-                         "ask for a size between 1M and 256Gi, e.g. \"1Gi\"");
+  if (*out < kMinShmBytes || *out > kMaxShmBytes)
+    return invalid("shm",
+                   "shm of " + std::to_string(*out) + " bytes is outside " + format_size(kMinShmBytes) + ".." +
+                       format_size(kMaxShmBytes),
+                   "ask for a size between " + format_size(kMinShmBytes) + " and " + format_size(kMaxShmBytes) +
+                       ", e.g. \"1Gi\"");
   return std::nullopt;
 }
 
@@ -101,8 +105,9 @@ Refusal parse_gpu(const json& value, GpuRequest* out) {
   if (auto r = check_known_fields(value, "gpu.", {"model", "count"})) return r;
   if (auto r = want_string(value, "model", "gpu.model", &out->model)) return r;
   if (value.contains("count")) {
-    if (!value["count"].is_number_integer() || value["count"].get<int64_t>() < 0 || value["count"].get<int64_t>() > 16)
-      return invalid("gpu.count", "gpu.count must be a whole number from 0 to 16",
+    if (!value["count"].is_number_integer() || value["count"].get<int64_t>() < 0 ||
+        value["count"].get<int64_t>() > kMaxGpusPerContainer)
+      return invalid("gpu.count", "gpu.count must be a whole number from 0 to " + std::to_string(kMaxGpusPerContainer),
                            "ask for the GPUs per container, e.g. 1");
     out->count = value["count"].get<int>();
   } else if (!out->model.empty()) {

@@ -16,14 +16,20 @@
 #include "common/process.h"
 #include "control/model/error.h"
 #include "control/model/states.h"
+#include "edt_api/contract.h"
 
 namespace edt::control {
 
-inline constexpr int kMinContainers = 2;
-inline constexpr int kMaxContainers = 64;
-inline constexpr uint64_t kDefaultShmBytes = 64ull << 20;
+// The limits are the API contract's (api/openapi.json, through the
+// generated edt_api/contract.h): change them there.
+inline constexpr int kMinContainers = api::limits::ContainerCount::minimum;
+inline constexpr int kMaxContainers = api::limits::ContainerCount::maximum;
+inline constexpr uint64_t kDefaultShmBytes = api::limits::ShmSize::default_bytes;
+inline constexpr uint64_t kMinShmBytes = api::limits::ShmSize::minimum_bytes;
+inline constexpr uint64_t kMaxShmBytes = api::limits::ShmSize::maximum_bytes;
+inline constexpr int kMaxGpusPerContainer = api::limits::GpuCount::maximum;
 // Longest cluster name: "<name>-worker-NN" must stay a DNS label (63).
-inline constexpr size_t kMaxClusterNameLength = 40;
+inline constexpr size_t kMaxClusterNameLength = api::limits::ClusterName::max_length;
 
 // The frameworks a cluster may be made for, in the order the API lists them.
 const std::vector<std::string>& known_frameworks();
