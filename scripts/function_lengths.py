@@ -71,27 +71,25 @@ def classify(tokens, i):
 
 
 def function_name(tokens, i):
-    depth, j = 0, i - 1
-    # Walk back to the ')' closing the parameter list that starts the signature.
+    """The name before the parameter list of the body opening at tokens[i]."""
+    # The parameter list closes at the ')' before a constructor's
+    # initializer list (the first ') :' of the signature), else at the last
+    # ')' before the body.
     k = i - 1
+    m = i - 1
+    while m > 0 and tokens[m][0] not in (";", "{", "}"):
+        if tokens[m][0] == ":" and tokens[m - 1][0] in {")"} | AFTER_PARAMS:
+            k = m - 1
+        m -= 1
     while k >= 0 and tokens[k][0] != ")":
         k -= 1
-    if k >= 0 and any(tokens[m][0] == ":" for m in range(k, i)):
-        # a constructor's initializer list: find the ':' then its ')'
-        m = i - 1
-        while tokens[m][0] != ":" or tokens[m - 1][0] not in {")"} | AFTER_PARAMS:
-            m -= 1
-        k = m - 1
-        while tokens[k][0] != ")":
-            k -= 1
     depth = 0
     while k >= 0:
         depth += {")": 1, "(": -1}.get(tokens[k][0], 0)
         if depth == 0:
             break
         k -= 1
-    name_tok, line = tokens[k - 1] if k > 0 else ("?", tokens[i][1])
-    return name_tok, line
+    return tokens[k - 1] if k > 0 else ("?", tokens[i][1])
 
 
 def main():
