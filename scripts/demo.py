@@ -240,8 +240,8 @@ class Demo:
     def _elastic_steps(self, job):
         first = job.wait_for("a generation of 2 workers", lambda lines: generation(lines, 2), 180)
         show_generation(first)
-        # Let it train a little, then grow the cluster under it.
-        time.sleep(2)
+        # Grow the cluster under it, and kill a worker once it has grown: each
+        # step waits for the state it needs, never for the machine to be slow.
         say("while it trains:")
         grow = time.time()
         seconds, _ = self.scale(4)
@@ -262,7 +262,6 @@ class Demo:
                ", ".join("%s pid %d" % hp for hp in kept.items())))
 
         victim = "tthvd-worker-2"
-        time.sleep(2)
         say("edt exec %s -- pkill -9 -f %s   (SIGKILL one worker)" % (victim, TRAIN))
         killed = time.time()
         self.edt("exec", victim, "--", "pkill", "-9", "-f", "[t]rain_mnist")
@@ -409,7 +408,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build directory (default: build)")
     p.add_argument("--epochs", type=int, default=1, help="epochs of the fixed-size runs")
-    p.add_argument("--elastic-epochs", type=int, default=3, help="epochs of the elastic run")
+    p.add_argument("--elastic-epochs", type=int, default=5,
+                   help="epochs of the elastic run (enough to outlast growing it and killing a worker)")
     p.add_argument("--min-acc", type=float, default=0.9, help="the test accuracy the elastic run must reach")
     p.add_argument("--mnist-dir", help="MNIST's IDX files to train on (default: a synthetic MNIST-like set)")
     args = p.parse_args()
