@@ -30,19 +30,13 @@ Answer list_clusters(ApiContext& ctx, const Request&, const User& user) {
 }
 
 Answer create_cluster(ApiContext& ctx, const Request& req, const User& user) {
-  auto body = json_body(req);
-  if (!body.ok()) return body.error();
-  ClusterSpec spec;
-  if (auto r = parse_cluster_spec(*body, &spec)) return *r;
-  auto created = ctx.service->create_cluster(user, spec);
-  if (!created.ok()) return created.error();
-  return json_reply(201, cluster_to_json(*created));
+  auto spec = read_body(req, parse_cluster_spec);
+  if (!spec.ok()) return spec.error();
+  return json_answer(201, ctx.service->create_cluster(user, *spec), cluster_to_json);
 }
 
 Answer get_cluster(ApiContext& ctx, const Request& req, const User& user) {
-  auto cluster = ctx.service->cluster(user, name_in_path(req));
-  if (!cluster.ok()) return cluster.error();
-  return json_reply(200, cluster_to_json(*cluster));
+  return json_answer(200, ctx.service->cluster(user, name_in_path(req)), cluster_to_json);
 }
 
 Answer scale_cluster(ApiContext& ctx, const Request& req, const User& user) {
@@ -53,15 +47,11 @@ Answer scale_cluster(ApiContext& ctx, const Request& req, const User& user) {
   if (!cluster.ok()) return cluster.error();
   int containers = 0;
   if (auto r = parse_scale_request(*body, &containers)) return *r;
-  auto scaled = ctx.service->scale_cluster(user, cluster->spec.name, containers);
-  if (!scaled.ok()) return scaled.error();
-  return json_reply(200, cluster_to_json(*scaled));
+  return json_answer(200, ctx.service->scale_cluster(user, cluster->spec.name, containers), cluster_to_json);
 }
 
 Answer delete_cluster(ApiContext& ctx, const Request& req, const User& user) {
-  auto deleted = ctx.service->delete_cluster(user, name_in_path(req));
-  if (!deleted.ok()) return deleted.error();
-  return json_reply(202, cluster_to_json(*deleted));
+  return json_answer(202, ctx.service->delete_cluster(user, name_in_path(req)), cluster_to_json);
 }
 
 Answer cluster_hostfile(ApiContext& ctx, const Request& req, const User& user) {

@@ -42,6 +42,24 @@ nlohmann::json error_json(int status, const Error& error);
 // The request's body as a JSON object, or a malformed-request refusal.
 Outcome<nlohmann::json> json_body(const httplib::Request& request);
 
+// The request's body read into a T by `parse` (one of model/'s parse_*),
+// or the Error that stopped it.
+template <typename T>
+Outcome<T> read_body(const httplib::Request& request, Refusal (*parse)(const nlohmann::json&, T*)) {
+  auto body = json_body(request);
+  if (!body.ok()) return body.error();
+  T value{};
+  if (auto refused = parse(*body, &value)) return *refused;
+  return value;
+}
+
+// `status` with the JSON `to_json` makes of the outcome's value, or its Error.
+template <typename T, typename ToJson>
+Answer json_answer(int status, Outcome<T> outcome, ToJson to_json) {
+  if (!outcome.ok()) return outcome.error();
+  return json_reply(status, to_json(*outcome));
+}
+
 // Who may call a route: anyone (no token), any user, or the admin only.
 enum class Access { kPublic, kUser, kAdmin };
 

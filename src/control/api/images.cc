@@ -14,13 +14,11 @@ Answer list_images(ApiContext& ctx, const Request&, const User&) {
 }
 
 Answer register_image(ApiContext& ctx, const Request& req, const User& user) {
-  auto body = json_body(req);
-  if (!body.ok()) return body.error();
-  Image image;
-  if (auto r = parse_image_request(*body, &image)) return *r;
-  auto registered = ctx.service->register_image(user, image);
-  if (!registered.ok()) return registered.error();
-  return json_reply(201, {{"name", registered->name}, {"root", registered->root}, {"frameworks", registered->frameworks}});
+  auto image = read_body(req, parse_image_request);
+  if (!image.ok()) return image.error();
+  return json_answer(201, ctx.service->register_image(user, *image), [](const Image& made) {
+    return json{{"name", made.name}, {"root", made.root}, {"frameworks", made.frameworks}};
+  });
 }
 
 Answer list_gpus(ApiContext& ctx, const Request&, const User&) {

@@ -24,13 +24,9 @@ Answer list_users(ApiContext& ctx, const Request&, const User& user) {
 }
 
 Answer create_user(ApiContext& ctx, const Request& req, const User& user) {
-  auto body = json_body(req);
-  if (!body.ok()) return body.error();
-  std::string name;
-  if (auto r = parse_user_request(*body, &name)) return *r;
-  auto made = ctx.service->create_user(user, name);
-  if (!made.ok()) return made.error();
-  return json_reply(201, token_json(*made));
+  auto name = read_body(req, parse_user_request);
+  if (!name.ok()) return name.error();
+  return json_answer(201, ctx.service->create_user(user, *name), token_json);
 }
 
 Answer create_token(ApiContext& ctx, const Request& req, const User& user) {

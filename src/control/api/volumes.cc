@@ -14,13 +14,9 @@ Answer list_volumes(ApiContext& ctx, const Request&, const User& user) {
 }
 
 Answer create_volume(ApiContext& ctx, const Request& req, const User& user) {
-  auto body = json_body(req);
-  if (!body.ok()) return body.error();
-  VolumeRequest request;
-  if (auto r = parse_volume_request(*body, &request)) return *r;
-  auto volume = ctx.service->create_volume(user, request);
-  if (!volume.ok()) return volume.error();
-  return json_reply(201, volume_to_json(*volume));
+  auto request = read_body(req, parse_volume_request);
+  if (!request.ok()) return request.error();
+  return json_answer(201, ctx.service->create_volume(user, *request), volume_to_json);
 }
 
 Answer delete_volume(ApiContext& ctx, const Request& req, const User& user) {
