@@ -6,29 +6,29 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace edt::io {
 namespace {
 
-// Waits until fd is writable or the deadline passes; false on timeout.
-bool wait_writable(int fd, Clock::time_point deadline) {
-  for (;;) {
-    int timeout_ms = -1;
-    if (deadline != Clock::time_point::max()) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return false;
-      timeout_ms = static_cast<int>(std::min<long long>(left, 1 << 30));
-    }
-    pollfd pfd{fd, POLLOUT, 0};
-    int r = ::poll(&pfd, 1, timeout_ms);
-    if (r > 0) return true;
-    if (r == 0 && timeout_ms >= 0) return false;
-    if (r < 0 && errno != EINTR) return true;  // let the write report the error
-  }
+int ms_until(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) return 0;
+  return static_cast<int>(std::min<int64_t>(left, 1 << 30));
 }
 
 }  // namespace
+
+bool wait_ready(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, ms_until(deadline));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) return true;  // let the read/write report the error
+  }
+}
 
 Status write_all(int fd, std::string_view bytes, const std::string& what, Clock::time_point deadline) {
   bool socket = true;
@@ -45,7 +45,7 @@ Status write_all(int fd, std::string_view bytes, const std::string& what, Clock:
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_writable(fd, deadline)) return timeout_error("timed out writing to " + what);
+      if (!wait_ready(fd, POLLOUT, deadline)) return timeout_error("timed out writing to " + what);
       continue;
     }
     int err = n < 0 ? errno : EIO;

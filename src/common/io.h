@@ -1,4 +1,4 @@
-// Whole writes to a file descriptor: a file, a pipe or a socket.
+// Waiting on and whole writes to a file descriptor: a file, a pipe or a socket.
 #pragma once
 
 #include <chrono>
@@ -15,6 +15,11 @@ using Clock = std::chrono::steady_clock;
 // the descriptor would block, until `deadline`. Never raises SIGPIPE: a
 // closed pipe or connection is kUnavailable; the deadline is kTimeout.
 // `what` names the other end in errors ("TCP store at 1.2.3.4:5").
+// Waits until `fd` is ready for poll() `events` (POLLIN, POLLOUT) or the
+// deadline passes; false on the deadline. An error on the descriptor counts
+// as ready: the read or write that follows reports it.
+bool wait_ready(int fd, short events, Clock::time_point deadline);
+
 Status write_all(int fd, std::string_view bytes, const std::string& what,
                  Clock::time_point deadline = Clock::time_point::max());
 

@@ -40,23 +40,6 @@ Result<AddrInfoPtr> resolve(const std::string& host, uint16_t port, bool passive
   return AddrInfoPtr(out);
 }
 
-int ms_until(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  if (left <= 0) return 0;
-  return static_cast<int>(std::min<int64_t>(left, 1 << 30));
-}
-
-// Waits until `fd` is ready for `events`; false on deadline.
-bool wait_ready(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, ms_until(deadline));
-    if (rc > 0) return true;
-    if (rc == 0) return false;
-    if (errno != EINTR) return true;  // let the read/write report the error
-  }
-}
-
 }  // namespace
 
 Result<HostPort> parse_host_port(const std::string& text, bool allow_port_zero) {
@@ -185,7 +168,7 @@ Status read_all(int fd, void* data, size_t n, Clock::time_point deadline, const 
     if (r == 0) return unavailable(what + " is gone: it closed the connection");
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!wait_ready(fd, POLLIN, deadline)) return timeout_error("timed out waiting for " + what);
+      if (!io::wait_ready(fd, POLLIN, deadline)) return timeout_error("timed out waiting for " + what);
       continue;
     }
     return unavailable(what + " is gone: " + std::strerror(errno));
