@@ -90,6 +90,12 @@ Cluster read_cluster(Stmt& s) {
   return c;
 }
 
+User read_user(Stmt& s) { return User{s.text(0), s.i64(1) != 0}; }
+
+constexpr const char* kVolumeColumns = "name, owner, host_path, managed";
+
+Volume read_volume(Stmt& s) { return Volume{s.text(0), s.text(1), s.text(2), s.i64(3) != 0}; }
+
 constexpr const char* kJobColumns =
     "id, cluster, container, owner, command, state, exit_code, message, pid, pid_start, created_at, finished_at";
 
@@ -180,7 +186,7 @@ Status Database::Tx::insert_user(const User& user) {
 std::vector<User> Database::Tx::users() {
   std::vector<User> out;
   Stmt s(db_, "SELECT name, admin FROM users ORDER BY name");
-  while (s.step()) out.push_back({s.text(0), s.i64(1) != 0});
+  while (s.step()) out.push_back(read_user(s));
   return out;
 }
 
@@ -188,7 +194,7 @@ std::optional<User> Database::Tx::user(const std::string& name) {
   Stmt s(db_, "SELECT name, admin FROM users WHERE name = ?");
   s.bind(1, name);
   if (!s.step()) return std::nullopt;
-  return User{s.text(0), s.i64(1) != 0};
+  return read_user(s);
 }
 
 Status Database::Tx::insert_token(const std::string& user, const std::string& token_hash) {
@@ -203,7 +209,7 @@ std::optional<User> Database::Tx::user_for_token(const std::string& token_hash) 
   Stmt s(db_, "SELECT u.name, u.admin FROM tokens t JOIN users u ON u.name = t.user WHERE t.hash = ?");
   s.bind(1, token_hash);
   if (!s.step()) return std::nullopt;
-  return User{s.text(0), s.i64(1) != 0};
+  return read_user(s);
 }
 
 // Images, volumes and GPUs.
@@ -238,16 +244,16 @@ Status Database::Tx::insert_volume(const Volume& volume) {
 
 std::vector<Volume> Database::Tx::volumes() {
   std::vector<Volume> out;
-  Stmt s(db_, "SELECT name, owner, host_path, managed FROM volumes ORDER BY name");
-  while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.i64(3) != 0});
+  Stmt s(db_, select(kVolumeColumns, "FROM volumes ORDER BY name"));
+  while (s.step()) out.push_back(read_volume(s));
   return out;
 }
 
 std::optional<Volume> Database::Tx::volume(const std::string& name) {
-  Stmt s(db_, "SELECT name, owner, host_path, managed FROM volumes WHERE name = ?");
+  Stmt s(db_, select(kVolumeColumns, "FROM volumes WHERE name = ?"));
   s.bind(1, name);
   if (!s.step()) return std::nullopt;
-  return Volume{s.text(0), s.text(1), s.text(2), s.i64(3) != 0};
+  return read_volume(s);
 }
 
 Status Database::Tx::delete_volume(const std::string& name) {
