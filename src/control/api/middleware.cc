@@ -72,24 +72,28 @@ void write_reply(httplib::Response& res, Reply& reply) {
   res.set_content(reply.body, reply.content_type);
 }
 
-// One route's handler wrapped in auth, metrics and error mapping.
+// What a route answers: its handler's answer once the caller may call it.
+Answer answer_for(const Route& route, const httplib::Request& req, Service* service) {
+  if (route.access == Access::kPublic) return route.handler(req, User{});
+  Outcome<User> user = authenticate(req, service);
+  if (!user.ok()) return user.error();
+  if (route.access == Access::kAdmin && !user->admin) return admin_only(route.admin_action);
+  return route.handler(req, *user);
+}
+
+// One route's handler wrapped in auth, metrics (of the routes that need a
+// token) and error mapping.
 httplib::Server::Handler wrap(const Route& route, Service* service, RequestCounters* counters) {
   return [route, service, counters](const httplib::Request& req, httplib::Response& res) {
-    if (route.access == Access::kPublic) {
-      Answer answer = route.handler(req, User{});
-      return answer.ok() ? write_reply(res, *answer) : refuse(res, answer.error());
-    }
-    counters->requests++;
-    Outcome<User> user = authenticate(req, service);
-    Answer answer = !user.ok()                                           ? Answer(user.error())
-                    : route.access == Access::kAdmin && !user->admin     ? Answer(admin_only(route.admin_action))
-                                                                         : route.handler(req, *user);
+    const bool counted = route.access != Access::kPublic;
+    if (counted) counters->requests++;
+    Answer answer = answer_for(route, req, service);
     if (answer.ok()) {
       write_reply(res, *answer);
     } else {
       refuse(res, answer.error());
     }
-    if (res.status >= 400) counters->refusals++;
+    if (counted && res.status >= 400) counters->refusals++;
   };
 }
 
@@ -118,9 +122,8 @@ void install_error_handlers(httplib::Server& server, size_t max_body_bytes, Requ
     if (!res.body.empty()) return;
     counters->refusals++;
     if (res.status == 413) {
-      Error e{Error::Kind::kTooLarge, "", "the request body is over " + format_size(max_body_bytes),
-              "send a smaller body"};
-      send(res, 413, error_json(413, e));
+      refuse(res, {Error::Kind::kTooLarge, "", "the request body is over " + format_size(max_body_bytes),
+                   "send a smaller body"});
     } else if (res.status == 404) {
       refuse(res, missing("", "no such API route", "see GET /api/v1/openapi.json"));
     } else {
