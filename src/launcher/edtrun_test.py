@@ -197,7 +197,12 @@ SLEEPER = textwrap.dedent("""\
         os.rename(name + ".tmp", name)
     fail = os.environ.get("FAIL_RANK")
     if fail is not None and fail == rank:
-        time.sleep(0.5)
+        # Fail once every rank has recorded its pids, so the test can check
+        # that all of them are stopped, however slowly ssh starts them.
+        names = ["pid.%d%s" % (r, c) for r in range(int(os.environ["EDT_SIZE"])) for c in ("", ".child")]
+        end = time.monotonic() + 60
+        while not all(os.path.exists(n) for n in names) and time.monotonic() < end:
+            time.sleep(0.02)
         sys.exit(int(os.environ["FAIL_CODE"]))
     time.sleep(300)
     """)
