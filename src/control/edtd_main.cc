@@ -40,6 +40,7 @@ struct Flags {
   std::string terminal_listen;  // empty: the API's host, any free port
   std::string log_level;        // empty: EDT_LOG_LEVEL's, else info
   std::string log_format = "text";
+  std::string warm_start = "on";
 };
 
 // "NVIDIA-P4=8,NVIDIA-T4=2" -> simulated GPUs.
@@ -243,9 +244,12 @@ int serve(const Flags& flags, const Settings& settings) {
   if (!opened.is_ok()) return fail(opened.status());
   std::unique_ptr<Database> db = std::move(opened).value();
 
-  LocalBackend backend({flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, ""});
-  std::map<std::string, std::string> base_env = {{"PATH", backend.container_path()}, {"LANG", "C.UTF-8"}};
+  std::map<std::string, std::string> base_env = {{"PATH", LocalBackend::container_path(settings.layout.tool_path)},
+                                                 {"LANG", "C.UTF-8"}};
   if (!settings.layout.python_path.empty()) base_env["PYTHONPATH"] = settings.layout.python_path;
+  LocalBackend backend({flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
+                        {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", base_env}});
+  backend.keep_warm();
   JobRunner jobs(db.get(), &backend, flags.data_dir, base_env);
   ReconcilerOptions reconciler_options;
   reconciler_options.grace = settings.grace;
@@ -312,6 +316,11 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level,
                  "trace, debug, info, warning, error or off (default: EDT_LOG_LEVEL's, else info)");
   app.add_option("--log-format", flags.log_format, "text, or json for one JSON object per line")
+      ->capture_default_str();
+  app.add_option("--warm-start", flags.warm_start,
+                 "on: a warm Python interpreter (torch imported) starts Python workers that join a job in "
+                 "containers; off: they start Python afresh")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return edt::control::run(flags);

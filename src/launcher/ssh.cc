@@ -15,7 +15,7 @@ std::string shell_quote(std::string_view text) {
 }
 
 std::string remote_worker_script(const std::string& cwd, const Environment& env, const std::vector<std::string>& command,
-                                 std::chrono::seconds grace) {
+                                 std::chrono::seconds grace, bool warm) {
   std::string env_words;
   for (const auto& [name, value] : env) env_words += " " + shell_quote(name + "=" + value);
   std::string command_words;
@@ -31,8 +31,9 @@ std::string remote_worker_script(const std::string& cwd, const Environment& env,
          + (env.count("PATH") ? "PATH=" + shell_quote(env.at("PATH")) + "\n" : std::string()) +
          "command -v " + program + " >/dev/null 2>&1 || { echo \"edtrun: command \"" + program + "\" not found " + where +
          " (PATH=$PATH); install it there or give its full path\" >&2; exit 127; }\n"
+         + (warm ? "warm=; command -v edt-warm-run >/dev/null 2>&1 && warm=edt-warm-run\n" : "") +
          "echo '" + std::string(kStartedMarker) + "'\n"
-         "setsid env" + env_words + command_words + " 3<&- &\n"
+         "setsid env" + env_words + (warm ? " $warm" : "") + command_words + " 3<&- &\n"
          "worker=$!\n"
          "setsid sh -c 'cat >/dev/null; kill -TERM -$1 2>/dev/null; sleep " + g +
          "; kill -KILL -$1 2>/dev/null' edtrun-watch \"$worker\" <&3 >/dev/null 2>&1 &\n"

@@ -37,9 +37,11 @@ struct SshOptions {
 // `text` as one word for a POSIX shell: 'it'\''s'.
 std::string shell_quote(std::string_view text);
 
-// The wrapper (see above) for running `command` in `cwd` with `env`.
+// The wrapper (see above) for running `command` in `cwd` with `env`. With
+// `warm`, the worker is started through edt-warm-run when the host has it
+// (launcher/warm_client.h), else as it is.
 std::string remote_worker_script(const std::string& cwd, const Environment& env, const std::vector<std::string>& command,
-                                 std::chrono::seconds grace);
+                                 std::chrono::seconds grace, bool warm = false);
 
 // The full ssh command line that runs `script` on `host`.
 std::vector<std::string> ssh_command(const std::string& host, const SshOptions& options, const std::string& script);

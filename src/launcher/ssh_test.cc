@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "launcher/process.h"
@@ -51,8 +54,8 @@ TEST(SshCommand, BatchModePortIdentityAndOptions) {
 // The wrapper is plain sh, so it is tested here without ssh: stdin plays the
 // ssh channel.
 std::unique_ptr<Process> run_wrapper(const std::vector<std::string>& command, const Environment& env,
-                                     const std::string& cwd = "/tmp") {
-  std::string script = remote_worker_script(cwd, env, command, std::chrono::seconds(1));
+                                     const std::string& cwd = "/tmp", bool warm = false) {
+  std::string script = remote_worker_script(cwd, env, command, std::chrono::seconds(1), warm);
   SpawnOptions spawn{{"/bin/sh", "-c", script}, {"PATH=/usr/bin:/bin"}, true};
   auto p = Process::spawn(spawn);
   EXPECT_TRUE(p.is_ok()) << p.status().to_string();
@@ -64,6 +67,29 @@ TEST(RemoteWorkerScript, MarkerEnvironmentDirectoryAndExitCode) {
   EXPECT_EQ(read_line(p->stdout_fd()), kStartedMarker);
   EXPECT_EQ(read_line(p->stdout_fd()), "x y|it's|/tmp");
   EXPECT_EQ(wait_exit(*p).code, 7);
+}
+
+TEST(RemoteWorkerScript, WarmGoesThroughEdtWarmRunWhereTheHostHasIt) {
+  char dir[] = "/tmp/edt-warm-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string client = std::string(dir) + "/edt-warm-run";
+  std::ofstream(client) << "#!/bin/sh\necho \"via client: $*\"\nexec \"$@\"\n";
+  chmod(client.c_str(), 0755);
+  const Environment with_client = {{"PATH", std::string(dir) + ":/usr/bin:/bin"}};
+  auto warm = run_wrapper({"sh", "-c", "echo ran"}, with_client, "/tmp", true);
+  EXPECT_EQ(read_line(warm->stdout_fd()), kStartedMarker);
+  EXPECT_EQ(read_line(warm->stdout_fd()), "via client: sh -c echo ran");
+  EXPECT_EQ(read_line(warm->stdout_fd()), "ran");
+  EXPECT_EQ(wait_exit(*warm).code, 0);
+  auto without = run_wrapper({"sh", "-c", "echo ran"}, {{"PATH", "/usr/bin:/bin"}}, "/tmp", true);
+  EXPECT_EQ(read_line(without->stdout_fd()), kStartedMarker);
+  EXPECT_EQ(read_line(without->stdout_fd()), "ran");
+  EXPECT_EQ(wait_exit(*without).code, 0);
+  auto cold = run_wrapper({"sh", "-c", "echo ran"}, with_client, "/tmp", false);
+  EXPECT_EQ(read_line(cold->stdout_fd()), kStartedMarker);
+  EXPECT_EQ(read_line(cold->stdout_fd()), "ran");
+  EXPECT_EQ(wait_exit(*cold).code, 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RemoteWorkerScript, ClosingStdinStopsTheWorkerAndItsChildren) {

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "launcher/warm_client.h"
 
 namespace edt::launcher {
 namespace {
@@ -65,6 +66,11 @@ Result<std::unique_ptr<Supervisor>> Supervisor::create(SupervisorOptions options
   return supervisor;
 }
 
+// Python workers go through edt-warm-run unless the job turned it off.
+bool Supervisor::warm(const WorkerSpec& spec) const {
+  return is_python_command(options_.command) && !warm_socket_path(env_entries(spec.env)).empty();
+}
+
 Result<pid_t> Supervisor::spawn(const WorkerSpec& spec) {
   auto worker = std::make_unique<Worker>();
   worker->spec = spec;
@@ -72,12 +78,15 @@ Result<pid_t> Supervisor::spawn(const WorkerSpec& spec) {
   if (spec.remote) {
     // ssh itself runs with edtrun's environment; the worker's goes in the script.
     auto grace = std::chrono::duration_cast<std::chrono::seconds>(options_.grace_period);
-    std::string script = remote_worker_script(options_.cwd, spec.env, options_.command, grace);
+    std::string script = remote_worker_script(options_.cwd, spec.env, options_.command, grace, warm(spec));
     spawn.argv = ssh_command(spec.host, options_.ssh, script);
     spawn.env = env_entries(options_.launcher_env);
     spawn.stdin_pipe = true;
   } else {
     spawn.argv = options_.command;
+    if (warm(spec)) {
+      if (auto client = warm_run_program()) spawn.argv.insert(spawn.argv.begin(), *client);
+    }
     spawn.env = env_entries(spec.env);
     worker->started = true;
   }

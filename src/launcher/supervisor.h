@@ -122,6 +122,7 @@ class Supervisor {
   explicit Supervisor(SupervisorOptions options);
 
   Worker* find(int tag) const;
+  bool warm(const WorkerSpec& spec) const;
   void read_signals(SupervisorEvents& events);
   void read_output(Worker& worker, Stream stream);
   void deliver_stdout(Worker& worker, std::string_view bytes);

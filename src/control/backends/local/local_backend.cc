@@ -160,7 +160,7 @@ std::string quote_env(const std::string& key, const std::string& value) {
 
 }  // namespace
 
-LocalBackend::LocalBackend(LocalBackendOptions options) : options_(std::move(options)) {}
+LocalBackend::LocalBackend(LocalBackendOptions options) : options_(std::move(options)), warm_(options_.warm) {}
 
 std::string LocalBackend::cluster_dir(const std::string& cluster) const {
   return options_.data_dir + "/clusters/" + cluster;
@@ -170,13 +170,14 @@ std::string LocalBackend::container_dir(const std::string& name) const {
   return options_.data_dir + "/containers/" + name;
 }
 
-std::string LocalBackend::container_path() const {
+std::string LocalBackend::container_path(const std::vector<std::string>& tool_path) {
   std::string path;
-  for (const auto& p : options_.tool_path) path += p + ":";
+  for (const auto& p : tool_path) path += p + ":";
   return path + "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 }
 
 Status LocalBackend::prepare_cluster(const std::string& cluster) {
+  warm_.keep();
   const std::string dir = cluster_dir(cluster);
   EDT_RETURN_IF_ERROR(make_dirs(dir + "/mpi", 0755));
   EDT_RETURN_IF_ERROR(make_dirs(dir + "/ssh", 0700));
@@ -258,6 +259,8 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
                      "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs", "/dev/shm",
                      "--dir", "/run/sshd", "--ro-bind", dir + "/conf", "/run/edt"});
   if (spec.job_dir) a.insert(a.end(), {"--ro-bind", cluster_dir(spec.cluster) + "/mpi", "/job"});
+  if (std::error_code ec; !warm_.socket_dir().empty() && fs::is_directory(warm_.socket_dir(), ec))
+    a.insert(a.end(), {"--ro-bind", warm_.socket_dir(), "/run/edt-warm"});
   for (const auto& bind : options_.tool_binds) a.insert(a.end(), {"--ro-bind", bind, bind});
   for (const auto& m : spec.mounts) a.insert(a.end(), {m.read_only ? "--ro-bind" : "--bind", m.host_path, m.path});
   a.insert(a.end(), {"--remount-ro", "/", "--chdir", "/root", "/usr/sbin/sshd", "-D", "-e", "-f",

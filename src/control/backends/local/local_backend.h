@@ -15,12 +15,16 @@
 //   clusters/<cluster>/mpi/      hosts, hostfile, discover_hosts.sh
 //   clusters/<cluster>/ssh/      the cluster's key pair and sshd host key
 //   containers/<name>/           etc/, root/, tmp/, conf/ (sshd_config), log
+//   warm/                        the warm interpreter's socket and log; bound
+//                                read-only at /run/edt-warm in containers
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "control/backends/backend.h"
+#include "control/backends/local/warm_interpreter.h"
 
 namespace edt::control {
 
@@ -32,6 +36,8 @@ struct LocalBackendOptions {
   std::vector<std::string> tool_binds;
   std::vector<std::string> tool_path;
   std::string python_path;
+  // The warm Python interpreter for joining workers (warm_interpreter.h).
+  WarmInterpreterOptions warm;
 };
 
 class LocalBackend : public Backend {
@@ -49,8 +55,10 @@ class LocalBackend : public Backend {
   Result<std::string> ssh_private_key(const std::string& cluster) override;
   int ssh_port() const override { return options_.ssh_port; }
 
-  // The PATH every container gets.
-  std::string container_path() const;
+  // The PATH every container gets: `tool_path`, then the usual directories.
+  static std::string container_path(const std::vector<std::string>& tool_path);
+  // Starts the warm Python interpreter unless it runs (or is turned off).
+  void keep_warm() { warm_.keep(); }
 
  private:
   std::string cluster_dir(const std::string& cluster) const;
@@ -59,6 +67,7 @@ class LocalBackend : public Backend {
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
 
   LocalBackendOptions options_;
+  WarmInterpreter warm_;
 };
 
 }  // namespace edt::control

@@ -1,0 +1,599 @@
+"""A warm Python interpreter that starts workers on demand.
+
+    python3 -m edt._warm --socket PATH [--preload torch,edt.torch]
+
+It imports the preloaded modules once (torch takes 1.5 s and 240 MB), then
+waits on a Unix socket. `edt-warm-run python3 train.py ...` (edtrun puts it
+in front of a Python worker's command) connects, sends its argv, environment
+and its stdin/stdout/stderr, and gets a worker forked from this interpreter,
+with torch already imported, in place of a fresh `python3 train.py`.
+
+The worker is made to be what a fresh process started by the client would
+be: it enters the client's namespaces (mount, UTS, IPC, network, PID) and
+root directory, takes its working directory, user, groups, capabilities and
+resource limits, gets the client's environment, argv and standard streams,
+a new session, fresh random seeds, default signal handling, and runs the
+script as `__main__`. The client relays signals to it and exits with its
+status. Requests that cannot be served exactly (another interpreter, Python
+options other than -u, -B and -m, start-up variables that differ, a
+PYTHONPATH that would import another torch, a client in its own user
+namespace, cgroup or under a seccomp filter) are answered "cold": the
+client then starts the command itself, as it would without this server.
+
+Fork safety: the server stays single-threaded (it checks before each fork)
+and reads nothing from a client itself: each connection is handed at once to
+a forked relay, so a slow or hostile client holds only its own relay.
+
+Protocol (SOCK_SEQPACKET, one JSON object a message):
+  client -> relay  {"argv": [...], "env": ["K=V", ...]} + SCM_RIGHTS [0, 1, 2]
+  relay -> client  {"started": pid} | {"cold": "reason"}
+  client -> relay  {"signal": N}                     (any number of times)
+  relay -> client  {"exit": code} | {"killed": N}    (once, at the end)
+"""
+
+import argparse
+import array
+import ctypes
+import gc
+import importlib.machinery
+import io
+import json
+import os
+import resource
+import select
+import signal
+import site
+import socket
+import struct
+import sys
+import traceback
+
+MAX_MESSAGE = 256 * 1024
+MAX_RELAYS = 256  # connections served at once; more are closed (the client starts cold)
+REQUEST_TIMEOUT = 10.0
+
+# Variables Python reads at start-up that a forked interpreter cannot change.
+STARTUP_VARIABLES = (
+    "PYTHONHASHSEED", "PYTHONOPTIMIZE", "PYTHONDEBUG", "PYTHONINSPECT", "PYTHONNOUSERSITE", "PYTHONUSERBASE",
+    "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONMALLOC", "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONPLATLIBDIR",
+    "PYTHONUTF8", "PYTHONCOERCECLOCALE", "PYTHONEXECUTABLE", "PYTHONTRACEMALLOC", "PYTHONPROFILEIMPORTTIME",
+    "PYTHONFAULTHANDLER", "PYTHONNODEBUGRANGES", "PYTHONINTMAXSTRDIGITS", "LC_ALL", "LC_CTYPE", "LANG",
+)
+STATUS_FIELDS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
+                 "Seccomp_filters")
+NAMESPACES = ("ipc", "uts", "net", "mnt")  # pid is entered by the relay, user and cgroup must match
+
+libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_NAME, PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP = 15, 1, 8, 24
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 38, 47, 2
+
+
+class Cold(Exception):
+    """The request is served by a fresh process instead; the message says why."""
+
+
+def check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise Cold("%s: %s" % (what, os.strerror(err)))
+
+
+# ---- messages ---------------------------------------------------------------
+
+def send(conn, message):
+    conn.sendmsg([json.dumps(message).encode()])
+
+
+def receive(conn, max_fds=0):
+    data, ancdata, flags, _ = conn.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(max_fds * 4) if max_fds else 0)
+    fds = array.array("i")
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        for fd in fds:
+            os.close(fd)
+        raise Cold("the request is larger than %d bytes" % MAX_MESSAGE)
+    if not data:
+        return None, list(fds)
+    return json.loads(data), list(fds)
+
+
+def parse_request(message, fds):
+    """The checked request: argv (list of str), env (dict), fds (3 ints)."""
+    if len(fds) != 3:
+        raise Cold("the request must carry exactly 3 descriptors (stdin, stdout, stderr), not %d" % len(fds))
+    if not isinstance(message, dict):
+        raise Cold("the request is not a JSON object")
+    argv, env = message.get("argv"), message.get("env")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and "\0" not in a for a in argv):
+        raise Cold("'argv' must be a non-empty list of strings")
+    if not isinstance(env, list) or not all(isinstance(e, str) and "=" in e and "\0" not in e for e in env):
+        raise Cold("'env' must be a list of NAME=VALUE strings")
+    return argv, dict(e.split("=", 1) for e in env)
+
+
+# ---- what the worker runs ------------------------------------------------------
+
+def parse_command(argv):
+    """(options, kind, target, args) of `python3 [-u] [-B] (script | -m module) args...`."""
+    options, i = set(), 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
+        flag = argv[i]
+        if flag == "-m":
+            if i + 1 >= len(argv):
+                raise Cold("-m needs a module name")
+            return options, "module", argv[i + 1], argv[i + 2:]
+        if flag in ("-u", "-B", "-uB", "-Bu"):
+            options.update(flag[1:])
+        else:
+            raise Cold("the Python option %s is not served warm" % flag)
+        i += 1
+    if i >= len(argv):
+        raise Cold("no script to run")
+    return options, "script", argv[i], argv[i + 1:]
+
+
+def which(program, path):
+    if "/" in program:
+        return program
+    for directory in path.split(":"):
+        candidate = os.path.join(directory or ".", program)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    raise Cold("%s is not on PATH" % program)
+
+
+def check_interpreter(argv, env, interpreter_id):
+    found = os.stat(which(argv[0], env.get("PATH", os.defpath)))
+    if (found.st_dev, found.st_ino) != interpreter_id:
+        raise Cold("%s is not the interpreter this server runs (%s)" % (argv[0], sys.executable))
+
+
+def check_startup_variables(env):
+    for name in STARTUP_VARIABLES:
+        if env.get(name) != os.environ.get(name):
+            raise Cold("%s differs from the warm interpreter's" % name)
+    for name in set(env) | set(os.environ):
+        if name.startswith("TORCH_") and env.get(name) != os.environ.get(name):
+            raise Cold("%s (read when torch is imported) differs from the warm interpreter's" % name)
+
+
+def module_path(first, env):
+    """sys.path as a fresh interpreter with `env` would have it: `first`,
+    then PYTHONPATH, then the standard entries, with the user's site
+    directory where site.py puts it."""
+    ours = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
+    ours += [os.path.abspath(p) for p in ours]
+    theirs = [p for p in env.get("PYTHONPATH", "").split(":") if p]
+    base = [p for p in sys.path[1:] if p not in ours and p != site.USER_SITE]
+    if site.ENABLE_USER_SITE and env.get("HOME"):
+        user = os.path.join(env["HOME"], ".local/lib/python%d.%d/site-packages" % sys.version_info[:2])
+        if os.path.isdir(user):
+            system = [i for i, p in enumerate(base) if p in site.getsitepackages()]
+            base.insert(system[0] if system else len(base), user)
+    return [first] + theirs + base
+
+
+def check_preloaded(path, packages):
+    """Each preloaded package would be imported from the same file."""
+    for name in packages:
+        module = sys.modules.get(name)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        origin = spec.origin if spec and spec.origin else None
+        if module is not None and (origin is None or os.path.realpath(origin) != os.path.realpath(module.__file__)):
+            raise Cold("on this PYTHONPATH %s would come from %s, not %s" % (name, origin or "nowhere", module.__file__))
+
+
+# ---- becoming the client's process --------------------------------------------
+
+class Peer:
+    """What the relay learned of the client, as descriptors opened in the host's view."""
+
+    def __init__(self, conn):
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        self.pid, self.uid, self.gid = struct.unpack("3i", creds)
+        base = "/proc/%d/" % self.pid
+        self.pidfd = os.pidfd_open(self.pid)
+        self.status = read_status(base + "status")
+        self.ns = {kind: os.open(base + "ns/" + kind, os.O_RDONLY | os.O_CLOEXEC) for kind in NAMESPACES + ("pid",)}
+        self.root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.cwd = os.open(base + "cwd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.limits = read_limits(base + "limits")
+        if os.readlink(base + "ns/user") != os.readlink("/proc/self/ns/user"):
+            raise Cold("the client is in a user namespace of its own")
+        if read_text(base + "cgroup") != read_text("/proc/self/cgroup"):
+            raise Cold("the client is in another cgroup")
+        # Filters are inherited and never removed: a client under the
+        # server's filters and no more has as many as the server.
+        mine = read_status("/proc/self/status")
+        if any(self.status.get(f) != mine.get(f) for f in ("Seccomp", "Seccomp_filters")):
+            raise Cold("the client runs under a seccomp filter the warm interpreter does not have")
+        # The descriptors name the process that asked only if it still runs.
+        if select.select([self.pidfd], [], [], 0)[0]:
+            raise Cold("the client exited")
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def read_status(path):
+    fields = {}
+    for line in read_text(path).splitlines():
+        name, _, value = line.partition(":")
+        if name in STATUS_FIELDS:
+            fields[name] = value.split()
+    return fields
+
+
+def read_limits(path):
+    """{RLIMIT_*: (soft, hard)} from /proc/<pid>/limits, whose rows are in
+    the order of the RLIMIT_* numbers."""
+    def value(text):
+        return resource.RLIM_INFINITY if text == "unlimited" else int(text)
+    limits = {}
+    for number, line in enumerate(read_text(path).splitlines()[1:]):
+        fields = line[26:].split()  # the name column is 26 wide
+        if len(fields) >= 2:
+            limits[number] = (value(fields[0]), value(fields[1]))
+    return limits
+
+
+def same_file(a, b):
+    sa, sb = os.stat(a), os.stat(b)
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def enter_namespaces(peer):
+    for kind in NAMESPACES:
+        if os.readlink("/proc/self/ns/" + kind) != os.readlink("/proc/%d/ns/%s" % (peer.pid, kind)):
+            check(libc.setns(peer.ns[kind], 0), "enter the client's %s namespace" % kind)
+    if not same_file(peer.root, "/"):
+        os.fchdir(peer.root)
+        check(libc.chroot(b"."), "enter the client's root directory")
+    os.fchdir(peer.cwd)
+
+
+def take_credentials(peer):
+    for r, limits in peer.limits.items():
+        resource.prlimit(0, r, limits)
+    mine = read_status("/proc/self/status")
+    if all(mine.get(f) == peer.status.get(f) for f in STATUS_FIELDS):
+        return
+    caps = {f: int(peer.status[f][0], 16) for f in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+    check(libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keep capabilities")
+    for cap in range(64):
+        if not caps["CapBnd"] >> cap & 1 and os.path.exists("/proc/sys/kernel/cap_last_cap") and \
+                cap <= int(read_text("/proc/sys/kernel/cap_last_cap")):
+            check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability %d" % cap)
+    os.setgroups([int(g) for g in peer.status.get("Groups", [])])
+    os.setresgid(*[int(g) for g in peer.status["Gid"][:3]])
+    os.setresuid(*[int(u) for u in peer.status["Uid"][:3]])
+    header = struct.pack("Ii", 0x20080522, 0)
+    data = struct.pack("6I", caps["CapEff"] & 0xFFFFFFFF, caps["CapPrm"] & 0xFFFFFFFF, caps["CapInh"] & 0xFFFFFFFF,
+                       caps["CapEff"] >> 32, caps["CapPrm"] >> 32, caps["CapInh"] >> 32)
+    check(libc.capset(header, data), "set the client's capabilities")
+    for cap in range(64):
+        if caps["CapAmb"] >> cap & 1:
+            check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0), "raise ambient capability %d" % cap)
+    check(libc.prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0), "stop keeping capabilities")
+    if peer.status.get("NoNewPrivs", ["0"])[0] == "1":
+        check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
+
+
+def set_title(argv):
+    """ps and pkill -f see the worker's command, not the server's: it is
+    written over this process's own argv and environ area (as setproctitle
+    does; call it once the environment lives elsewhere)."""
+    name = os.path.basename(argv[0]).encode()[:15]
+    libc.prctl(PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
+    fields = read_text("/proc/self/stat").rpartition(")")[2].split()
+    arg_start, arg_end, env_end = int(fields[45]), int(fields[46]), int(fields[48])  # 48, 49, 51 in proc(5)
+    words = [os.fsencode(a) for a in argv]
+    title = b"\0".join(words)
+    if len(title) >= arg_end - arg_start:
+        # Longer than the argument area: one string on into the environment's.
+        title = b" ".join(words)[:env_end - arg_start - 1]
+    ctypes.memset(arg_start, 0, env_end - arg_start)
+    ctypes.memmove(arg_start, title, len(title))
+
+
+def reset_signals():
+    """Signal handling as a fresh interpreter has it."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def reseed():
+    """Fresh random state: a forked worker must not repeat its siblings' draws."""
+    import random
+    random.seed()
+    if "torch" in sys.modules:
+        sys.modules["torch"].seed()
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()
+
+
+def make_stdio(env, unbuffered):
+    """sys.stdin/stdout/stderr over the client's descriptors, buffered as Python would."""
+    encoding, _, errors = (env.get("PYTHONIOENCODING") or "").partition(":")
+    encoding = encoding or sys.stdout.encoding
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
+        interactive = raw.isatty()
+        buffered = raw if unbuffered and fd != 0 else (io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw))
+        stream = io.TextIOWrapper(buffered, encoding=encoding,
+                                  errors=errors or ("backslashreplace" if fd == 2 else "strict"),
+                                  line_buffering=not unbuffered and (interactive or fd == 2),
+                                  write_through=unbuffered and fd != 0)
+        setattr(sys, name, stream)
+        setattr(sys, "__%s__" % name, stream)
+
+
+def become_worker(peer, request, server):
+    """In the forked worker: the client's process, ready to run its command."""
+    argv, env, fds = request
+    options, kind, target, args = parse_command(argv)
+    os.setsid()
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    enter_namespaces(peer)
+    check_interpreter(argv, env, server.interpreter_id)
+    if kind == "script" and not os.access(target, os.R_OK):
+        raise Cold("cannot read %s" % target)
+    first = os.path.dirname(os.path.realpath(target)) if kind == "script" else os.getcwd()
+    path = module_path(first, env)
+    check_preloaded(path, server.packages)
+    check_startup_variables(env)
+    take_credentials(peer)
+    for i, fd in enumerate(fds):
+        os.dup2(fd, i)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    set_title(argv)
+    reset_signals()
+    reseed()
+    make_stdio(env, "u" in options or bool(env.get("PYTHONUNBUFFERED")))
+    sys.dont_write_bytecode = "B" in options or bool(env.get("PYTHONDONTWRITEBYTECODE"))
+    sys.path[:] = path
+    sys.orig_argv = list(argv)
+    sys.argv = [target] + args if kind == "script" else ["-m"] + args
+    return kind, target
+
+
+# ---- relay: one per client ------------------------------------------------------
+
+def relay(conn, server):
+    """Serves one client. Returns (in the forked worker only) what to run."""
+    try:
+        conn.settimeout(REQUEST_TIMEOUT)
+        message, fds = receive(conn, 3)
+        argv, env = parse_request(message, fds)
+        parse_command(argv)
+        peer = Peer(conn)
+        if os.readlink("/proc/self/ns/pid") != os.readlink("/proc/%d/ns/pid" % peer.pid):
+            check(libc.setns(peer.ns["pid"], 0), "enter the client's PID namespace")
+    except Exception as e:  # noqa: B902 (whatever it is, the client starts cold and says why)
+        answer_cold(conn, e if isinstance(e, (Cold, OSError)) else "%r" % e)
+    report_r, report_w = os.pipe()
+    worker = os.fork()
+    if worker == 0:
+        os.close(report_r)
+        conn.close()
+        try:
+            plan = become_worker(peer, (argv, env, fds), server)
+        except BaseException as e:  # noqa: B036 (told to the client, which starts cold)
+            os.write(report_w, ("cold: " + str(e) if isinstance(e, Cold) else "cold: %r" % e).encode())
+            os._exit(0)
+        os.write(report_w, b"ok")
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the relay's and the server's: nothing leaks
+        return plan
+    os.close(report_w)
+    for fd in fds:
+        os.close(fd)
+    supervise(conn, worker, report_r)
+
+
+def answer_cold(conn, why):
+    try:
+        send(conn, {"cold": str(why)})
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def supervise(conn, worker, report_r):
+    """Tells the client whether its worker runs, relays its signals, reports its end."""
+    report = b""
+    while True:
+        chunk = os.read(report_r, 4096)
+        if not chunk:
+            break
+        report += chunk
+    if report != b"ok":
+        os.waitpid(worker, 0)
+        answer_cold(conn, report.decode(errors="replace").partition("cold: ")[2] or "the worker did not start")
+    conn.settimeout(None)
+    pidfd = os.pidfd_open(worker)
+    try:
+        send(conn, {"started": worker})
+        while pidfd not in select.select([conn, pidfd], [], [])[0]:
+            message, _ = receive(conn)
+            if not isinstance(message, dict):
+                break  # the client is gone (or speaks nonsense): its worker goes too
+            sig = message.get("signal")
+            if isinstance(sig, int) and 0 < sig < signal.NSIG:
+                kill_group(worker, sig)
+    except (OSError, ValueError, Cold):
+        pass
+    if not select.select([pidfd], [], [], 0)[0]:
+        kill_group(worker, signal.SIGKILL)
+    _, status = os.waitpid(worker, 0)
+    try:
+        send(conn, {"killed": os.WTERMSIG(status)} if os.WIFSIGNALED(status) else {"exit": os.WEXITSTATUS(status)})
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def kill_group(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+# ---- the server ---------------------------------------------------------------------
+
+class Server:
+    def __init__(self, socket_path, preload):
+        before = set(sys.modules)
+        for name in preload:
+            __import__(name)
+        self.packages = sorted({m.partition(".")[0] for m in set(sys.modules) - before
+                                if getattr(sys.modules[m], "__file__", None) and not m.startswith("__")})
+        # What the workers share stays shared: the collector leaves it alone.
+        gc.collect()
+        gc.freeze()
+        exe = os.stat(sys.executable)
+        self.interpreter_id = (exe.st_dev, exe.st_ino)
+        self.path = socket_path
+        if os.path.exists(socket_path):
+            os.unlink(socket_path)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(socket_path)
+        os.chmod(socket_path, 0o666)  # anyone may ask; the worker gets only what the asker has
+        self.listener.listen(128)
+        self.relays = set()
+
+    def close(self):
+        self.listener.close()
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+
+    def reap(self):
+        for pid in list(self.relays):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                self.relays.discard(pid)
+
+    def serve(self):
+        """Accepts clients until SIGTERM; returns (in a forked worker) what to run."""
+        while True:
+            self.reap()
+            if not select.select([self.listener], [], [], 1.0)[0]:
+                continue
+            conn, _ = self.listener.accept()
+            if len(self.relays) >= MAX_RELAYS or len(os.listdir("/proc/self/task")) != 1:
+                conn.close()  # the client starts cold
+                continue
+            pid = os.fork()
+            if pid == 0:
+                self.listener.close()
+                os.setsid()
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                return relay(conn, self)
+            conn.close()
+            self.relays.add(pid)
+
+
+# ---- the worker's command ---------------------------------------------------------
+
+def run_worker(kind, target):
+    """Runs the command as a fresh `python3 ...` would, then exits as it would."""
+    try:
+        run_main(kind, target)
+        code = 0
+    except SystemExit as e:
+        code = exit_code(e.code)
+    except BaseException as e:  # noqa: B036 (printed as Python prints it, without this module's frames)
+        tb = user_frames(e.__traceback__)
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        code = -signal.SIGINT if isinstance(e, KeyboardInterrupt) else 1
+    finish(code)
+
+
+def user_frames(tb):
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return tb
+
+
+def run_main(kind, target):
+    if kind == "module":
+        import runpy
+        runpy._run_module_as_main(target, alter_argv=True)
+        return
+    import types
+    main = types.ModuleType("__main__")
+    main.__file__ = os.path.abspath(target)
+    main.__builtins__ = __builtins__
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", main.__file__)
+    sys.modules["__main__"] = main
+    with io.open_code(target) as f:
+        code = compile(f.read(), target, "exec")
+    exec(code, main.__dict__)
+
+
+def exit_code(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def finish(code):
+    """The interpreter's exit as far as a program can see it (threads joined,
+    atexit run, streams flushed), without tearing down the modules it
+    shares with the server: that would write to every page and copy them."""
+    import atexit
+    import threading
+    getattr(threading, "_shutdown", lambda: None)()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code)
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="python3 -m edt._warm", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--socket", required=True, help="the Unix socket to serve on")
+    parser.add_argument("--preload", default="torch,edt.torch",
+                        help="modules to import before serving (default: torch,edt.torch)")
+    args = parser.parse_args()
+    server = Server(args.socket, [m for m in args.preload.split(",") if m])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print("edt._warm: serving on %s (pid %d, preloaded %s)" % (args.socket, os.getpid(), ", ".join(server.packages)),
+          file=sys.stderr, flush=True)
+    try:
+        plan = server.serve()  # returns only in a forked worker
+    except (SystemExit, KeyboardInterrupt):
+        server.close()
+        raise
+    run_worker(*plan)
+
+
+if __name__ == "__main__":
+    main()

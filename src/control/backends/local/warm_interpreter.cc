@@ -1,0 +1,99 @@
+#include "control/backends/local/warm_interpreter.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "common/log.h"
+
+namespace edt::control {
+
+namespace {
+
+constexpr std::chrono::seconds kRestartInterval{60};
+
+// Starts the server as edtd's child: it gets SIGTERM when edtd dies.
+pid_t spawn_server(const WarmInterpreterOptions& o) {
+  std::vector<std::string> argv = {o.python, "-m", "edt._warm", "--socket", o.dir + "/python.sock"};
+  std::vector<std::string> env;
+  for (const auto& [key, value] : o.env) env.push_back(key + "=" + value);
+  std::vector<char*> args, envp;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string log_path = o.dir + "/log";
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  // Only async-signal-safe calls from here: edtd has threads.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(1);
+  setsid();
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  int null = open("/dev/null", O_RDONLY);
+  int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (null < 0 || log < 0) _exit(126);
+  dup2(null, 0);
+  dup2(log, 1);
+  dup2(log, 2);
+  close_range(3, ~0u, 0);
+  execve(args[0], args.data(), envp.data());
+  _exit(127);
+}
+
+}  // namespace
+
+WarmInterpreter::WarmInterpreter(WarmInterpreterOptions options) : options_(std::move(options)) {}
+
+WarmInterpreter::~WarmInterpreter() { stop(); }
+
+void WarmInterpreter::reap() {
+  if (pid_ == 0) return;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return;
+  log::warn("the warm Python interpreter (pid {}) ended ({} {}); see {}/log", pid_,
+            WIFSIGNALED(status) ? "signal" : "exit code", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+            options_.dir);
+  pid_ = 0;
+}
+
+void WarmInterpreter::keep() {
+  if (!options_.enabled) return;
+  std::lock_guard lock(mu_);
+  reap();
+  const auto now = std::chrono::steady_clock::now();
+  if (pid_ != 0 || (started_once_ && now - last_start_ < kRestartInterval)) return;
+  std::error_code ec;
+  std::filesystem::create_directories(options_.dir, ec);
+  ::chmod(options_.dir.c_str(), 0755);
+  pid_ = spawn_server(options_);
+  started_once_ = true;
+  last_start_ = now;
+  if (pid_ < 0) {
+    log::warn("cannot start the warm Python interpreter: {}", std::strerror(errno));
+    pid_ = 0;
+  }
+}
+
+void WarmInterpreter::stop() {
+  std::lock_guard lock(mu_);
+  if (pid_ == 0) return;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = 0;
+}
+
+}  // namespace edt::control

@@ -1,0 +1,55 @@
+// WarmInterpreter: the host's warm Python interpreter (python/edt/_warm.py),
+// kept running by edtd for the containers of the local backend.
+//
+// It imports torch and edt.torch once, then forks Python workers on demand
+// into the container that asks (edt-warm-run, which edtrun puts in front of
+// a Python worker's command), so a worker that joins a job after a scale-up
+// does not spend 1.5 s importing torch. One per host (about 250 MB), not one
+// per container. Its socket directory is bound read-only into every
+// container at /run/edt-warm.
+//
+// edtd's child, with PR_SET_PDEATHSIG: it ends with edtd (workers it started
+// keep running) and is started again by the next edtd. keep() restarts it
+// if it died, at most once a minute. Thread safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace edt::control {
+
+struct WarmInterpreterOptions {
+  bool enabled = false;
+  std::string python = "/usr/bin/python3";
+  std::string dir;                          // holds python.sock and log
+  std::map<std::string, std::string> env;   // PATH, LANG, PYTHONPATH: the containers' own
+};
+
+class WarmInterpreter {
+ public:
+  explicit WarmInterpreter(WarmInterpreterOptions options);
+  ~WarmInterpreter();  // stops it
+  WarmInterpreter(const WarmInterpreter&) = delete;
+  WarmInterpreter& operator=(const WarmInterpreter&) = delete;
+
+  // Starts it if it is not running (and was not started in the last minute).
+  void keep();
+  // The directory to bind into containers; empty when turned off.
+  std::string socket_dir() const { return options_.enabled ? options_.dir : std::string(); }
+
+ private:
+  void reap();
+  void stop();
+
+  WarmInterpreterOptions options_;
+  std::mutex mu_;
+  pid_t pid_ = 0;
+  std::chrono::steady_clock::time_point last_start_{};
+  bool started_once_ = false;
+};
+
+}  // namespace edt::control

@@ -1,0 +1,231 @@
+"""Integration tests of the warm start: python/edt/_warm.py (the server) and
+edt-warm-run (the client) with real processes.
+
+Each test compares a worker forked from the warm interpreter with what a
+fresh `python3` would be: argv, __main__, sys.path, working directory,
+environment, standard streams, exit status, signals, credentials and PID
+namespace; and checks that requests the server cannot serve exactly start
+cold, with the reason.
+
+Run by CTest with EDT_WARM_RUN (the client), EDTRUN and EDT_PYTHONPATH (the
+build's python/ directory).
+"""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+PYTHON = "/usr/bin/python3"
+WARM_RUN = os.environ.get("EDT_WARM_RUN", "edt-warm-run")
+EDTRUN = os.environ.get("EDTRUN", "edtrun")
+PYTHONPATH = os.environ.get("EDT_PYTHONPATH", "")
+
+# The worker reports what it is as one JSON line.
+REPORT = textwrap.dedent("""\
+    import json, os, signal, sys
+    print(json.dumps({
+        "argv": sys.argv, "name": __name__, "file": __file__, "path0": sys.path[0], "cwd": os.getcwd(),
+        "env": os.environ.get("WARM_TEST"), "pid": os.getpid(), "sid": os.getsid(0) == os.getpid(),
+        "uid": os.getuid(), "caps": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0],
+        "sigint": str(signal.getsignal(signal.SIGINT)), "sigterm": str(signal.getsignal(signal.SIGTERM)),
+        "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")),
+        "cmdline": open("/proc/self/cmdline", "rb").read().rstrip(b"\\0").replace(b"\\0", b" ").decode(),
+        "torch_loaded": "torch" in sys.modules, "pidns": os.readlink("/proc/self/ns/pid"),
+        "seed": __import__("random").random(),
+    }), flush=True)
+    sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+""")
+
+
+@pytest.fixture(scope="module")
+def server():
+    directory = tempfile.mkdtemp(prefix="edt-warm-test-")
+    sock = os.path.join(directory, "python.sock")
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    proc = subprocess.Popen([PYTHON, "-m", "edt._warm", "--socket", sock], env=env, stderr=subprocess.PIPE,
+                            text=True)
+    line = proc.stderr.readline()
+    assert "serving on" in line, line + proc.stderr.read()
+    yield {"socket": sock, "env": env, "dir": directory, "pid": proc.pid}
+    proc.terminate()
+    proc.wait(30)
+    assert not os.path.exists(sock), "the server left its socket behind"
+
+
+def script(server, text, name="worker.py"):
+    path = os.path.join(server["dir"], name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def run(server, argv, extra_env=None, warm=True, **kwargs):
+    env = dict(server["env"], EDT_WARM_SOCKET=server["socket"], EDT_LOG_LEVEL="debug", **(extra_env or {}))
+    if not warm:
+        env["EDT_WARM_START"] = "0"
+    return subprocess.run([WARM_RUN, *argv], env=env, capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def report(result):
+    lines = [l for l in result.stdout.splitlines() if l.startswith("{")]
+    assert lines, "no report: stdout %r stderr %r" % (result.stdout, result.stderr)
+    return json.loads(lines[0])
+
+
+def test_warm_worker_is_what_a_fresh_one_would_be(server):
+    path = script(server, REPORT)
+    cwd = os.path.join(server["dir"], "work")
+    os.makedirs(cwd, exist_ok=True)
+    warm = run(server, [PYTHON, path, "7"], {"WARM_TEST": "x y"}, cwd=cwd)
+    cold = run(server, [PYTHON, path, "7"], {"WARM_TEST": "x y"}, warm=False, cwd=cwd)
+    assert warm.returncode == cold.returncode == 7
+    assert "declined" not in warm.stderr, warm.stderr
+    w, c = report(warm), report(cold)
+    assert w["torch_loaded"] and not c["torch_loaded"], "the warm worker was not forked from the server"
+    for key in ("argv", "name", "file", "path0", "cwd", "env", "uid", "caps", "sigint", "sigterm", "pidns", "fds"):
+        assert w[key] == c[key], key
+    assert w["sid"], "the worker leads a session of its own"
+    assert w["fds"] == c["fds"], "descriptors of the server or relay leaked into the worker: %s" % w["fds"]
+    assert w["cmdline"] == "%s %s 7" % (PYTHON, path), "ps shows the server's command line"
+
+
+def test_streams_exit_codes_and_exceptions(server):
+    path = script(server, textwrap.dedent("""\
+        import sys
+        line = sys.stdin.readline()
+        print("out:" + line.strip())
+        print("err", file=sys.stderr)
+        raise ValueError("boom")
+    """), "streams.py")
+    result = run(server, [PYTHON, "-u", path], input="hello\n")
+    assert result.returncode == 1
+    assert result.stdout == "out:hello\n"
+    assert "err\n" in result.stderr
+    assert 'File "%s", line 5, in <module>' % path in result.stderr and "ValueError: boom" in result.stderr
+    assert "_warm.py" not in result.stderr, "the traceback shows the server's frames:\n" + result.stderr
+    assert "declined" not in result.stderr
+
+
+def test_module_mode(server):
+    package = os.path.join(server["dir"], "pkg_dir")
+    os.makedirs(os.path.join(package, "warmpkg"), exist_ok=True)
+    with open(os.path.join(package, "warmpkg", "__init__.py"), "w"):
+        pass
+    with open(os.path.join(package, "warmpkg", "main.py"), "w") as f:
+        f.write("import sys, os\nprint(__name__, sys.argv[1:], sys.path[0] == os.getcwd())\n")
+    result = run(server, [PYTHON, "-m", "warmpkg.main", "a", "b"], cwd=package)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "__main__ ['a', 'b'] True\n"
+    assert "declined" not in result.stderr
+
+
+def test_signals_reach_the_worker_and_its_end_is_the_clients(server):
+    path = script(server, textwrap.dedent("""\
+        import signal, sys, time
+        signal.signal(signal.SIGUSR1, lambda *a: print("usr1", flush=True))
+        print("ready", flush=True)
+        while True:
+            time.sleep(0.05)
+    """), "signals.py")
+    env = dict(server["env"], EDT_WARM_SOCKET=server["socket"])
+    client = subprocess.Popen([WARM_RUN, PYTHON, path], env=env, stdout=subprocess.PIPE, text=True)
+    assert client.stdout.readline() == "ready\n"
+    client.send_signal(signal.SIGUSR1)
+    assert client.stdout.readline() == "usr1\n"
+    client.send_signal(signal.SIGTERM)
+    assert client.wait(30) == -signal.SIGTERM
+
+
+def test_killing_the_client_kills_the_worker(server):
+    path = script(server, "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(600)\n", "sleeper.py")
+    env = dict(server["env"], EDT_WARM_SOCKET=server["socket"])
+    client = subprocess.Popen([WARM_RUN, PYTHON, path], env=env, stdout=subprocess.PIPE, text=True)
+    worker = int(client.stdout.readline())
+    assert worker != client.pid, "the worker ran cold"
+    client.kill()
+    client.wait()
+    deadline = time.monotonic() + 30
+    while alive(worker):
+        assert time.monotonic() < deadline, "the worker outlived its client"
+        time.sleep(0.02)
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("argv_tail, extra_env, reason", [
+    (["-c", "print(1)"], {}, "the Python option -c is not served warm"),
+    (["-O", "{script}"], {}, "the Python option -O is not served warm"),
+    (["{script}"], {"PYTHONHASHSEED": "3"}, "PYTHONHASHSEED differs"),
+    (["{script}"], {"PYTHONPATH": "{shadow}"}, "on this PYTHONPATH torch would come from"),
+])
+def test_requests_not_served_exactly_start_cold(server, argv_tail, extra_env, reason):
+    path = script(server, "import sys\nprint('ran', 'torch' in sys.modules)\n", "cold.py")
+    shadow = os.path.join(server["dir"], "shadow")
+    os.makedirs(os.path.join(shadow, "torch"), exist_ok=True)
+    with open(os.path.join(shadow, "torch", "__init__.py"), "w"):
+        pass
+    argv = [PYTHON] + [a.format(script=path) for a in argv_tail]
+    env = {k: v.format(shadow=shadow + ":" + PYTHONPATH) for k, v in extra_env.items()}
+    result = run(server, argv, env)
+    assert result.returncode == 0, result.stderr
+    assert reason in result.stderr, result.stderr
+    assert "True" not in result.stdout, "a cold start has no torch imported: %r" % result.stdout
+
+
+def test_turned_off_or_no_server_runs_the_command_itself(server):
+    path = script(server, "import os\nprint(os.getpid())\n", "self.py")
+    off = run(server, [PYTHON, path], warm=False)
+    missing = subprocess.run([WARM_RUN, PYTHON, path], capture_output=True, text=True, timeout=60,
+                             env=dict(server["env"], EDT_WARM_SOCKET=os.path.join(server["dir"], "none.sock")))
+    for result in (off, missing):
+        assert result.returncode == 0 and result.stdout.strip().isdigit(), result.stderr
+    not_python = run(server, ["/bin/sh", "-c", "exit 3"])
+    assert not_python.returncode == 3
+
+
+def test_workers_get_fresh_random_state(server):
+    path = script(server, REPORT, "seed.py")
+    seeds = {report(run(server, [PYTHON, path]))["seed"] for _ in range(3)}
+    assert len(seeds) == 3, "workers forked from one interpreter drew the same random numbers"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing to another user and PID namespace needs root")
+def test_worker_takes_the_clients_user_capabilities_and_pid_namespace(server):
+    path = script(server, REPORT, "creds.py")
+    os.chmod(server["dir"], 0o755)
+    os.chmod(path, 0o644)
+    env = dict(server["env"], EDT_WARM_SOCKET=server["socket"])
+    as_nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--inh-caps=-all"]
+    warm = subprocess.run(as_nobody + [WARM_RUN, PYTHON, path], env=env, capture_output=True, text=True, timeout=60)
+    cold = subprocess.run(as_nobody + [PYTHON, path], env=env, capture_output=True, text=True, timeout=60)
+    w, c = report(warm), report(cold)
+    assert w["torch_loaded"], "started cold: " + warm.stderr
+    assert (w["uid"], w["caps"]) == (c["uid"], c["caps"]) == (65534, "0000000000000000")
+    boxed = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", WARM_RUN, PYTHON, path], env=env,
+                           capture_output=True, text=True, timeout=60)
+    b = report(boxed)
+    assert b["torch_loaded"], boxed.stderr
+    assert b["pidns"] != w["pidns"] and b["pid"] < 10, "the worker is not in the client's PID namespace: %s" % b
+
+
+def test_edtrun_starts_python_workers_warm(server):
+    path = script(server, REPORT, "edtrun_worker.py")
+    env = dict(server["env"], EDT_WARM_SOCKET=server["socket"])
+    result = subprocess.run([EDTRUN, "-np", "2", PYTHON, path], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    reports = [json.loads(l[l.index("{"):]) for l in result.stdout.splitlines() if "{" in l]
+    assert len(reports) == 2 and all(r["torch_loaded"] for r in reports), result.stdout + result.stderr
+    off = subprocess.run([EDTRUN, "-np", "2", PYTHON, path], env=dict(env, EDT_WARM_START="0"),
+                         capture_output=True, text=True, timeout=120)
+    assert off.returncode == 0 and '"torch_loaded": false' in off.stdout, off.stdout + off.stderr
