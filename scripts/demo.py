@@ -256,8 +256,9 @@ class Demo:
         check(set(kept) <= {g["host"] for g in grown}, "a first worker is missing from the generation of 4")
         at4 = min(g["at"] for g in grown)
         self.figures.update(grow_containers=seconds, grow_hostfile_to_4=at4 - listed, grow_total=at4 - grow)
-        say("the job grew to 4 workers %.2f s after the hostfile listed 4: the 2 new workers started Python and "
-            "loaded torch while the first 2 kept training (to epoch %d, %d samples done) in their same processes (%s)"
+        say("the job grew to 4 workers %.2f s after the hostfile listed 4: the 2 new workers were forked from edtd's "
+            "warm interpreter (torch already imported) while the first 2 kept training (to epoch %d, %d samples "
+            "done) in their same processes (%s)"
             % (at4 - listed, grown[0]["epoch"], grown[0]["done"],
                ", ".join("%s pid %d" % hp for hp in kept.items())))
 

@@ -176,8 +176,24 @@ def module_path(first, env):
 
 
 def check_preloaded(path, packages):
-    """Each preloaded package would be imported from the same file."""
-    for name in packages:
+    """Each preloaded package would be imported from the same file. Only
+    entries the server's own sys.path lacks (the script's directory, the
+    client's PYTHONPATH, its user site) can change that, unless the order of
+    the shared ones changed: those are listed once, and a package whose name
+    appears in one is looked up in full."""
+    ours = set(sys.path[1:])
+    shared = [p for p in path[1:] if p in ours]
+    if shared != [p for p in sys.path[1:] if p in set(shared)]:
+        suspects = set(packages)
+    else:
+        suspects = set()
+        for entry in (p for p in path if p not in ours):
+            try:
+                names = os.listdir(entry or ".")
+            except OSError:
+                continue
+            suspects.update(n.partition(".")[0] for n in names)
+    for name in sorted(suspects & set(packages)):
         module = sys.modules.get(name)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         origin = spec.origin if spec and spec.origin else None

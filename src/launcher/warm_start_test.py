@@ -183,6 +183,19 @@ def test_requests_not_served_exactly_start_cold(server, argv_tail, extra_env, re
     assert "True" not in result.stdout, "a cold start has no torch imported: %r" % result.stdout
 
 
+def test_a_script_beside_a_package_of_a_preloaded_name_starts_cold(server):
+    directory = os.path.join(server["dir"], "beside")
+    os.makedirs(os.path.join(directory, "numpy"), exist_ok=True)
+    with open(os.path.join(directory, "numpy", "__init__.py"), "w"):
+        pass
+    path = os.path.join(directory, "beside.py")
+    with open(path, "w") as f:
+        f.write("print('ran')\n")
+    result = run(server, [PYTHON, path])
+    assert result.returncode == 0 and result.stdout == "ran\n", result.stderr
+    assert "numpy would come from %s/numpy/__init__.py" % directory in result.stderr, result.stderr
+
+
 def test_turned_off_or_no_server_runs_the_command_itself(server):
     path = script(server, "import os\nprint(os.getpid())\n", "self.py")
     off = run(server, [PYTHON, path], warm=False)
