@@ -493,13 +493,18 @@ class Server:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.listener.bind(socket_path)
         os.chmod(socket_path, 0o666)  # anyone may ask; the worker gets only what the asker has
+        self.inode = os.stat(socket_path).st_ino
         self.listener.listen(128)
         self.relays = set()
 
     def close(self):
+        """Stops listening; removes the socket unless a newer server bound the path since."""
         self.listener.close()
-        if os.path.exists(self.path):
-            os.unlink(self.path)
+        try:
+            if os.stat(self.path).st_ino == self.inode:
+                os.unlink(self.path)
+        except FileNotFoundError:
+            pass
 
     def reap(self):
         for pid in list(self.relays):
