@@ -19,7 +19,6 @@
 //                                read-only at /run/edt-warm in containers
 #pragma once
 
-#include <memory>
 #include <string>
 #include <vector>
 
