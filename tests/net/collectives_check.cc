@@ -157,8 +157,10 @@ class Checker {
 };
 
 bool run_all(Communicator& comm, Checker& check) {
-  // 1000: the direct algorithm; 700001: the ring, not divisible by the ranks.
-  for (size_t count : {size_t(1), size_t(1000), size_t(700001)}) {
+  // 1000: the direct algorithm; 700001: the ring, not divisible by the
+  // ranks; 2500003: pieces of the pipelined hierarchical allreduce, the last
+  // one short.
+  for (size_t count : {size_t(1), size_t(1000), size_t(700001), size_t(2500003)}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct})
       if (!check.allreduce(DataType::kFloat64, op, count, false)) return false;
     for (DataType type : {DataType::kFloat32, DataType::kInt32, DataType::kInt64})
