@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A multi-host testbed on one machine: H hosts as network namespaces.
 
-Each host is a network namespace with its own UTS namespace (hostname hN),
+Each host is a network namespace with its own UTS namespace (its hostname
+is its address, so that whatever a library resolves it to needs no DNS),
 loopback and one interface, eth0, whose veth peer sits on a bridge the
 testbed owns. Addresses come from a private block the testbed owns end to end
 (default 10.231.0.0/24: host i is .11+i); the bridge has no address, so no
@@ -253,10 +254,10 @@ class Testbed:
                     MaxSessions 100
                     """))
             log = open(os.path.join(self.dir, f"sshd.{host.name}.log"), "w")
-            # sshd holds the host's UTS namespace (hostname hN); popen() joins it through its pid.
+            # sshd holds the host's UTS namespace; command() joins it through its pid.
             host.holder = subprocess.Popen(
                 ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--", "sh", "-c",
-                 f"hostname {host.name} && exec /usr/sbin/sshd -D -e -f {config}"],
+                 f"hostname {host.address} && exec /usr/sbin/sshd -D -e -f {config}"],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             log.close()
         for host in self.hosts:
