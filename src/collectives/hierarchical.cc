@@ -57,13 +57,14 @@ class CrossHostPipe {
       }
       uint8_t* piece = buf_ + pieces_.offset(k) * pieces_.es;
       Status s = allreduce(leaders_, piece, piece, pieces_.elems(k), type_, op_);
+      const bool failed = !s.is_ok();
       {
         std::lock_guard lock(mu_);
-        if (!s.is_ok()) status_ = std::move(s);
+        if (failed) status_ = std::move(s);
         else done_ = k + 1;
       }
       cv_.notify_all();
-      if (!status_.is_ok()) return;  // only this thread writes it
+      if (failed) return;
     }
   }
 
@@ -76,7 +77,7 @@ class CrossHostPipe {
   std::condition_variable cv_;
   size_t ready_ = 0, done_ = 0;  // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
-  Status status_;                // guarded by mu_; written by the thread only
+  Status status_;                // guarded by mu_
   std::thread thread_;           // last: starts once the rest is set
 };
 
