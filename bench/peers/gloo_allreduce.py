@@ -35,6 +35,7 @@ def main():
     parser.add_argument("--min-bytes", default="4")
     parser.add_argument("--max-bytes", default="256M")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    parser.add_argument("--iters", type=int, default=0, help="timed iterations per size (default: by size)")
     parser.add_argument("--csv")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -50,7 +51,7 @@ def main():
     while nbytes <= max_bytes:
         count = nbytes // elem
         tensor = torch.zeros(count, dtype=dtype)
-        iters = iters_for(nbytes)
+        iters = args.iters or iters_for(nbytes)
         for _ in range(iters // 10 + 2):
             dist.all_reduce(tensor)
         dist.barrier()

@@ -2,7 +2,7 @@
  * CSV columns, so bench/compare_allreduce can put both in one table.
  *
  *   mpirun -np 2 mpi-allreduce-bench [--min-bytes N] [--max-bytes N]
- *          [--dtype float32|float64|int32|int64] [--csv FILE]
+ *          [--dtype float32|float64|int32|int64] [--iters N] [--csv FILE]
  *
  * Timing: per size, warm-up iterations, a barrier, then `iters` back-to-back
  * allreduces; time = elapsed / iters on rank 0, as in edt-bench. */
@@ -39,11 +39,13 @@ int main(int argc, char** argv) {
   size_t min_bytes = 4, max_bytes = 256u << 20;
   const char* dtype = "float32";
   const char* csv_path = NULL;
+  int fixed_iters = 0; /* --iters: timed iterations per size; 0: by size */
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--min-bytes") && i + 1 < argc) min_bytes = parse_bytes(argv[++i]);
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) max_bytes = parse_bytes(argv[++i]);
     else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) fixed_iters = atoi(argv[++i]);
     else {
       if (rank == 0) fprintf(stderr, "mpi-allreduce-bench: unknown argument '%s'\n", argv[i]);
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
   if (rank == 0) printf("%12s %12s %8s %5s %12s %10s %10s\n", "size(B)", "count", "type", "op", "time(us)", "algbw", "busbw");
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     int count = (int)(bytes / elem);
-    int iters = iters_for(bytes);
+    int iters = fixed_iters > 0 ? fixed_iters : iters_for(bytes);
     for (int i = 0; i < iters / 10 + 2; ++i) MPI_Allreduce(send, recv, count, type, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();

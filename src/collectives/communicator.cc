@@ -19,6 +19,7 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/descriptor.h"
+#include "collectives/hierarchical.h"
 #include "kernels/reduce.h"
 #include "collectives/shm_allreduce.h"
 #include "common/net.h"
@@ -302,7 +303,11 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     const size_t bytes = count * dtype_size(type);
     if (!hierarchical_ && !shm_) return collectives::allreduce(world(), send, recv, count, type, op);
     // Inside the host over shared memory, then across hosts among one leader
-    // per host, then from each leader to the rest of its host.
+    // per host, then from each leader to the rest of its host: pipelined
+    // piece by piece for large buffers (collectives/hierarchical.h).
+    if (hierarchical_ && bytes >= 2 * collectives::kPieceBytes)
+      return collectives::pipelined_hierarchical_allreduce({shm_.get(), local_group(), leader_group()}, send, recv,
+                                                           count, type, op);
     const void* host_sum = send;
     if (shm_) {
       EDT_RETURN_IF_ERROR(shm_->allreduce(send, recv, count, type, op));

@@ -417,6 +417,27 @@ TEST_P(BadInput, AbortFailsPendingWorkAndWakesPeers) {
   });
 }
 
+// The pipelined hierarchy (16 MiB on 2 hosts of 2) with a rank that aborts
+// instead of joining: its host's leader fails in the shared-memory stage,
+// the other host's leader in its cross-host thread, and the rank waiting for
+// the broadcast after it; every rank errs within seconds, none hangs.
+TEST(PipelinedHierarchy, AbortOfOneRankFailsEveryRank) {
+  run_ranks(Topology::kTwoHosts, 4, [&](Communicator& c) {
+    std::vector<float> buf(4 << 20, 1.0f);
+    ASSERT_TRUE(c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum).is_ok());
+    EXPECT_EQ(buf[123], 4.0f);
+    if (c.rank() == 3) {
+      std::this_thread::sleep_for(milliseconds(300));
+      c.abort();
+      return;
+    }
+    auto start = std::chrono::steady_clock::now();
+    Status s = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_TRUE(s.code() == StatusCode::kPeerFailed || s.code() == StatusCode::kAborted) << s.to_string();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(5000));
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, BadInput, ::testing::Values(Topology::kShm, Topology::kTcp, Topology::kTwoHosts),
                          [](const auto& info) { return std::string(topology_name(info.param)); });
 

@@ -23,8 +23,12 @@
 // breaks the transport: every channel is poisoned so that peers fail fast
 // instead of waiting, and every later exchange() returns the first error.
 //
-// Threads: one op at a time (the communicator serialises them); abort() and
-// broken() may be called from any thread.
+// Threads: one op at a time (the communicator serialises them), except that
+// two threads may run exchange() at once over disjoint channels when at
+// most one of them uses memory channels (this rank's doorbell has one
+// waiter): the pipelined hierarchical allreduce moves pieces across hosts
+// on one thread while the other works inside the host. abort() and broken()
+// may be called from any thread.
 #pragma once
 
 #include <algorithm>
