@@ -81,12 +81,16 @@ Outcome<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec
 // drain first.
 std::string drain_note(const Cluster& cluster, const std::chrono::milliseconds timeout, int containers) {
   std::string names;
+  int count = 0;
   for (const auto& c : cluster.containers)
-    if (!c.leaving && c.index >= containers) names += (names.empty() ? "" : ", ") + c.name;
-  if (names.empty()) return "";
-  if (timeout.count() == 0) return names + " leave the hostfile and stop (drain_timeout 0s)";
-  return names + " leave the hostfile and drain: they stop once no edtrun worker is left in them, at most " +
-         format_duration(timeout) + " from now";
+    if (!c.leaving && c.index >= containers) names += (count++ ? ", " : "") + c.name;
+  if (count == 0) return "";
+  const bool one = count == 1;
+  if (timeout.count() == 0) return names + (one ? " leaves the hostfile and stops" : " leave the hostfile and stop") +
+                                   " (drain_timeout 0s)";
+  return names + (one ? " leaves the hostfile and drains: it stops once no edtrun worker is left in it"
+                      : " leave the hostfile and drain: they stop once no edtrun worker is left in them") +
+         ", at most " + format_duration(timeout) + " from now";
 }
 
 Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name, int containers,
