@@ -5,7 +5,8 @@
 #   edt::api::fields::<Schema>::<property>   the property's JSON name
 #   edt::api::limits::<Schema>::minimum, maximum, min_length, max_length,
 #     pattern, values (an enum), and for sizes minimum_bytes, maximum_bytes,
-#     default_bytes and units ({suffix, bytes})
+#     default_bytes and units ({suffix, bytes}), and for durations
+#     minimum_ms, maximum_ms, default_ms and units ({suffix, ms})
 # for every schema under components/schemas. A schema or property whose
 # name is not a C++ identifier stops the build.
 file(READ ${DOCUMENT} doc)
@@ -73,6 +74,9 @@ foreach(i RANGE ${last})
   number_constant("${schema}" "x-edt-bytes;minimum" minimum_bytes)
   number_constant("${schema}" "x-edt-bytes;maximum" maximum_bytes)
   number_constant("${schema}" "x-edt-bytes;default" default_bytes)
+  number_constant("${schema}" "x-edt-duration-ms;minimum" minimum_ms)
+  number_constant("${schema}" "x-edt-duration-ms;maximum" maximum_ms)
+  number_constant("${schema}" "x-edt-duration-ms;default" default_ms)
   string(JSON pattern ERROR_VARIABLE missing GET "${schema}" pattern)
   if(NOT missing)
     string(APPEND limits "inline constexpr std::string_view pattern = R\"(${pattern})\";\n")
@@ -88,18 +92,21 @@ foreach(i RANGE ${last})
     endforeach()
     string(APPEND limits "inline constexpr std::array<std::string_view, ${value_count}> values = {${items}};\n")
   endif()
-  string(JSON units ERROR_VARIABLE missing GET "${schema}" x-edt-size-units)
-  if(NOT missing)
-    string(JSON unit_count LENGTH "${units}")
-    math(EXPR unit_last "${unit_count} - 1")
-    set(items "")
-    foreach(j RANGE ${unit_last})
-      string(JSON unit MEMBER "${units}" ${j})
-      string(JSON bytes GET "${units}" "${unit}")
-      string(APPEND items "SizeUnit{\"${unit}\", ${bytes}ull}, ")
-    endforeach()
-    string(APPEND limits "inline constexpr std::array<SizeUnit, ${unit_count}> units = {${items}};\n")
-  endif()
+  foreach(kind IN ITEMS Size Duration)
+    string(TOLOWER ${kind} lower)
+    string(JSON units ERROR_VARIABLE missing GET "${schema}" x-edt-${lower}-units)
+    if(NOT missing)
+      string(JSON unit_count LENGTH "${units}")
+      math(EXPR unit_last "${unit_count} - 1")
+      set(items "")
+      foreach(j RANGE ${unit_last})
+        string(JSON unit MEMBER "${units}" ${j})
+        string(JSON amount GET "${units}" "${unit}")
+        string(APPEND items "${kind}Unit{\"${unit}\", ${amount}ull}, ")
+      endforeach()
+      string(APPEND limits "inline constexpr std::array<${kind}Unit, ${unit_count}> units = {${items}};\n")
+    endif()
+  endforeach()
   if(limits)
     string(APPEND all_limits "namespace limits::${schema_name} {\n${limits}}  // namespace limits::${schema_name}\n")
   endif()
@@ -110,7 +117,8 @@ file(WRITE ${HEADER_OUT}.tmp "// Generated from ${DOCUMENT} by generate_contract
 // edtd's API contract as C++: the OpenAPI document's text, each schema's
 // field names (fields::<Schema>::<property>) and its limits
 // (limits::<Schema>::minimum, maximum, min_length, max_length, pattern,
-// values, and for sizes minimum_bytes, maximum_bytes, default_bytes, units).
+// values, for sizes minimum_bytes, maximum_bytes, default_bytes, units, and
+// for durations minimum_ms, maximum_ms, default_ms, units).
 // Renaming a field or changing a limit in the document changes these.
 #pragma once
 
@@ -127,6 +135,12 @@ std::string_view openapi_text();
 struct SizeUnit {
   std::string_view suffix;
   uint64_t bytes;
+};
+
+// A duration suffix and its milliseconds ("" is a bare number: seconds).
+struct DurationUnit {
+  std::string_view suffix;
+  uint64_t ms;
 };
 
 ${fields}

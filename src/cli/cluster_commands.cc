@@ -32,6 +32,34 @@ std::string check_shm_unit(const std::string& text) {
   return "'" + text + "' has an unknown size unit; use K, M, G or T (binary, e.g. 512M, 1Gi)";
 }
 
+// Checks --drain-timeout is a duration the API reads; "" when it is.
+std::string check_drain_timeout(const std::string& text) {
+  size_t digits = text.find_first_not_of("0123456789.");
+  const std::string unit = digits == std::string::npos ? "" : text.substr(digits);
+  bool known = false;
+  for (const auto& u : api::limits::DrainTimeout::units) known = known || u.suffix == unit;
+  if (!known || digits == 0) return "'" + text + "' is not a duration; write e.g. 60s, 500ms or 2m";
+  auto ms = parse_duration(text);
+  if (!ms.is_ok() || ms->count() > api::limits::DrainTimeout::maximum_ms)
+    return "'" + text + "' is longer than " + std::to_string(api::limits::DrainTimeout::maximum_ms / 1000) + "s";
+  return "";
+}
+
+std::string drain_help() {
+  return "how long a container leaving on scale-down may wait for the edtrun workers in it to leave the job "
+         "before it is stopped (default " +
+         std::to_string(api::limits::DrainTimeout::default_ms / 1000) + "s, at most " +
+         std::to_string(api::limits::DrainTimeout::maximum_ms / 1000) + "s; 0 stops it at once)";
+}
+
+// Containers in a phase, as " (N Draining)" when there are any.
+std::string phase_count(const json& cluster, const std::string& phase) {
+  int n = 0;
+  for (const auto& c : cluster[key(cluster_field::status)][key(status_field::containers)])
+    n += c[key(container_field::phase)] == phase ? 1 : 0;
+  return n ? ", " + std::to_string(n) + " " + phase : "";
+}
+
 std::string running_count(const json& cluster) {
   int running = 0, total = 0;
   for (const auto& c : cluster[key(cluster_field::status)][key(status_field::containers)]) {
@@ -58,7 +86,8 @@ int wait_for(Client& client, const std::string& name, bool gone) {
     }
     const json& status = cluster[key(cluster_field::status)];
     const std::string phase = status[key(status_field::phase)];
-    const std::string line = phase + ", " + running_count(cluster) + " containers Running";
+    const std::string line =
+        phase + ", " + running_count(cluster) + " containers Running" + phase_count(cluster, "Draining");
     if (line != last) {
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       log::info("{}: {} ({:.1f}s)", name, line, seconds);
@@ -83,6 +112,8 @@ void print_cluster(const json& c) {
          text(c[key(cluster_field::framework)]).c_str(), text(c[key(cluster_field::image)]).c_str(),
          text(status[key(status_field::phase)]).c_str(), text(status[key(status_field::message)]).c_str());
   printf("shm:        %s\n", text(c[key(cluster_field::shm)]).c_str());
+  printf("drain:      %s (a container leaving on scale-down waits at most this for its edtrun workers)\n",
+         text(c[key(cluster_field::drain_timeout)]).c_str());
   const json& gpu = c[key(cluster_field::gpu)];
   if (!gpu.is_null())
     printf("gpu:        %d x %s per container\n", gpu[key(api::fields::GpuRequest::count)].get<int>(),
@@ -99,7 +130,7 @@ void print_cluster(const json& c) {
 }
 
 struct CreateOptions {
-  std::string name, framework = std::string(api::limits::Framework::values[0]), image, gpu, shm, output;
+  std::string name, framework = std::string(api::limits::Framework::values[0]), image, gpu, shm, drain_timeout, output;
   int containers = 0;
   bool wait = false;
   std::vector<std::string> mounts, env;
@@ -137,6 +168,7 @@ int create_request(const CreateOptions& o, json* body) {
   *body = {{key(spec::name), o.name}, {key(spec::framework), o.framework}, {key(spec::containers), o.containers}};
   if (!o.image.empty()) (*body)[key(spec::image)] = o.image;
   if (!o.shm.empty()) (*body)[key(spec::shm)] = o.shm;
+  if (!o.drain_timeout.empty()) (*body)[key(spec::drain_timeout)] = o.drain_timeout;
   if (!o.gpu.empty() && !gpu_request(o.gpu, &(*body)[key(spec::gpu)]))
     return usage_error("--gpu '" + o.gpu + "' is not MODEL:COUNT", "write e.g. --gpu NVIDIA-P4:1");
   (*body)[key(spec::mounts)] = json::array();
@@ -184,6 +216,7 @@ void add_create(CLI::App* cluster, Action* action) {
   cmd->add_option("--shm", o->shm, "size of /dev/shm, e.g. 1Gi (" + format_size(limits::ShmSize::minimum_bytes) +
                                        " to " + format_size(limits::ShmSize::maximum_bytes) + ")")
       ->check(check_shm_unit);
+  cmd->add_option("--drain-timeout", o->drain_timeout, drain_help())->check(check_drain_timeout);
   cmd->add_option("--mount", o->mounts, "VOLUME:PATH[:ro] (PATH may be empty: /root/VOLUME)");
   cmd->add_option("--env", o->env, "KEY=VALUE in every container");
   cmd->add_flag("--wait", o->wait, "wait until every container is Running");
@@ -192,7 +225,7 @@ void add_create(CLI::App* cluster, Action* action) {
 }
 
 struct NameOptions {
-  std::string name, output;
+  std::string name, output, drain_timeout;
   int containers = 0;
   bool wait = false;
 };
@@ -221,9 +254,24 @@ int get_cluster(const NameOptions& o) {
   return 0;
 }
 
+int list_events(const NameOptions& o) {
+  Client client(load_endpoint());
+  json out;
+  if (auto f = client.call("GET", "/clusters/" + o.name + "/events", nullptr, &out)) return fail(*f);
+  const json& events = out[key(api::fields::EventList::events)];
+  if (print_json_if_asked(o.output, events)) return 0;
+  std::vector<std::vector<std::string>> rows = {{"TIME", "TYPE", "MESSAGE"}};
+  for (const auto& e : events)
+    rows.push_back({e[key(api::fields::Event::time)], e[key(api::fields::Event::type)],
+                    e[key(api::fields::Event::message)]});
+  print_table(rows);
+  return 0;
+}
+
 int scale_cluster(const NameOptions& o) {
   Client client(load_endpoint());
   json body = {{key(api::fields::Scale::containers), o.containers}};
+  if (!o.drain_timeout.empty()) body[key(api::fields::Scale::drain_timeout)] = o.drain_timeout;
   if (auto f = client.call("PATCH", "/clusters/" + o.name, &body, nullptr)) return fail(*f);
   if (o.wait) return wait_for(client, o.name, false);
   printf("cluster %s scaling to %d containers\n", o.name.c_str(), o.containers);
@@ -258,7 +306,7 @@ CLI::App* add_named(CLI::App* parent, const std::string& name, const std::string
 }  // namespace
 
 void add_cluster_commands(CLI::App& app, Action* action) {
-  auto* cluster = app.add_subcommand("cluster", "create, list, get, scale and delete clusters");
+  auto* cluster = app.add_subcommand("cluster", "create, list, get, scale and delete clusters; their events");
   cluster->require_subcommand(1);
   add_create(cluster, action);
 
@@ -270,12 +318,19 @@ void add_cluster_commands(CLI::App& app, Action* action) {
   auto get = std::make_shared<NameOptions>();
   add_output_option(add_named(cluster, "get", "show a cluster and its containers", action, get_cluster, get), &get->output);
 
+  auto events = std::make_shared<NameOptions>();
+  add_output_option(add_named(cluster, "events", "what happened to a cluster (scales, drains, failures), oldest first",
+                              action, list_events, events),
+                    &events->output);
+
   auto scale = std::make_shared<NameOptions>();
   auto* scale_cmd = add_named(cluster, "scale", "change how many containers a cluster has", action, scale_cluster, scale);
   scale_cmd->add_option("--containers", scale->containers,
                         "the new count (" + std::to_string(api::limits::ContainerCount::minimum) + " to " +
                             std::to_string(api::limits::ContainerCount::maximum) + ")")->required();
-  scale_cmd->add_flag("--wait", scale->wait, "wait until every container is Running");
+  scale_cmd->add_option("--drain-timeout", scale->drain_timeout, drain_help() + "; the cluster keeps it")
+      ->check(check_drain_timeout);
+  scale_cmd->add_flag("--wait", scale->wait, "wait until every container is Running (leaving ones drained and gone)");
 
   auto remove = std::make_shared<NameOptions>();
   add_named(cluster, "delete", "delete a cluster and everything it holds", action, delete_cluster, remove)

@@ -365,6 +365,9 @@ TEST_F(Edtd, EveryBadInputIsRefusedAndChangesNothing) {
       {"POST", "/api/v1/clusters", R"({"name": "a", "gpu": {"model": "H100", "count": 1}, )" + base + "}", 422, "gpu.model"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "gpu": {"model": "NVIDIA-P4", "count": 2}, )" + base + "}", 409, "gpu.count"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "shm": "lots", )" + base + "}", 422, "shm"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "drain_timeout": "60q", )" + base + "}", 422, "drain_timeout"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "drain_timeout": -1, )" + base + "}", 422, "drain_timeout"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "drain_timeout": "2h", )" + base + "}", 422, "drain_timeout"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "mounts": [{"volume": "vol", "path": "data"}], )" + base + "}", 422, "mounts[0].path"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "mounts": [{"volume": "vol", "path": "/root/../etc"}], )" + base + "}", 422, "mounts[0].path"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "mounts": [{"volume": "vol", "path": "/usr/lib"}], )" + base + "}", 422, "mounts[0].path"},
@@ -373,6 +376,7 @@ TEST_F(Edtd, EveryBadInputIsRefusedAndChangesNothing) {
       {"PATCH", "/api/v1/clusters/mine", R"({"containers": 5})", 409, "gpu.count"},
       {"PATCH", "/api/v1/clusters/mine", R"({"containers": 1})", 422, "containers"},
       {"PATCH", "/api/v1/clusters/mine", R"({"framework": "slurm"})", 422, "framework"},
+      {"PATCH", "/api/v1/clusters/mine", R"({"containers": 2, "drain_timeout": "-5s"})", 422, "drain_timeout"},
       {"PATCH", "/api/v1/clusters/none", R"({"containers": 3})", 404, "name"},
   };
   for (const auto& k : cases) {
@@ -429,7 +433,10 @@ TEST_F(Edtd, FrameworkExtrasMetricsAndOpenApi) {
     types.push_back(e["type"]);
     EXPECT_EQ(e["time"].get<std::string>().size(), 24u) << e.dump();  // 2026-01-01T00:00:00.000Z
   }
-  EXPECT_EQ(types, (std::vector<std::string>{"Created", "Running", "Scaling", "Running"})) << events.dump();
+  // The leaving container had no edtrun worker: drained at once.
+  EXPECT_EQ(types, (std::vector<std::string>{"Created", "Running", "Scaling", "Drained", "Running"})) << events.dump();
+  EXPECT_NE(events["events"][2]["message"].get<std::string>().find("mg-worker-1 leaves the hostfile and drains"),
+            std::string::npos) << events.dump();
   // The web console's files are served at /, the API still under /api/v1.
   auto page = c.Get("/");
   ASSERT_TRUE(page);

@@ -1,6 +1,7 @@
 // The console's whole workflow in a real browser against a real edtd: sign
 // in, create tthvd, see its containers Running, use the launcher's terminal,
-// scale to 4, run a job and watch its log and chart, and every form error.
+// scale to 4, run a job and watch its log and chart, scale down past a drain,
+// and every form error.
 // The tests run in order and build on each other, as a user's session does.
 // Each saves a screenshot under EDT_TEST_OUT.
 import assert from 'node:assert/strict';
@@ -136,6 +137,8 @@ step('create tthvd with 2 containers, a GPU each, shared memory and a volume; bo
   await page.fill('[data-field="shm"]', '1Gi');
   await page.click('#add-mount');
   assert.equal(await page.inputValue('[data-field="mounts[0].path"]'), '/root/data');
+  assert.equal(await page.inputValue('[data-field="drain_timeout"]'), '60s');
+  await page.fill('[data-field="drain_timeout"]', '3s');
   await screenshot('create-form');
 
   await page.click('#create-submit');
@@ -144,6 +147,7 @@ step('create tthvd with 2 containers, a GPU each, shared memory and a volume; bo
   assert.deepEqual(Object.keys(await containerPhases()), ['tthvd-launcher', 'tthvd-worker-0']);
   await waitFor('a 2-line hostfile', async () => (await page.textContent('#hostfile')).trim().split('\n').length === 2);
   assert.match(await page.textContent('#overview'), /2 × NVIDIA-P4/);
+  assert.match(await page.textContent('#overview'), /Drain timeout\s*3s/);
   await waitEvents(['Running', 'Created']);
   assert.match(await page.textContent('#events li[data-type="Created"]'), /created by admin with 2 containers/);
   await screenshot('cluster-running-2');
@@ -292,6 +296,30 @@ step('keyboard only: Tab reaches Create, Enter opens the form with the focus in 
   await waitFor('the name error', async () => /DNS label/.test(await page.textContent('[data-error-for="name"]')));
   assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('data-field')), 'name');
   await screenshot('keyboard-create');
+});
+
+step('scale down to 2 while a training worker runs in a leaving container: it is Draining, then its drain times out', async () => {
+  // edtd counts a process with EDT_COORDINATOR in its environment (what
+  // edtrun gives each worker) as a worker of a training job.
+  const command = `EDT_COORDINATOR=127.0.0.1:1 python3 -c "print('ready', flush=True); import time; time.sleep(300)"`;
+  const started = await edtd.api('POST', '/clusters/tthvd/jobs', { command, container: 'tthvd-worker-2' });
+  assert.equal(started.status, 201, JSON.stringify(started.json));
+  await waitFor('the worker to run', async () => String((await edtd.api('GET', `/jobs/${started.json.id}/log?follow=false`)).json).includes('ready'));
+  await openApp(page, '#/clusters/tthvd');
+  await waitAllRunning(4);
+  await page.fill('#scale-containers', '2');
+  await page.click('#scale-submit');
+  await page.waitForSelector('dialog[open]');
+  await page.click('#dialog-confirm');
+  await waitFor('tthvd-worker-2 Draining', async () => (await containerPhases())['tthvd-worker-2'] === 'Draining');
+  assert.match(await page.textContent('#scale-help'), /Draining/);
+  assert.match(await page.textContent('#overview'), /tthvd-worker-2 leave the hostfile and drain/);
+  await screenshot('cluster-draining');
+  await waitAllRunning(2);
+  await waitFor('the DrainTimedOut event', async () => (await eventTypes()).includes('DrainTimedOut'));
+  assert.match(await page.textContent('#events li[data-type="DrainTimedOut"]'), /tthvd-worker-2: drain timed out after 3s; 1 edtrun worker process was still in it/);
+  assert.match(await page.textContent('#events li[data-type="Drained"]'), /tthvd-worker-1 drained in/);
+  await screenshot('cluster-drain-timed-out');
 });
 
 step('a narrow window in the dark theme: every page fits without scrolling sideways', async () => {

@@ -41,7 +41,7 @@ json full_spec() {
   return {{"name", "tthvd"},      {"framework", "horovod"}, {"containers", 2},
           {"image", "edt"},       {"gpu", {{"model", "NVIDIA-P4"}, {"count", 1}}},
           {"shm", "1Gi"},         {"mounts", json::array({{{"volume", "data"}, {"path", "/data"}, {"read_only", true}}})},
-          {"env", {{"A", "b"}}}};
+          {"env", {{"A", "b"}}},   {"drain_timeout", "90s"}};
 }
 
 Refusal parse_with(const std::string& key, const json& value) {
@@ -85,10 +85,10 @@ TEST(ModelContract, PhasesAreTheDocuments) {
     for (const auto& p : schema(name).at("enum")) documented.insert(p.get<std::string>());
   std::set<std::string> model;
   for (Phase p : {Phase::kPending, Phase::kCreating, Phase::kRunning, Phase::kScaling, Phase::kFailed,
-                  Phase::kDeleting, Phase::kStopping})
+                  Phase::kDeleting, Phase::kStopping, Phase::kDraining})
     model.insert(to_string(p));
   EXPECT_EQ(documented, model);
-  EXPECT_EQ(schema("ClusterPhase").at("enum").size(), 6u);  // Stopping is a container's phase only
+  EXPECT_EQ(schema("ClusterPhase").at("enum").size(), 6u);  // Stopping, Draining: a container's phases only
 }
 
 TEST(ModelContract, GpuCountLimitsAreTheDocuments) {
@@ -117,6 +117,25 @@ TEST(ModelContract, ShmLimitsAndUnitsAreTheDocuments) {
     }
   }
   EXPECT_FALSE(parse_size("3q").is_ok());
+}
+
+TEST(ModelContract, DrainTimeoutLimitsAndUnitsAreTheDocuments) {
+  const json& ms = schema("DrainTimeout").at("x-edt-duration-ms");
+  EXPECT_EQ(ms.at("default"), kDefaultDrainTimeout.count());
+  EXPECT_EQ(ms.at("maximum"), kMaxDrainTimeout.count());
+  const int64_t least = ms.at("minimum"), most = ms.at("maximum");
+  EXPECT_FALSE(parse_with("drain_timeout", format_duration(std::chrono::milliseconds(least))));
+  EXPECT_FALSE(parse_with("drain_timeout", format_duration(std::chrono::milliseconds(most))));
+  EXPECT_FALSE(parse_with("drain_timeout", most / 1000));
+  EXPECT_TRUE(parse_with("drain_timeout", format_duration(std::chrono::milliseconds(most + 1))));
+  EXPECT_TRUE(parse_with("drain_timeout", most / 1000 + 1));
+  EXPECT_TRUE(parse_with("drain_timeout", least - 1));
+  for (const auto& [suffix, scale] : schema("DrainTimeout").at("x-edt-duration-units").items()) {
+    auto parsed = parse_duration("3" + suffix);
+    ASSERT_TRUE(parsed.is_ok()) << suffix;
+    EXPECT_EQ(parsed->count(), 3 * scale.get<int64_t>()) << suffix;
+  }
+  EXPECT_FALSE(parse_duration("3q").is_ok());
 }
 
 TEST(ModelContract, SystemDirectoriesAreTheDocuments) {

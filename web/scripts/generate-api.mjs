@@ -24,6 +24,8 @@ const kLimitKeys = {
   'x-edt-labels': 'labels',
   'x-edt-bytes': 'bytes',
   'x-edt-size-units': 'sizeUnits',
+  'x-edt-duration-ms': 'durationMs',
+  'x-edt-duration-units': 'durationUnits',
   'x-edt-system-directories': 'systemDirectories',
   'x-edt-key-pattern': 'keyPattern',
 };

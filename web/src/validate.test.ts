@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Inventory } from './validate';
-import { checkMountPath, emptyForm, imagesFor, parseSize, toSpec, validate } from './validate';
+import { checkMountPath, emptyForm, imagesFor, parseDuration, parseSize, toSpec, validate } from './validate';
 
 const inventory: Inventory = {
   images: [
@@ -86,6 +86,23 @@ describe('validate', () => {
     expect(validate({ ...good(), shm_enabled: true, shm: '512K' }, inventory).shm).toContain('outside 1M to 256Gi');
     expect(validate({ ...good(), shm_enabled: true, shm: '257G' }, inventory).shm).toContain('outside 1M to 256Gi');
     expect(validate({ ...good(), shm_enabled: true, shm: '256Gi' }, inventory).shm).toBeUndefined();
+  });
+
+  it('reads drain timeouts as edtd does and sends only a changed one', () => {
+    expect(parseDuration('60s')).toBe(60000);
+    expect(parseDuration('500ms')).toBe(500);
+    expect(parseDuration('2m')).toBe(120000);
+    expect(parseDuration('45')).toBe(45000);
+    expect(parseDuration('1.5s')).toBe(1500);
+    expect(parseDuration('1 s')).toBeNull();
+    expect(parseDuration('5q')).toBeNull();
+    expect(emptyForm().drain_timeout).toBe('60s');
+    expect(validate({ ...good(), drain_timeout: '5q' }, inventory).drain_timeout).toContain('is not a duration');
+    expect(validate({ ...good(), drain_timeout: '-5s' }, inventory).drain_timeout).toContain('is negative');
+    expect(validate({ ...good(), drain_timeout: '2h' }, inventory).drain_timeout).toContain('longer than 3600s');
+    expect(validate({ ...good(), drain_timeout: '0s' }, inventory).drain_timeout).toBeUndefined();
+    expect(toSpec(good()).drain_timeout).toBeUndefined();
+    expect(toSpec({ ...good(), drain_timeout: ' 2m ' }).drain_timeout).toBe('2m');
   });
 
   it.each([

@@ -26,6 +26,10 @@ const kMinShm = contract.ShmSize.bytes.minimum;
 const kMaxShm = contract.ShmSize.bytes.maximum;
 // Size suffixes (lower case) and their bytes.
 const kSizeUnits: Record<string, number> = contract.ShmSize.sizeUnits;
+const kMaxDrainMs = contract.DrainTimeout.durationMs.maximum;
+export const kDefaultDrain = `${contract.DrainTimeout.durationMs.default / 1000}s`;
+// Duration suffixes and their milliseconds ("" is seconds).
+const kDurationUnits: Record<string, number> = contract.DrainTimeout.durationUnits;
 
 // Directories a volume may not cover or be mounted inside: the sandbox takes
 // them from the host (read-only) or manages them itself.
@@ -59,6 +63,7 @@ export interface ClusterForm {
   gpu_count: string;
   shm_enabled: boolean;
   shm: string;
+  drain_timeout: string;
   mounts: MountForm[];
 }
 
@@ -82,6 +87,7 @@ export function emptyForm(): ClusterForm {
     gpu_count: '1',
     shm_enabled: false,
     shm: '1Gi',
+    drain_timeout: kDefaultDrain,
     mounts: [],
   };
 }
@@ -104,6 +110,23 @@ export function parseSize(text: string): number | null {
   if (!m) return null;
   const scale = kSizeUnits[m[2].toLowerCase()];
   return scale === undefined ? null : Math.round(Number(m[1]) * scale);
+}
+
+// The same grammar as edtd's parse_duration: a number and an optional unit
+// of the contract's. Returns milliseconds, or null.
+export function parseDuration(text: string): number | null {
+  const m = /^(\d+(?:\.\d+)?)([a-z]*)$/.exec(text.trim());
+  if (!m) return null;
+  const scale = kDurationUnits[m[2]];
+  return scale === undefined ? null : Math.round(Number(m[1]) * scale);
+}
+
+export function checkDrainTimeout(text: string): string | null {
+  if (text.trim().startsWith('-')) return `"${text.trim()}" is negative; write 0s or more, e.g. ${kDefaultDrain}.`;
+  const ms = parseDuration(text);
+  if (ms === null) return `"${text.trim()}" is not a duration; write a number with a unit, e.g. 60s, 500ms or 2m.`;
+  if (ms > kMaxDrainMs) return `${text.trim()} is longer than ${kMaxDrainMs / 1000}s; ask for less, e.g. ${kDefaultDrain}.`;
+  return null;
 }
 
 export function checkName(name: string, taken: string[]): string | null {
@@ -180,6 +203,8 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
     else if (bytes < kMinShm || bytes > kMaxShm) set('shm', `${form.shm.trim()} is outside ${formatSize(kMinShm)} to ${formatSize(kMaxShm)}; ask for a size in that range, e.g. 1Gi.`);
   }
 
+  set('drain_timeout', checkDrainTimeout(form.drain_timeout));
+
   form.mounts.forEach((m, i) => {
     if (m.volume === '') set(`mounts[${i}].volume`, 'Choose a volume.');
     else if (!inv.volumes.some((v) => v.name === m.volume)) set(`mounts[${i}].volume`, `Unknown volume "${m.volume}"; create it first (edt volume create ${m.volume}).`);
@@ -201,6 +226,7 @@ export function toSpec(form: ClusterForm): ClusterSpec {
   };
   if (form.gpu_enabled) spec.gpu = { model: form.gpu_model, count: parseCount(form.gpu_count) ?? 0 };
   if (form.shm_enabled) spec.shm = form.shm.trim();
+  if (form.drain_timeout.trim() !== kDefaultDrain) spec.drain_timeout = form.drain_timeout.trim();
   if (form.mounts.length) spec.mounts = form.mounts.map((m) => ({ volume: m.volume, path: m.path, read_only: m.read_only }));
   return spec;
 }

@@ -45,9 +45,10 @@ Answer scale_cluster(ApiContext& ctx, const Request& req, const User& user) {
   // Who may scale it is checked before what was asked.
   auto cluster = ctx.service->cluster(user, name_in_path(req));
   if (!cluster.ok()) return cluster.error();
-  int containers = 0;
-  if (auto r = parse_scale_request(*body, &containers)) return *r;
-  return json_answer(200, ctx.service->scale_cluster(user, cluster->spec.name, containers), cluster_to_json);
+  ScaleRequest scale;
+  if (auto r = parse_scale_request(*body, &scale)) return *r;
+  return json_answer(200, ctx.service->scale_cluster(user, cluster->spec.name, scale.containers, scale.drain_timeout),
+                     cluster_to_json);
 }
 
 Answer delete_cluster(ApiContext& ctx, const Request& req, const User& user) {

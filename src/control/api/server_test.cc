@@ -22,6 +22,7 @@ class NoBackend : public Backend {
   Result<SandboxRef> start(const SandboxSpec&) override { return internal_error("not here"); }
   SandboxState observe(const std::string&, const SandboxRef&) override { return SandboxState::kGone; }
   Status signal(const SandboxRef&, int) override { return Status::ok(); }
+  Result<int> training_processes(const SandboxRef&) override { return 0; }
   Status remove(const std::string&) override { return Status::ok(); }
   Status write_cluster_files(const std::string&, const ClusterFiles&) override { return Status::ok(); }
   Status remove_cluster(const std::string&) override { return Status::ok(); }

@@ -66,6 +66,13 @@ class Backend {
   virtual SandboxState observe(const std::string& name, const SandboxRef& ref) = 0;
   // SIGTERM reaches every process of the container; SIGKILL ends it.
   virtual Status signal(const SandboxRef& ref, int signal) = 0;
+  // How many processes in the container are workers of a training job:
+  // those whose environment has EDT_COORDINATOR, which edtrun gives every
+  // worker it starts, however it starts it (directly, over ssh, or through
+  // a small client that a warm process forks the worker for). A container
+  // leaving on scale-down is stopped once this is 0 (its drain). 0 for a
+  // container that is gone.
+  virtual Result<int> training_processes(const SandboxRef& ref) = 0;
   // Removes a container's files; call once it is gone.
   virtual Status remove(const std::string& name) = 0;
   // Writes the shared files atomically (write, then rename).

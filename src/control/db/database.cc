@@ -56,7 +56,8 @@ std::vector<int> gpus_from_text(const std::string& text) {
 Phase phase_from_text(const std::string& text) { return parse_phase(text).value_or(Phase::kPending); }
 
 constexpr const char* kContainerColumns =
-    "name, idx, address, gpus, phase, message, started_at, leaving, pid, pid_start, stopping_since, creating_since";
+    "name, idx, address, gpus, phase, message, started_at, leaving, pid, pid_start, stopping_since, creating_since, "
+    "draining_since";
 
 ContainerRecord read_container(Stmt& s, int at = 0) {
   ContainerRecord r;
@@ -71,6 +72,7 @@ ContainerRecord read_container(Stmt& s, int at = 0) {
   r.sandbox = {s.i64(at + 8), static_cast<uint64_t>(s.i64(at + 9))};
   r.stopping_since_ms = s.i64(at + 10);
   r.creating_since_ms = s.i64(at + 11);
+  r.draining_since_ms = s.i64(at + 12);
   return r;
 }
 
@@ -404,10 +406,10 @@ std::set<std::string> Database::Tx::addresses() {
 
 Status Database::Tx::update_container(const ContainerRecord& r) {
   Stmt s(db_, "UPDATE containers SET phase = ?, message = ?, started_at = ?, pid = ?, pid_start = ?, "
-              "stopping_since = ?, creating_since = ? WHERE name = ?");
+              "stopping_since = ?, creating_since = ?, draining_since = ? WHERE name = ?");
   s.bind(1, std::string(to_string(r.status.phase))).bind(2, r.status.message).bind(3, r.status.started_at);
   s.bind(4, r.sandbox.pid).bind(5, r.sandbox.start_time).bind(6, r.stopping_since_ms).bind(7, r.creating_since_ms);
-  return s.bind(8, r.status.name).run();
+  return s.bind(8, r.draining_since_ms).bind(9, r.status.name).run();
 }
 
 Status Database::Tx::mark_leaving(const std::vector<std::string>& containers) {

@@ -78,6 +78,9 @@ TEST_F(DatabaseTest, ClustersContainersAndGpuHoldersSurviveReopen) {
   records[0].sandbox = {4242, 99};
   records[0].status.phase = Phase::kRunning;
   ASSERT_TRUE(db_->lock().update_container(records[0]).is_ok());
+  records[1].status.phase = Phase::kDraining;
+  records[1].draining_since_ms = 1767225600123;
+  ASSERT_TRUE(db_->lock().update_container(records[1]).is_ok());
   ASSERT_TRUE(db_->lock().set_scale_failure("a", "scale to 4 failed: x; back to 2").is_ok());
   reopen();
   auto again = db_->lock().containers("a");
@@ -85,6 +88,8 @@ TEST_F(DatabaseTest, ClustersContainersAndGpuHoldersSurviveReopen) {
   EXPECT_EQ(again[0].sandbox, (SandboxRef{4242, 99}));
   EXPECT_EQ(again[0].status.phase, Phase::kRunning);
   EXPECT_EQ(again[1].status.gpus, std::vector<int>{1});
+  EXPECT_EQ(again[1].status.phase, Phase::kDraining);
+  EXPECT_EQ(again[1].draining_since_ms, 1767225600123);
   EXPECT_EQ(db_->lock().cluster("a")->scale_failure, "scale to 4 failed: x; back to 2");
   EXPECT_EQ(db_->lock().user_for_token("hash1")->name, "alice");
   EXPECT_FALSE(db_->lock().user_for_token("hash2").has_value());

@@ -39,6 +39,11 @@ CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, cluster TE
 ALTER TABLE clusters ADD COLUMN scale_failure TEXT NOT NULL DEFAULT '';
 UPDATE clusters SET scale_failure = message WHERE message LIKE 'scale to % failed: %';
 )sql"},
+      // A container leaving on scale-down drains before it is stopped; when
+      // it began is kept, so a restarted edtd keeps the drain's deadline.
+      {3, "containers.draining_since", R"sql(
+ALTER TABLE containers ADD COLUMN draining_since INTEGER NOT NULL DEFAULT 0;
+)sql"},
   };
   return kMigrations;
 }

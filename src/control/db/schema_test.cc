@@ -130,6 +130,9 @@ TEST_F(SchemaTest, AnUnversionedDatabaseIsMigratedWithEverythingInIt) {
   EXPECT_EQ(records[1].status.gpus, std::vector<int>{1});
   EXPECT_EQ(records[1].sandbox, (SandboxRef{4243, 100}));
   EXPECT_EQ(records[1].creating_since_ms, 1767225600500);
+  // Containers of before the drain never drained; the spec gets the default deadline.
+  EXPECT_EQ(records[1].draining_since_ms, 0);
+  EXPECT_EQ(cluster->spec.drain_timeout, kDefaultDrainTimeout);
   EXPECT_EQ(tx.gpus()[0].holder, "tthvd-launcher");
   EXPECT_EQ(tx.user_for_token("hash-of-alice")->name, "alice");
   EXPECT_EQ(tx.volume("data")->host_path, "/var/lib/edt/volumes/data");

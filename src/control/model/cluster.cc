@@ -224,10 +224,38 @@ Refusal check_mount_path(const std::string& path, const std::string& field) {
   return std::nullopt;
 }
 
+Refusal parse_drain_timeout(const json& value, const std::string& field, std::chrono::milliseconds* out) {
+  const std::string fix = "write a duration from 0s to " + format_duration(kMaxDrainTimeout) + ", e.g. \"60s\" or \"2m\"";
+  if (value.is_number_integer()) {
+    if (value.get<int64_t>() < 0)
+      return invalid(field, field + " is negative (" + value.dump() + " s)", fix);
+    if (value.get<int64_t>() > kMaxDrainTimeout.count() / 1000)
+      return invalid(field, field + " of " + value.dump() + " s is longer than " + format_duration(kMaxDrainTimeout), fix);
+    *out = std::chrono::seconds(value.get<int64_t>());
+    return std::nullopt;
+  }
+  if (!value.is_string())
+    return invalid(field, field + " must be a duration such as \"60s\", not " + std::string(value.type_name()), fix);
+  const std::string text = value.get<std::string>();
+  if (!text.empty() && text.front() == '-') return invalid(field, field + " is negative ('" + text + "')", fix);
+  auto duration = parse_duration(text);
+  if (!duration.is_ok()) return invalid(field, field + ": " + duration.status().message(), fix);
+  if (*duration > kMaxDrainTimeout)
+    return invalid(field, field + " of '" + text + "' is longer than " + format_duration(kMaxDrainTimeout), fix);
+  *out = *duration;
+  return std::nullopt;
+}
+
+std::string format_duration(std::chrono::milliseconds duration) {
+  const int64_t ms = duration.count();
+  return ms % 1000 == 0 ? std::to_string(ms / 1000) + "s" : std::to_string(ms) + "ms";
+}
+
 Refusal parse_cluster_spec(const json& body, ClusterSpec* out) {
   if (!body.is_object())
     return malformed("", "the request body must be a JSON object", "send {\"name\": ..., \"framework\": ..., \"containers\": ...}");
-  if (auto r = check_known_fields(body, "", {"name", "framework", "containers", "image", "gpu", "shm", "mounts", "env"}))
+  if (auto r = check_known_fields(body, "", {"name", "framework", "containers", "image", "gpu", "shm", "mounts", "env",
+                                               "drain_timeout"}))
     return r;
   ClusterSpec spec;
   if (!body.contains("name")) return invalid("name", "name is missing", "name the cluster, e.g. \"tthvd\"");
@@ -253,17 +281,24 @@ Refusal parse_cluster_spec(const json& body, ClusterSpec* out) {
     if (auto r = parse_mounts(body["mounts"], &spec.mounts)) return r;
   if (body.contains("env"))
     if (auto r = parse_env(body["env"], &spec.env)) return r;
+  if (body.contains("drain_timeout"))
+    if (auto r = parse_drain_timeout(body["drain_timeout"], "drain_timeout", &spec.drain_timeout)) return r;
   *out = std::move(spec);
   return std::nullopt;
 }
 
-Refusal parse_scale_request(const json& body, int* containers) {
+Refusal parse_scale_request(const json& body, ScaleRequest* out) {
   for (auto it = body.begin(); it != body.end(); ++it)
-    if (it.key() != "containers")
+    if (it.key() != "containers" && it.key() != "drain_timeout")
       return invalid(it.key(), "field '" + it.key() + "' cannot be changed",
-                     "only containers can be changed; make a new cluster for the rest");
+                     "only containers and drain_timeout can be changed; make a new cluster for the rest");
   if (!body.contains("containers")) return invalid("containers", "containers is missing", "send {\"containers\": N}");
-  return check_container_count(body["containers"], "containers", containers);
+  if (auto r = check_container_count(body["containers"], "containers", &out->containers)) return r;
+  if (!body.contains("drain_timeout")) return std::nullopt;
+  std::chrono::milliseconds timeout{};
+  if (auto r = parse_drain_timeout(body["drain_timeout"], "drain_timeout", &timeout)) return r;
+  out->drain_timeout = timeout;
+  return std::nullopt;
 }
 
 json spec_to_json(const ClusterSpec& spec) {
@@ -271,7 +306,7 @@ json spec_to_json(const ClusterSpec& spec) {
   for (const auto& m : spec.mounts) mounts.push_back({{"volume", m.volume}, {"path", m.path}, {"read_only", m.read_only}});
   json j = {{"name", spec.name},         {"framework", spec.framework},     {"containers", spec.containers},
             {"image", spec.image},       {"shm", format_size(spec.shm_bytes)}, {"mounts", mounts},
-            {"env", spec.env}};
+            {"env", spec.env},           {"drain_timeout", format_duration(spec.drain_timeout)}};
   j["gpu"] = spec.gpu.count > 0 ? json{{"model", spec.gpu.model}, {"count", spec.gpu.count}} : json(nullptr);
   return j;
 }

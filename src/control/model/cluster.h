@@ -7,9 +7,11 @@
 // body of the wrong shape is a Refusal naming the field.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,8 @@ inline constexpr uint64_t kDefaultShmBytes = api::limits::ShmSize::default_bytes
 inline constexpr uint64_t kMinShmBytes = api::limits::ShmSize::minimum_bytes;
 inline constexpr uint64_t kMaxShmBytes = api::limits::ShmSize::maximum_bytes;
 inline constexpr int kMaxGpusPerContainer = api::limits::GpuCount::maximum;
+inline constexpr std::chrono::milliseconds kDefaultDrainTimeout{api::limits::DrainTimeout::default_ms};
+inline constexpr std::chrono::milliseconds kMaxDrainTimeout{api::limits::DrainTimeout::maximum_ms};
 // Longest cluster name: "<name>-worker-NN" must stay a DNS label (63).
 inline constexpr size_t kMaxClusterNameLength = api::limits::ClusterName::max_length;
 
@@ -54,6 +58,10 @@ struct ClusterSpec {
   uint64_t shm_bytes = kDefaultShmBytes;
   std::vector<Mount> mounts;
   std::map<std::string, std::string> env;
+  // How long a container leaving on scale-down may stay Draining (out of
+  // the hostfile, waiting for the workers of edtrun jobs in it to leave)
+  // before it is stopped anyway.
+  std::chrono::milliseconds drain_timeout = kDefaultDrainTimeout;
 };
 
 struct ContainerStatus {
@@ -91,6 +99,7 @@ using SandboxRef = proc::ProcessId;
 struct ContainerRecord {
   ContainerStatus status;
   SandboxRef sandbox;
+  int64_t draining_since_ms = 0;  // when it began Draining; 0 if it never did
   int64_t stopping_since_ms = 0;  // when SIGTERM was sent; 0 before
   int64_t creating_since_ms = 0;  // when its sandbox was started
 };
@@ -122,8 +131,20 @@ Refusal check_mount_path(const std::string& path, const std::string& field);
 // A volume or user name: a DNS label.
 Refusal check_resource_name(const std::string& name, const std::string& field, const std::string& what);
 
-// Reads a scale request: {"containers": N} and nothing else.
-Refusal parse_scale_request(const nlohmann::json& body, int* containers);
+// Reads a drain timeout: a duration ("60s", "500ms", "2m") or whole
+// seconds, from 0 to kMaxDrainTimeout.
+Refusal parse_drain_timeout(const nlohmann::json& value, const std::string& field, std::chrono::milliseconds* out);
+
+// 60000 ms -> "60s", 1500 ms -> "1500ms": how edtd writes a duration, and
+// what parse_drain_timeout() reads back.
+std::string format_duration(std::chrono::milliseconds duration);
+
+// A scale request: {"containers": N, "drain_timeout"?: ...} and nothing else.
+struct ScaleRequest {
+  int containers = 0;
+  std::optional<std::chrono::milliseconds> drain_timeout;  // the cluster's new setting, if given
+};
+Refusal parse_scale_request(const nlohmann::json& body, ScaleRequest* out);
 
 nlohmann::json spec_to_json(const ClusterSpec& spec);
 nlohmann::json cluster_to_json(const Cluster& cluster);

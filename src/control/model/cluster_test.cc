@@ -29,7 +29,7 @@ TEST(ClusterSpec, ParsesAFullRequest) {
   json body = json::parse(R"({"name": "tthvd", "framework": "deepspeed", "containers": 4, "image": "ds",
     "gpu": {"model": "NVIDIA-P4", "count": 2}, "shm": "1Gi",
     "mounts": [{"volume": "data", "path": "/data", "read_only": true}, {"volume": "home"}],
-    "env": {"NCCL_DEBUG": "INFO"}})");
+    "env": {"NCCL_DEBUG": "INFO"}, "drain_timeout": "2m"})");
   ClusterSpec spec;
   ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value());
   EXPECT_EQ(spec.name, "tthvd");
@@ -43,6 +43,7 @@ TEST(ClusterSpec, ParsesAFullRequest) {
   EXPECT_TRUE(spec.mounts[0].read_only);
   EXPECT_EQ(spec.mounts[1].path, "/root/home");
   EXPECT_EQ(spec.env.at("NCCL_DEBUG"), "INFO");
+  EXPECT_EQ(spec.drain_timeout, std::chrono::minutes(2));
 }
 
 TEST(ClusterSpec, DefaultsImageAndShm) {
@@ -51,6 +52,33 @@ TEST(ClusterSpec, DefaultsImageAndShm) {
   EXPECT_EQ(spec.image, "edt");
   EXPECT_EQ(spec.shm_bytes, kDefaultShmBytes);
   EXPECT_EQ(spec.gpu.count, 0);
+  EXPECT_EQ(spec.drain_timeout, kDefaultDrainTimeout);
+}
+
+TEST(ClusterSpec, ReadsDrainTimeoutsAndWritesThemBack) {
+  for (auto [in, ms] : {std::pair{json("30s"), 30000}, {json("500ms"), 500}, {json("2m"), 120000}, {json(0), 0},
+                        {json(45), 45000}, {json("1.5s"), 1500}, {json("1h"), 3600000}}) {
+    json body = valid_body();
+    body["drain_timeout"] = in;
+    ClusterSpec spec;
+    ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value()) << in;
+    EXPECT_EQ(spec.drain_timeout.count(), ms) << in;
+    // What edtd writes (and stores, with the shm in bytes) reads back to the same value.
+    json written = spec_to_json(spec);
+    written.erase("shm");
+    ClusterSpec again;
+    ASSERT_FALSE(parse_cluster_spec(written, &again).has_value()) << written.dump();
+    EXPECT_EQ(again.drain_timeout, spec.drain_timeout);
+  }
+}
+
+TEST(ClusterSpec, RefusesBadDrainTimeouts) {
+  // A bad unit, negative, too long, not a duration at all.
+  for (json bad : {json("60q"), json("-5s"), json(-5), json("2h"), json(3601), json("soon"), json(true), json(1.5)}) {
+    json body = valid_body();
+    body["drain_timeout"] = bad;
+    expect_refused(body, Kind::kInvalid, "drain_timeout");
+  }
 }
 
 TEST(ClusterSpec, RefusesFewerThanTwoContainers) {

@@ -7,9 +7,10 @@ namespace edt::control {
 namespace {
 
 // One table per enum: the spelling of each value, in the enum's order.
-constexpr std::array kPhaseNames = {"Pending", "Creating", "Running", "Scaling", "Failed", "Deleting", "Stopping"};
+constexpr std::array kPhaseNames = {"Pending", "Creating", "Running", "Scaling", "Failed", "Deleting", "Stopping", "Draining"};
 constexpr std::array kJobStateNames = {"Running", "Succeeded", "Failed"};
-constexpr std::array kEventTypeNames = {"Created", "Scaling", "Running", "Failed", "Restarted", "Deleting"};
+constexpr std::array kEventTypeNames = {"Created", "Scaling", "Running", "Failed", "Restarted", "Deleting", "Drained",
+                                         "DrainTimedOut"};
 
 template <typename Enum, size_t N>
 std::optional<Enum> parse(const std::array<const char*, N>& names, std::string_view text) {

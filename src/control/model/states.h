@@ -12,9 +12,13 @@
 
 namespace edt::control {
 
-enum class Phase { kPending, kCreating, kRunning, kScaling, kFailed, kDeleting, kStopping };
+// kDraining (a container's only): out of the hostfile on scale-down, kept
+// running until the workers of edtrun jobs in it have left (reconciler.h).
+enum class Phase { kPending, kCreating, kRunning, kScaling, kFailed, kDeleting, kStopping, kDraining };
 enum class JobState { kRunning, kSucceeded, kFailed };
-enum class EventType { kCreated, kScaling, kRunning, kFailed, kRestarted, kDeleting };
+// kDrained: a draining container's workers left; kDrainTimedOut: its drain
+// deadline passed with workers still in it.
+enum class EventType { kCreated, kScaling, kRunning, kFailed, kRestarted, kDeleting, kDrained, kDrainTimedOut };
 
 const char* to_string(Phase phase);
 const char* to_string(JobState state);

@@ -9,12 +9,12 @@ namespace {
 
 TEST(States, EverySpellingReadsBackToItsValue) {
   for (Phase p : {Phase::kPending, Phase::kCreating, Phase::kRunning, Phase::kScaling, Phase::kFailed,
-                  Phase::kDeleting, Phase::kStopping})
+                  Phase::kDeleting, Phase::kStopping, Phase::kDraining})
     EXPECT_EQ(parse_phase(to_string(p)), p) << to_string(p);
   for (JobState s : {JobState::kRunning, JobState::kSucceeded, JobState::kFailed})
     EXPECT_EQ(parse_job_state(to_string(s)), s) << to_string(s);
   for (EventType t : {EventType::kCreated, EventType::kScaling, EventType::kRunning, EventType::kFailed,
-                      EventType::kRestarted, EventType::kDeleting})
+                      EventType::kRestarted, EventType::kDeleting, EventType::kDrained, EventType::kDrainTimedOut})
     EXPECT_EQ(parse_event_type(to_string(t)), t) << to_string(t);
 }
 
@@ -46,11 +46,15 @@ TEST(Requests, RefuseWrongShapesByFieldWithoutThrowing) {
   JobRequest job;
   EXPECT_EQ(parse_job_request(json{{"command", ""}}, &job)->field, "command");
   EXPECT_EQ(parse_job_request(json{{"command", "id"}, {"container", 1}}, &job)->field, "container");
-  int containers = 0;
-  EXPECT_EQ(parse_scale_request(json{{"framework", "slurm"}}, &containers)->field, "framework");
-  EXPECT_EQ(parse_scale_request(json::object(), &containers)->field, "containers");
-  ASSERT_FALSE(parse_scale_request(json{{"containers", 3}}, &containers).has_value());
-  EXPECT_EQ(containers, 3);
+  ScaleRequest scale;
+  EXPECT_EQ(parse_scale_request(json{{"framework", "slurm"}}, &scale)->field, "framework");
+  EXPECT_EQ(parse_scale_request(json::object(), &scale)->field, "containers");
+  EXPECT_EQ(parse_scale_request(json{{"containers", 3}, {"drain_timeout", "-1s"}}, &scale)->field, "drain_timeout");
+  ASSERT_FALSE(parse_scale_request(json{{"containers", 3}}, &scale).has_value());
+  EXPECT_EQ(scale.containers, 3);
+  EXPECT_FALSE(scale.drain_timeout.has_value());
+  ASSERT_FALSE(parse_scale_request(json{{"containers", 2}, {"drain_timeout", "5m"}}, &scale).has_value());
+  EXPECT_EQ(scale.drain_timeout, std::chrono::minutes(5));
 }
 
 }  // namespace

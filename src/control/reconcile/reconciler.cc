@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/log.h"
 
@@ -12,17 +13,20 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-int64_t now_ms() {
+int64_t system_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
+// The hostfile lists the containers that are Running and not leaving; the
+// hosts file also those still draining, whose workers may still reach (and
+// be reached by) their peers until they leave the job.
 ClusterFiles cluster_files(const std::vector<ContainerRecord>& records) {
   ClusterFiles files;
   files.hosts = "127.0.0.1\tlocalhost\n";
   std::vector<ContainerStatus> present;
   for (const auto& r : records) {
-    if (r.status.leaving) continue;
+    if (r.status.leaving && r.stopping_since_ms != 0) continue;
     files.hosts += r.status.address + "\t" + r.status.name + "\n";
     present.push_back(r.status);
   }
@@ -148,10 +152,12 @@ Status Reconciler::fail_start(const Pass& pass, const std::string& reason) {
 
 Status Reconciler::stop_leaving(Pass& pass) {
   const std::string& name = pass.cluster.spec.name;
-  // Containers that leave are first taken out of the shared files, then stopped.
-  bool signal_needed = std::any_of(pass.records.begin(), pass.records.end(),
-                                   [](auto& r) { return r.status.leaving && r.stopping_since_ms == 0; });
-  if (signal_needed && !pass.cluster.deleting)
+  // Containers that leave are first taken out of the shared files, then
+  // drained or stopped.
+  const bool newly_leaving = std::any_of(pass.records.begin(), pass.records.end(), [](auto& r) {
+    return r.status.leaving && r.draining_since_ms == 0 && r.stopping_since_ms == 0;
+  });
+  if (newly_leaving && !pass.cluster.deleting)
     EDT_RETURN_IF_ERROR(backend_->write_cluster_files(name, cluster_files(pass.records)));
   std::vector<ContainerRecord> remaining;
   for (auto& r : pass.records) {
@@ -161,14 +167,7 @@ Status Reconciler::stop_leaving(Pass& pass) {
     }
     if (backend_->observe(r.status.name, r.sandbox) != SandboxState::kGone) {
       pass.settled = false;
-      if (r.stopping_since_ms == 0) {
-        EDT_RETURN_IF_ERROR(backend_->signal(r.sandbox, SIGTERM));
-        r.stopping_since_ms = pass.now;
-        r.status.phase = Phase::kStopping;
-        EDT_RETURN_IF_ERROR(save(r));
-      } else if (pass.now - r.stopping_since_ms >= options_.grace.count()) {
-        EDT_RETURN_IF_ERROR(backend_->signal(r.sandbox, SIGKILL));
-      }
+      EDT_RETURN_IF_ERROR(step_leaving(pass, r));
       remaining.push_back(r);
       continue;
     }
@@ -177,6 +176,58 @@ Status Reconciler::stop_leaving(Pass& pass) {
   }
   pass.records = std::move(remaining);
   return Status::ok();
+}
+
+Status Reconciler::step_leaving(Pass& pass, ContainerRecord& r) {
+  if (r.stopping_since_ms != 0) {
+    if (pass.now - r.stopping_since_ms >= options_.grace.count()) return backend_->signal(r.sandbox, SIGKILL);
+    return Status::ok();
+  }
+  // A cluster that ends (deleted, or its create failed) waits for no drain.
+  const bool ending = pass.cluster.deleting || pass.cluster.phase == Phase::kFailed;
+  const std::chrono::milliseconds timeout = pass.cluster.spec.drain_timeout;
+  if (!ending && r.status.phase == Phase::kRunning && timeout.count() > 0) {
+    r.status.phase = Phase::kDraining;
+    r.status.message = "left the hostfile; stops once no edtrun worker is left in it (at most " +
+                       format_duration(timeout) + ")";
+    r.draining_since_ms = pass.now;
+    EDT_RETURN_IF_ERROR(save(r));
+  }
+  if (!ending && r.status.phase == Phase::kDraining) {
+    EDT_ASSIGN_OR_RETURN(bool drained, drain(pass, r));
+    if (!drained) return Status::ok();
+  }
+  EDT_RETURN_IF_ERROR(backend_->signal(r.sandbox, SIGTERM));
+  r.stopping_since_ms = pass.now;
+  r.status.phase = Phase::kStopping;
+  return save(r);
+}
+
+Result<bool> Reconciler::drain(Pass& pass, const ContainerRecord& r) {
+  const std::string& name = pass.cluster.spec.name;
+  const int64_t waited = pass.now - r.draining_since_ms;
+  const bool late = waited >= pass.cluster.spec.drain_timeout.count();
+  Result<int> workers = backend_->training_processes(r.sandbox);
+  if (!workers.is_ok() && !late) return workers.status().with_context("count the workers in " + r.status.name);
+  if (workers.is_ok() && *workers > 0 && !late) return false;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f s", static_cast<double>(waited) / 1000);
+  if (workers.is_ok() && *workers == 0) {
+    EDT_RETURN_IF_ERROR(db_->lock().add_event(name, EventType::kDrained,
+                                              r.status.name + " drained in " + seconds +
+                                                  ": no edtrun worker left in it; stopping it",
+                                              pass.now));
+    return true;
+  }
+  const std::string left = workers.is_ok() ? std::to_string(*workers) + " edtrun worker process" +
+                                                 (*workers == 1 ? " was" : "es were") + " still in it"
+                                           : "its workers could not be counted (" + workers.status().message() + ")";
+  EDT_RETURN_IF_ERROR(db_->lock().add_event(
+      name, EventType::kDrainTimedOut,
+      r.status.name + ": drain timed out after " + format_duration(pass.cluster.spec.drain_timeout) + "; " + left +
+          "; stopping it (SIGTERM, SIGKILL after " + format_duration(options_.grace) + ")",
+      pass.now));
+  return true;
 }
 
 Result<bool> Reconciler::start_and_observe(Pass& pass) {
@@ -254,7 +305,7 @@ Result<ReconcileResult> Reconciler::reconcile(const std::string& name) {
     pass.cluster = std::move(*cluster);
     pass.records = tx.containers(name);
   }
-  pass.now = now_ms();
+  pass.now = options_.now_ms ? options_.now_ms() : system_now_ms();
   const ReconcileResult again{options_.poll};
   const bool ending = pass.cluster.deleting || pass.cluster.phase == Phase::kFailed;
   if (!ending) EDT_RETURN_IF_ERROR(backend_->prepare_cluster(name));

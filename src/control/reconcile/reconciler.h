@@ -3,9 +3,8 @@
 //
 // reconcile(name) takes only the cluster's name, re-reads the spec and the
 // container rows, observes each container through the backend, and does the
-// next step: start a missing container, stop one that is leaving (SIGTERM,
-// then SIGKILL after the grace period), rewrite the cluster's hosts and
-// hostfile, record phases. It is level-based and idempotent: running it
+// next step: start a missing container, drain and stop one that is leaving,
+// rewrite the cluster's hosts and hostfile, record phases. It is level-based and idempotent: running it
 // again with nothing changed does nothing. It returns done, or a requeue
 // after a delay while it waits (a container still starting or stopping), or
 // an error, which the work queue retries with exponential backoff (reset by
@@ -13,6 +12,18 @@
 // whole cluster is removed, status Failed with the reason) or its scale
 // (the new containers are removed, the cluster keeps running at its former
 // size): a terminal outcome, recorded, not retried.
+//
+// The drain. A container that leaves on scale-down while Running first
+// leaves the hostfile (edtrun's elastic driver sees it gone and its workers
+// there leave the job at their next commit) and is Draining: it keeps
+// running, listed in /etc/hosts, until the backend counts no worker of an
+// edtrun job in it (Backend::training_processes), or until the cluster's
+// drain_timeout has passed since the drain began (an event, DrainTimedOut,
+// says how many were left); then it is stopped: SIGTERM, then SIGKILL after
+// the grace period. When the drain began is stored with the container, so
+// a restarted edtd keeps its deadline. A container that never ran, a
+// drain_timeout of 0, and a cluster being deleted (or whose create failed)
+// skip the drain: the container is SIGTERMed at once.
 //
 // One worker thread runs passes from a WorkQueue (work_queue.h); enqueue()
 // may be called from any thread. Every cluster is re-queued on start and
@@ -45,6 +56,8 @@ struct ReconcilerOptions {
   std::map<std::string, std::string> base_env;
   // Called after every pass over all clusters (jobs are refreshed there).
   std::function<void()> on_resync;
+  // Milliseconds since the epoch; the system clock when empty (tests set it).
+  std::function<int64_t()> now_ms;
 };
 
 // What a successful pass asks for: nothing (done until something changes)
@@ -79,8 +92,14 @@ class Reconciler {
 
   void run();
   void resync();
-  // Stops and removes the leaving containers; keeps the others in pass.records.
+  // Drains, stops and removes the leaving containers; keeps the others (and
+  // those not yet gone) in pass.records.
   Status stop_leaving(Pass& pass);
+  // The next step for one leaving container that is still there.
+  Status step_leaving(Pass& pass, ContainerRecord& r);
+  // Whether a Draining container is done: no worker left (a Drained event)
+  // or its deadline passed (a DrainTimedOut event).
+  Result<bool> drain(Pass& pass, const ContainerRecord& r);
   // Starts missing containers and records the ones that became Running.
   // Returns false when a start failed (the create or scale was undone).
   Result<bool> start_and_observe(Pass& pass);

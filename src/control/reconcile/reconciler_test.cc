@@ -14,7 +14,8 @@ namespace edt::control {
 namespace {
 
 // A backend whose containers do what the test says: they become Ready on
-// the next observe unless held, and go when SIGTERMed unless stubborn.
+// the next observe unless held, go when SIGTERMed unless stubborn, and hold
+// as many training workers as `workers` says (none unless set).
 class FakeBackend : public Backend {
  public:
   Status prepare_cluster(const std::string&) override { return Status::ok(); }
@@ -37,6 +38,11 @@ class FakeBackend : public Backend {
     if (sig == SIGKILL || !stubborn) state.erase(ref.pid);
     return Status::ok();
   }
+  Result<int> training_processes(const SandboxRef& ref) override {
+    if (!state.count(ref.pid)) return 0;
+    auto it = workers.find(ref.pid);
+    return it == workers.end() ? 0 : it->second;
+  }
   Status remove(const std::string& name) override {
     events.push_back("remove " + name);
     return Status::ok();
@@ -56,6 +62,7 @@ class FakeBackend : public Backend {
 
   std::vector<std::string> events;
   std::map<int64_t, SandboxState> state;
+  std::map<int64_t, int> workers;  // by pid
   std::map<std::string, SandboxSpec> specs;
   std::set<std::string> held;
   std::string fail_start;
@@ -73,16 +80,61 @@ class ReconcilerTest : public ::testing::Test {
     std::vector<Gpu> gpus;
     for (int i = 0; i < 4; ++i) gpus.push_back({i, "P4", true, ""});
     ASSERT_TRUE(service_->set_inventory({"edt", "/", {"horovod", "megatron"}, true}, gpus).is_ok());
+    start_reconciler();
+  }
+  // A reconciler as a (re)started edtd makes one, on the clock now_ms_.
+  void start_reconciler() {
     ReconcilerOptions options;
     options.grace = std::chrono::milliseconds(0);
     options.base_env = {{"PATH", "/usr/bin"}};
+    options.now_ms = [this] { return now_ms_; };
     reconciler_ = std::make_unique<Reconciler>(db_.get(), &backend_, options);
+  }
+  // edtd stops and starts again on the same database file.
+  void restart_edtd() {
+    reconciler_.reset();
+    service_.reset();
+    db_.reset();
+    db_ = Database::open(path_.string()).value();
+    service_ = std::make_unique<Service>(db_.get(), ServiceOptions{AddressRange::parse("127.91.0.0/24").value(), "", {}});
+    start_reconciler();
   }
   void TearDown() override {
     reconciler_.reset();
     service_.reset();
     db_.reset();
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_.string() + suffix);
+  }
+  int64_t pid_of(const std::string& container) {
+    for (const auto& r : db_->lock().containers("a"))
+      if (r.status.name == container) return r.sandbox.pid;
+    return -1;
+  }
+  Phase phase_of(const std::string& container) {
+    for (const auto& r : db_->lock().containers("a"))
+      if (r.status.name == container) return r.status.phase;
+    return Phase::kPending;
+  }
+  int signals() {
+    return static_cast<int>(std::count_if(backend_.events.begin(), backend_.events.end(), [](auto& e) {
+      return e.rfind("term ", 0) == 0 || e.rfind("kill ", 0) == 0;
+    }));
+  }
+  std::vector<ClusterEvent> events_of(EventType type) {
+    std::vector<ClusterEvent> out;
+    for (const auto& e : db_->lock().events("a"))
+      if (e.type == type) out.push_back(e);
+    return out;
+  }
+  // A 4-container cluster "a", Running, whose two highest workers then hold
+  // training workers, scaled down to 2.
+  void scale_down_with_workers(std::optional<std::chrono::milliseconds> drain_timeout = std::nullopt) {
+    create("a", 4);
+    settle("a");
+    backend_.workers[pid_of("a-worker-1")] = 2;
+    backend_.workers[pid_of("a-worker-2")] = 1;
+    backend_.events.clear();
+    ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2, drain_timeout).ok());
   }
   void create(const std::string& name, int containers, int gpus = 0, const std::string& framework = "horovod") {
     ClusterSpec spec;
@@ -108,6 +160,7 @@ class ReconcilerTest : public ::testing::Test {
   User alice_{"alice", false};
   FakeBackend backend_;
   std::unique_ptr<Reconciler> reconciler_;
+  int64_t now_ms_ = 1767225600000;
 };
 
 TEST_F(ReconcilerTest, CreatesThenIsIdempotent) {
@@ -212,6 +265,107 @@ TEST_F(ReconcilerTest, RestartsAContainerThatDiedAndDeletes) {
   settle("m");
   EXPECT_FALSE(db_->lock().cluster("m").has_value());
   EXPECT_TRUE(backend_.state.empty());
+}
+
+TEST_F(ReconcilerTest, ADrainingContainerIsNotSignalledWhileWorkersRemain) {
+  scale_down_with_workers();
+  auto scaling = db_->lock().cluster("a");
+  EXPECT_NE(scaling->message.find("a-worker-1, a-worker-2 leave the hostfile and drain"), std::string::npos)
+      << scaling->message;
+  EXPECT_NE(db_->lock().events("a").back().message.find("drain"), std::string::npos);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(reconciler_->reconcile("a")->done());
+    now_ms_ += 1000;
+  }
+  EXPECT_EQ(backend_.events, std::vector<std::string>{"hostfile 2"});
+  EXPECT_EQ(phase_of("a-worker-1"), Phase::kDraining);
+  EXPECT_EQ(phase_of("a-worker-2"), Phase::kDraining);
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kScaling);
+  auto json = cluster_to_json(*db_->lock().cluster("a"));
+  EXPECT_EQ(json["status"]["containers"][2]["phase"], "Draining");
+  EXPECT_EQ(json["drain_timeout"], "60s");
+  // The hosts file keeps them while they drain: their workers still talk to peers.
+  EXPECT_NE(backend_.files.hosts.find("a-worker-2"), std::string::npos);
+}
+
+TEST_F(ReconcilerTest, ADrainedContainerIsSignalledOnceItsWorkersAreGone) {
+  scale_down_with_workers();
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  now_ms_ += 1500;
+  backend_.workers[pid_of("a-worker-1")] = 0;
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(backend_.events, (std::vector<std::string>{"hostfile 2", "term " + std::to_string(pid_of("a-worker-1"))}));
+  ASSERT_EQ(events_of(EventType::kDrained).size(), 1u);
+  EXPECT_EQ(events_of(EventType::kDrained)[0].message, "a-worker-1 drained in 1.5 s: no edtrun worker left in it; stopping it");
+  EXPECT_EQ(phase_of("a-worker-2"), Phase::kDraining);
+  backend_.workers[pid_of("a-worker-2")] = 0;
+  settle("a");
+  EXPECT_EQ(signals(), 2);
+  EXPECT_EQ(db_->lock().containers("a").size(), 2u);
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kRunning);
+  EXPECT_EQ(db_->lock().cluster("a")->message, "2 of 2 containers Running");
+  EXPECT_TRUE(events_of(EventType::kDrainTimedOut).empty());
+  EXPECT_EQ(backend_.files.hosts.find("a-worker-2"), std::string::npos);
+}
+
+TEST_F(ReconcilerTest, ADrainThatOutlastsItsDeadlineIsStoppedWithAnEvent) {
+  scale_down_with_workers(std::chrono::seconds(5));
+  EXPECT_EQ(db_->lock().cluster("a")->spec.drain_timeout, std::chrono::seconds(5));
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  now_ms_ += 4999;
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(signals(), 0);
+  now_ms_ += 1;
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(signals(), 2);
+  auto timed_out = events_of(EventType::kDrainTimedOut);
+  ASSERT_EQ(timed_out.size(), 2u);
+  EXPECT_EQ(timed_out[0].message,
+            "a-worker-1: drain timed out after 5s; 2 edtrun worker processes were still in it; stopping it "
+            "(SIGTERM, SIGKILL after 0s)");
+  EXPECT_NE(timed_out[1].message.find("1 edtrun worker process was still in it"), std::string::npos);
+  settle("a");
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kRunning);
+}
+
+TEST_F(ReconcilerTest, ADrainTimeoutOfZeroStopsAtOnce) {
+  scale_down_with_workers(std::chrono::milliseconds(0));
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(signals(), 2);
+  EXPECT_TRUE(events_of(EventType::kDrained).empty());
+}
+
+// Deleting means the job goes with the cluster: nothing waits for workers,
+// not even a drain that had begun.
+TEST_F(ReconcilerTest, DeletingAClusterDoesNotWaitForADrain) {
+  scale_down_with_workers();
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(signals(), 0);
+  backend_.workers[pid_of("a-launcher")] = 1;
+  ASSERT_TRUE(service_->delete_cluster(alice_, "a").ok());
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(signals(), 4);
+  settle("a");
+  EXPECT_FALSE(db_->lock().cluster("a").has_value());
+  EXPECT_TRUE(backend_.state.empty());
+}
+
+TEST_F(ReconcilerTest, ARestartedEdtdKeepsTheDrainsDeadline) {
+  scale_down_with_workers(std::chrono::seconds(10));
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  const int64_t began = now_ms_;
+  now_ms_ += 6000;
+  restart_edtd();
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(phase_of("a-worker-1"), Phase::kDraining);
+  EXPECT_EQ(signals(), 0);
+  now_ms_ = began + 9999;
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(signals(), 0);
+  now_ms_ = began + 10000;  // the deadline from when the drain began, not from the restart
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(signals(), 2);
+  EXPECT_EQ(events_of(EventType::kDrainTimedOut).size(), 2u);
 }
 
 }  // namespace

@@ -77,7 +77,24 @@ Outcome<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec
   return *created;
 }
 
-Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name, int containers) {
+// What a scale down tells people: which containers leave, and that they
+// drain first.
+std::string drain_note(const Cluster& cluster, const std::chrono::milliseconds timeout, int containers) {
+  std::string names;
+  int count = 0;
+  for (const auto& c : cluster.containers)
+    if (!c.leaving && c.index >= containers) names += (count++ ? ", " : "") + c.name;
+  if (count == 0) return "";
+  const bool one = count == 1;
+  if (timeout.count() == 0) return names + (one ? " leaves the hostfile and stops" : " leave the hostfile and stop") +
+                                   " (drain_timeout 0s)";
+  return names + (one ? " leaves the hostfile and drains: it stops once no edtrun worker is left in it"
+                      : " leave the hostfile and drain: they stop once no edtrun worker is left in them") +
+         ", at most " + format_duration(timeout) + " from now";
+}
+
+Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name, int containers,
+                                        std::optional<std::chrono::milliseconds> drain_timeout) {
   auto tx = db_->transaction();
   auto cluster = owned_cluster(tx, by, name);
   if (!cluster.ok()) return cluster;
@@ -86,10 +103,12 @@ Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name,
   for (const auto& c : cluster->containers) present = std::max(present, c.index + 1);
   for (const auto& c : cluster->containers) {
     if (c.leaving && c.index < containers)
-      return conflict("containers", "container " + c.name + " is still stopping",
+      return conflict("containers", "container " + c.name + " is still draining or stopping",
                       "wait until the cluster is Running, then scale again");
   }
   ClusterSpec spec = cluster->spec;
+  if (drain_timeout) spec.drain_timeout = *drain_timeout;
+  const std::string drain = drain_note(*cluster, spec.drain_timeout, containers);
   if (containers > present) {
     // The spec's volumes were checked when it was made: any volume will do.
     if (auto r = check_against_catalog(spec, tx.catalog(std::nullopt), containers - present)) return *r;
@@ -100,10 +119,11 @@ Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name,
   spec.containers = containers;
   // The phase changes with the spec, so no reader sees the new size as Running.
   Status st = tx.set_spec(name, spec);
-  if (st.is_ok()) st = tx.set_status(name, Phase::kScaling, "", cluster->ever_running);
+  if (st.is_ok()) st = tx.set_status(name, Phase::kScaling, drain, cluster->ever_running);
   if (st.is_ok()) st = tx.set_scale_failure(name, "");
   const std::string event = "scale from " + std::to_string(cluster->spec.containers) + " to " +
-                            std::to_string(containers) + " containers by " + by.name;
+                            std::to_string(containers) + " containers by " + by.name +
+                            (drain.empty() ? "" : "; " + drain);
   if (st.is_ok()) st = tx.add_event(name, EventType::kScaling, event, unix_ms());
   if (!st.is_ok()) return internal(st);
   auto scaled = tx.cluster(name);

@@ -64,7 +64,11 @@ class Service {
 
   // Clusters.
   Outcome<Cluster> create_cluster(const User& by, const ClusterSpec& spec);
-  Outcome<Cluster> scale_cluster(const User& by, const std::string& name, int containers);
+  // A scale down marks the highest containers leaving: they leave the
+  // hostfile and drain (reconciler.h). `drain_timeout`, when given, becomes
+  // the cluster's setting, this scale's drain included.
+  Outcome<Cluster> scale_cluster(const User& by, const std::string& name, int containers,
+                                 std::optional<std::chrono::milliseconds> drain_timeout = std::nullopt);
   // Marks the cluster and its containers for removal; returns it as marked.
   Outcome<Cluster> delete_cluster(const User& by, const std::string& name);
   Outcome<Cluster> cluster(const User& by, const std::string& name);

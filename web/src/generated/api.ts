@@ -41,6 +41,9 @@ export type GpuRequest = {
 /** the size of /dev/shm: bytes, or a number with a binary unit (case does not matter), e.g. 512M or 1Gi; between minimum and maximum bytes */
 export type ShmSize = string | number;
 
+/** how long a container that leaves on scale-down may keep running while the workers of an edtrun job in it leave the job (it leaves the hostfile at once, is Draining, and is stopped as soon as no such worker is left, or at this deadline): a number with a unit (ms, s, m, h), e.g. 60s or 2m, or whole seconds as a number; 0 stops it at once; default 60s */
+export type DrainTimeout = string | number;
+
 /** absolute and normalised (no '.', '..', '//' or trailing '/'); not /, /root, or over or inside a system directory */
 export type MountPath = string;
 
@@ -63,15 +66,19 @@ export type ClusterSpec = {
   shm?: ShmSize;
   mounts?: Mount[];
   env?: Env;
+  drain_timeout?: DrainTimeout;
 };
 
+/** drain_timeout, when given, becomes the cluster's setting from this scale on */
 export type Scale = {
   containers: ContainerCount;
+  drain_timeout?: DrainTimeout;
 };
 
 export type ClusterPhase = "Pending" | "Creating" | "Running" | "Scaling" | "Failed" | "Deleting";
 
-export type ContainerPhase = "Pending" | "Creating" | "Running" | "Stopping" | "Failed";
+/** Draining: left the hostfile on scale-down, stopped once no worker of an edtrun job is left in it (or at the cluster's drain_timeout) */
+export type ContainerPhase = "Pending" | "Creating" | "Running" | "Draining" | "Stopping" | "Failed";
 
 export type Container = {
   name: string;
@@ -103,6 +110,8 @@ export type Cluster = {
   shm: string;
   mounts: Mount[];
   env: Env;
+  /** as edtd writes durations, e.g. 60s or 1500ms */
+  drain_timeout: string;
   owner: string;
   /** unix seconds */
   created_at: number;
@@ -113,7 +122,7 @@ export type ClusterList = {
   clusters: Cluster[];
 };
 
-export type EventType = "Created" | "Scaling" | "Running" | "Failed" | "Restarted" | "Deleting";
+export type EventType = "Created" | "Scaling" | "Running" | "Failed" | "Restarted" | "Deleting" | "Drained" | "DrainTimedOut";
 
 export type Event = {
   /** UTC, ISO 8601 with milliseconds */
@@ -316,6 +325,21 @@ export const contract = {
       "tib": 1099511627776
     }
   },
+  "DrainTimeout": {
+    "durationMs": {
+      "minimum": 0,
+      "maximum": 3600000,
+      "default": 60000
+    },
+    "durationUnits": {
+      "ms": 1,
+      "s": 1000,
+      "": 1000,
+      "m": 60000,
+      "min": 60000,
+      "h": 3600000
+    }
+  },
   "MountPath": {
     "pattern": "^/",
     "systemDirectories": [
@@ -354,6 +378,7 @@ export const contract = {
       "Pending",
       "Creating",
       "Running",
+      "Draining",
       "Stopping",
       "Failed"
     ]
@@ -365,7 +390,9 @@ export const contract = {
       "Running",
       "Failed",
       "Restarted",
-      "Deleting"
+      "Deleting",
+      "Drained",
+      "DrainTimedOut"
     ]
   },
   "JobState": {

@@ -6,7 +6,7 @@ import { ApiError, type GpuModel, type Image, type Volume } from '../api';
 import type { Context } from '../app';
 import { describe } from '../app';
 import { attr, h, keepFocus, replace } from '../dom';
-import { type ClusterForm, type FieldErrors, emptyForm, imagesFor, kFrameworks, kMinContainers, parseCount, toSpec, validate } from '../validate';
+import { type ClusterForm, type FieldErrors, emptyForm, imagesFor, kDefaultDrain, kFrameworks, kMinContainers, parseCount, toSpec, validate } from '../validate';
 
 // The id of the control that shows a field's error.
 function controlId(field: string): string {
@@ -268,6 +268,19 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
               fieldError('shm'),
             )
           : null,
+      ),
+
+      h(
+        'div',
+        { class: 'field' },
+        h('label', { for: controlId('drain_timeout') }, 'Drain timeout'),
+        control(
+          'drain_timeout',
+          h('input', { type: 'text', class: 'short', value: form.drain_timeout, spellcheck: 'false', oninput: onInput((t) => (form.drain_timeout = t.value)) }),
+          'drain_timeout',
+        ),
+        help('drain_timeout', `On scale-down a leaving container first leaves the hostfile and is stopped once its edtrun workers have left the job, or after this long (e.g. ${kDefaultDrain}; 0s stops it at once).`),
+        fieldError('drain_timeout'),
       ),
 
       h(

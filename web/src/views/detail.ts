@@ -76,6 +76,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         ['Image', cluster.image ?? '—'],
         ['GPUs', gpuSummary(cluster)],
         ['Shared memory', cluster.shm ?? '—'],
+        ['Drain timeout', cluster.drain_timeout ?? '—'],
         ['Volumes', cluster.mounts?.length ? cluster.mounts.map((m) => `${m.volume} → ${m.path}${m.read_only ? ' (ro)' : ''}`).join(', ') : '—'],
         ['Created', time(cluster.created)],
       ].flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
@@ -111,10 +112,11 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
     );
     if (launcher) openTerminal.setAttribute('href', `#/clusters/${encodeURIComponent(name)}/terminal/${encodeURIComponent(launcher.name)}`);
     const running = cluster.container_status.filter((c) => c.phase === 'Running').length;
+    const draining = cluster.container_status.filter((c) => c.phase === 'Draining').length;
     scaleHelp.textContent =
       cluster.phase === 'Scaling' || running !== cluster.containers
-        ? `Scaling to ${cluster.containers}: ${running} of ${cluster.containers} Running.`
-        : `Now ${cluster.containers} containers (1 launcher, ${cluster.containers - 1} worker${cluster.containers > 2 ? 's' : ''}). New workers join the hostfile once Running; removed ones leave it first.`;
+        ? `Scaling to ${cluster.containers}: ${running} of ${cluster.containers} Running${draining ? `, ${draining} Draining (waiting for their edtrun workers to leave the job)` : ''}.`
+        : `Now ${cluster.containers} containers (1 launcher, ${cluster.containers - 1} worker${cluster.containers > 2 ? 's' : ''}). New workers join the hostfile once Running; removed ones leave it first and are Draining until their edtrun workers have left the job (at most ${cluster.drain_timeout ?? 'the drain timeout'}).`;
   }
 
   scaleForm.addEventListener('submit', async (e) => {

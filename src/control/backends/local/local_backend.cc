@@ -320,6 +320,20 @@ Status LocalBackend::signal(const SandboxRef& ref, int sig) {
   return Status::ok();
 }
 
+// A worker is told by the environment it started with (/proc/<pid>/environ,
+// NUL-separated; readable by edtd, which owns the container's user
+// namespace). A process that exits meanwhile, or a zombie, reads as empty.
+Result<int> LocalBackend::training_processes(const SandboxRef& ref) {
+  if (!proc::alive(ref)) return 0;
+  static constexpr std::string_view kVariable{"\0EDT_COORDINATOR=", 17};
+  int count = 0;
+  for (pid_t pid : processes_in_namespace(static_cast<pid_t>(ref.pid))) {
+    const std::string env = '\0' + read_file("/proc/" + std::to_string(pid) + "/environ");
+    if (env.find(kVariable) != std::string::npos) ++count;
+  }
+  return count;
+}
+
 Status LocalBackend::remove(const std::string& name) {
   std::error_code ec;
   fs::remove_all(container_dir(name), ec);

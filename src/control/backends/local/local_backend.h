@@ -47,6 +47,7 @@ class LocalBackend : public Backend {
   Result<SandboxRef> start(const SandboxSpec& spec) override;
   SandboxState observe(const std::string& name, const SandboxRef& ref) override;
   Status signal(const SandboxRef& ref, int signal) override;
+  Result<int> training_processes(const SandboxRef& ref) override;
   Status remove(const std::string& name) override;
   Status write_cluster_files(const std::string& cluster, const ClusterFiles& files) override;
   Status remove_cluster(const std::string& cluster) override;
