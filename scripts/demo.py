@@ -7,8 +7,9 @@ Starts edtd on a temporary data dir (with a simulated GPU inventory when the
 machine has no GPU), creates the Horovod cluster `tthvd` with 2 containers,
 trains MNIST with `edtrun --hostfile /etc/mpi/hostfile` on 2 and then on 4
 containers, then runs the same training in elastic mode: the cluster grows
-from 2 to 4 containers while the job trains, and one worker is killed. It
-checks every step (sample counts, sizes, kept processes, accuracy), prints
+from 2 to 4 containers while the job trains (the new workers forked from
+edtd's warm interpreter), one worker is killed, and the cluster shrinks to 2
+containers (the leaving worker drains at its commit). It checks every step (sample counts, sizes, kept processes, accuracy), prints
 what it measured, and removes everything it made: the cluster, edtd and the
 data dir. Exits non-zero at the first step that fails.
 
@@ -274,6 +275,7 @@ class Demo:
         self.figures["recover"] = at3 - killed
         say("the job goes on with 3 workers %.2f s after the kill, from its last commit (epoch %d, %d samples done)"
             % (at3 - killed, left[0]["epoch"], left[0]["done"]))
+        self._shrink(job)
 
         code = job.finish(600)
         lines = [text for _, text in job.lines]
@@ -286,6 +288,26 @@ class Demo:
         for m in (m for m in map(EPOCH.search, lines) if m and m.group(2) == "0"):
             show(m.group(0))
         say("the elastic job finished: %d epochs, test accuracy %.4f" % (self.args.elastic_epochs, accuracy))
+
+    def _shrink(self, job):
+        """Scales the cluster to 2 under the job: the leaving container's
+        worker leaves at its next commit (the drain), with no failure."""
+        say("while it trains: edt cluster scale tthvd --containers 2 (the highest containers drain first)")
+        before = len(job.lines)
+        events_before = len(self.edt("cluster", "events", "tthvd").stdout.splitlines())
+        asked = time.time()
+        self.scale(2)
+        two = job.wait_for("a generation of 2 workers", lambda lines: generation(lines[before:], 2), 120)
+        show_generation(two)
+        after = [t for _, t in job.lines[before:] if "edtrun:" in t]
+        show("\n".join(after))
+        check(not any("failure" in t or "blacklisted" in t for t in after),
+              "the scale-down made a failure generation:\n" + "\n".join(after))
+        events = self.edt("cluster", "events", "tthvd").stdout.splitlines()[events_before:]
+        show("\n".join(l for l in events if "drain" in l.lower()))
+        self.figures["shrink"] = min(g["at"] for g in two) - asked
+        say("the job goes on with 2 workers %.2f s after the scale was asked: the leaving worker left at its "
+            "commit, then its container stopped (no failure, no rollback)" % self.figures["shrink"])
 
     def teardown(self, failed):
         if self.edtd is None:
@@ -325,6 +347,7 @@ class Demo:
             ("elastic: hostfile of 4 -> training on 4 workers", "%.2f s" % f["grow_hostfile_to_4"]),
             ("elastic: scale asked -> training on 4 workers", "%.2f s" % f["grow_total"]),
             ("elastic: SIGKILL of a worker -> training on 3", "%.2f s" % f["recover"]),
+            ("elastic: scale 4 -> 2 containers asked -> training on 2", "%.2f s" % f["shrink"]),
             ("elastic: survivors restarted", "0"),
             ("test accuracy after the elastic job", "%.4f" % f["accuracy"]),
         ]
@@ -409,8 +432,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build directory (default: build)")
     p.add_argument("--epochs", type=int, default=1, help="epochs of the fixed-size runs")
-    p.add_argument("--elastic-epochs", type=int, default=5,
-                   help="epochs of the elastic run (enough to outlast growing it and killing a worker)")
+    p.add_argument("--elastic-epochs", type=int, default=6,
+                   help="epochs of the elastic run (enough to outlast growing it, killing a worker and shrinking it)")
     p.add_argument("--min-acc", type=float, default=0.9, help="the test accuracy the elastic run must reach")
     p.add_argument("--mnist-dir", help="MNIST's IDX files to train on (default: a synthetic MNIST-like set)")
     args = p.parse_args()
