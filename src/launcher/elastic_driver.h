@@ -24,7 +24,11 @@
 //
 // Workers get EDT_COORDINATOR, EDT_WORKER_ID, EDT_HOSTNAME, EDT_ELASTIC=1 and
 // EDT_ELASTIC_TIMEOUT; their rank and size come from the generation they
-// join (edt::elastic::State), not from the environment. Output lines are
+// join (edt::elastic::State), not from the environment. As from Horovod's
+// elastic driver, they also get HOROVOD_ELASTIC=1 and HOROVOD_HOSTNAME,
+// HOROVOD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE of
+// their start placement: their slot's place among the slots the job wanted
+// when it was started (scripts key on this start rank). Output lines are
 // prefixed with the worker's number ([3] for worker w3), which, unlike the
 // rank, stays the same for the life of the process.
 //
