@@ -205,6 +205,16 @@ struct ElasticDriver::Impl {
     coordinator->lost(w.id, "finished");
   }
 
+  // A worker returned from run(): the job's work is complete, whichever
+  // workers are still alive (some may be leaving, or newcomers that never
+  // joined). Like on_finished(), without a worker to retire.
+  void on_work_done() {
+    if (finishing) return;
+    log::debug("the job finished its work; it ends when every worker has exited");
+    (void)coordinator->shutdown("the job finished");
+    finishing = true;
+  }
+
   // A worker that has not registered within the start timeout failed to start.
   void check_start_timeouts() {
     const auto now = Clock::now();
@@ -243,6 +253,10 @@ struct ElasticDriver::Impl {
       return;
     }
     for (const auto& id : polled->silent) on_silent(id);
+    if (polled->done) {
+      on_work_done();
+      return;
+    }
     if (polled->published && !check_generation(*polled->published)) return;
     if (!hosts.any_hope(blacklist)) {
       std::string list;

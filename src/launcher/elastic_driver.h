@@ -16,8 +16,10 @@
 //     good, or for an exponential cooldown between the
 //     --blacklist-cooldown-range bounds) and the survivors form the next
 //     generation without it.
-//   - The job ends: with 0 once a worker finished (returned from run())
-//     and the others have exited; with 1 and a message when it stayed below
+//   - The job ends: with 0 once a worker finished (returned from run(),
+//     which the store records as the job's completion, or exited with 0)
+//     and the others have exited (newcomers that never joined end at once:
+//     nothing is trained again); with 1 and a message when it stayed below
 //     --min-np for --elastic-timeout, when --reset-limit was passed, when
 //     every host is blacklisted, or when every worker failed; with 128 + the
 //     signal when edtrun is interrupted. Nothing it started outlives it.

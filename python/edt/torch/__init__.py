@@ -37,27 +37,27 @@ def is_initialized():
 
 
 def size():
-    return _runtime.get().size
+    return _runtime.place().size
 
 
 def rank():
-    return _runtime.get().rank
+    return _runtime.place().rank
 
 
 def local_size():
-    return _runtime.get().local_size
+    return _runtime.place().local_size
 
 
 def local_rank():
-    return _runtime.get().local_rank
+    return _runtime.place().local_rank
 
 
 def cross_size():
-    return _runtime.get().cross_size
+    return _runtime.place().cross_size
 
 
 def cross_rank():
-    return _runtime.get().cross_rank
+    return _runtime.place().cross_rank
 
 
 class ProcessSet:
