@@ -92,7 +92,11 @@ class ElasticSampler final : public StateObject {
   // Starts at epoch 0, as worker 0 of 1.
   explicit ElasticSampler(const ElasticSamplerOptions& options);
 
-  // Starts epoch `epoch`: nothing of it is processed yet.
+  // Starts epoch `epoch`: nothing of it is processed yet. The epoch the
+  // sampler is already in keeps its progress, so a training loop that
+  // calls set_epoch(e) at the start of every epoch (as Horovod's examples
+  // do) and is re-entered after a reset mid-epoch goes on with what is
+  // left of e instead of training it again.
   void set_epoch(uint64_t epoch);
 
   // Re-partitions the samples not yet processed across `size` workers, this
@@ -140,6 +144,7 @@ class ElasticSampler final : public StateObject {
   // The processed samples of the job now, as a bitmap over sample indices.
   std::vector<bool> processed_now() const;
   void repartition();  // remaining_ from processed_, cursor_ = 0
+  void start_epoch(uint64_t epoch);  // nothing of `epoch` processed
   uint64_t shard_size(int rank) const;
 
   ElasticSamplerOptions options_;
