@@ -12,7 +12,9 @@ from edt.torch.functions import allgather_object, broadcast_object, broadcast_op
 from edt.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
                                allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async, barrier,
                                broadcast, broadcast_, broadcast_async, broadcast_async_, grouped_allreduce,
-                               grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, join, poll,
+                               grouped_allgather, grouped_allgather_async, grouped_allreduce_,
+                               grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
+                               grouped_reducescatter_async, join, poll,
                                reducescatter, reducescatter_async, synchronize)
 from edt.torch.optimizer import DistributedOptimizer
 from edt.torch import elastic  # noqa: E402  (hvd.elastic, as in Horovod)
@@ -129,6 +131,7 @@ __all__ = [
     "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size", "cross_rank",
     "is_homogeneous", "ProcessSet", "global_process_set", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
     "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_", "allgather", "allgather_async",
+    "grouped_allgather", "grouped_allgather_async", "grouped_reducescatter", "grouped_reducescatter_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
     "reducescatter", "reducescatter_async", "barrier", "join", "poll", "synchronize", "Average", "Sum", "Adasum",
     "Min", "Max", "Product", "Compression", "broadcast_parameters", "broadcast_optimizer_state",
