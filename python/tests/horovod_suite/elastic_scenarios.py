@@ -70,7 +70,7 @@ class Failed(Exception):
 
 def run(discovery_schedule=None, exit_schedule=None, exit_mode="exception", num_proc=2, min_num_proc=2,
         max_num_proc=4, hosts=None, reset_limit=None, cooldown_range=None, epoch_wait=None, epochs=None,
-        elastic_timeout=None):
+        elastic_timeout=None, discovery_wait=30):
     """elastic_common.BaseElasticTests._run with edtrun: the results (one
     dict per epoch, logged by rank 0), or Failed(edtrun's stderr)."""
     work = tempfile.mkdtemp(prefix="edt-horovod-elastic-")
@@ -88,7 +88,7 @@ def run(discovery_schedule=None, exit_schedule=None, exit_mode="exception", num_
         args += ["--blacklist-cooldown-range", str(cooldown_range[0]), str(cooldown_range[1])]
     if elastic_timeout is not None:
         args += ["--elastic-timeout", str(elastic_timeout)]
-    args += [sys.executable, MAIN, "--logfile", logfile, "--discovery-wait", "30"]
+    args += [sys.executable, MAIN, "--logfile", logfile, "--discovery-wait", str(discovery_wait)]
     if discovery_schedule:
         args += ["--discovery-schedule", json.dumps(discovery_schedule)]
     if epoch_wait:
@@ -172,3 +172,15 @@ def test_resurrecting_blacklisted_hosts_exponential_backoff():
     assert (results[0]["start_rank"], results[0]["size"], results[0]["rendezvous"]) == (0, 4, 1)
     for i in (1, 2, 4):
         assert (results[i]["start_rank"], results[i]["size"], results[i]["rendezvous"]) == (0, 2, 2), results
+
+
+def test_workers_arriving_after_the_work_is_done_do_not_train_again():
+    """Not one of Horovod's: its hosts_added_and_removed schedule without
+    rank 0's wait for the host change (--discovery-wait 0) and with epochs
+    of 0.25 s, so the first worker finishes every epoch (and its host
+    leaves the list) before the added host's worker is up.
+    Those must not form a generation of their own and train from epoch 0:
+    every epoch is logged once, and edtrun exits 0."""
+    schedule = [(0, ["localhost:1"]), (1, ["localhost:1", "127.0.0.1:1"]), (None, ["127.0.0.1:1"])]
+    results = run(schedule, num_proc=1, min_num_proc=1, max_num_proc=2, discovery_wait=0, epoch_wait=0.25)
+    assert [r["epoch"] for r in results] == [0, 1, 2], results
