@@ -92,7 +92,11 @@ class ElasticSampler final : public StateObject {
   // Starts at epoch 0, as worker 0 of 1.
   explicit ElasticSampler(const ElasticSamplerOptions& options);
 
-  // Starts epoch `epoch`: nothing of it is processed yet.
+  // Starts epoch `epoch`: nothing of it is processed yet. The epoch the
+  // sampler is already in keeps its progress, so a training loop that
+  // calls set_epoch(e) at the start of every epoch (as Horovod's examples
+  // do) and is re-entered after a reset mid-epoch goes on with what is
+  // left of e instead of training it again.
   void set_epoch(uint64_t epoch);
 
   // Re-partitions the samples not yet processed across `size` workers, this
@@ -140,6 +144,7 @@ class ElasticSampler final : public StateObject {
   // The processed samples of the job now, as a bitmap over sample indices.
   std::vector<bool> processed_now() const;
   void repartition();  // remaining_ from processed_, cursor_ = 0
+  void start_epoch(uint64_t epoch);  // nothing of `epoch` processed
   uint64_t shard_size(int rank) const;
 
   ElasticSamplerOptions options_;
@@ -150,6 +155,14 @@ class ElasticSampler final : public StateObject {
   std::vector<bool> processed_;        // as of the last reset
   std::vector<uint64_t> remaining_;    // as of the last reset, permutation order
   uint64_t cursor_ = 0;                // samples per worker processed since the last reset
+};
+
+// A worker's place in a generation: its rank and every member's host, in
+// rank order (so its local and cross ranks too).
+struct Placement {
+  int64_t generation = 0;
+  int rank = 0;
+  std::vector<std::string> hosts;
 };
 
 struct StateOptions {
@@ -219,6 +232,14 @@ class State {
   // Resets this worker went through (generations it joined after its first).
   int resets() const;
 
+  // This worker's place in the job: inside run() that of the current
+  // generation; between generations that of the last one; before run()
+  // that of the first generation that lists this worker, waiting for it
+  // (up to the elastic timeout) as Horovod's init() waits for its first
+  // rendezvous. kAborted when the job ended or this worker left it
+  // (left_the_job() says which), kTimeout when no generation took it in.
+  Result<Placement> placement();
+
  private:
   friend Status run(State& state, const std::function<Status(State&)>& fn);
   struct Impl;
@@ -231,14 +252,19 @@ class State {
 // the member with the most recent commit), calls the reset callbacks and
 // calls `fn` again. After kHostsUpdated the state is kept as committed;
 // after a failure of a collective (kPeerFailed, kTimeout, kAborted) every
-// survivor rolls back to its last commit first. Returns OK when `fn` does,
-// the first other error of `fn`, kAborted if the job shut down or this worker
-// was removed (its host left the host list), or kTimeout if no generation
-// took it in within the elastic timeout.
+// survivor rolls back to its last commit first. When `fn` returns OK the
+// job's work is complete, and that is recorded with the job's state: no
+// generation forms after it, and a worker that arrives later ends at once
+// instead of training again. Returns OK when `fn` does, the first other
+// error of `fn`, kAborted if the job shut down, this worker was removed
+// (its host left the host list) or the job's work was complete before this
+// worker joined, or kTimeout if no generation took it in within the
+// elastic timeout.
 Status run(State& state, const std::function<Status(State&)>& fn);
 
-// True if `status` (from run()) means this worker left the job on purpose
-// (its host was removed), which is a clean end for a worker.
+// True if `status` (from run() or placement()) means this worker left the
+// job on purpose (its host was removed, or the job's work was complete
+// before it joined), which is a clean end for a worker.
 bool left_the_job(const Status& status);
 
 // The permutation of 0 .. n-1 for (seed, epoch): the same on every worker,

@@ -1,13 +1,25 @@
 """The process-wide runtime behind edt.torch: one edt._edt.Runtime (a
 communicator and its engine) between init() and shutdown().
 
+init() may follow shutdown() in the same process (Horovod's tests and some
+notebooks do so): every communicator a process forms meets its peers under
+a store prefix of its own, the n-th init of every rank under the n-th
+prefix, so ranks that init and shut down alike find each other again.
+
 In edtrun's elastic mode (EDT_ELASTIC=1) init() makes the job's
-edt._edt.ElasticJob instead; the Runtime then exists only inside
-hvd.elastic.run, one per membership generation (enter_generation /
-leave_generation), because ranks and peers change between generations."""
+edt._edt.ElasticJob and waits for the first membership generation that
+lists this worker, as Horovod's init() waits for its first rendezvous: from
+then on rank(), size(), local_rank() ... are this worker's place in the
+current generation. The Runtime itself exists inside hvd.elastic.run, one
+per generation (enter_generation / leave_generation), because ranks and
+peers change between generations; the Runtime of the generation in which
+the training function returned stays until shutdown(), so collectives after
+hvd.elastic.run (a final evaluation) work as in Horovod."""
 
 import atexit
+import collections
 import os
+import sys
 import threading
 
 from edt.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
@@ -15,23 +27,73 @@ from edt.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 _lock = threading.Lock()
 _runtime = None
 _elastic_job = None
+_placement = None  # elastic mode between generations: a Placement
+_formed = 0        # communicators this process formed (outside elastic mode)
+
+Placement = collections.namedtuple("Placement", "rank size local_rank local_size cross_rank cross_size")
 
 
 def elastic_mode():
     return os.environ.get("EDT_ELASTIC") == "1"
 
 
+def placement_of(rank, hosts):
+    """rank, size, local and cross numbers of `rank` among members on
+    `hosts` (one per rank, a host's ranks consecutive), numbered as
+    Horovod numbers them: cross ranks group the workers with the same
+    local rank, hosts in order."""
+    host = hosts[rank]
+    local_rank = hosts[:rank].count(host)
+    order = list(dict.fromkeys(hosts))  # hosts in rank order
+    cross = [h for h in order if hosts.count(h) > local_rank]
+    return Placement(rank, len(hosts), local_rank, hosts.count(host), cross.index(host), len(cross))
+
+
+def _form_runtime(_edt):
+    """A Runtime whose communicator meets its peers under this process's
+    next store prefix (the first under EDT_GENERATION, as edtrun set it)."""
+    global _formed
+    saved = os.environ.get("EDT_GENERATION")
+    if _formed:
+        os.environ["EDT_GENERATION"] = "%s.init%d" % (saved or "0", _formed)
+    try:
+        runtime = _edt.Runtime()
+    finally:
+        if saved is None:
+            os.environ.pop("EDT_GENERATION", None)
+        else:
+            os.environ["EDT_GENERATION"] = saved
+    _formed += 1
+    return runtime
+
+
+def _join_elastic(_edt):
+    """Waits for the first generation listing this worker; ends the process
+    cleanly when the job finished before it could join (or it was removed)."""
+    global _elastic_job, _placement
+    if _elastic_job is None:
+        _elastic_job = _edt.ElasticJob()
+    if _runtime is not None or _placement is not None:
+        return
+    joined = _elastic_job.placement()
+    if joined is None:
+        print("edt: the elastic job ended or this worker left it before it joined; nothing to do",
+              file=sys.stderr, flush=True)
+        raise SystemExit(0)
+    _generation, rank, hosts = joined
+    _placement = placement_of(rank, list(hosts))
+
+
 def init():
-    global _runtime, _elastic_job
+    global _runtime
     with _lock:
         from edt import _edt
         try:
             if elastic_mode():
-                if _elastic_job is None:
-                    _elastic_job = _edt.ElasticJob()
+                _join_elastic(_edt)
                 return _runtime
             if _runtime is None:
-                _runtime = _edt.Runtime()
+                _runtime = _form_runtime(_edt)
         except _edt.EdtError as e:
             raise translate(e) from None
     return _runtime
@@ -46,9 +108,11 @@ def _stop(runtime):
 
 
 def shutdown():
-    global _runtime
+    global _runtime, _placement
     with _lock:
         runtime, _runtime = _runtime, None
+        if runtime is not None and _elastic_job is not None:
+            _placement = _placement_of_runtime(runtime)
     _stop(runtime)
 
 
@@ -58,33 +122,56 @@ def elastic_job():
     return _elastic_job
 
 
+def _placement_of_runtime(rt):
+    return Placement(rt.rank, rt.size, rt.local_rank, rt.local_size, rt.cross_rank, rt.cross_size)
+
+
 def enter_generation(runtime):
+    """Makes `runtime` the current one; the Runtime kept from a run() that
+    returned (see the module notes) is shut down first."""
     global _runtime
     with _lock:
-        _runtime = runtime
+        previous, _runtime = _runtime, runtime
+    if previous is not None and previous is not runtime:
+        _stop(previous)
 
 
-def leave_generation():
-    """Stops the engine of the generation that ends (every rank of a healthy
-    generation does so at the same commit; a broken engine stops at once)."""
+def leave_generation(keep=False):
+    """The generation ends. keep=False (it ends by a reset): its engine stops
+    (every rank of a healthy generation does so at the same commit; a broken
+    engine stops at once). keep=True (the training function returned): the
+    Runtime stays, for collectives after run(), until shutdown()."""
+    global _placement
+    if keep:
+        with _lock:
+            if _runtime is not None:
+                _placement = _placement_of_runtime(_runtime)
+        return
     shutdown()
 
 
 def get():
+    """The Runtime that runs collectives now."""
     if _runtime is None:
         if _elastic_job is not None:
-            raise ValueError("in elastic mode the job's ranks exist only inside a function run by hvd.elastic.run")
+            raise ValueError("in elastic mode collectives run inside a function run by hvd.elastic.run "
+                             "(and after it returned); rank() and size() work from hvd.init() on")
         raise ValueError("edt has not been initialized; call hvd.init() first")
     return _runtime
 
 
+def place():
+    """This worker's place (rank, size, local_rank ...): the Runtime's, or in
+    elastic mode between generations the current generation's."""
+    if _runtime is None and _elastic_job is not None and _placement is not None:
+        return _placement
+    return get()
+
+
 def placement():
-    """(rank, size) now; (0, 1) in elastic mode outside hvd.elastic.run,
-    where the next generation's reset sets the real ones."""
-    if _runtime is None and _elastic_job is not None:
-        return 0, 1
-    rt = get()
-    return rt.rank, rt.size
+    """(rank, size) now: the current generation's in elastic mode."""
+    p = place()
+    return p.rank, p.size
 
 
 def is_initialized():

@@ -201,6 +201,18 @@ class ElasticJob {
     return true;
   }
 
+  // (generation, rank, hosts of every rank) now, or of the first generation
+  // (waited for); None when the job ended or this worker left it.
+  py::object placement() {
+    Result<elastic::Placement> p = [&] {
+      py::gil_scoped_release release;
+      return state_->placement();
+    }();
+    if (!p.is_ok() && elastic::left_the_job(p.status())) return py::none();
+    throw_if_error(p.status());
+    return py::make_tuple(p->generation, p->rank, p->hosts);
+  }
+
   void save() { state_->save(); }
   void restore() { throw_if_error(state_->restore()); }
   bool membership_changed() const { return state_->membership_changed(); }
@@ -280,6 +292,7 @@ PYBIND11_MODULE(_edt, m) {
       .def(py::init<>())
       .def("add", &ElasticJob::add, py::arg("name"), py::arg("object"))
       .def("run", &ElasticJob::run, py::arg("fn"))
+      .def("placement", &ElasticJob::placement)
       .def("save", &ElasticJob::save)
       .def("restore", &ElasticJob::restore)
       .def_property_readonly("membership_changed", &ElasticJob::membership_changed)

@@ -45,3 +45,27 @@ def test_fallback_finder_defers_to_a_real_horovod(tmp_path, monkeypatch):
         for k in [k for k in sys.modules if k == "horovod" or k.startswith("horovod.")]:
             del sys.modules[k]
         sys.modules.update(saved)
+
+
+def _python_with(pythonpath, code):
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EDT_", "HOROVOD_"))}
+    env["PYTHONPATH"] = pythonpath
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_horovod_is_found_where_only_the_edt_package_is_on_the_path(tmp_path):
+    """As edtd sets up its containers: PYTHONPATH names the edt package's
+    directory only, yet an unmodified `import horovod.torch` works, and a
+    real Horovod on the path still wins."""
+    import edt
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(edt.__file__)))
+    found = _python_with(package_dir, "import horovod.torch, horovod; print(horovod.__version__)")
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip().endswith("+edt"), found.stdout
+    real = tmp_path / "horovod"
+    real.mkdir()
+    (real / "__init__.py").write_text("__version__ = 'real'\n")
+    wins = _python_with(package_dir + os.pathsep + str(tmp_path), "import horovod; print(horovod.__version__)")
+    assert wins.returncode == 0 and wins.stdout.strip() == "real", (wins.stdout, wins.stderr)

@@ -297,3 +297,42 @@ def test_ssh_hosts_added_then_removed(hostfile, sshd):
     assert "failure" not in job.stderr()
     assert {e["worker"] for e in job.of("epoch")} == {"w0", "w2"}
     assert_nothing_left(job)
+
+
+def test_horovodrun_spellings_of_the_elastic_flags(hostfile):
+    """--min-num-proc, --max-num-proc, --log-level and a two-value
+    --blacklist-cooldown-range before the command, without a `--`, as
+    Horovod's own elastic tests write them."""
+    result = subprocess.run([EDTRUN, "-np", "1", "--min-num-proc", "1", "--max-num-proc", "2", "--log-level", "DEBUG",
+                             "-H", f"{HOSTS[0]}:1", "--blacklist-cooldown-range", "1", "2",
+                             "/bin/sh", "-c", "echo ran $HOROVOD_ELASTIC"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "ran 1" in result.stdout, result.stdout
+    assert "elastic job: min-np 1, max-np 2" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--blacklist-cooldown-range", "1", "true"], "--blacklist-cooldown-range"),
+    (["--min-np", "1", "--blacklist-cooldown-range", "2", "1", "true"], "need 0 < MIN <= MAX seconds"),
+    (["--min-num-proc", "none", "true"], "--min-np"),
+    (["--no-such-flag", "true"], "unknown option --no-such-flag"),
+])
+def test_bad_elastic_arguments_exit_2(args, message):
+    result = subprocess.run([EDTRUN, "-np", "1", "-H", f"{HOSTS[0]}:1"] + args,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert message in result.stderr, result.stderr
+
+
+def test_workers_get_horovods_start_placement(hostfile):
+    """HOROVOD_HOSTNAME, HOROVOD_RANK (the start rank) ... as Horovod's
+    elastic driver sets them at spawn."""
+    result = subprocess.run([EDTRUN, "-np", "3", "--min-np", "1", "-H", f"{HOSTS[0]}:2,{HOSTS[1]}:1",
+                             "/bin/sh", "-c", "echo $HOROVOD_HOSTNAME $HOROVOD_RANK $HOROVOD_SIZE $HOROVOD_LOCAL_RANK "
+                             "$HOROVOD_LOCAL_SIZE $HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE $HOROVOD_ELASTIC"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = sorted(line.partition(": ")[2] for line in result.stdout.splitlines())
+    assert lines == sorted([f"{HOSTS[0]} 0 3 0 2 0 2 1", f"{HOSTS[0]} 1 3 1 2 0 1 1",
+                            f"{HOSTS[1]} 2 3 0 1 1 2 1"]), lines

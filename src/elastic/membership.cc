@@ -9,6 +9,7 @@ namespace {
 
 constexpr char kGenerationKey[] = "generation";
 constexpr char kShutdownKey[] = "shutdown";
+constexpr char kDoneKey[] = "done";
 constexpr char kHostsUpdated[] = "hosts-updated";
 constexpr char kFailurePrefix[] = "failure: ";
 
@@ -148,6 +149,10 @@ void MembershipClient::watch_loop() {
 }
 
 Result<std::optional<Status>> MembershipClient::check_stopped() {
+  EDT_ASSIGN_OR_RETURN(auto done, store_->try_get(kDoneKey));
+  if (done)
+    return std::optional<Status>(aborted("worker " + options_.id + " left the job: the job finished its work (" +
+                                         "generation and worker: " + *done + ") before this worker joined it"));
   EDT_ASSIGN_OR_RETURN(auto shutdown, store_->try_get(kShutdownKey));
   if (shutdown) return std::optional<Status>(aborted("the job is shutting down: " + *shutdown));
   EDT_ASSIGN_OR_RETURN(auto removed, store_->try_get("removed/" + options_.id));
@@ -217,6 +222,10 @@ void MembershipClient::report_broken(int64_t gen, const std::string& why) {
   (void)store_->compare_set(gen_key(gen, "broken"), "", options_.id + ": " + why);
 }
 
+Status MembershipClient::finish(int64_t gen) {
+  return store_->set(kDoneKey, std::to_string(gen) + " " + options_.id);
+}
+
 // ---------------------------------------------------------------------------
 // MembershipCoordinator
 
@@ -251,6 +260,11 @@ bool MembershipCoordinator::registered(const std::string& id) const {
 
 Result<PollOutcome> MembershipCoordinator::poll() {
   PollOutcome out;
+  EDT_ASSIGN_OR_RETURN(auto done, store_->try_get(kDoneKey));
+  if (done) {
+    out.done = true;
+    return out;
+  }
   const auto now = Clock::now();
   std::vector<std::string> silent;
   for (auto& [id, w] : workers_) {

@@ -29,6 +29,13 @@
 //                          membership check.
 //   shutdown               the job is over; the value says why. Workers
 //                          waiting for a generation return it as kAborted.
+//   done                   the job's work is complete: a member's training
+//                          function returned in a generation (value
+//                          "<g> <id>"). Part of the committed state of the
+//                          job: the coordinator forms no generation after
+//                          it, and a worker that arrives later (or waits for
+//                          a generation) ends cleanly instead of training
+//                          again from its initial state.
 //
 // Generations are numbered 1, 2, ... and never change once published. A
 // worker in generation g that sees a newer one either finishes its work up
@@ -130,6 +137,10 @@ class MembershipClient {
   // Records that generation `gen` failed (first report wins).
   void report_broken(int64_t gen, const std::string& why);
 
+  // Records that the job's work is complete (this worker's training
+  // function returned in generation `gen`); see the key `done`.
+  Status finish(int64_t gen);
+
   // The newest generation the background thread has seen published (0 if
   // none), and whether one newer than `gen` exists.
   int64_t newest_seen() const { return newest_seen_.load(); }
@@ -170,6 +181,7 @@ struct PollOutcome {
   std::vector<std::string> silent;      // workers newly lost for want of heartbeats
   int ready = 0;                        // registered, live workers
   bool below_min = false;               // fewer than min_size ready and a generation is needed
+  bool done = false;                    // the job's work is complete (key `done`): nothing more forms
 };
 
 class MembershipCoordinator {
@@ -187,7 +199,8 @@ class MembershipCoordinator {
   // Reads registrations, heartbeats and failure reports, and publishes a new
   // generation when membership must change: at once when a member failed or
   // left; for newcomers, once no expected worker is still starting (so that
-  // several hosts added together make one change). Never below min_size.
+  // several hosts added together make one change). Never below min_size,
+  // and never once the job's work is done (PollOutcome::done).
   Result<PollOutcome> poll();
 
   // Ends the job: workers waiting for a generation return kAborted(why).

@@ -45,9 +45,13 @@ std::vector<uint64_t> epoch_permutation(uint64_t n, uint64_t seed, uint64_t epoc
   return perm;
 }
 
-ElasticSampler::ElasticSampler(const ElasticSamplerOptions& options) : options_(options) { set_epoch(0); }
+ElasticSampler::ElasticSampler(const ElasticSamplerOptions& options) : options_(options) { start_epoch(0); }
 
 void ElasticSampler::set_epoch(uint64_t epoch) {
+  if (epoch != epoch_) start_epoch(epoch);
+}
+
+void ElasticSampler::start_epoch(uint64_t epoch) {
   epoch_ = epoch;
   if (options_.shuffle) {
     permutation_ = epoch_permutation(options_.num_samples, options_.seed, epoch);
@@ -157,7 +161,7 @@ Status ElasticSampler::deserialize(std::string_view bytes) {
   if (bits.size() != (num_samples + 7) / 8)
     return bad("bitmap of " + std::to_string(bits.size()) + " bytes, expected " +
                std::to_string((num_samples + 7) / 8));
-  if (epoch != epoch_) set_epoch(epoch);
+  if (epoch != epoch_) start_epoch(epoch);
   for (uint64_t i = 0; i < num_samples; ++i) processed_[i] = (bits[i / 8] >> (i % 8)) & 1;
   repartition();
   return Status::ok();

@@ -46,6 +46,19 @@ TEST(ElasticSampler, ResetRepartitionsOnlyWhatIsLeft) {
   EXPECT_EQ(s.shard(), (std::vector<uint64_t>{8, 11}));
 }
 
+TEST(ElasticSampler, SetEpochOfTheCurrentEpochKeepsItsProgress) {
+  ElasticSampler s({.num_samples = 12, .seed = 0, .shuffle = false});
+  s.set_epoch(1);
+  s.reset(0, 2);
+  s.record_batch(3);
+  s.set_epoch(1);  // a loop re-entered after a reset calls it again
+  s.reset(0, 3);
+  EXPECT_EQ(s.processed_count(), 6u);
+  EXPECT_EQ(s.shard(), (std::vector<uint64_t>{6, 9}));
+  s.set_epoch(2);  // another epoch starts afresh
+  EXPECT_EQ(s.processed_count(), 0u);
+}
+
 TEST(ElasticSampler, SerializeCarriesTheWholeJobsProgress) {
   ElasticSampler a({.num_samples = 100, .seed = 5});
   a.set_epoch(2);

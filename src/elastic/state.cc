@@ -42,6 +42,7 @@ struct State::Impl {
   std::mutex comm_mu;
   std::shared_ptr<Communicator> comm;  // guarded by comm_mu (for the abort from the watcher)
   int64_t generation = 0;              // of comm; guarded by comm_mu
+  Generation joined;                   // the generation of comm, or the one placement() waited for
 
   void snapshot() {
     committed.clear();
@@ -125,6 +126,7 @@ struct State::Impl {
         comm = created.value();
         generation = gen.number;
       }
+      joined = gen;
       // A failure generation announced while this one formed: start over.
       if (membership->newest_seen() > gen.number) continue;
       Status synced = sync(*created.value(), source->rank);
@@ -253,6 +255,16 @@ int64_t State::generation() const {
 }
 
 int64_t State::commit_id() const { return impl_->commit_id; }
+
+Result<Placement> State::placement() {
+  if (impl_->joined.number == 0) {
+    EDT_ASSIGN_OR_RETURN(impl_->joined, impl_->membership->join(0, impl_->options.elastic_timeout));
+  }
+  const Generation& gen = impl_->joined;
+  Placement placement{gen.number, gen.rank_of(impl_->options.worker_id), {}};
+  for (const auto& member : gen.members) placement.hosts.push_back(member.host);
+  return placement;
+}
 int State::resets() const { return impl_->resets; }
 
 Status run(State& state, const std::function<Status(State&)>& fn) {
@@ -261,7 +273,7 @@ Status run(State& state, const std::function<Status(State&)>& fn) {
   for (;;) {
     if (rejoin) EDT_RETURN_IF_ERROR(impl.rejoin());
     Status status = fn(state);
-    if (status.is_ok()) return status;
+    if (status.is_ok()) return impl.membership->finish(state.generation());
     if (status.code() == StatusCode::kHostsUpdated) {
       rejoin = true;
       continue;

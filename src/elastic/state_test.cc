@@ -48,6 +48,8 @@ struct WorkerResult {
   std::vector<int64_t> counts;
   int resets = 0;
   std::vector<int> sizes;  // size at each reset
+  Placement first;         // placement() before run()
+  int64_t steps = 0;       // steps the model went through
 };
 
 class ElasticJob {
@@ -110,6 +112,12 @@ class ElasticJob {
     state.value()->add("model", &model);
     state.value()->add("sampler", &sampler);
     state.value()->on_reset([&] { result.sizes.push_back(state.value()->size()); });
+    auto first = state.value()->placement();
+    if (!first.is_ok()) {
+      result.status = first.status();
+      return result;
+    }
+    result.first = first.value();
     result.status = run(*state.value(), [&](State& s) -> Status {
       while (!sampler.epoch_done()) {
         if (model.steps == die_at_step) {
@@ -132,6 +140,7 @@ class ElasticJob {
     });
     if (die_at_step >= 0 && result.status.code() == StatusCode::kInternal) lost(id);
     result.counts = model.counts;
+    result.steps = model.steps;
     result.resets = state.value()->resets();
     return result;
   }
@@ -189,6 +198,29 @@ TEST(ElasticState, ShrinksWhenAWorkerIsRemoved) {
   expect_exactly_once(ra);
   expect_exactly_once(rc);
   EXPECT_EQ(rc.sizes, (std::vector<int>{3, 2}));
+}
+
+TEST(ElasticState, PlacementBeforeRunIsTheFirstGeneration) {
+  ElasticJob job;
+  auto a = job.start("a", 0), b = job.start("b", 1);
+  auto ra = a.get(), rb = b.get();
+  expect_exactly_once(ra);
+  EXPECT_EQ(ra.first.rank, 0);
+  EXPECT_EQ(rb.first.rank, 1);
+  EXPECT_EQ(rb.first.hosts, (std::vector<std::string>{"h", "h"}));
+  EXPECT_EQ(rb.first.generation, 1);
+}
+
+TEST(ElasticState, AWorkerArrivingAfterTheWorkIsDoneDoesNotTrainAgain) {
+  ElasticJob job;
+  auto a = job.start("a", 0), b = job.start("b", 1);
+  auto ra = a.get(), rb = b.get();
+  expect_exactly_once(ra);
+  // The work is complete: a late worker ends cleanly, with its model untouched.
+  auto late = job.start("c", 2).get();
+  EXPECT_TRUE(left_the_job(late.status)) << late.status.to_string();
+  EXPECT_NE(late.status.message().find("the job finished its work"), std::string::npos) << late.status.to_string();
+  EXPECT_EQ(late.steps, 0);
 }
 
 TEST(ElasticState, LeftTheJobMeansRemovalOnly) {

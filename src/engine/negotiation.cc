@@ -166,6 +166,13 @@ bool Negotiator::complete(const Pending& pending) const {
   return true;
 }
 
+bool Negotiator::refused_while_joined(const Pending& pending) const {
+  if (std::find(joined_.begin(), joined_.end(), true) == joined_.end()) return false;
+  for (const auto& m : pending.metas)
+    if (m) return m->type != OpType::kAllreduce;
+  return false;
+}
+
 void Negotiator::add(int rank, std::string name, Meta meta, std::vector<Ready>* ready) {
   auto [it, inserted] = pending_.try_emplace(name);
   Pending& p = it->second;
@@ -175,7 +182,7 @@ void Negotiator::add(int rank, std::string name, Meta meta, std::vector<Ready>* 
   }
   p.metas[rank] = std::move(meta);
   ++p.count;
-  if (complete(p)) {
+  if (complete(p) || refused_while_joined(p)) {
     Pending done = std::move(p);
     pending_.erase(it);
     pending_order_.erase(std::find(pending_order_.begin(), pending_order_.end(), name));
@@ -204,13 +211,13 @@ std::string Negotiator::check(const Ready& ready) const {
   }
   const Meta& m = ready.first();
   bool someone_joined = std::find(joined_.begin(), joined_.end(), true) != joined_.end();
-  if (someone_joined && m.type != OpType::kAllreduce && m.type != OpType::kBarrier) {
+  if (someone_joined && m.type != OpType::kAllreduce) {
     std::string ranks;
     for (int r = 0; r < size_; ++r) {
       if (joined_[r]) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     }
     return std::string(op_type_name(m.type)) + " of tensor '" + ready.name + "' while rank(s) " + ranks +
-           " have joined: only allreduce and barrier run with joined ranks; call it before join().";
+           " have joined: only allreduce runs with joined ranks; call it before join().";
   }
   return "";
 }
@@ -268,10 +275,11 @@ Result<CycleOutcome> Negotiator::decode(const std::vector<std::string_view>& mes
     if (flags & kFlagShutDown) shut_down_[r] = true;
   }
   if (last_joiner >= 0) {
-    // A join can complete names every remaining rank already announced.
+    // A join can complete names every remaining rank already announced,
+    // and refuses the names that cannot run with a joined rank.
     for (size_t i = 0; i < pending_order_.size();) {
       auto it = pending_.find(pending_order_[i]);
-      if (complete(it->second)) {
+      if (complete(it->second) || refused_while_joined(it->second)) {
         std::string name = pending_order_[i];
         Pending done = std::move(it->second);
         pending_.erase(it);

@@ -13,6 +13,13 @@
 // op, root, scale factors) is ready with an error, worded as Horovod words
 // it and naming both ranks; every rank reports it to its caller.
 //
+// Join: while some rank has joined, only allreduce runs (the joined rank
+// takes part with zeros), as in Horovod. Any other name is ready with an error
+// as soon as it is announced, or when the join arrives, without waiting for
+// the other ranks: they may never announce it under the same name (ranks
+// that skipped a collective number their unnamed requests differently), and
+// waiting would hang every rank.
+//
 // Response cache: a name that completed once with identical announcements
 // gets a cache id, the same on every rank because it is assigned while
 // decoding the shared bytes. Announcing a cached name with the same
@@ -90,6 +97,8 @@ class Negotiator {
   Ready make_ready(std::string name, Pending pending);
   std::string check(const Ready& ready) const;
   bool complete(const Pending& pending) const;
+  // An operation other than allreduce while some rank has joined.
+  bool refused_while_joined(const Pending& pending) const;
 
   int size_;
   size_t cache_capacity_;

@@ -143,7 +143,9 @@ int run(int argc, char** argv) {
     std::reverse(reversed.begin(), reversed.end());  // CLI11 takes a vector last argument first
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help); a bad argument is exit 2,
+    // whatever CLI11's own code for it.
+    return app.exit(e) == 0 ? 0 : kUsageError;
   }
   auto level = log_level_of(flags);
   if (!level.is_ok()) return fail(level.status().message(), kUsageError);
@@ -151,7 +153,13 @@ int run(int argc, char** argv) {
   // The command is the tail of the original arguments.
   std::vector<std::string> remaining = app.remaining();
   flags.command.assign(args.end() - static_cast<long>(remaining.size()), args.end());
-  if (!flags.command.empty() && flags.command.front() == "--") flags.command.erase(flags.command.begin());
+  if (!flags.command.empty() && flags.command.front() == "--") {
+    flags.command.erase(flags.command.begin());
+  } else if (!flags.command.empty() && flags.command.front().rfind("--", 0) == 0) {
+    // No program is named --something: an option edtrun does not know.
+    return fail("unknown option " + flags.command.front() + "; see edtrun --help (a command that starts with " +
+                    "dashes goes after --)", kUsageError);
+  }
   if (flags.command.empty()) {
     return fail("no command given; put the program to run after the options, e.g. edtrun -np 2 python3 train.py", kUsageError);
   }

@@ -12,6 +12,7 @@
 #include "edt/tcp_store.h"
 #include "elastic/membership.h"
 #include "launcher/host_table.h"
+#include "launcher/placement.h"
 #include "launcher/supervisor.h"
 
 namespace edt::launcher {
@@ -28,18 +29,37 @@ std::string seconds_text(milliseconds d) { return fmt::format("{:g} s", static_c
 
 std::string id_of(int serial) { return "w" + std::to_string(serial); }
 
-// An elastic worker's environment: the static one without the variables
-// that place it (its rank comes from the generation it joins), plus the
-// elastic ones.
-Environment elastic_worker_environment(const JobOptions& job, const std::string& host, bool remote,
+// Where `slot` sits among the `wanted` slots, numbered as a static job of
+// those slots would be: what Horovod's elastic driver tells a worker at
+// spawn (HOROVOD_RANK is this "start rank"; the ranks of the generations
+// the worker joins come from the generation, not from here).
+SlotInfo start_placement(const std::vector<Slot>& wanted, const Slot& slot) {
+  std::vector<HostSlots> hosts;
+  for (const auto& entry : wanted) {
+    if (hosts.empty() || hosts.back().host != entry.first) hosts.push_back({entry.first, 0});
+    ++hosts.back().slots;
+  }
+  auto slots = assign_slots(hosts, static_cast<int>(wanted.size()), "the elastic host list");
+  if (slots.is_ok())
+    for (const auto& info : slots.value())
+      if (info.host == slot.first && info.local_rank == slot.second) return info;
+  return SlotInfo{slot.first, 0, 0, 1, slot.second, slot.second + 1, 0, 1};
+}
+
+// An elastic worker's environment: the static one without the EDT_ and
+// torch.distributed variables that place it (its rank comes from the
+// generation it joins); Horovod's HOROVOD_* ones of its start placement,
+// as Horovod's elastic driver sets them; and the elastic ones.
+Environment elastic_worker_environment(const JobOptions& job, const SlotInfo& start, bool remote,
                                        const Rendezvous& rendezvous, const std::string& id,
                                        milliseconds elastic_timeout) {
-  SlotInfo placeholder{host, 0, 0, 1, 0, 1, 0, 1};
   WorkerEnvironmentInputs inputs{&job.launcher_env, &job.exports, remote};
-  Environment env = worker_environment(placeholder, rendezvous, inputs);
-  for (const auto& [name, value] : placement_variables(placeholder, rendezvous)) env.erase(name);
+  Environment env = worker_environment(start, rendezvous, inputs);
+  for (const auto& [name, value] : placement_variables(start, rendezvous))
+    if (name.rfind("HOROVOD_", 0) != 0) env.erase(name);
+  env["HOROVOD_ELASTIC"] = "1";
   env["EDT_COORDINATOR"] = rendezvous.coordinator;
-  env["EDT_HOSTNAME"] = host;
+  env["EDT_HOSTNAME"] = start.host;
   env["EDT_WORKER_ID"] = id;
   env["EDT_ELASTIC"] = "1";
   env["EDT_ELASTIC_TIMEOUT"] = std::to_string(elastic_timeout.count()) + "ms";
@@ -80,7 +100,7 @@ struct ElasticDriver::Impl {
 
   // --- workers -------------------------------------------------------------
 
-  Status start_worker(const Slot& slot) {
+  Status start_worker(const Slot& slot, const std::vector<Slot>& wanted) {
     Worker w{next_serial++, "", slot.first, slot.second, Clock::now(), false};
     w.id = id_of(w.serial);
     const bool remote = !options.base.local.is_local(w.host);
@@ -89,7 +109,8 @@ struct ElasticDriver::Impl {
       EDT_ASSIGN_OR_RETURN(here, address_toward(w.host));
     }
     Rendezvous r{net::format_host_port(here, store->port()), here, 0};
-    Environment env = elastic_worker_environment(options.base, w.host, remote, r, w.id, options.elastic_timeout);
+    Environment env = elastic_worker_environment(options.base, start_placement(wanted, slot), remote, r, w.id,
+                                                 options.elastic_timeout);
     EDT_ASSIGN_OR_RETURN(pid_t pid, supervisor->spawn({w.serial, "worker " + w.id, w.host, remote, std::move(env)}));
     w.started_at = Clock::now();
     coordinator->expect(w.id, w.host, hosts.order(w.host), w.slot);
@@ -132,7 +153,7 @@ struct ElasticDriver::Impl {
     }
     for (const auto& s : wanted) {
       if (have.count(s)) continue;
-      Status started = start_worker(s);
+      Status started = start_worker(s, wanted);
       if (!started.is_ok()) {
         log::info("cannot start a worker on {}: {}", s.first, started.message());
         blacklist.add(s.first);
@@ -184,6 +205,16 @@ struct ElasticDriver::Impl {
     coordinator->lost(w.id, "finished");
   }
 
+  // A worker returned from run(): the job's work is complete, whichever
+  // workers are still alive (some may be leaving, or newcomers that never
+  // joined). Like on_finished(), without a worker to retire.
+  void on_work_done() {
+    if (finishing) return;
+    log::debug("the job finished its work; it ends when every worker has exited");
+    (void)coordinator->shutdown("the job finished");
+    finishing = true;
+  }
+
   // A worker that has not registered within the start timeout failed to start.
   void check_start_timeouts() {
     const auto now = Clock::now();
@@ -222,6 +253,10 @@ struct ElasticDriver::Impl {
       return;
     }
     for (const auto& id : polled->silent) on_silent(id);
+    if (polled->done) {
+      on_work_done();
+      return;
+    }
     if (polled->published && !check_generation(*polled->published)) return;
     if (!hosts.any_hope(blacklist)) {
       std::string list;

@@ -16,15 +16,21 @@
 //     good, or for an exponential cooldown between the
 //     --blacklist-cooldown-range bounds) and the survivors form the next
 //     generation without it.
-//   - The job ends: with 0 once a worker finished (returned from run())
-//     and the others have exited; with 1 and a message when it stayed below
+//   - The job ends: with 0 once a worker finished (returned from run(),
+//     which the store records as the job's completion, or exited with 0)
+//     and the others have exited (newcomers that never joined end at once:
+//     nothing is trained again); with 1 and a message when it stayed below
 //     --min-np for --elastic-timeout, when --reset-limit was passed, when
 //     every host is blacklisted, or when every worker failed; with 128 + the
 //     signal when edtrun is interrupted. Nothing it started outlives it.
 //
 // Workers get EDT_COORDINATOR, EDT_WORKER_ID, EDT_HOSTNAME, EDT_ELASTIC=1 and
 // EDT_ELASTIC_TIMEOUT; their rank and size come from the generation they
-// join (edt::elastic::State), not from the environment. Output lines are
+// join (edt::elastic::State), not from the environment. As from Horovod's
+// elastic driver, they also get HOROVOD_ELASTIC=1 and HOROVOD_HOSTNAME,
+// HOROVOD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE of
+// their start placement: their slot's place among the slots the job wanted
+// when it was started (scripts key on this start rank). Output lines are
 // prefixed with the worker's number ([3] for worker w3), which, unlike the
 // rank, stays the same for the life of the process.
 //

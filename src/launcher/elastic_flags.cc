@@ -48,9 +48,9 @@ std::unique_ptr<HostSource> host_source(const JobOptions& base, const std::strin
 }  // namespace
 
 void add_elastic_flags(CLI::App& app, ElasticFlags& flags) {
-  app.add_option("--min-np", flags.min_np, "Elastic: fewest workers to train with (default: -np)")
+  app.add_option("--min-np,--min-num-proc", flags.min_np, "Elastic: fewest workers to train with (default: -np)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--max-np", flags.max_np, "Elastic: most workers (default: every slot)")->check(CLI::PositiveNumber);
+  app.add_option("--max-np,--max-num-proc", flags.max_np, "Elastic: most workers (default: every slot)")->check(CLI::PositiveNumber);
   app.add_option("--host-discovery-script", flags.discovery_script,
                  "Elastic: a script printing the current hosts, 'host:slots' or 'host' per line");
   app.add_option("--slots-per-host", flags.slots_per_host, "Elastic: slots of a discovered host printed without them")
@@ -62,7 +62,8 @@ void add_elastic_flags(CLI::App& app, ElasticFlags& flags) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--blacklist-cooldown-range", flags.blacklist_cooldown,
                  "Elastic: MIN MAX seconds; a blacklisted host comes back after an exponential backoff between them")
-      ->expected(2);
+      ->expected(2)
+      ->allow_extra_args(false);
   app.add_option("--heartbeat-timeout", flags.heartbeat_timeout, "Elastic: a worker silent this long is lost");
   app.add_flag("--elastic", flags.elastic, "Run elastic with the default settings");
 }

@@ -1,8 +1,10 @@
 // edtrun's elastic flags (horovodrun's): the glue between edtrun_main.cc and
 // ElasticDriver, kept apart so that the static launcher stays as it was.
 //
-//   --min-np A            fewest workers to train with (default: -np)
-//   --max-np B            most workers (default: every slot of the hosts)
+//   --min-np A            fewest workers to train with (default: -np);
+//                         also horovodrun's --min-num-proc
+//   --max-np B            most workers (default: every slot of the hosts);
+//                         also --max-num-proc
 //   --host-discovery-script S   prints "host:slots" or "host" per line
 //   --slots-per-host K    slots of a discovered host printed without them
 //   --discovery-interval D      how often to run the script (default 1s)

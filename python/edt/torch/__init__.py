@@ -12,7 +12,9 @@ from edt.torch.functions import allgather_object, broadcast_object, broadcast_op
 from edt.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
                                allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async, barrier,
                                broadcast, broadcast_, broadcast_async, broadcast_async_, grouped_allreduce,
-                               grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, join, poll,
+                               grouped_allgather, grouped_allgather_async, grouped_allreduce_,
+                               grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
+                               grouped_reducescatter_async, join, poll,
                                reducescatter, reducescatter_async, synchronize)
 from edt.torch.optimizer import DistributedOptimizer
 from edt.torch import elastic  # noqa: E402  (hvd.elastic, as in Horovod)
@@ -37,27 +39,27 @@ def is_initialized():
 
 
 def size():
-    return _runtime.get().size
+    return _runtime.place().size
 
 
 def rank():
-    return _runtime.get().rank
+    return _runtime.place().rank
 
 
 def local_size():
-    return _runtime.get().local_size
+    return _runtime.place().local_size
 
 
 def local_rank():
-    return _runtime.get().local_rank
+    return _runtime.place().local_rank
 
 
 def cross_size():
-    return _runtime.get().cross_size
+    return _runtime.place().cross_size
 
 
 def cross_rank():
-    return _runtime.get().cross_rank
+    return _runtime.place().cross_rank
 
 
 class ProcessSet:
@@ -129,6 +131,7 @@ __all__ = [
     "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size", "cross_rank",
     "is_homogeneous", "ProcessSet", "global_process_set", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
     "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_", "allgather", "allgather_async",
+    "grouped_allgather", "grouped_allgather_async", "grouped_reducescatter", "grouped_reducescatter_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
     "reducescatter", "reducescatter_async", "barrier", "join", "poll", "synchronize", "Average", "Sum", "Adasum",
     "Min", "Max", "Product", "Compression", "broadcast_parameters", "broadcast_optimizer_state",

@@ -242,9 +242,26 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor))
 
 
+class _GroupedAllreduceFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, *tensors):
+        ctx.args = (op, prescale, postscale)
+        return tuple(synchronize(grouped_allreduce_async(list(tensors), None, name, op, prescale, postscale)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, prescale, postscale = ctx.args
+        reduced = grouped_allreduce(list(grads), op=op, prescale_factor=prescale, postscale_factor=postscale)
+        return (None, None, None, None, *reduced)
+
+
 def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, process_set=None):
-    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor, postscale_factor))
+    """The reductions of several tensors, fused. Differentiable, as allreduce."""
+    op = _resolve_op(op, average)
+    if any(t.requires_grad for t in tensors):
+        return list(_GroupedAllreduceFunction.apply(name, op, prescale_factor, postscale_factor, *tensors))
+    return synchronize(grouped_allreduce_async(tensors, None, name, op, prescale_factor, postscale_factor))
 
 
 # allgather
@@ -261,8 +278,73 @@ def allgather_async(tensor, name=None, process_set=None):
     return _register([h], [work], finish)
 
 
+def _my_rows(grad, rows, name):
+    """This rank's rows of `grad`, a tensor of every rank's rows in rank
+    order, where this rank contributed `rows` of them."""
+    counts = allgather(torch.tensor([rows], dtype=torch.int64), name=name)
+    offset = int(counts[:rank()].sum())
+    return grad.narrow(0, offset, rows)
+
+
+class _AllgatherFunction(torch.autograd.Function):
+    # The adjoint of a concatenation: every rank's gradient of the gathered
+    # tensor, averaged, then this rank's rows of it (as Horovod defines it).
+    @staticmethod
+    def forward(ctx, tensor, name):
+        ctx.rows = tensor.shape[0]
+        return synchronize(allgather_async(tensor, name))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _my_rows(allreduce(grad, op=Average), ctx.rows, None), None
+
+
 def allgather(tensor, name=None, process_set=None):
+    """Every rank's `tensor`, concatenated along dimension 0 in rank order.
+    Differentiable: the gradient is this rank's rows of the averaged
+    gradient of the result."""
+    if tensor.requires_grad:
+        return _AllgatherFunction.apply(tensor, name)
     return synchronize(allgather_async(tensor, name))
+
+
+class _GroupedAllgatherFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        ctx.rows = [t.shape[0] for t in tensors]
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        reduced = grouped_allreduce(list(grads), op=Average)
+        return (None, *[_my_rows(g, rows, None) for g, rows in zip(reduced, ctx.rows)])
+
+
+def grouped_allgather_async(tensors, name=None, process_set=None):
+    """Starts allgathers of several tensors (named <name>.<i>)."""
+    base = _name(_ALLGATHER, name)
+    parts = [allgather_async(t, "%s.%d" % (base, i)) for i, t in enumerate(tensors)]
+    return _combine(parts)
+
+
+def grouped_allgather(tensors, name=None, process_set=None):
+    """allgather of every tensor of the list, as one request."""
+    if any(t.requires_grad for t in tensors):
+        return list(_GroupedAllgatherFunction.apply(name, *tensors))
+    return synchronize(grouped_allgather_async(tensors, name))
+
+
+def _combine(handles):
+    """One handle whose result is the list of the results of `handles`."""
+    with _lock:
+        parts = [_handles.pop(h) for h in handles]
+    engine_handles = [eh for p in parts for eh in p.engine_handles]
+    bounds = list(itertools.accumulate(len(p.engine_handles) for p in parts))
+
+    def finish(outputs):
+        starts = [0] + bounds[:-1]
+        return [p.finish(outputs[s:e]) for p, s, e in zip(parts, starts, bounds)]
+    return _register(engine_handles, [p.buffers for p in parts], finish)
 
 
 # broadcast
@@ -282,7 +364,26 @@ def broadcast_(tensor, root_rank, name=None, process_set=None):
     return synchronize(broadcast_async_(tensor, root_rank, name))
 
 
+class _BroadcastFunction(torch.autograd.Function):
+    # Only the root's tensor reaches the result: its gradient is the
+    # average over ranks of the result's; the others' is zero.
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return synchronize(broadcast_async(tensor, root_rank, name))
+
+    @staticmethod
+    def backward(ctx, grad):
+        reduced = allreduce(grad, op=Average)
+        if rank() != ctx.root_rank:
+            reduced = torch.zeros_like(reduced)
+        return reduced, None, None
+
+
 def broadcast(tensor, root_rank, name=None, process_set=None):
+    """root_rank's `tensor` on every rank, as a new tensor. Differentiable."""
+    if tensor.requires_grad:
+        return _BroadcastFunction.apply(tensor, root_rank, name)
     return synchronize(broadcast_async(tensor, root_rank, name))
 
 
@@ -299,7 +400,12 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
                              "ranks (%d); got shape %s" % (n, list(tensor.shape)))
         splits = [tensor.shape[0] // n] * n
     elif torch.is_tensor(splits):
+        if splits.dtype not in (torch.int32, torch.int64) or splits.dim() != 1:
+            raise ValueError("alltoall splits must be a 1-D tensor of int32 or int64 (one count of rows per "
+                             "rank); got %s of shape %s" % (splits.dtype, list(splits.shape)))
         splits = splits.tolist()
+    if len(splits) != n or any(not isinstance(s, int) or s < 0 for s in splits):
+        raise ValueError("alltoall splits must be %d non-negative integers (one per rank); got %r" % (n, splits))
     work, _ = _work(tensor)
     h = _submit(_ALLTOALL, _name(_ALLTOALL, name), work, splits=splits)
 
@@ -310,10 +416,30 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     return _register([h], [work], finish)
 
 
+class _AlltoallFunction(torch.autograd.Function):
+    # The adjoint of an alltoall is the alltoall back: each rank returns the
+    # gradient rows to the rank they came from.
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        out, received = synchronize(alltoall_async(tensor, splits, name))
+        ctx.received = received
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad, _):
+        back, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received))
+        return back, None, None
+
+
 def alltoall(tensor, splits=None, name=None, process_set=None):
     """The rows every rank sent to this one, in rank order; with `splits`,
-    also the rows received from each rank (as Horovod returns them)."""
-    out, received = synchronize(alltoall_async(tensor, splits, name))
+    also the rows received from each rank (as Horovod returns them).
+    Differentiable."""
+    if tensor.requires_grad:
+        out, received = _AlltoallFunction.apply(tensor, splits, name)
+    else:
+        out, received = synchronize(alltoall_async(tensor, splits, name))
     return out if splits is None else (out, received)
 
 
@@ -325,7 +451,8 @@ def reducescatter_async(tensor, name=None, compression=None, op=Average, process
     keeps its share of dimension 0 (the first ranks take one more row when
     it does not divide evenly)."""
     if op not in (Average, Sum):
-        raise ValueError("reducescatter supports hvd.Average and hvd.Sum, not %s" % _OP_NAME.get(op, op))
+        # NotImplementedError: the RuntimeError family, as Horovod raises it.
+        raise NotImplementedError("reducescatter supports hvd.Average and hvd.Sum, not %s" % _OP_NAME.get(op, op))
     work, _ = _work(tensor)
     h = _submit(_REDUCESCATTER, _name(_REDUCESCATTER, name), work, _ENGINE_OP[op],
                 prescale=prescale_factor, postscale=postscale_factor)
@@ -336,10 +463,64 @@ def reducescatter_async(tensor, name=None, compression=None, op=Average, process
     return _register([h], [work], finish)
 
 
+def _scatter_grad(grad, op, prescale, postscale):
+    # The adjoint of "reduce, keep my rows": every rank's gradient rows,
+    # gathered, times the reduction's own factor (size for Sum, 1 for
+    # Average, as Horovod scales it) and the scale factors.
+    factor = (size() if op == Sum else 1) * prescale * postscale
+    return allgather(grad * factor if factor != 1 else grad)
+
+
+class _ReducescatterFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale):
+        ctx.args = (op, prescale, postscale)
+        return synchronize(reducescatter_async(tensor, name, None, op, prescale_factor=prescale,
+                                               postscale_factor=postscale))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _scatter_grad(grad, *ctx.args), None, None, None, None
+
+
 def reducescatter(tensor, name=None, compression=None, op=Average, process_set=None, prescale_factor=1.0,
                   postscale_factor=1.0):
+    """The reduction over ranks of which this rank keeps its rows.
+    Differentiable."""
+    if tensor.requires_grad:
+        return _ReducescatterFunction.apply(tensor, name, op, prescale_factor, postscale_factor)
     return synchronize(reducescatter_async(tensor, name, compression, op, prescale_factor=prescale_factor,
                                            postscale_factor=postscale_factor))
+
+
+class _GroupedReducescatterFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, *tensors):
+        ctx.args = (op, prescale, postscale)
+        return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, None, op, None, prescale,
+                                                             postscale)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, None, None, None, *[_scatter_grad(g, *ctx.args) for g in grads])
+
+
+def grouped_reducescatter_async(tensors, name=None, compression=None, op=Average, process_set=None,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducescatters of several tensors (named <name>.<i>)."""
+    base = _name(_REDUCESCATTER, name)
+    parts = [reducescatter_async(t, "%s.%d" % (base, i), None, op, prescale_factor=prescale_factor,
+                                 postscale_factor=postscale_factor) for i, t in enumerate(tensors)]
+    return _combine(parts)
+
+
+def grouped_reducescatter(tensors, name=None, compression=None, op=Average, process_set=None,
+                          prescale_factor=1.0, postscale_factor=1.0):
+    """reducescatter of every tensor of the list, as one request."""
+    if any(t.requires_grad for t in tensors):
+        return list(_GroupedReducescatterFunction.apply(name, op, prescale_factor, postscale_factor, *tensors))
+    return synchronize(grouped_reducescatter_async(tensors, name, compression, op, None, prescale_factor,
+                                                   postscale_factor))
 
 
 # barrier and join
@@ -364,3 +545,7 @@ def join(device=-1):
 
 def size():
     return _runtime.get().size
+
+
+def rank():
+    return _runtime.get().rank

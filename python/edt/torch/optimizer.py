@@ -25,8 +25,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if named_parameters is not None:
             named_parameters = list(named_parameters)
         else:
-            named_parameters = [("allreduce.noname.%s" % i, v)
-                                for group in self.param_groups for i, v in enumerate(group["params"])]
+            # Numbered across every parameter group, so that several
+            # groups do not give two parameters one name.
+            params = [v for group in self.param_groups for v in group["params"]]
+            named_parameters = [("allreduce.noname.%s" % i, v) for i, v in enumerate(params)]
         if any(not isinstance(p, tuple) for p in named_parameters):
             raise ValueError("named_parameters should be a sequence of tuples (name, parameter), usually "
                              "produced by model.named_parameters().")
@@ -45,6 +47,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
             raise ValueError("gradient_predivide_factor not supported with op != Average")
         self._request_names = {v: "allreduce." + k for k, v in named_parameters}
+        self._parameter_names = {v: k for k, v in named_parameters}  # Horovod's name for the same map
         self.backward_passes_per_step = backward_passes_per_step
         self._op = op
         if op == mpi_ops.Average:

@@ -30,6 +30,10 @@ def main():
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--commit-every", type=int, default=5)
     p.add_argument("--step-ms", type=float, default=20)
+    # Where the loop calls sampler.set_epoch(): at the end of an epoch for
+    # the next (docs/python.md), or at the start of every epoch, re-entered
+    # after every reset (Horovod's examples).
+    p.add_argument("--set-epoch-at", choices=["start", "end"], default="end")
     args = p.parse_args()
 
     hvd.init()
@@ -49,6 +53,8 @@ def main():
     @hvd.elastic.run
     def train(state):
         while state.epoch < args.epochs:
+            if args.set_epoch_at == "start":
+                state.sampler.set_epoch(state.epoch)
             shard = list(state.sampler)
             loss = torch.zeros(())
             for b in range(state.sampler.steps_left(args.batch)):
@@ -73,7 +79,8 @@ def main():
             with torch.no_grad():
                 model.trained.zero_()
             state.epoch += 1
-            state.sampler.set_epoch(state.epoch)
+            if args.set_epoch_at == "end":
+                state.sampler.set_epoch(state.epoch)
             state.commit()
         return state.epoch, hvd.rank(), hvd.size()
 

@@ -72,3 +72,27 @@ def test_torch_state_survives_scale_up_and_sigkill(hostfile):
     assert {e["rank"] for e in job.of("reset") if e["worker"] == "w0"} == {0}
     assert f"w1 on host {h1} was killed by signal 9" in job.stderr()
     S.assert_nothing_left(job)
+
+
+@pytest.mark.parametrize("set_epoch_at", ["start", "end"])
+def test_exactly_once_through_grow_and_shrink_with_either_set_epoch_pattern(hostfile, set_epoch_at):
+    """2,000 samples, grown from 2 to 4 workers and shrunk back to 2 in the
+    middle of epochs. set_epoch at the start of every epoch (Horovod's
+    examples; the loop calls it again after each reset) and at its end
+    (docs/python.md) both train every sample exactly once per epoch."""
+    h0, h1, h2 = S.HOSTS
+    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
+    job = S.Job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
+                [WORKER, "--samples", "2000", "--batch", "10", "--epochs", "2", "--commit-every", "3",
+                 "--step-ms", "15", "--set-epoch-at", set_epoch_at], timeout=120)
+    job.wait_for(lambda e: e["size"] == 2 and e["step"] >= 15, what="size 2")
+    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=2"])
+    grown = job.wait_for(lambda e: e["size"] == 4, what="size 4")
+    job.wait_for(lambda e: e["size"] == 4 and e["step"] >= grown["step"] + 10, what="10 steps at size 4")
+    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
+    job.wait_for(lambda e: e["size"] == 2 and e["step"] > grown["step"], what="size 2 again")
+    assert job.finish() == 0, job.stderr()
+    epochs = [e for e in job.of("epoch") if e["rank"] == 0]
+    assert [e["epoch"] for e in epochs] == [0, 1], epochs
+    assert all(e["exactly_once"] and e["trained"] == 2000 for e in epochs), epochs
+    S.assert_nothing_left(job)

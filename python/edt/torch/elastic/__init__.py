@@ -43,6 +43,17 @@ class State:
     def __init__(self):
         self._reset_callbacks = []
         self._job = None  # edt._edt.ElasticJob once run() registered this state
+        # Horovod's own elastic test script sets this before it waits on
+        # _host_messages; kept so that it runs unchanged.
+        self._last_updated_timestamp = 0
+
+    @property
+    def _host_messages(self):
+        """Horovod's queue of host-change notices from its driver, which
+        scripts poll with empty(): here empty until this worker saw a new
+        membership generation announced (the next commit raises
+        HostsUpdatedInterrupt)."""
+        return _HostMessages(self)
 
     def register_reset_callbacks(self, callbacks):
         self._reset_callbacks.extend(callbacks)
@@ -109,6 +120,15 @@ class State:
 
     def sync(self):
         raise NotImplementedError
+
+
+class _HostMessages:
+    def __init__(self, state):
+        self._state = state
+
+    def empty(self):
+        job = self._state._job
+        return job is None or not job.membership_changed
 
 
 class ObjectState(State):
@@ -304,15 +324,22 @@ def _run_elastic(func, state, args, kwargs):
 
     def generation(runtime):
         _runtime.enter_generation(runtime)
+        returned = False
         try:
             if job.resets > resets_seen[0]:
                 resets_seen[0] = job.resets
                 state.on_reset()
             result[:] = [func(state, *args, **kwargs)]
+            returned = True
         finally:
-            _runtime.leave_generation()
-            mpi_ops.forget_pending()
-            state._generation_ended()
+            _runtime.leave_generation(keep=returned)
+            if not returned:
+                mpi_ops.forget_pending()
+                state._generation_ended()
+
+    # A Runtime kept from an earlier run() drives the communicator that
+    # this run's first reset replaces: it stops first, on every rank alike.
+    _runtime.shutdown()
 
     from edt import _edt
     try:

@@ -1,0 +1,113 @@
+"""Runs Horovod's own PyTorch test suite (v0.28.1's test/parallel/
+test_torch.py, pinned unmodified in tests/third_party/horovod) as Horovod
+runs it, `horovodrun -np N pytest test_torch.py`, here with edtrun and the
+horovod compatibility package, and compares the outcome with the list of
+what edt does not cover (not_covered.txt, the same list as docs/python.md's
+"Not covered").
+
+A test's outcome is the worst over the ranks (failed > skipped > passed).
+The run fails when a test fails that is not listed, or when a listed test
+passes (the list must shrink with the features). It prints the counts and
+every failure or skip with its reason.
+
+    run_test_torch.py --edtrun build/src/launcher/edtrun --np 2
+"""
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PINNED = os.path.join(HERE, "..", "..", "..", "tests", "third_party", "horovod", "test", "parallel")
+RANK_ORDER = {"passed": 0, "skipped": 1, "failed": 2}
+
+
+def read_not_covered(path):
+    """{test name: reason} from lines 'test_name: reason' (# comments)."""
+    listed = {}
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                name, _, reason = line.partition(":")
+                listed[name.strip()] = reason.strip()
+    return listed
+
+
+def outcomes_of(xml_path):
+    """{test name: (outcome, message)} of one rank's junit file."""
+    out = {}
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome, message = "failed", (child.get("message") or "").splitlines()[0:1]
+                message = message[0] if message else ""
+                break
+            if child.tag == "skipped":
+                outcome, message = "skipped", child.get("message") or ""
+        out[case.get("name")] = (outcome, message[:160])
+    return out
+
+
+def run_suite(edtrun, np, timeout, results_dir):
+    command = [edtrun, "-np", str(np), "/bin/sh", "-c",
+               "exec %s -m pytest -q -p no:cacheprovider --timeout %d --junitxml=%s/rank$HOROVOD_RANK.xml "
+               "test_torch.py" % (sys.executable, timeout, results_dir)]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(command, cwd=PINNED, env=env, capture_output=True, text=True)
+
+
+def merge(per_rank):
+    merged = {}
+    for outcomes in per_rank:
+        for name, (outcome, message) in outcomes.items():
+            if name not in merged or RANK_ORDER[outcome] > RANK_ORDER[merged[name][0]]:
+                merged[name] = (outcome, message)
+    return merged
+
+
+def report(merged, listed, np):
+    counts = collections.Counter(outcome for outcome, _ in merged.values())
+    print("Horovod v0.28.1 test_torch.py at -np %d: %d passed, %d failed, %d skipped (%d tests)"
+          % (np, counts["passed"], counts["failed"], counts["skipped"], len(merged)))
+    unexpected = sorted(n for n, (o, _) in merged.items() if o == "failed" and n not in listed)
+    stale = sorted(n for n, (o, _) in merged.items() if o == "passed" and n in listed)
+    for name, (outcome, message) in sorted(merged.items()):
+        if outcome != "passed":
+            print("  %-7s %s: %s" % (outcome, name, listed.get(name) or message))
+    for name in unexpected:
+        print("UNEXPECTED FAILURE (not in not_covered.txt): %s: %s" % (name, merged[name][1]))
+    for name in stale:
+        print("PASSES BUT LISTED AS NOT COVERED (remove it from not_covered.txt): %s" % name)
+    missing = sorted(set(listed) - set(merged))
+    for name in missing:
+        print("LISTED BUT NOT IN THE SUITE: %s" % name)
+    return not unexpected and not stale and not missing
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--edtrun", required=True)
+    p.add_argument("--np", type=int, default=2)
+    p.add_argument("--timeout", type=int, default=120, help="seconds per test (pytest-timeout)")
+    p.add_argument("--not-covered", default=os.path.join(HERE, "not_covered.txt"))
+    args = p.parse_args()
+    args.edtrun = os.path.abspath(args.edtrun)
+    listed = read_not_covered(args.not_covered)
+    with tempfile.TemporaryDirectory(prefix="edt-horovod-tests-") as results:
+        run = run_suite(args.edtrun, args.np, args.timeout, results)
+        files = [os.path.join(results, f) for f in sorted(os.listdir(results)) if f.endswith(".xml")]
+        if len(files) != args.np:
+            sys.stdout.write(run.stdout[-6000:] + run.stderr[-6000:])
+            print("expected a result file from each of %d ranks, found %d" % (args.np, len(files)))
+            return 1
+        ok = report(merge(outcomes_of(f) for f in files), listed, args.np)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
