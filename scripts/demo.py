@@ -95,12 +95,16 @@ class Job:
                                  % (what, timeout, "\n".join(t for _, t in self.lines)))
                 self.cond.wait(0.5)
 
+    def output(self):
+        with self.cond:
+            return "\n".join(text for _, text in self.lines)
+
     def finish(self, timeout):
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            raise Failed("the job did not end within %d s" % timeout)
+            raise Failed("the job did not end within %d s:\n%s" % (timeout, self.output()))
 
 
 class Demo:

@@ -29,11 +29,9 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -51,63 +49,8 @@ CASES = {
 GENERATION = re.compile(r"generation (\d+): (\d+) workers \(([^)]*)\)(.*)")
 
 
-class Failed(Exception):
-    pass
-
-
-def check(ok, message):
-    if not ok:
-        raise Failed(message)
-
-
-def say(text):
-    print("==> " + text, flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Job:
-    """A command in the background; its output lines as they come."""
-
-    def __init__(self, argv, env):
-        self.lines = []
-        self.cond = threading.Condition()
-        self.process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.process.stdout:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
-        with self.cond:
-            self.cond.notify_all()
-
-    def output(self):
-        with self.cond:
-            return "\n".join(self.lines)
-
-    def wait_for(self, what, predicate, timeout):
-        deadline = time.time() + timeout
-        with self.cond:
-            while not predicate(self.lines):
-                if self.process.poll() is not None:
-                    raise Failed("the job ended (exit code %s) before %s:\n%s"
-                                 % (self.process.returncode, what, "\n".join(self.lines)))
-                if time.time() > deadline:
-                    raise Failed("no %s within %d s:\n%s" % (what, timeout, "\n".join(self.lines)))
-                self.cond.wait(0.5)
-
-    def finish(self, timeout):
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise Failed("the job did not end within %d s:\n%s" % (timeout, self.output()))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from demo import Failed, Job, check, free_port, say  # noqa: E402  (the demo's job runner and checks)
 
 
 class Platform:
