@@ -224,6 +224,20 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   EXPECT_EQ(lines(tools.text)[0], EDT_CLI);
   EXPECT_EQ(lines(tools.text)[1], "1");
 
+  // A Python worker started through edt-warm-run (as edtrun starts them) is
+  // forked from edtd's warm interpreter into this container: torch is
+  // already imported, and it runs in the container's PID namespace and file
+  // system. `import horovod.torch` works in the container as well.
+  std::ofstream(dir_ + "/volumes/data/warm.py")
+      << "import os, sys\nprint('torch' in sys.modules, os.getpid() < 1000, open('/etc/hostname').read().strip())\n";
+  std::ofstream(dir_ + "/volumes/data/hvd.py") << "import horovod.torch as hvd\nprint(hvd.__name__)\n";
+  Output warm = edt("run tthvd -- sh -c 'cd /root/data; i=0; while [ ! -S /run/edt-warm/python.sock ] && "
+                    "[ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; edt-warm-run python3 warm.py; python3 hvd.py'");
+  ASSERT_EQ(warm.code, 0) << warm.text;
+  ASSERT_EQ(lines(warm.text).size(), 2u) << warm.text;
+  EXPECT_EQ(lines(warm.text)[0], "True True tthvd-launcher") << "not forked warm into the container";
+  EXPECT_EQ(lines(warm.text)[1], "horovod.torch");
+
   // edt ssh logs in with the cluster's key, to the launcher or a named container.
   Output from_host = edt("ssh tthvd tthvd-worker-0 hostname");
   EXPECT_EQ(from_host.code, 0) << from_host.text;
