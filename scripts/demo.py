@@ -328,12 +328,7 @@ class Demo:
             for name in names:
                 say("edt cluster delete %s --wait" % name)
                 self.edt("cluster", "delete", name, "--wait", check=False)
-            self.edtd.send_signal(signal.SIGTERM)
-            try:
-                self.edtd.wait(30)
-            except subprocess.TimeoutExpired:
-                self.edtd.kill()
-                self.edtd.wait()
+            stop(self.edtd)
         left = processes_mentioning(self.data_dir + "/")
         shutil.rmtree(self.data_dir, ignore_errors=True)
         check(not left, "processes left behind:\n" + "\n".join(left))
@@ -376,6 +371,16 @@ class Demo:
             % (self.figures["epoch_np2"], self.figures["epoch_np4"]))
         self.scale(2)
         self.elastic()
+
+
+def stop(process, grace=30):
+    """SIGTERM, then SIGKILL if it is still there after `grace` seconds."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def check(ok, message):

@@ -50,7 +50,7 @@ GENERATION = re.compile(r"generation (\d+): (\d+) workers \(([^)]*)\)(.*)")
 
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from demo import Failed, Job, check, free_port, say  # noqa: E402  (the demo's job runner and checks)
+from demo import Failed, Job, check, free_port, say, stop  # noqa: E402  (the demo's job runner and checks)
 
 
 class Platform:
@@ -108,12 +108,7 @@ class Platform:
                   file=sys.stderr)
         if self.edtd.poll() is None:
             self.edt("cluster", "delete", CLUSTER, "--wait", check_exit=False)
-            self.edtd.send_signal(signal.SIGTERM)
-            try:
-                self.edtd.wait(30)
-            except subprocess.TimeoutExpired:
-                self.edtd.kill()
-                self.edtd.wait()
+            stop(self.edtd)
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
