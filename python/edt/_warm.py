@@ -46,7 +46,6 @@ import site
 import socket
 import struct
 import sys
-import traceback
 
 MAX_MESSAGE = 256 * 1024
 MAX_RELAYS = 256  # connections served at once; more are closed (the client starts cold)
@@ -183,7 +182,8 @@ def check_preloaded(path, packages):
     appears in one is looked up in full."""
     ours = set(sys.path[1:])
     shared = [p for p in path[1:] if p in ours]
-    if shared != [p for p in sys.path[1:] if p in set(shared)]:
+    kept = set(shared)
+    if shared != [p for p in sys.path[1:] if p in kept]:
         suspects = set(packages)
     else:
         suspects = set()
@@ -212,11 +212,12 @@ class Peer:
         base = "/proc/%d/" % self.pid
         self.pidfd = os.pidfd_open(self.pid)
         self.status = read_status(base + "status")
-        self.ns = {kind: os.open(base + "ns/" + kind, os.O_RDONLY | os.O_CLOEXEC) for kind in NAMESPACES + ("pid",)}
+        self.ns = {kind: os.open(base + "ns/" + kind, os.O_RDONLY | os.O_CLOEXEC)
+                   for kind in NAMESPACES + ("pid", "user")}
         self.root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.cwd = os.open(base + "cwd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.limits = read_limits(base + "limits")
-        if os.readlink(base + "ns/user") != os.readlink("/proc/self/ns/user"):
+        if not own_namespace(self.ns["user"], "user"):
             raise Cold("the client is in a user namespace of its own")
         if read_text(base + "cgroup") != read_text("/proc/self/cgroup"):
             raise Cold("the client is in another cgroup")
@@ -257,6 +258,11 @@ def read_limits(path):
     return limits
 
 
+def own_namespace(fd, kind):
+    """Whether `fd` (opened from /proc/<pid>/ns/<kind>) names this process's own namespace."""
+    return os.fstat(fd).st_ino == os.stat("/proc/self/ns/" + kind).st_ino
+
+
 def same_file(a, b):
     sa, sb = os.stat(a), os.stat(b)
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
@@ -264,7 +270,7 @@ def same_file(a, b):
 
 def enter_namespaces(peer):
     for kind in NAMESPACES:
-        if os.readlink("/proc/self/ns/" + kind) != os.readlink("/proc/%d/ns/%s" % (peer.pid, kind)):
+        if not own_namespace(peer.ns[kind], kind):
             check(libc.setns(peer.ns[kind], 0), "enter the client's %s namespace" % kind)
     if not same_file(peer.root, "/"):
         os.fchdir(peer.root)
@@ -280,9 +286,8 @@ def take_credentials(peer):
         return
     caps = {f: int(peer.status[f][0], 16) for f in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
     check(libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keep capabilities")
-    for cap in range(64):
-        if not caps["CapBnd"] >> cap & 1 and os.path.exists("/proc/sys/kernel/cap_last_cap") and \
-                cap <= int(read_text("/proc/sys/kernel/cap_last_cap")):
+    for cap in range(int(read_text("/proc/sys/kernel/cap_last_cap")) + 1):
+        if not caps["CapBnd"] >> cap & 1:
             check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability %d" % cap)
     os.setgroups([int(g) for g in peer.status.get("Groups", [])])
     os.setresgid(*[int(g) for g in peer.status["Gid"][:3]])
@@ -359,8 +364,7 @@ def make_stdio(env, unbuffered):
 
 def become_worker(peer, request, server):
     """In the forked worker: the client's process, ready to run its command."""
-    argv, env, fds = request
-    options, kind, target, args = parse_command(argv)
+    argv, env, fds, (options, kind, target, args) = request
     os.setsid()
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     enter_namespaces(peer)
@@ -396,9 +400,9 @@ def relay(conn, server):
         conn.settimeout(REQUEST_TIMEOUT)
         message, fds = receive(conn, 3)
         argv, env = parse_request(message, fds)
-        parse_command(argv)
+        command = parse_command(argv)
         peer = Peer(conn)
-        if os.readlink("/proc/self/ns/pid") != os.readlink("/proc/%d/ns/pid" % peer.pid):
+        if not own_namespace(peer.ns["pid"], "pid"):
             check(libc.setns(peer.ns["pid"], 0), "enter the client's PID namespace")
     except Exception as e:  # noqa: B902 (whatever it is, the client starts cold and says why)
         answer_cold(conn, e if isinstance(e, (Cold, OSError)) else "%r" % e)
@@ -408,7 +412,7 @@ def relay(conn, server):
         os.close(report_r)
         conn.close()
         try:
-            plan = become_worker(peer, (argv, env, fds), server)
+            plan = become_worker(peer, (argv, env, fds, command), server)
         except BaseException as e:  # noqa: B036 (told to the client, which starts cold)
             os.write(report_w, ("cold: " + str(e) if isinstance(e, Cold) else "cold: %r" % e).encode())
             os._exit(0)

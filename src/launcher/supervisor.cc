@@ -17,12 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> env_entries(const Environment& env) {
-  std::vector<std::string> entries;
-  for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
-  return entries;
-}
-
 // Appends what still fits under the early-output bound.
 void append_bounded(std::string& held, std::string_view bytes) {
   held.append(bytes.substr(0, Supervisor::kEarlyOutputLimit - std::min(Supervisor::kEarlyOutputLimit, held.size())));
@@ -68,7 +62,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::create(SupervisorOptions options
 
 // Python workers go through edt-warm-run unless the job turned it off.
 bool Supervisor::warm(const WorkerSpec& spec) const {
-  return is_python_command(options_.command) && !warm_socket_path(env_entries(spec.env)).empty();
+  return is_python_command(options_.command) && !warm_socket_path(spec.env).empty();
 }
 
 Result<pid_t> Supervisor::spawn(const WorkerSpec& spec) {

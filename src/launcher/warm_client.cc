@@ -21,14 +21,6 @@ using nlohmann::json;
 
 constexpr size_t kMaxMessage = 256 * 1024;  // as the server's
 
-std::optional<std::string> env_value(const std::vector<std::string>& env, const std::string& name) {
-  for (const auto& entry : env) {
-    if (entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 && entry[name.size()] == '=')
-      return entry.substr(name.size() + 1);
-  }
-  return std::nullopt;
-}
-
 Status send_message(int fd, const json& message, const int* fds, size_t fd_count) {
   const std::string bytes = message.dump();
   if (bytes.size() > kMaxMessage) return invalid_argument("the request is larger than the warm server takes");
@@ -94,12 +86,12 @@ bool is_python_command(const std::vector<std::string>& argv) {
   return std::regex_match(name, kPython);
 }
 
-std::string warm_socket_path(const std::vector<std::string>& env) {
-  if (auto off = env_value(env, "EDT_WARM_START")) {
-    if (*off == "0" || *off == "off" || *off == "no" || *off == "false") return "";
+std::string warm_socket_path(const Environment& env) {
+  if (auto off = env.find("EDT_WARM_START"); off != env.end()) {
+    if (off->second == "0" || off->second == "off" || off->second == "no" || off->second == "false") return "";
   }
-  auto path = env_value(env, "EDT_WARM_SOCKET");
-  return path && !path->empty() ? *path : kWarmSocketInContainer;
+  auto path = env.find("EDT_WARM_SOCKET");
+  return path != env.end() && !path->second.empty() ? path->second : kWarmSocketInContainer;
 }
 
 std::optional<std::string> warm_run_program() {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "edt/status.h"
+#include "launcher/worker_env.h"
 
 namespace edt::launcher {
 
@@ -54,7 +55,7 @@ bool is_python_command(const std::vector<std::string>& argv);
 
 // The socket to use: $EDT_WARM_SOCKET, or kWarmSocketInContainer. Empty if
 // the warm start is turned off ($EDT_WARM_START is 0, off, no or false).
-std::string warm_socket_path(const std::vector<std::string>& env);
+std::string warm_socket_path(const Environment& env);
 
 // edt-warm-run in the directory of the running program (edtrun's), if it
 // is there.

@@ -28,10 +28,10 @@ TEST(WarmClient, PythonCommandsByName) {
 
 TEST(WarmClient, SocketPathAndTurningItOff) {
   EXPECT_EQ(warm_socket_path({}), kWarmSocketInContainer);
-  EXPECT_EQ(warm_socket_path({"EDT_WARM_SOCKET=/tmp/s.sock"}), "/tmp/s.sock");
-  for (const char* off : {"EDT_WARM_START=0", "EDT_WARM_START=off", "EDT_WARM_START=false"})
-    EXPECT_EQ(warm_socket_path({off, "EDT_WARM_SOCKET=/tmp/s.sock"}), "") << off;
-  EXPECT_EQ(warm_socket_path({"EDT_WARM_START=1"}), kWarmSocketInContainer);
+  EXPECT_EQ(warm_socket_path({{"EDT_WARM_SOCKET", "/tmp/s.sock"}}), "/tmp/s.sock");
+  for (const char* off : {"0", "off", "false"})
+    EXPECT_EQ(warm_socket_path({{"EDT_WARM_START", off}, {"EDT_WARM_SOCKET", "/tmp/s.sock"}}), "") << off;
+  EXPECT_EQ(warm_socket_path({{"EDT_WARM_START", "1"}}), kWarmSocketInContainer);
 }
 
 // A server that answers each request with `answers`, one message each, and

@@ -39,12 +39,6 @@ constexpr int kRelayed[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, 
   _exit(128 + end.signal);
 }
 
-std::vector<std::string> environment_entries() {
-  std::vector<std::string> entries;
-  for (const auto& [name, value] : current_environment()) entries.push_back(name + "=" + value);
-  return entries;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,7 +48,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::vector<std::string> command(argv + 1, argv + argc);
-  const std::vector<std::string> env = environment_entries();
+  const Environment env = current_environment();
   const std::string socket = warm_socket_path(env);
   if (socket.empty() || !is_python_command(command) || access(socket.c_str(), F_OK) != 0) run_cold(argv + 1);
 
@@ -65,7 +59,7 @@ int main(int argc, char** argv) {
   sigprocmask(SIG_BLOCK, &relayed, &old);
   int signal_fd = signalfd(-1, &relayed, SFD_CLOEXEC | SFD_NONBLOCK);
   Result<WarmSession> session = signal_fd < 0 ? Result<WarmSession>(io_error("signalfd", errno))
-                                              : warm_start(socket, {command, env});
+                                              : warm_start(socket, {command, env_entries(env)});
   if (!session.is_ok()) {
     log::debug("starting {} itself: {}", command[0], session.status().message());
     if (signal_fd >= 0) close(signal_fd);

@@ -29,6 +29,12 @@ Environment current_environment() {
   return env;
 }
 
+std::vector<std::string> env_entries(const Environment& env) {
+  std::vector<std::string> entries;
+  for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
+  return entries;
+}
+
 Environment placement_variables(const SlotInfo& slot, const Rendezvous& rendezvous) {
   Environment env;
   const std::pair<const char*, std::string> shared[] = {

@@ -33,6 +33,9 @@ using Environment = std::map<std::string, std::string>;
 // `environ` as a map.
 Environment current_environment();
 
+// `env` as execve takes it: NAME=VALUE entries.
+std::vector<std::string> env_entries(const Environment& env);
+
 // Where workers find the job's services; both are per worker host because
 // the address that reaches the launching machine differs by host.
 struct Rendezvous {

@@ -73,12 +73,11 @@ void WarmInterpreter::keep() {
   std::lock_guard lock(mu_);
   reap();
   const auto now = std::chrono::steady_clock::now();
-  if (pid_ != 0 || (started_once_ && now - last_start_ < kRestartInterval)) return;
+  if (pid_ != 0 || (last_start_ && now - *last_start_ < kRestartInterval)) return;
   std::error_code ec;
   std::filesystem::create_directories(options_.dir, ec);
   ::chmod(options_.dir.c_str(), 0755);
   pid_ = spawn_server(options_);
-  started_once_ = true;
   last_start_ = now;
   if (pid_ < 0) {
     log::warn("cannot start the warm Python interpreter: {}", std::strerror(errno));

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace edt::control {
@@ -48,8 +49,7 @@ class WarmInterpreter {
   WarmInterpreterOptions options_;
   std::mutex mu_;
   pid_t pid_ = 0;
-  std::chrono::steady_clock::time_point last_start_{};
-  bool started_once_ = false;
+  std::optional<std::chrono::steady_clock::time_point> last_start_;
 };
 
 }  // namespace edt::control
