@@ -71,15 +71,23 @@ class ElasticJob {
     poller_.join();
   }
 
-  // Starts worker `id`; if die_at_step >= 0 it dies (aborts its
-  // communicator and disappears) when its model reaches that step.
-  std::future<WorkerResult> start(const std::string& id, int slot, int64_t die_at_step = -1) {
-    {
-      std::lock_guard lock(mu_);
-      coordinator_.expect(id, "h", 0, slot);
-    }
-    return std::async(std::launch::async, [=, this] { return work(id, die_at_step); });
+  struct Start {
+    std::string id;
+    int slot = 0;
+    int64_t die_at_step = -1;  // >= 0: it dies (aborts its communicator and disappears) at that step
+  };
+
+  // Starts workers that the coordinator expects together: their first
+  // generation has all of them, whichever thread registers first.
+  std::vector<std::future<WorkerResult>> start(const std::vector<Start>& workers) {
+    std::lock_guard lock(mu_);
+    for (const auto& w : workers) coordinator_.expect(w.id, "h", 0, w.slot);
+    std::vector<std::future<WorkerResult>> started;
+    for (const auto& w : workers)
+      started.push_back(std::async(std::launch::async, [=, this] { return work(w.id, w.die_at_step); }));
+    return started;
   }
+  std::future<WorkerResult> start(const std::string& id, int slot) { return std::move(start({{id, slot}})[0]); }
 
   void lost(const std::string& id) {
     std::lock_guard lock(mu_);
@@ -166,7 +174,8 @@ void expect_exactly_once(const WorkerResult& r) {
 
 TEST(ElasticState, GrowsFromTwoToThreeWithoutRestartingTheTwo) {
   ElasticJob job;
-  auto a = job.start("a", 0), b = job.start("b", 1);
+  auto ab = job.start({{"a", 0}, {"b", 1}});
+  auto &a = ab[0], &b = ab[1];
   wait_for_step(job, 20);
   auto c = job.start("c", 2);
   auto ra = a.get(), rb = b.get(), rc = c.get();
@@ -178,7 +187,8 @@ TEST(ElasticState, GrowsFromTwoToThreeWithoutRestartingTheTwo) {
 
 TEST(ElasticState, SurvivesAWorkerDyingAndRollsBack) {
   ElasticJob job;
-  auto a = job.start("a", 0), b = job.start("b", 1), c = job.start("c", 2, /*die_at_step=*/30);
+  auto abc = job.start({{"a", 0}, {"b", 1}, {"c", 2, /*die_at_step=*/30}});
+  auto &a = abc[0], &b = abc[1], &c = abc[2];
   auto rc = c.get();
   EXPECT_EQ(rc.status.code(), StatusCode::kInternal);
   auto ra = a.get(), rb = b.get();
@@ -189,7 +199,8 @@ TEST(ElasticState, SurvivesAWorkerDyingAndRollsBack) {
 
 TEST(ElasticState, ShrinksWhenAWorkerIsRemoved) {
   ElasticJob job;
-  auto a = job.start("a", 0), b = job.start("b", 1), c = job.start("c", 2);
+  auto abc = job.start({{"a", 0}, {"b", 1}, {"c", 2}});
+  auto &a = abc[0], &b = abc[1], &c = abc[2];
   wait_for_step(job, 20);
   job.remove("b");
   auto rb = b.get();
@@ -202,8 +213,8 @@ TEST(ElasticState, ShrinksWhenAWorkerIsRemoved) {
 
 TEST(ElasticState, PlacementBeforeRunIsTheFirstGeneration) {
   ElasticJob job;
-  auto a = job.start("a", 0), b = job.start("b", 1);
-  auto ra = a.get(), rb = b.get();
+  auto ab = job.start({{"a", 0}, {"b", 1}});
+  auto ra = ab[0].get(), rb = ab[1].get();
   expect_exactly_once(ra);
   EXPECT_EQ(ra.first.rank, 0);
   EXPECT_EQ(rb.first.rank, 1);
@@ -213,8 +224,8 @@ TEST(ElasticState, PlacementBeforeRunIsTheFirstGeneration) {
 
 TEST(ElasticState, AWorkerArrivingAfterTheWorkIsDoneDoesNotTrainAgain) {
   ElasticJob job;
-  auto a = job.start("a", 0), b = job.start("b", 1);
-  auto ra = a.get(), rb = b.get();
+  auto ab = job.start({{"a", 0}, {"b", 1}});
+  auto ra = ab[0].get(), rb = ab[1].get();
   expect_exactly_once(ra);
   // The work is complete: a late worker ends cleanly, with its model untouched.
   auto late = job.start("c", 2).get();
