@@ -190,9 +190,14 @@ def main():
     p.add_argument("--commit-every", type=int, default=20, help="batches between elastic commits")
     args = p.parse_args()
 
+    if args.elastic:
+        # The data first: a worker that joins a running job is placed in its
+        # next generation by init(), and the others wait for it from there.
+        data = load(args.data_dir, elastic=True)
     hvd.init()
+    if not args.elastic:
+        data = load(args.data_dir)
     torch.manual_seed(args.seed)
-    data = load(args.data_dir, args.elastic)
     model = Net()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())

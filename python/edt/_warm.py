@@ -21,11 +21,23 @@ namespace, cgroup or under a seccomp filter) are answered "cold": the
 client then starts the command itself, as it would without this server.
 
 Fork safety: the server stays single-threaded (it checks before each fork)
-and reads nothing from a client itself: each connection is handed at once to
-a forked relay, so a slow or hostile client holds only its own relay.
+and reads nothing from a client itself: it keeps two relays forked ahead,
+each waiting to accept one client, so a slow or hostile client holds only
+its own relay, and a client does not wait for the server to fork.
+
+Another container of the client's cluster (--containers, given by edtd):
+a request that names a "host" gets its worker in that container instead:
+its namespaces and root, the request's working directory, the container's
+session environment (what its sshd gives a session) under the request's,
+and the client's credentials and limits, as over ssh but without it. Only
+a client inside a container of the same cluster may ask: the relay finds
+the client's container by its PID namespace, which the client cannot
+choose, among those edtd recorded for that cluster. The worker prints the
+request's "marker" line before the command runs.
 
 Protocol (SOCK_SEQPACKET, one JSON object a message):
   client -> relay  {"argv": [...], "env": ["K=V", ...]} + SCM_RIGHTS [0, 1, 2]
+                   (+ "host", "cwd", "marker" for another container)
   relay -> client  {"started": pid} | {"cold": "reason"}
   client -> relay  {"signal": N}                     (any number of times)
   relay -> client  {"exit": code} | {"killed": N}    (once, at the end)
@@ -41,6 +53,7 @@ import json
 import os
 import resource
 import select
+import re
 import signal
 import site
 import socket
@@ -49,7 +62,10 @@ import sys
 
 MAX_MESSAGE = 256 * 1024
 MAX_RELAYS = 256  # connections served at once; more are closed (the client starts cold)
+SPARES = 2  # relays forked ahead: as many clients at once pay no fork of the server
 REQUEST_TIMEOUT = 10.0
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/games"  # sshd's for a session without PATH
 
 # Variables Python reads at start-up that a forked interpreter cannot change.
 STARTUP_VARIABLES = (
@@ -98,18 +114,29 @@ def receive(conn, max_fds=0):
     return json.loads(data), list(fds)
 
 
-def parse_request(message, fds):
-    """The checked request: argv (list of str), env (dict), fds (3 ints)."""
-    if len(fds) != 3:
-        raise Cold("the request must carry exactly 3 descriptors (stdin, stdout, stderr), not %d" % len(fds))
-    if not isinstance(message, dict):
-        raise Cold("the request is not a JSON object")
-    argv, env = message.get("argv"), message.get("env")
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and "\0" not in a for a in argv):
-        raise Cold("'argv' must be a non-empty list of strings")
-    if not isinstance(env, list) or not all(isinstance(e, str) and "=" in e and "\0" not in e for e in env):
-        raise Cold("'env' must be a list of NAME=VALUE strings")
-    return argv, dict(e.split("=", 1) for e in env)
+class Request:
+    """The checked request: argv (list of str), env (dict), and for a worker
+    in another container of the client's cluster its host, working
+    directory and the line it prints before the command runs."""
+
+    def __init__(self, message, fds):
+        if len(fds) != 3:
+            raise Cold("the request must carry exactly 3 descriptors (stdin, stdout, stderr), not %d" % len(fds))
+        if not isinstance(message, dict):
+            raise Cold("the request is not a JSON object")
+        argv, env = message.get("argv"), message.get("env")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and "\0" not in a for a in argv):
+            raise Cold("'argv' must be a non-empty list of strings")
+        if not isinstance(env, list) or not all(isinstance(e, str) and "=" in e and "\0" not in e for e in env):
+            raise Cold("'env' must be a list of NAME=VALUE strings")
+        self.argv, self.env, self.fds = argv, dict(e.split("=", 1) for e in env), fds
+        self.host, self.cwd, self.marker = message.get("host"), message.get("cwd"), message.get("marker", "")
+        if self.host is not None and not (isinstance(self.host, str) and HOST_NAME.fullmatch(self.host)):
+            raise Cold("'host' must be a container's name")
+        if self.host is not None and not (isinstance(self.cwd, str) and self.cwd.startswith("/") and "\0" not in self.cwd):
+            raise Cold("'cwd' must be an absolute path")
+        if not isinstance(self.marker, str) or "\n" in self.marker:
+            raise Cold("'marker' must be one line")
 
 
 # ---- what the worker runs ------------------------------------------------------
@@ -229,6 +256,89 @@ class Peer:
         # The descriptors name the process that asked only if it still runs.
         if select.select([self.pidfd], [], [], 0)[0]:
             raise Cold("the client exited")
+        self.container_env = {}
+
+    def enter_container(self, container):
+        """Aims the worker at another container: its namespaces and root,
+        with the client's credentials and limits (the containers of a
+        cluster are made alike), in a working directory the request names."""
+        base = "/proc/%d/" % container.pid
+        pidfd = os.pidfd_open(container.pid)
+        ns = {kind: os.open(base + "ns/" + kind, os.O_RDONLY | os.O_CLOEXEC) for kind in NAMESPACES + ("pid", "user")}
+        root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if not own_namespace(ns["user"], "user") or read_text(base + "cgroup") != read_text("/proc/self/cgroup"):
+            raise Cold("%s is in a user namespace or cgroup of its own" % container.name)
+        if os.fstat(ns["pid"]).st_ino != container.pid_ns or select.select([pidfd], [], [], 0)[0]:
+            raise Cold("%s stopped" % container.name)
+        for fd in list(self.ns.values()) + [self.root, self.cwd]:
+            os.close(fd)
+        self.ns, self.root, self.cwd, self.container_env = ns, root, None, container.env
+
+
+# ---- another container of the client's cluster ----------------------------------
+
+class Container:
+    """A container of edtd's local backend, as edtd recorded it on the host
+    in <containers>/<name>/: session.json ({"cluster", "env"}) and bwrap's
+    info.json (the host pid of the sandbox's init)."""
+
+    def __init__(self, containers, name):
+        base = os.path.join(containers, name)
+        try:
+            with open(os.path.join(base, "session.json")) as f:
+                session = json.load(f)
+        except (OSError, ValueError):
+            raise Cold("%s is not a container on this host" % name) from None
+        self.name, self.cluster, self.env = name, session.get("cluster"), session.get("env")
+        if not isinstance(self.cluster, str) or not isinstance(self.env, dict) or \
+                not all(isinstance(v, str) for v in self.env.values()):
+            raise Cold("%s has no valid session.json" % name)
+        self.base, self.pid, self.pid_ns = base, None, None
+
+    def find_init(self):
+        """The pid of the container's init and its PID namespace; Cold if it
+        does not run. A pid counts only if it is the init of a PID namespace
+        of its own and started when bwrap recorded it (not a reused pid)."""
+        info_path = os.path.join(self.base, "info.json")
+        try:
+            with open(info_path) as f:
+                pid = json.load(f).get("child-pid")
+            recorded = os.stat(info_path).st_mtime
+            status = read_text("/proc/%d/status" % pid) if isinstance(pid, int) and pid > 0 else ""
+            nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+            ns = os.stat("/proc/%d/ns/pid" % pid).st_ino if len(nspid) > 1 and nspid[-1] == "1" else None
+            started = process_start_time(pid) if ns else 0
+        except (OSError, ValueError, AttributeError):
+            ns = None
+        if ns is None or abs(started - recorded) > 10:
+            raise Cold("%s is not running" % self.name)
+        self.pid, self.pid_ns = pid, ns
+        return self
+
+
+def process_start_time(pid):
+    ticks = int(read_text("/proc/%d/stat" % pid).rpartition(")")[2].split()[19])
+    boot = next(int(line.split()[1]) for line in read_text("/proc/stat").splitlines() if line.startswith("btime "))
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_container(containers, host, client):
+    """The running container `host` if the client runs in a container of
+    the same cluster (by its PID namespace, which it cannot choose)."""
+    if not containers:
+        raise Cold("this warm interpreter starts workers only in the client's own container")
+    client_ns = os.fstat(client.ns["pid"]).st_ino
+    if client_ns == os.stat("/proc/self/ns/pid").st_ino:
+        raise Cold("only a process in a container may start a worker in another container")
+    target = Container(containers, host).find_init()
+    for name in os.listdir(containers):
+        try:
+            member = Container(containers, name)
+            if member.cluster == target.cluster and member.find_init().pid_ns == client_ns:
+                return target
+        except Cold:
+            continue
+    raise Cold("%s is not a container of the client's cluster" % host)
 
 
 def read_text(path):
@@ -275,7 +385,8 @@ def enter_namespaces(peer):
     if not same_file(peer.root, "/"):
         os.fchdir(peer.root)
         check(libc.chroot(b"."), "enter the client's root directory")
-    os.fchdir(peer.cwd)
+    if peer.cwd is not None:
+        os.fchdir(peer.cwd)
 
 
 def take_credentials(peer):
@@ -362,13 +473,16 @@ def make_stdio(env, unbuffered):
         setattr(sys, "__%s__" % name, stream)
 
 
-def become_worker(peer, request, server):
+def become_worker(peer, request, command, server):
     """In the forked worker: the client's process, ready to run its command."""
-    argv, env, fds, (options, kind, target, args) = request
+    options, kind, target, args = command
     os.setsid()
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     enter_namespaces(peer)
-    check_interpreter(argv, env, server.interpreter_id)
+    env = request.env
+    if request.host is not None:
+        env = enter_directory(request, peer)
+    check_interpreter(request.argv, env, server.interpreter_id)
     if kind == "script" and not os.access(target, os.R_OK):
         raise Cold("cannot read %s" % target)
     first = os.path.dirname(os.path.realpath(target)) if kind == "script" else os.getcwd()
@@ -376,20 +490,50 @@ def become_worker(peer, request, server):
     check_preloaded(path, server.packages)
     check_startup_variables(env)
     take_credentials(peer)
-    for i, fd in enumerate(fds):
+    for i, fd in enumerate(request.fds):
         os.dup2(fd, i)
         os.close(fd)
     os.environ.clear()
     os.environ.update(env)
-    set_title(argv)
+    set_title(request.argv)
     reset_signals()
     reseed()
     make_stdio(env, "u" in options or bool(env.get("PYTHONUNBUFFERED")))
     sys.dont_write_bytecode = "B" in options or bool(env.get("PYTHONDONTWRITEBYTECODE"))
     sys.path[:] = path
-    sys.orig_argv = list(argv)
+    sys.orig_argv = list(request.argv)
     sys.argv = [target] + args if kind == "script" else ["-m"] + args
+    if request.marker:
+        os.write(1, (request.marker + "\n").encode())
     return kind, target
+
+
+def enter_directory(request, peer):
+    """In another container: the request's working directory, and the
+    environment of a session there (the container's, then the request's)."""
+    try:
+        os.chdir(request.cwd)
+    except OSError as e:
+        raise Cold("cannot enter %s in %s: %s" % (request.cwd, request.host, e.strerror))
+    env = {"PATH": DEFAULT_PATH}
+    env.update(login_environment(int(peer.status["Uid"][0])))
+    env.update(peer.container_env)
+    env.update(request.env)
+    env["PWD"] = request.cwd
+    return env
+
+
+def login_environment(uid):
+    """USER, LOGNAME, HOME and SHELL of `uid` from this root's /etc/passwd, as sshd sets them."""
+    try:
+        with open("/etc/passwd") as f:
+            for line in f:
+                fields = line.rstrip("\n").split(":")
+                if len(fields) >= 7 and fields[2] == str(uid):
+                    return {"USER": fields[0], "LOGNAME": fields[0], "HOME": fields[5], "SHELL": fields[6] or "/bin/sh"}
+    except OSError:
+        pass
+    return {}
 
 
 # ---- relay: one per client ------------------------------------------------------
@@ -398,10 +542,11 @@ def relay(conn, server):
     """Serves one client. Returns (in the forked worker only) what to run."""
     try:
         conn.settimeout(REQUEST_TIMEOUT)
-        message, fds = receive(conn, 3)
-        argv, env = parse_request(message, fds)
-        command = parse_command(argv)
+        request = Request(*receive(conn, 3))
+        command = parse_command(request.argv)
         peer = Peer(conn)
+        if request.host is not None:
+            peer.enter_container(cluster_container(server.containers, request.host, peer))
         if not own_namespace(peer.ns["pid"], "pid"):
             check(libc.setns(peer.ns["pid"], 0), "enter the client's PID namespace")
     except Exception as e:  # noqa: B902 (whatever it is, the client starts cold and says why)
@@ -412,7 +557,7 @@ def relay(conn, server):
         os.close(report_r)
         conn.close()
         try:
-            plan = become_worker(peer, (argv, env, fds, command), server)
+            plan = become_worker(peer, request, command, server)
         except BaseException as e:  # noqa: B036 (told to the client, which starts cold)
             os.write(report_w, ("cold: " + str(e) if isinstance(e, Cold) else "cold: %r" % e).encode())
             os._exit(0)
@@ -420,7 +565,7 @@ def relay(conn, server):
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the relay's and the server's: nothing leaks
         return plan
     os.close(report_w)
-    for fd in fds:
+    for fd in request.fds:
         os.close(fd)
     supervise(conn, worker, report_r)
 
@@ -480,10 +625,16 @@ def kill_group(pid, sig):
 # ---- the server ---------------------------------------------------------------------
 
 class Server:
-    def __init__(self, socket_path, preload):
+    def __init__(self, socket_path, preload, containers=None):
+        self.containers = containers
         before = set(sys.modules)
         for name in preload:
             __import__(name)
+        # What a worker would otherwise load on first use, in every worker:
+        # the seeding's lazy imports (30 ms), edt's extension (75 ms).
+        reseed()
+        if "edt.torch" in sys.modules:
+            importlib.import_module("edt._edt")
         self.packages = sorted({m.partition(".")[0] for m in set(sys.modules) - before
                                 if getattr(sys.modules[m], "__file__", None) and not m.startswith("__")})
         # What the workers share stays shared: the collector leaves it alone.
@@ -499,10 +650,13 @@ class Server:
         os.chmod(socket_path, 0o666)  # anyone may ask; the worker gets only what the asker has
         self.inode = os.stat(socket_path).st_ino
         self.listener.listen(128)
-        self.relays = set()
+        self.pid = os.getpid()
+        self.relays, self.spares = set(), set()
 
     def close(self):
         """Stops listening; removes the socket unless a newer server bound the path since."""
+        for pid in self.spares:
+            os.kill(pid, signal.SIGKILL)
         self.listener.close()
         try:
             if os.stat(self.path).st_ino == self.inode:
@@ -515,25 +669,46 @@ class Server:
             done, _ = os.waitpid(pid, os.WNOHANG)
             if done:
                 self.relays.discard(pid)
+                self.spares.discard(pid)
 
     def serve(self):
-        """Accepts clients until SIGTERM; returns (in a forked worker) what to run."""
+        """Keeps SPARES relays forked ahead, each waiting for a client, until
+        SIGTERM; returns (in a forked relay) what to run. A spare that took
+        a client says so on a pipe, and another is forked in its place."""
+        taken_r, taken_w = os.pipe()
         while True:
             self.reap()
-            if not select.select([self.listener], [], [], 1.0)[0]:
-                continue
-            conn, _ = self.listener.accept()
-            if len(self.relays) >= MAX_RELAYS or len(os.listdir("/proc/self/task")) != 1:
-                conn.close()  # the client starts cold
-                continue
-            pid = os.fork()
-            if pid == 0:
-                self.listener.close()
-                os.setsid()
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                return relay(conn, self)
-            conn.close()
-            self.relays.add(pid)
+            while len(self.spares) < SPARES and len(self.relays) < MAX_RELAYS and \
+                    len(os.listdir("/proc/self/task")) == 1:
+                pid = os.fork()
+                if pid == 0:
+                    os.close(taken_r)
+                    return self.spare(taken_w)
+                self.relays.add(pid)
+                self.spares.add(pid)
+            # Without a spare (too many relays), clients are turned away: they start cold.
+            waiting = [taken_r] + ([] if self.spares else [self.listener])
+            ready = select.select(waiting, [], [], 1.0)[0]
+            if taken_r in ready:
+                data = os.read(taken_r, 4 * SPARES)
+                self.spares.difference_update(struct.unpack("%di" % (len(data) // 4), data[:len(data) // 4 * 4]))
+            if self.listener in ready:
+                self.listener.accept()[0].close()
+
+    def spare(self, taken_w):
+        """A relay forked ahead: waits for one client, then serves it. It
+        dies with the server until it has one."""
+        os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != self.pid:
+            os._exit(0)
+        conn, _ = self.listener.accept()
+        libc.prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)
+        os.write(taken_w, struct.pack("i", os.getpid()))
+        os.close(taken_w)
+        self.listener.close()
+        return relay(conn, self)
 
 
 # ---- the worker's command ---------------------------------------------------------
@@ -607,8 +782,11 @@ def main():
     parser.add_argument("--socket", required=True, help="the Unix socket to serve on")
     parser.add_argument("--preload", default="torch,edt.torch",
                         help="modules to import before serving (default: torch,edt.torch)")
+    parser.add_argument("--containers",
+                        help="edtd's directory of containers: a client in one of them may start a worker in "
+                             "another container of its cluster")
     args = parser.parse_args()
-    server = Server(args.socket, [m for m in args.preload.split(",") if m])
+    server = Server(args.socket, [m for m in args.preload.split(",") if m], args.containers)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print("edt._warm: serving on %s (pid %d, preloaded %s)" % (args.socket, os.getpid(), ", ".join(server.packages)),
           file=sys.stderr, flush=True)

@@ -126,7 +126,8 @@ class Edtd : public ::testing::Test {
   Output edt(const std::string& args) { return sh(env_ + args); }
 
   // Processes whose command line mentions the data dir (sandboxes, sshd,
-  // jobs), but edtd's own child, the warm interpreter it keeps while it runs.
+  // jobs), but edtd's own child, the warm interpreter it keeps while it
+  // runs, and that one's relays waiting for a client.
   std::vector<std::string> processes_of_data_dir() {
     std::vector<std::string> out;
     for (const auto& entry : fs::directory_iterator("/proc")) {
@@ -137,12 +138,19 @@ class Edtd : public ::testing::Test {
       std::ifstream stat(entry.path() / "stat");
       std::string st((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
       if (st.find(") Z") != std::string::npos) continue;  // a reaped-later zombie holds nothing
-      if (parent_of(st) == pid_ && cmdline.find("edt._warm") != std::string::npos) continue;
+      if (cmdline.find("edt._warm") != std::string::npos &&
+          (parent_of(st) == pid_ || parent_of(read_stat(parent_of(st))) == pid_))
+        continue;
       if (cmdline.find(dir_ + "/") != std::string::npos) out.push_back(name + ": " + cmdline);
     }
     return out;
   }
+  static std::string read_stat(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
   static pid_t parent_of(const std::string& stat) {
+    if (stat.rfind(')') == std::string::npos) return 0;
     std::istringstream rest(stat.substr(stat.rfind(')') + 2));
     std::string state;
     pid_t parent = 0;
@@ -198,6 +206,7 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   }
   EXPECT_EQ(addresses.size(), 2u);
   const std::string hostfile2 = "tthvd-launcher slots=1\ntthvd-worker-0 slots=1\n";
+  std::map<std::string, std::string> gpus;  // CUDA_VISIBLE_DEVICES by container
   for (const std::string name : {"tthvd-launcher", "tthvd-worker-0"}) {
     Output o = edt("exec " + name + " -- sh -c 'hostname; cat /etc/mpi/hostfile; echo $CUDA_VISIBLE_DEVICES; "
                    "df -m /dev/shm | tail -1; cat /root/data/hello.txt; touch /usr/x 2>/dev/null || echo ro'");
@@ -207,6 +216,7 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
     EXPECT_EQ(l[0], name);
     EXPECT_EQ(l[1] + "\n" + l[2] + "\n", hostfile2);
     EXPECT_TRUE(l[3] == "0" || l[3] == "1") << l[3];
+    gpus[name] = l[3];
     EXPECT_NE(l[4].find(" 128 "), std::string::npos) << l[4];
     EXPECT_EQ(l[5], "from the host");
     EXPECT_EQ(l[6], "ro");
@@ -237,6 +247,16 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   ASSERT_EQ(lines(warm.text).size(), 2u) << warm.text;
   EXPECT_EQ(lines(warm.text)[0], "True True tthvd-launcher") << "not forked warm into the container";
   EXPECT_EQ(lines(warm.text)[1], "horovod.torch");
+  // edtrun's worker in the other container is forked there too, without
+  // ssh: in that container's PID namespace and directory, with its session
+  // environment (its GPU).
+  std::ofstream(dir_ + "/volumes/data/remote.py")
+      << "import os, sys\nprint('torch' in sys.modules, os.getpid() < 1000, open('/etc/hostname').read().strip(), "
+         "os.getcwd(), 'SSH_CONNECTION' in os.environ, os.environ.get('CUDA_VISIBLE_DEVICES'))\n";
+  Output remote = edt("run tthvd -- sh -c 'cd /root/data; edtrun -np 2 --hostfile /etc/mpi/hostfile python3 remote.py'");
+  ASSERT_EQ(remote.code, 0) << remote.text;
+  EXPECT_NE(remote.text.find("True True tthvd-worker-0 /root/data False " + gpus["tthvd-worker-0"]), std::string::npos)
+      << remote.text;
 
   // edt ssh logs in with the cluster's key, to the launcher or a named container.
   Output from_host = edt("ssh tthvd tthvd-worker-0 hostname");

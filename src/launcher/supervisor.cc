@@ -76,6 +76,14 @@ Result<pid_t> Supervisor::spawn(const WorkerSpec& spec) {
     spawn.argv = ssh_command(spec.host, options_.ssh, script);
     spawn.env = env_entries(options_.launcher_env);
     spawn.stdin_pipe = true;
+    auto client = warm(spec) ? warm_run_program() : std::nullopt;
+    auto worker_variable = client ? warm_worker_variable(options_.command, spec.env, options_.cwd) : std::nullopt;
+    if (worker_variable) {
+      // In a platform cluster the warm interpreter forks it in the host's
+      // container directly; elsewhere (it declines) ssh runs as above.
+      spawn.argv.insert(spawn.argv.begin(), {*client, "--on", spec.host, "--"});
+      spawn.env.push_back(*worker_variable);
+    }
   } else {
     spawn.argv = options_.command;
     if (warm(spec)) {

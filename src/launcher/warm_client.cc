@@ -1,6 +1,8 @@
 #include "launcher/warm_client.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -76,6 +78,16 @@ Result<int> connect_to(const std::string& path) {
   return fd;
 }
 
+// Reads what is there on `fd`; true at its end.
+bool at_end(int fd) {
+  char buffer[4096];
+  ssize_t n;
+  do {
+    n = read(fd, buffer, sizeof buffer);
+  } while (n < 0 && errno == EINTR);
+  return n == 0 || (n < 0 && errno != EAGAIN);
+}
+
 }  // namespace
 
 bool is_python_command(const std::vector<std::string>& argv) {
@@ -104,12 +116,33 @@ std::optional<std::string> warm_run_program() {
   return path;
 }
 
+// EDT_WARM_WORKER=JSON for `edt-warm-run --on HOST`; nothing if JSON cannot
+// carry the environment (bytes that are not UTF-8) or it is too long for
+// one variable: ssh then takes the worker as it is.
+std::optional<std::string> warm_worker_variable(const std::vector<std::string>& command, const Environment& env,
+                                                const std::string& cwd) {
+  constexpr size_t kMaxVariable = 120 * 1024;  // the kernel takes 128 KiB per string
+  try {
+    std::string value = nlohmann::json{{"argv", command}, {"env", env_entries(env)}, {"cwd", cwd}}.dump();
+    if (value.size() > kMaxVariable) return std::nullopt;
+    return "EDT_WARM_WORKER=" + value;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
 Result<WarmSession> warm_start(const std::string& socket_path, const WarmRequest& request,
                                std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   EDT_ASSIGN_OR_RETURN(int fd, connect_to(socket_path));
-  const int stdio[3] = {0, 1, 2};
-  Status sent = send_message(fd, json{{"argv", request.argv}, {"env", request.env}}, stdio, 3);
+  json message{{"argv", request.argv}, {"env", request.env}};
+  int stdio[3] = {0, 1, 2};
+  if (!request.host.empty()) {
+    message.update({{"host", request.host}, {"cwd", request.cwd}, {"marker", request.marker}});
+    stdio[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  Status sent = stdio[0] < 0 ? io_error("open /dev/null", errno) : send_message(fd, message, stdio, 3);
+  if (stdio[0] > 2) close(stdio[0]);
   Result<json> answer = sent.is_ok() ? receive_message(fd, deadline) : Result<json>(sent);
   if (answer.is_ok() && answer->contains("started") && (*answer)["started"].is_number_integer())
     return WarmSession{fd, (*answer)["started"].get<int>()};
@@ -120,10 +153,10 @@ Result<WarmSession> warm_start(const std::string& socket_path, const WarmRequest
   return internal_error("the warm interpreter answered " + answer->dump());
 }
 
-Result<WorkerEnd> relay_until_exit(const WarmSession& session, int signal_fd) {
+Result<WorkerEnd> relay_until_exit(const WarmSession& session, int signal_fd, int eof_fd) {
   while (true) {
-    pollfd fds[2] = {{session.fd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    pollfd fds[3] = {{session.fd, POLLIN, 0}, {signal_fd, POLLIN, 0}, {eof_fd, POLLIN, 0}};
+    if (poll(fds, eof_fd >= 0 ? 3 : 2, -1) < 0) {
       if (errno == EINTR) continue;
       return io_error("poll", errno);
     }
@@ -131,6 +164,10 @@ Result<WorkerEnd> relay_until_exit(const WarmSession& session, int signal_fd) {
       signalfd_siginfo info;
       while (read(signal_fd, &info, sizeof info) == sizeof info)
         EDT_RETURN_IF_ERROR(send_message(session.fd, json{{"signal", info.ssi_signo}}, nullptr, 0));
+    }
+    if (eof_fd >= 0 && fds[2].revents != 0 && at_end(eof_fd)) {
+      eof_fd = -1;
+      EDT_RETURN_IF_ERROR(send_message(session.fd, json{{"signal", SIGTERM}}, nullptr, 0));
     }
     if (fds[0].revents == 0) continue;
     Result<json> end = receive_message(session.fd, Clock::now());

@@ -13,7 +13,11 @@
 //
 // The worker gets this process's stdin, stdout and stderr (passed over the
 // socket), its namespaces, root, working directory, credentials and limits
-// (the server reads them from the kernel, not from the request). Signals
+// (the server reads them from the kernel, not from the request). A request
+// that names another container of the cluster (edtrun's remote workers in
+// a platform cluster) gets that container's namespaces and root instead,
+// which spares the worker an ssh connection; the server checks that the
+// client runs in a container of the same cluster. Signals
 // this process receives are relayed to the worker's process group; if this
 // process dies, the server kills the worker.
 #pragma once
@@ -34,6 +38,12 @@ inline constexpr const char* kWarmSocketInContainer = "/run/edt-warm/python.sock
 struct WarmRequest {
   std::vector<std::string> argv;  // python3 [-u] [-B] (script | -m module) args...
   std::vector<std::string> env;   // NAME=VALUE
+  // Another container of this one's cluster to start the worker in (empty:
+  // this one), the working directory there, and a line the worker prints
+  // on stdout before the command runs. Its stdin is then /dev/null.
+  std::string host;
+  std::string cwd;
+  std::string marker;
 };
 
 // A worker that the server started; `fd` is the connection to its relay.
@@ -61,6 +71,13 @@ std::string warm_socket_path(const Environment& env);
 // is there.
 std::optional<std::string> warm_run_program();
 
+// EDT_WARM_WORKER=JSON, which tells `edt-warm-run --on HOST -- SSH...` the
+// worker to start on HOST; nothing if JSON cannot carry the environment
+// (bytes that are not UTF-8) or it is too long for one variable: ssh then
+// takes the worker as it is.
+std::optional<std::string> warm_worker_variable(const std::vector<std::string>& command, const Environment& env,
+                                                const std::string& cwd);
+
 // Connects and sends the request with descriptors 0, 1 and 2; waits up to
 // `timeout` for the answer. An error means "not started": no server, a full
 // server, or the server's reason for declining (it says why).
@@ -69,8 +86,9 @@ Result<WarmSession> warm_start(const std::string& socket_path, const WarmRequest
 
 // Relays each signal read from `signal_fd` (a signalfd of the signals the
 // caller blocked) to the worker's process group until the worker ends;
-// returns how it ended. An error if the server's relay went away without
-// saying.
-Result<WorkerEnd> relay_until_exit(const WarmSession& session, int signal_fd);
+// returns how it ended. With `eof_fd` (>= 0), the end of input on it sends
+// the worker SIGTERM, once (edtrun stops a remote worker so). An error if
+// the server's relay went away without saying.
+Result<WorkerEnd> relay_until_exit(const WarmSession& session, int signal_fd, int eof_fd = -1);
 
 }  // namespace edt::launcher

@@ -16,6 +16,13 @@ namespace {
 
 using nlohmann::json;
 
+WarmRequest request(std::vector<std::string> argv, std::vector<std::string> env) {
+  WarmRequest r;
+  r.argv = std::move(argv);
+  r.env = std::move(env);
+  return r;
+}
+
 TEST(WarmClient, PythonCommandsByName) {
   EXPECT_TRUE(is_python_command({"python3", "train.py"}));
   EXPECT_TRUE(is_python_command({"/usr/bin/python3.11", "-m", "x"}));
@@ -92,7 +99,7 @@ class FakeServer {
 
 TEST(WarmClient, SendsArgvEnvironmentAndTheThreeStreams) {
   FakeServer server({json{{"started", 42}}, json{{"exit", 3}}});
-  auto session = warm_start(server.path(), {{"python3", "t.py"}, {"A=1"}});
+  auto session = warm_start(server.path(), request({"python3", "t.py"}, {"A=1"}));
   ASSERT_TRUE(session.is_ok()) << session.status().to_string();
   EXPECT_EQ(session->worker_pid, 42);
   auto end = relay_until_exit(*session, -1);
@@ -103,16 +110,41 @@ TEST(WarmClient, SendsArgvEnvironmentAndTheThreeStreams) {
   close(session->fd);
 }
 
+TEST(WarmClient, AnotherContainerGetsItsHostDirectoryAndMarker) {
+  FakeServer server({json{{"started", 42}}, json{{"exit", 0}}});
+  WarmRequest r = request({"python3", "t.py"}, {"A=1"});
+  r.host = "tthvd-worker-1";
+  r.cwd = "/root/data";
+  r.marker = "edtrun: worker started";
+  auto session = warm_start(server.path(), r);
+  ASSERT_TRUE(session.is_ok()) << session.status().to_string();
+  EXPECT_EQ(server.request, (json{{"argv", {"python3", "t.py"}}, {"env", {"A=1"}}, {"host", "tthvd-worker-1"},
+                                  {"cwd", "/root/data"}, {"marker", "edtrun: worker started"}}));
+  EXPECT_EQ(server.fds_received, 3);
+  close(session->fd);
+}
+
+TEST(WarmClient, TheWorkerVariableForARemoteStart) {
+  auto variable = warm_worker_variable({"python3", "t.py"}, {{"A", "1"}}, "/root");
+  ASSERT_TRUE(variable.has_value());
+  ASSERT_EQ(variable->rfind("EDT_WARM_WORKER=", 0), 0u);
+  EXPECT_EQ(json::parse(variable->substr(16)),
+            (json{{"argv", {"python3", "t.py"}}, {"env", {"A=1"}}, {"cwd", "/root"}}));
+  // JSON cannot carry bytes that are not UTF-8, nor the kernel a huge variable: ssh takes those.
+  EXPECT_FALSE(warm_worker_variable({"python3", "t.py"}, {{"A", "\xff"}}, "/root").has_value());
+  EXPECT_FALSE(warm_worker_variable({"python3", "t.py"}, {{"A", std::string(200000, 'x')}}, "/root").has_value());
+}
+
 TEST(WarmClient, ADeclineSaysWhy) {
   FakeServer server(std::vector<json>{json{{"cold", "the Python option -c is not served warm"}}});
-  auto session = warm_start(server.path(), {{"python3", "-c", "1"}, {}});
+  auto session = warm_start(server.path(), request({"python3", "-c", "1"}, {}));
   ASSERT_FALSE(session.is_ok());
   EXPECT_NE(session.status().message().find("-c is not served warm"), std::string::npos);
 }
 
 TEST(WarmClient, AWorkerKilledByASignal) {
   FakeServer killed({json{{"started", 7}}, json{{"killed", 9}}});
-  auto session = warm_start(killed.path(), {{"python3", "t.py"}, {}});
+  auto session = warm_start(killed.path(), request({"python3", "t.py"}, {}));
   ASSERT_TRUE(session.is_ok());
   auto end = relay_until_exit(*session, -1);
   ASSERT_TRUE(end.is_ok());
@@ -122,7 +154,7 @@ TEST(WarmClient, AWorkerKilledByASignal) {
 
 TEST(WarmClient, ARelayThatEndsWithoutTheStatusIsAnError) {
   FakeServer vanishing(std::vector<json>{json{{"started", 7}}});
-  auto session = warm_start(vanishing.path(), {{"python3", "t.py"}, {}});
+  auto session = warm_start(vanishing.path(), request({"python3", "t.py"}, {}));
   ASSERT_TRUE(session.is_ok());
   auto end = relay_until_exit(*session, -1);
   ASSERT_FALSE(end.is_ok());
@@ -131,7 +163,7 @@ TEST(WarmClient, ARelayThatEndsWithoutTheStatusIsAnError) {
 }
 
 TEST(WarmClient, NoServerIsAnError) {
-  EXPECT_FALSE(warm_start("/nonexistent/edt-warm.sock", {{"python3", "t.py"}, {}}).is_ok());
+  EXPECT_FALSE(warm_start("/nonexistent/edt-warm.sock", request({"python3", "t.py"}, {})).is_ok());
 }
 
 }  // namespace

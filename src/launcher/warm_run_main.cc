@@ -3,13 +3,22 @@
 // and otherwise runs it itself, as if edt-warm-run were not there. edtrun
 // puts it in front of Python workers' commands; EDT_WARM_START=0 turns it
 // off. Exits as the worker did (its code, or the signal that killed it).
+//
+// edt-warm-run --on HOST -- SSH [ARGS...]: edtrun's remote worker on HOST,
+// another container of this one's cluster: the worker (EDT_WARM_WORKER)
+// is forked there and prints edtrun's started marker; if the server
+// declines, the ssh command given runs instead. The end of stdin stops the
+// worker (SIGTERM), as it stops one started over ssh.
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/log.h"
+#include "launcher/ssh.h"
 #include "launcher/warm_client.h"
 #include "launcher/worker_env.h"
 
@@ -39,37 +48,63 @@ constexpr int kRelayed[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, 
   _exit(128 + end.signal);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  log::init("edt-warm-run");
-  if (argc < 2) {
-    log::error("usage: edt-warm-run PROGRAM [ARGS...]");
-    return 2;
+// The worker of `edt-warm-run --on HOST -- SSH...`: EDT_WARM_WORKER, a JSON
+// object {"argv", "env", "cwd"} that edtrun put there, taken out of this
+// process's environment so that the fallback does not carry it.
+std::optional<WarmRequest> remote_worker(const std::string& host) {
+  const char* text = std::getenv("EDT_WARM_WORKER");
+  auto parsed = nlohmann::json::parse(text ? text : "", nullptr, false);
+  unsetenv("EDT_WARM_WORKER");
+  try {
+    WarmRequest request{parsed.at("argv"), parsed.at("env"), host, parsed.at("cwd"), std::string(kStartedMarker)};
+    return request;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
   }
-  const std::vector<std::string> command(argv + 1, argv + argc);
-  const Environment env = current_environment();
-  const std::string socket = warm_socket_path(env);
-  if (socket.empty() || !is_python_command(command) || access(socket.c_str(), F_OK) != 0) run_cold(argv + 1);
+}
 
+int run(const WarmRequest& request, const std::string& socket, char** fallback) {
   // Signals that arrive from here on are relayed, none is lost.
   sigset_t relayed, old;
   sigemptyset(&relayed);
   for (int sig : kRelayed) sigaddset(&relayed, sig);
   sigprocmask(SIG_BLOCK, &relayed, &old);
   int signal_fd = signalfd(-1, &relayed, SFD_CLOEXEC | SFD_NONBLOCK);
-  Result<WarmSession> session = signal_fd < 0 ? Result<WarmSession>(io_error("signalfd", errno))
-                                              : warm_start(socket, {command, env_entries(env)});
+  Result<WarmSession> session =
+      signal_fd < 0 ? Result<WarmSession>(io_error("signalfd", errno)) : warm_start(socket, request);
   if (!session.is_ok()) {
-    log::debug("starting {} itself: {}", command[0], session.status().message());
+    log::debug("starting {} itself: {}", fallback[0], session.status().message());
     if (signal_fd >= 0) close(signal_fd);
     sigprocmask(SIG_SETMASK, &old, nullptr);
-    run_cold(argv + 1);
+    run_cold(fallback);
   }
-  Result<WorkerEnd> end = relay_until_exit(*session, signal_fd);
+  Result<WorkerEnd> end = relay_until_exit(*session, signal_fd, request.host.empty() ? -1 : 0);
   if (!end.is_ok()) {
     log::error("{}", end.status().message());
     return 255;
   }
   end_like(*end);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  log::init("edt-warm-run");
+  const bool remote = argc >= 4 && std::strcmp(argv[1], "--on") == 0 && std::strcmp(argv[3], "--") == 0;
+  if (argc < 2 || (remote && argc < 5)) {
+    log::error("usage: edt-warm-run PROGRAM [ARGS...] | edt-warm-run --on HOST -- FALLBACK [ARGS...]");
+    return 2;
+  }
+  char** fallback = remote ? argv + 4 : argv + 1;
+  std::optional<WarmRequest> request = remote ? remote_worker(argv[2]) : std::nullopt;
+  if (!remote) {
+    request.emplace();
+    request->argv.assign(argv + 1, argv + argc);
+  }
+  const Environment env = current_environment();
+  const std::string socket = warm_socket_path(env);
+  if (!request || socket.empty() || !is_python_command(request->argv) || access(socket.c_str(), F_OK) != 0)
+    run_cold(fallback);
+  if (!remote) request->env = env_entries(env);
+  return run(*request, socket, fallback);
 }

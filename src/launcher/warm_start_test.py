@@ -242,3 +242,114 @@ def test_edtrun_starts_python_workers_warm(server):
     off = subprocess.run([EDTRUN, "-np", "2", PYTHON, path], env=dict(env, EDT_WARM_START="0"),
                          capture_output=True, text=True, timeout=120)
     assert off.returncode == 0 and '"torch_loaded": false' in off.stdout, off.stdout + off.stderr
+
+
+# ---- another container of the client's cluster ------------------------------------
+
+class FakeContainer:
+    """A stand-in for a container of edtd's local backend: a process that is
+    the init of a PID namespace of its own, recorded as edtd records one
+    (<containers>/<name>/info.json and session.json)."""
+
+    def __init__(self, containers, name, cluster, env):
+        self.proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sleep", "600"])
+        deadline = time.time() + 10
+        while True:
+            children = open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)).read().split()
+            if children or time.time() > deadline:
+                break
+            time.sleep(0.01)
+        self.pid = int(children[0])
+        os.makedirs(os.path.join(containers, name))
+        with open(os.path.join(containers, name, "session.json"), "w") as f:
+            json.dump({"cluster": cluster, "env": env}, f)
+        with open(os.path.join(containers, name, "info.json"), "w") as f:
+            json.dump({"child-pid": self.pid}, f)
+        self.pidns = os.readlink("/proc/%d/ns/pid" % self.pid)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A server that serves cross-container requests, and containers a-0 and
+    a-1 of cluster a, b-0 of cluster b."""
+    directory = tempfile.mkdtemp(prefix="edt-warm-cluster-")
+    containers = os.path.join(directory, "containers")
+    os.makedirs(containers)
+    boxes = {name: FakeContainer(containers, name, name[0], {"WARM_TEST": "session of " + name})
+             for name in ("a-0", "a-1", "b-0")}
+    sock = os.path.join(directory, "python.sock")
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    proc = subprocess.Popen([PYTHON, "-m", "edt._warm", "--socket", sock, "--containers", containers], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    assert "serving on" in line, line + proc.stderr.read()
+    yield {"socket": sock, "env": env, "dir": directory, "boxes": boxes, "containers": containers}
+    proc.terminate()
+    proc.wait(30)
+    for box in boxes.values():
+        box.stop()
+
+
+def run_on(cluster, client_box, host, worker_env=None, **kwargs):
+    """edt-warm-run --on HOST from inside `client_box` (None: the host), as
+    edtrun runs it for a remote worker; the fallback prints 'fallback'."""
+    path = script(cluster, REPORT, "remote.py")
+    worker = {"argv": [PYTHON, path], "cwd": cluster["dir"],
+              "env": ["%s=%s" % kv for kv in dict(cluster["env"], **(worker_env or {})).items()]}
+    env = dict(cluster["env"], EDT_WARM_SOCKET=cluster["socket"], EDT_LOG_LEVEL="debug",
+               EDT_WARM_WORKER=json.dumps(worker))
+    enter = ["nsenter", "--target", str(client_box.pid), "--pid", "--"] if client_box else []
+    argv = enter + [WARM_RUN, "--on", host, "--", "sh", "-c", "echo fallback; echo \"worker: ${EDT_WARM_WORKER:-gone}\""]
+    keep_open, writer = os.pipe()  # edtrun keeps the input open until it stops the worker
+    try:
+        return subprocess.run(argv, env=env, stdin=keep_open, capture_output=True, text=True, timeout=60, **kwargs)
+    finally:
+        os.close(keep_open)
+        os.close(writer)
+
+
+def test_a_worker_starts_in_another_container_of_the_clients_cluster(cluster):
+    boxes = cluster["boxes"]
+    result = run_on(cluster, boxes["a-0"], "a-1", {"EXTRA": "1"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "edtrun: worker started", result.stdout + result.stderr
+    r = json.loads(lines[1])
+    assert r["torch_loaded"], result.stderr
+    assert r["pidns"] == boxes["a-1"].pidns and r["pid"] < 10, "not in a-1's PID namespace: %s" % r
+    assert r["cwd"] == cluster["dir"]
+    assert r["env"] == "session of a-1", "the container's session environment is missing: %s" % r
+
+
+def test_the_request_environment_comes_over_the_containers(cluster):
+    result = run_on(cluster, cluster["boxes"]["a-0"], "a-1", {"WARM_TEST": "from edtrun"})
+    assert report(result)["env"] == "from edtrun", result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("client,host,reason", [
+    (None, "a-1", "only a process in a container"),
+    ("b-0", "a-1", "not a container of the client's cluster"),
+    ("a-0", "nosuch", "not a container on this host"),
+    ("a-0", "../a-1", "must be a container's name"),
+])
+def test_other_clients_and_hosts_get_the_fallback(cluster, client, host, reason):
+    result = run_on(cluster, cluster["boxes"][client] if client else None, host)
+    assert result.stdout == "fallback\nworker: gone\n", result.stdout + result.stderr
+    assert reason in result.stderr, result.stderr
+
+
+def test_the_end_of_input_stops_a_remote_worker(cluster):
+    path = script(cluster, "import time\nprint('up', flush=True)\ntime.sleep(60)\n", "sleeper.py")
+    worker = {"argv": [PYTHON, path], "cwd": cluster["dir"], "env": ["%s=%s" % kv for kv in cluster["env"].items()]}
+    env = dict(cluster["env"], EDT_WARM_SOCKET=cluster["socket"], EDT_WARM_WORKER=json.dumps(worker))
+    argv = ["nsenter", "--target", str(cluster["boxes"]["a-0"].pid), "--pid", "--", WARM_RUN, "--on", "a-1", "--",
+            "false"]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "edtrun: worker started\n"
+    assert proc.stdout.readline() == "up\n"
+    proc.stdin.close()
+    assert proc.wait(30) == -signal.SIGTERM

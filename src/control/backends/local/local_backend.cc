@@ -237,7 +237,9 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
                                      "PidFile none\nPrintMotd no\nAcceptEnv LANG LC_*\nMaxStartups 100:30:200\n"
                                      "SetEnv" + set_env + "\n",
                                  0600));
-  return Status::ok();
+  // For the warm interpreter (on the host only): the cluster, and the
+  // environment a session in this container gets.
+  return write_file(dir + "/session.json", nlohmann::json{{"cluster", spec.cluster}, {"env", spec.env}}.dump(), 0600);
 }
 
 std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const std::string& dir) const {

@@ -27,6 +27,7 @@ struct WarmInterpreterOptions {
   bool enabled = false;
   std::string python = "/usr/bin/python3";
   std::string dir;                          // holds python.sock and log
+  std::string containers_dir;               // edtd's containers: cross-container starts within a cluster
   std::map<std::string, std::string> env;   // PATH, LANG, PYTHONPATH: the containers' own
 };
 
