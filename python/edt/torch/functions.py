@@ -30,9 +30,27 @@ def broadcast_parameters(params, root_rank, process_set=None):
         mpi_ops.synchronize(h)
 
 
-def broadcast_optimizer_state(optimizer, root_rank):
+def _zero_grads(optimizer, model):
+    """Gives every trainable parameter without a gradient a zero one, as
+    Horovod's broadcast_optimizer_state does: sparse for SparseAdam and for
+    the sparse embeddings of `model`."""
+    sparse = set()
+    if model is not None:
+        sparse = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse
+                  for p in m.parameters()}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad and p.grad is None:
+                p.grad = p.data.new(p.size()).zero_()
+                if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse:
+                    p.grad = p.grad.to_sparse()
+
+
+def broadcast_optimizer_state(optimizer, root_rank, model=None):
     """Makes every rank's optimizer state (moments, step counts, and the
-    hyper-parameters of each parameter group) equal to root_rank's."""
+    hyper-parameters of each parameter group) equal to root_rank's.
+    `model` names the sparse embeddings whose gradients are sparse."""
+    _zero_grads(optimizer, model)
     state = broadcast_object(optimizer.state_dict() if mpi_ops._runtime.get().rank == root_rank else None,
                              root_rank, name="broadcast_optimizer_state")
     optimizer.load_state_dict(state)
