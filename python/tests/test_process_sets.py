@@ -153,6 +153,23 @@ def test_removed_ids_are_reused_and_removed_sets_refuse_work(fresh):
             hvd.remove_process_set(ps)
 
 
+def test_init_forms_the_sets_it_is_given(hvd):
+    low, high = (hvd.ProcessSet(h) for h in halves(hvd.size()))
+    hvd.shutdown()
+    hvd.init(process_sets=[low, high])
+    assert (low.process_set_id, high.process_set_id) == (1, 2)
+    half = mine(hvd, low, high)
+    assert hvd.allgather(torch.tensor([hvd.rank()]), process_set=half).tolist() == half.ranks
+    hvd.shutdown()
+    with pytest.raises(ValueError, match="entry number 1 is a duplicate"):
+        hvd.init(process_sets=[hvd.ProcessSet([0]), hvd.ProcessSet([0])])
+    assert not hvd.is_initialized()  # refused before init
+    hvd.init(process_sets="dynamic")
+    assert hvd.add_process_set([0]).process_set_id == 1
+    hvd.shutdown()
+    hvd.init()
+
+
 def test_sets_end_at_shutdown(hvd):
     ps = hvd.add_process_set([0])
     assert ps.process_set_id is not None

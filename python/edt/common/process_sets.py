@@ -113,6 +113,10 @@ global_process_set = _GlobalProcessSet()
 # on (None for a non-member), its store scope and the objects bound to it.
 _Entry = collections.namedtuple("_Entry", "ranks runtime scope objects")
 
+# The engine's request kind and element type _agree sends
+# (engine::OpType::kAllgather, edt::DataType::kUInt8).
+_ALLGATHER, _UINT8 = 1, 6
+
 _lock = threading.RLock()
 _owner = None       # the global Runtime the table belongs to
 _sets = {}          # process_set_id -> _Entry
@@ -186,7 +190,7 @@ def _agree(owner, call):
     digest = numpy.frombuffer(hashlib.sha256(repr(call).encode()).digest()[:8], dtype=numpy.uint8).copy()
     name = "edt.process_sets.%d" % next(_calls)
     try:
-        handle = owner.submit(name, 1, 6, 0, 0, 1.0, 1.0, [8], [], digest.ctypes.data)  # allgather of uint8
+        handle = owner.submit(name, _ALLGATHER, _UINT8, 0, 0, 1.0, 1.0, [8], [], digest.ctypes.data)
         data, _shape, _, _ = owner.wait(handle)
     except Exception as e:
         raise _translated(e) from None
@@ -272,22 +276,22 @@ def remove_process_set(process_set):
     return True
 
 
-def init_process_sets(process_sets):
-    """hvd.init(process_sets=...): "dynamic" (nothing to do: edt always
-    allows adding sets later) or a list of ProcessSets to register now."""
+def static_sets(process_sets):
+    """The sets hvd.init(process_sets=...) forms, checked before init:
+    none for None or "dynamic" (edt always allows adding sets later), else
+    the list, each a ProcessSet of ranks and none a duplicate."""
     if process_sets is None or (isinstance(process_sets, str) and process_sets.lower() == "dynamic"):
-        return
+        return []
     process_sets = list(process_sets)
-    seen = {}
+    seen = set()
     for i, ps in enumerate(process_sets):
         if not isinstance(ps, ProcessSet) or ps.ranks is None:
             raise ValueError("process_sets entry number %d is not a hvd.ProcessSet of ranks: %r" % (i, ps))
         if tuple(ps.ranks) in seen:
             raise ValueError("edt could not be initialized because process_sets entry number %d is a duplicate: %s"
                              % (i, ps))
-        seen[tuple(ps.ranks)] = i
-    for ps in process_sets:
-        add_process_set(ps)
+        seen.add(tuple(ps.ranks))
+    return process_sets
 
 
 def _stop(entry):

@@ -29,12 +29,13 @@ def init(comm=None, process_sets=None):
     from edt.common import process_sets as sets
     if comm is not None:
         raise NotImplementedError("edt has no MPI: call init() without comm (edtrun starts the job)")
-    static = process_sets is not None and not isinstance(process_sets, str)
-    if static and process_sets and _runtime.elastic_mode():
+    static = sets.static_sets(process_sets)
+    if static and _runtime.elastic_mode():
         raise ValueError("in elastic mode process sets end at every reset: add them with hvd.add_process_set() "
                          "inside the function hvd.elastic.run runs, not in init()")
     _runtime.init()
-    sets.init_process_sets(process_sets)
+    for process_set in static:
+        sets.add_process_set(process_set)
 
 
 def shutdown():
