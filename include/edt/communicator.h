@@ -138,6 +138,19 @@ class Communicator {
   virtual std::shared_ptr<Work> alltoall_async(const void* send, void* recv, size_t count, DataType type) = 0;
   virtual std::shared_ptr<Work> barrier_async() = 0;
 
+  // Forms a communicator over some of this one's ranks (a process set):
+  // `members` lists them in ascending order and includes this rank; rank r
+  // of the new communicator is members[r]. Every member calls it with the
+  // same members and the same `scope`, the others do not; the members meet
+  // through this communicator's store under "subgroup/<scope>", so a scope
+  // names one subgroup for the life of this communicator (never reuse one).
+  // Returns once all members have connected (kTimeout naming who did not
+  // arrive), kInvalidArgument for a bad member list. The new communicator
+  // has this one's host identity, transport choice and timeouts; its ops
+  // and failures are its own (it may outlive this one).
+  virtual Result<std::shared_ptr<Communicator>> create_subgroup(const std::vector<int>& members,
+                                                                const std::string& scope) = 0;
+
   // Breaks the communicator on purpose: the running op and every queued or
   // later one return kAborted, and peers stop waiting for this rank. Safe
   // from any thread, any number of times.

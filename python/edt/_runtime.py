@@ -14,7 +14,10 @@ current generation. The Runtime itself exists inside hvd.elastic.run, one
 per generation (enter_generation / leave_generation), because ranks and
 peers change between generations; the Runtime of the generation in which
 the training function returned stays until shutdown(), so collectives after
-hvd.elastic.run (a final evaluation) work as in Horovod."""
+hvd.elastic.run (a final evaluation) work as in Horovod.
+
+Process sets (edt.common.process_sets) are formed on the current Runtime
+and stop with it, before it."""
 
 import atexit
 import collections
@@ -101,6 +104,9 @@ def init():
 
 def _stop(runtime):
     if runtime is not None:
+        # Process sets are formed on the global runtime: they end with it.
+        from edt.common import process_sets
+        process_sets.stop_all()
         try:
             runtime.shutdown()
         except Exception:
@@ -157,6 +163,11 @@ def get():
             raise ValueError("in elastic mode collectives run inside a function run by hvd.elastic.run "
                              "(and after it returned); rank() and size() work from hvd.init() on")
         raise ValueError("edt has not been initialized; call hvd.init() first")
+    return _runtime
+
+
+def current():
+    """The Runtime that runs collectives now, or None."""
     return _runtime
 
 

@@ -2,7 +2,8 @@
 // Communicator and the Engine behind it) and passes tensors as raw
 // (pointer, shape, dtype) triples, so no libtorch header is compiled here;
 // edt.torch does the tensor side. Errors become edt._edt.EdtError with
-// args (status code name, message).
+// args (status code name, message). A process set is a Runtime of its own
+// over some of the job's ranks (Runtime.subgroup).
 //
 // In elastic mode, ElasticJob wraps edt::elastic::State and run(): each
 // membership generation gets a fresh Runtime over that generation's
@@ -71,6 +72,17 @@ class Runtime {
   }
 
   const Communicator& comm() const { return *communicator_; }
+
+  // A Runtime over some of this one's ranks (a process set), with an
+  // engine of its own; every member calls it alike (see
+  // Communicator::create_subgroup).
+  std::shared_ptr<Runtime> subgroup(const std::vector<int>& members, const std::string& scope) {
+    Result<std::shared_ptr<Communicator>> formed = [&] {
+      py::gil_scoped_release release;
+      return communicator_->create_subgroup(members, scope);
+    }();
+    return std::make_shared<Runtime>(value_or_throw(std::move(formed)));
+  }
 
   int64_t submit(const std::string& name, int type, int dtype, int op, int root, double prescale, double postscale,
                  std::vector<int64_t> shape, std::vector<int64_t> splits, uintptr_t data) {
@@ -255,6 +267,7 @@ PYBIND11_MODULE(_edt, m) {
       .def("submit", &Runtime::submit, py::arg("name"), py::arg("type"), py::arg("dtype"), py::arg("op"),
            py::arg("root"), py::arg("prescale"), py::arg("postscale"), py::arg("shape"), py::arg("splits"),
            py::arg("data"))
+      .def("subgroup", &Runtime::subgroup, py::arg("members"), py::arg("scope"))
       .def("submit_join", &Runtime::submit_join)
       .def("poll", &Runtime::poll)
       .def("wait", &Runtime::wait)

@@ -183,6 +183,9 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
 
   void abort() override { transport_->abort(); }
 
+  Result<std::shared_ptr<Communicator>> create_subgroup(const std::vector<int>& members,
+                                                        const std::string& scope) override;
+
  private:
   using Op = std::function<Status()>;
 
@@ -397,6 +400,9 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
                                              std::chrono::milliseconds timeout);
 
   int rank_ = 0, size_ = 0;
+  // What create() was given: create_subgroup forms subgroups with them.
+  std::shared_ptr<Store> store_;
+  CommunicatorOptions options_;
   transport::Topology topology_;
   std::vector<int> all_members_;
   std::string transport_name_;
@@ -457,6 +463,8 @@ Result<std::vector<PeerInfo>> CommunicatorImpl::gather_peers(Store& store, const
 Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOptions& options) {
   rank_ = options.rank;
   size_ = options.size;
+  store_ = store;
+  options_ = options;
   if (size_ < 1) return invalid_argument("communicator size is " + std::to_string(size_) + "; it must be at least 1");
   if (rank_ < 0 || rank_ >= size_)
     return invalid_argument("rank " + std::to_string(rank_) + " is outside 0.." + std::to_string(size_ - 1));
@@ -500,6 +508,38 @@ Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOp
     shm_ = std::make_unique<collectives::ShmAllreduce>(connected.segment, transport_.get(), topology_.local_members,
                                                        topology_.local_rank);
   return Status::ok();
+}
+
+// The members must be ranks of this communicator, ascending, and include
+// this rank: then every member computes the same subgroup rank for each.
+Status check_members(const std::vector<int>& members, int rank, int size) {
+  auto listed = [&] {
+    std::string text;
+    for (int m : members) text += (text.empty() ? "" : ",") + std::to_string(m);
+    return "[" + text + "]";
+  };
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || members[i] >= size)
+      return invalid_argument("subgroup " + listed() + ": rank " + std::to_string(members[i]) + " is outside 0.." +
+                              std::to_string(size - 1));
+    if (i > 0 && members[i] <= members[i - 1])
+      return invalid_argument("subgroup " + listed() + ": ranks must be ascending and distinct");
+  }
+  if (std::find(members.begin(), members.end(), rank) == members.end())
+    return invalid_argument("subgroup " + listed() + " does not include this rank (" + std::to_string(rank) +
+                            "); only its members form it");
+  return Status::ok();
+}
+
+Result<std::shared_ptr<Communicator>> CommunicatorImpl::create_subgroup(const std::vector<int>& members,
+                                                                        const std::string& scope) {
+  EDT_RETURN_IF_ERROR(check_members(members, rank_, size_));
+  if (scope.empty()) return invalid_argument("a subgroup needs a scope (a name unique in this communicator)");
+  CommunicatorOptions options = options_;
+  options.rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  options.size = static_cast<int>(members.size());
+  options.host = host();
+  return Communicator::create(std::make_shared<PrefixStore>("subgroup/" + scope, store_), options);
 }
 
 }  // namespace

@@ -512,5 +512,53 @@ TEST(SpinFromEnv, MillisecondsOrAutoAndClearErrors) {
   unsetenv("EDT_SPIN_TIME");
 }
 
+// Process sets: {0,1} and {2,3} formed at once, then {0,2} (across hosts in
+// the two-host topology) while the pairs still run; each reduces only over
+// its members, and the parent communicator keeps working beside them.
+TEST(Subgroup, ReducesOverItsMembersOnlyBesideTheParent) {
+  for (Topology t : {Topology::kShm, Topology::kTcp, Topology::kTwoHosts}) {
+    run_ranks(t, 4, [&](Communicator& c) {
+      const int r = c.rank();
+      const std::vector<int> pair = r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+      auto half = c.create_subgroup(pair, r < 2 ? "low" : "high");
+      ASSERT_TRUE(half.is_ok()) << half.status().to_string();
+      EXPECT_EQ((*half)->rank(), r % 2);
+      EXPECT_EQ((*half)->size(), 2);
+      std::shared_ptr<Communicator> even;
+      if (r % 2 == 0) {
+        auto e = c.create_subgroup({0, 2}, "even");
+        ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+        even = *e;
+        EXPECT_EQ(even->rank(), r / 2);
+      }
+      int32_t x = r + 1;
+      ASSERT_TRUE((*half)->allreduce(&x, &x, 1, DataType::kInt32, ReduceOp::kSum).is_ok());
+      EXPECT_EQ(x, r < 2 ? 1 + 2 : 3 + 4) << topology_name(t);
+      if (even) {
+        int32_t y = r + 1;
+        ASSERT_TRUE(even->allreduce(&y, &y, 1, DataType::kInt32, ReduceOp::kSum).is_ok());
+        EXPECT_EQ(y, 1 + 3) << topology_name(t);
+      }
+      int32_t z = 1;
+      ASSERT_TRUE(c.allreduce(&z, &z, 1, DataType::kInt32, ReduceOp::kSum).is_ok());
+      EXPECT_EQ(z, 4);
+    });
+  }
+}
+
+TEST(Subgroup, RefusesAMemberListThatCannotBeFormed) {
+  run_ranks(Topology::kShm, 2, [&](Communicator& c) {
+    const int other = 1 - c.rank();
+    for (const std::vector<int>& bad : {std::vector<int>{other}, std::vector<int>{1, 0}, std::vector<int>{0, 0, 1},
+                                        std::vector<int>{0, 1, 2}, std::vector<int>{-1, 0, 1}}) {
+      auto g = c.create_subgroup(bad, "bad");
+      ASSERT_FALSE(g.is_ok());
+      EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument) << g.status().to_string();
+      EXPECT_NE(g.status().message().find("subgroup ["), std::string::npos) << g.status().message();
+    }
+    EXPECT_EQ(c.create_subgroup({0, 1}, "").status().code(), StatusCode::kInvalidArgument);
+  });
+}
+
 }  // namespace
 }  // namespace edt

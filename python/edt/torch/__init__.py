@@ -7,6 +7,7 @@ job of one rank.
 
 from edt import _runtime
 from edt.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from edt.common.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from edt.torch.compression import Compression
 from edt.torch.functions import allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from edt.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
@@ -15,18 +16,26 @@ from edt.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgathe
                                grouped_allgather, grouped_allgather_async, grouped_allreduce_,
                                grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
                                grouped_reducescatter_async, join, poll,
-                               reducescatter, reducescatter_async, synchronize)
+                               reducescatter, reducescatter_async, sparse_allreduce_async, synchronize)
 from edt.torch.optimizer import DistributedOptimizer
 from edt.torch import elastic  # noqa: E402  (hvd.elastic, as in Horovod)
 
 
 def init(comm=None, process_sets=None):
     """Joins the job edtrun started (EDT_* variables), or starts a job of
-    one rank. `comm` and `process_sets` are accepted for compatibility; edt
-    has one global process set."""
-    if comm is not None or process_sets:
-        raise NotImplementedError("edt has one global process set; call init() without comm or process_sets")
+    one rank. `process_sets`: "dynamic" (edt always allows
+    hvd.add_process_set later) or a list of hvd.ProcessSet to form now, on
+    every process alike. `comm` (an MPI communicator) is not offered."""
+    from edt.common import process_sets as sets
+    if comm is not None:
+        raise NotImplementedError("edt has no MPI: call init() without comm (edtrun starts the job)")
+    static = sets.static_sets(process_sets)
+    if static and _runtime.elastic_mode():
+        raise ValueError("in elastic mode process sets end at every reset: add them with hvd.add_process_set() "
+                         "inside the function hvd.elastic.run runs, not in init()")
     _runtime.init()
+    for process_set in static:
+        sets.add_process_set(process_set)
 
 
 def shutdown():
@@ -60,24 +69,6 @@ def cross_size():
 
 def cross_rank():
     return _runtime.place().cross_rank
-
-
-class ProcessSet:
-    """Horovod's process set; edt has only the global one."""
-
-    process_set_id = 0
-
-    def size(self):
-        return size()
-
-    def rank(self):
-        return rank()
-
-    def included(self):
-        return True
-
-
-global_process_set = ProcessSet()
 
 
 def is_homogeneous():
@@ -129,11 +120,12 @@ def rocm_built():
 
 __all__ = [
     "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size", "cross_rank",
-    "is_homogeneous", "ProcessSet", "global_process_set", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
+    "is_homogeneous", "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
     "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_", "allgather", "allgather_async",
     "grouped_allgather", "grouped_allgather_async", "grouped_reducescatter", "grouped_reducescatter_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
-    "reducescatter", "reducescatter_async", "barrier", "join", "poll", "synchronize", "Average", "Sum", "Adasum",
+    "reducescatter", "reducescatter_async", "sparse_allreduce_async", "barrier", "join", "poll", "synchronize", "Average", "Sum", "Adasum",
     "Min", "Max", "Product", "Compression", "broadcast_parameters", "broadcast_optimizer_state",
     "broadcast_object", "allgather_object", "DistributedOptimizer", "HorovodInternalError",
     "HostsUpdatedInterrupt", "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled", "gloo_built",

@@ -6,6 +6,12 @@ Each parameter's gradient accumulator gets a hook; when a gradient is ready
 asynchronous allreduce under the parameter's name, so communication overlaps
 the rest of the backward pass and the engine fuses small gradients. step()
 waits for them (synchronize()) and then runs the wrapped optimizer.
+
+Sparse gradients (nn.Embedding(sparse=True)) are reduced as Horovod reduces
+them: their indices and values allgathered (sparse_allreduce_async), or with
+sparse_as_dense=True as a dense allreduce turned back into a sparse
+gradient. With `process_set` the gradients are reduced over that set only;
+on a process outside it the optimizer steps on its own gradients.
 """
 
 import contextlib
@@ -13,15 +19,18 @@ import warnings
 
 import torch
 
+from edt.common.process_sets import global_process_set
 from edt.torch import mpi_ops
 from edt.torch.compression import Compression
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, groups, sparse_as_dense):
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
         self._compression = compression
+        self._sparse_as_dense = sparse_as_dense
+        self.process_set = process_set if process_set is not None else global_process_set
         if named_parameters is not None:
             named_parameters = list(named_parameters)
         else:
@@ -61,7 +70,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._should_synchronize = True
         # In elastic mode the size is known only per generation, and may grow.
-        if mpi_ops._runtime.elastic_mode() or mpi_ops.size() > 1:
+        if self.process_set.included() and (mpi_ops._runtime.elastic_mode() or mpi_ops.size() > 1):
             self._register_hooks()
 
     def set_backward_passes_per_step(self, passes):
@@ -73,7 +82,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 if p.requires_grad:
-                    p.grad = p.data.new(p.size()).zero_()
                     self._requires_update.add(p)
                     self._allreduce_delay[p] = self.backward_passes_per_step
                     # The accumulator node of p: its hook runs once p.grad holds the new gradient.
@@ -83,10 +91,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _allreduce_grad_async(self, p):
         # Runs inside backward() for every gradient: kept short.
-        compressed, ctx = self._compression.compress(p.grad)
+        if p.grad is None:
+            # This rank's forward did not use p; another rank's may have.
+            p.grad = p.data.new(p.size()).zero_()
+        grad = p.grad
+        if grad.is_sparse:
+            if not self._sparse_as_dense:
+                handle = mpi_ops.sparse_allreduce_async(grad, self._request_names[p], self._op, self.process_set)
+                return handle, None
+            grad = grad.to_dense()
+        compressed, ctx = self._compression.compress(grad)
         handle = mpi_ops.allreduce_async_(compressed, name=self._request_names[p], op=self._op,
-                                          prescale_factor=self._scales[0], postscale_factor=self._scales[1])
+                                          prescale_factor=self._scales[0], postscale_factor=self._scales[1],
+                                          process_set=self.process_set)
         return handle, (compressed, ctx)
+
+    def _apply_reduced(self, p, handle, ctx):
+        """Waits for p's reduction and makes it p.grad."""
+        if callable(handle):  # a sparse allreduce: it returns the result
+            p.grad.zero_().add_(handle())
+            return
+        compressed, cctx = ctx
+        restored = self._compression.decompress(mpi_ops.synchronize(handle), cctx)
+        if p.grad.is_sparse:  # sparse_as_dense: back to a sparse gradient
+            p.grad.zero_().add_(restored.to_sparse())
+        elif restored.data_ptr() != p.grad.data_ptr():
+            p.grad.copy_(restored)
 
     def _make_hook(self, p):
         def hook(*ignore):
@@ -108,7 +138,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Waits for every gradient's allreduce (starting those whose hook
         has not fired, such as unused parameters') and writes the averaged
         gradients into p.grad."""
-        if mpi_ops.size() == 1 and not self._requires_update:
+        if not self.process_set.included() or (mpi_ops.size() == 1 and not self._requires_update):
             self._synchronized = True
             return
         missing = self._requires_update - set(self._handles)
@@ -117,12 +147,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, (compressed, cctx)) in self._handles.items():
-            output = mpi_ops.synchronize(handle)
+        for p, (handle, ctx) in self._handles.items():
             self._allreduce_delay[p] = self.backward_passes_per_step
-            restored = self._compression.decompress(output, cctx)
-            if restored.data_ptr() != p.grad.data_ptr():
-                p.grad.copy_(restored)
+            self._apply_reduced(p, handle, ctx)
         self._handles.clear()
         self._synchronized = True
 
@@ -159,7 +186,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
                                  "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
                                  "cause a race condition.")
-        # Gradients stay allocated: the hooks reduce p.grad in place.
+        # Gradients stay allocated (zeroed): the hooks reduce p.grad in place.
         return super(self.__class__, self).zero_grad(set_to_none=False)
 
 
@@ -167,7 +194,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          backward_passes_per_step=1, op=mpi_ops.Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
     """Wraps `optimizer` so that step() applies the gradients averaged (or
-    reduced with `op`) over every rank. Arguments as Horovod's."""
+    reduced with `op`) over every rank (of `process_set`). Arguments as
+    Horovod's."""
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, groups, sparse_as_dense)
+               gradient_predivide_factor, groups, sparse_as_dense, process_set)

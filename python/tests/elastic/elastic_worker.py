@@ -7,6 +7,12 @@ often each sample of the epoch was trained by the whole job (an allreduce of
 every worker's batch). Rollbacks restore the counts with the rest of the
 state, so at the end of an epoch every count is 1 exactly when each sample
 was trained once among committed work.
+
+With --process-sets every generation adds two process sets, the even ranks
+and the ranks but 0, at the start of the training function (sets end at
+every reset, as in Horovod), and every step allreduces over the sets this
+worker is in; the step's `sets_ok` says the results were right and the
+sets of the previous generation were invalidated.
 """
 import argparse
 import json
@@ -34,6 +40,7 @@ def main():
     # the next (docs/python.md), or at the start of every epoch, re-entered
     # after every reset (Horovod's examples).
     p.add_argument("--set-epoch-at", choices=["start", "end"], default="end")
+    p.add_argument("--process-sets", action="store_true")
     args = p.parse_args()
 
     hvd.init()
@@ -50,8 +57,25 @@ def main():
     state.register_reset_callbacks([lambda: log("reset", rank=hvd.rank(), size=hvd.size())])
     log("start", host=os.environ.get("EDT_HOSTNAME"))
 
+    generation_sets = []
+
+    def add_sets():
+        stale = all(ps.process_set_id is None for ps in generation_sets)
+        generation_sets[:] = [hvd.add_process_set(range(0, hvd.size(), 2)),
+                              hvd.add_process_set(range(1, hvd.size()))]
+        return stale
+
+    def sets_ok():
+        ok = True
+        for i, ps in enumerate(generation_sets):
+            if ps.included():
+                total = hvd.allreduce(torch.ones(1), op=hvd.Sum, name="set%d" % i, process_set=ps)
+                ok = ok and int(total) == len(ps.ranks) == ps.size()
+        return ok
+
     @hvd.elastic.run
     def train(state):
+        stale_invalidated = add_sets() if args.process_sets else True
         while state.epoch < args.epochs:
             if args.set_epoch_at == "start":
                 state.sampler.set_epoch(state.epoch)
@@ -69,7 +93,8 @@ def main():
                     model.trained += hvd.allreduce(seen, op=hvd.Sum, name="trained")
                 state.sampler.record_batch(b, args.batch)
                 state.step += 1
-                log("step", rank=hvd.rank(), size=hvd.size(), step=state.step, epoch=state.epoch)
+                log("step", rank=hvd.rank(), size=hvd.size(), step=state.step, epoch=state.epoch,
+                    sets_ok=stale_invalidated and sets_ok())
                 time.sleep(args.step_ms / 1000)
                 if state.step % args.commit_every == 0:
                     state.commit()

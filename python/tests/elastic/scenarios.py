@@ -74,6 +74,30 @@ def test_torch_state_survives_scale_up_and_sigkill(hostfile):
     S.assert_nothing_left(job)
 
 
+def test_process_sets_are_formed_again_in_every_generation(hostfile):
+    """Each generation adds the sets {evens} and {all but rank 0} and
+    reduces over them every step, through a scale-up from 2 to 3 workers
+    and the SIGKILL of a member of a set: the sets of the generation before
+    are invalidated, the new ones reduce over their members only."""
+    h0, h1, h2 = S.HOSTS
+    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
+    job = S.Job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
+                [WORKER, "--samples", "600", "--batch", "4", "--epochs", "2", "--commit-every", "5",
+                 "--step-ms", "20", "--process-sets"], timeout=90)
+    job.wait_for(lambda e: e["size"] == 2 and e["step"] >= 10, what="size 2")
+    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=1"])
+    grown = job.wait_for(lambda e: e["size"] == 3, what="size 3")
+    job.wait_for(lambda e: e["size"] == 3 and e["step"] >= grown["step"] + 10, what="10 steps at size 3")
+    killed = time.time()
+    os.kill(job.pids()["w1"], signal.SIGKILL)  # rank 1: a member of {1, 2}
+    job.wait_for(lambda e: e["size"] == 2 and e["seen"] > killed, what="size 2 after the kill")
+    assert job.finish() == 0, job.stderr()
+    steps = job.of("step")
+    assert {e["size"] for e in steps} == {2, 3}, steps
+    assert all(e["sets_ok"] for e in steps), [e for e in steps if not e["sets_ok"]]
+    S.assert_nothing_left(job)
+
+
 @pytest.mark.parametrize("set_epoch_at", ["start", "end"])
 def test_exactly_once_through_grow_and_shrink_with_either_set_epoch_pattern(hostfile, set_epoch_at):
     """2,000 samples, grown from 2 to 4 workers and shrunk back to 2 in the
