@@ -41,6 +41,7 @@ EXAMPLES = {
     "VolumeRequest": {"name": "contract-vol-two"},
     "ImageRequest": {"name": "contract-image", "root": "/", "frameworks": ["horovod"]},
     "UserRequest": {"name": "contract-user-two"},
+    "TokenRequest": {},
 }
 
 

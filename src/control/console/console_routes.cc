@@ -41,9 +41,9 @@ Answer open_terminal(const ConsoleOptions& options, const httplib::Request& req,
 
 std::vector<Route> console_routes(const ConsoleOptions& options) {
   return {
-      {"GET", R"(/api/v1/clusters/([^/]+)/jobs)", Access::kUser, "",
+      {"GET", "/api/v1/clusters/{name}/jobs", Access::kUser, "",
        [options](const httplib::Request& req, const User& user) { return cluster_jobs(options, req, user); }},
-      {"POST", R"(/api/v1/clusters/([^/]+)/containers/([^/]+)/terminal)", Access::kUser, "",
+      {"POST", "/api/v1/clusters/{name}/containers/{container}/terminal", Access::kUser, "",
        [options](const httplib::Request& req, const User& user) { return open_terminal(options, req, user); }},
   };
 }
