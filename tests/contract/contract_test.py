@@ -120,7 +120,7 @@ class Contract:
 
 
 class Edtd:
-    def __init__(self, binary):
+    def __init__(self, binary, addresses=None):
         self.dir = tempfile.mkdtemp(prefix="edt-contract-")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -133,7 +133,7 @@ class Edtd:
         self.log = open(os.path.join(self.dir, "edtd.log"), "ab")
         self.proc = subprocess.Popen(
             [binary, "--data-dir", os.path.join(self.dir, "data"), "--listen", f"127.0.0.1:{self.port}",
-             "--address-range", f"127.{second}.0.0/24", "--ssh-port", str(free_port()), "--gpus", "NVIDIA-P4=4",
+             "--address-range", addresses or f"127.{second}.0.0/24", "--ssh-port", str(free_port()), "--gpus", "NVIDIA-P4=4",
              "--grace", "2s", "--web-dir", web],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 20

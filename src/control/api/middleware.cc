@@ -262,12 +262,14 @@ Error httplib_refusal(const httplib::Request& req, int status, size_t max_body_b
   }
 }
 
-// A POST or PATCH must say how long its body is: without Content-Length
-// httplib would read the body until the client closes, and a chunked body
-// is not held to the size limit. Refused with 411 before any of it is read.
+// A POST, PATCH or PUT must say how long its body is: without Content-Length
+// httplib would read the body until the client closes (or its read timeout),
+// and a chunked body is not held to the size limit. Refused with 411 before
+// any of it is read. (httplib reads no body of a DELETE without one.)
 httplib::Server::HandlerResponse require_length(const httplib::Request& req, httplib::Response& res,
                                                 RequestCounters* counters) {
-  if (req.method != "POST" && req.method != "PATCH") return httplib::Server::HandlerResponse::Unhandled;
+  if (req.method != "POST" && req.method != "PATCH" && req.method != "PUT")
+    return httplib::Server::HandlerResponse::Unhandled;
   const bool chunked = req.has_header("Transfer-Encoding");
   if (!chunked && req.has_header("Content-Length")) return httplib::Server::HandlerResponse::Unhandled;
   counters->refusals++;

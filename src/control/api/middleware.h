@@ -1,7 +1,7 @@
 // Middleware: what every API route is served through, so no handler
 // repeats it:
 //   input     path and query parameters must be UTF-8 (else 400 naming the
-//             parameter); a POST or PATCH must have a Content-Length (411);
+//             parameter); a POST, PATCH or PUT must have a Content-Length (411);
 //   auth      the bearer token names a user, or 401 (the scheme in any
 //             case); kAdmin routes refuse other users with 403 before the
 //             handler runs;

@@ -46,12 +46,12 @@ class BoundedBuilder final : public json::json_sax_t {
     return true;
   }
 
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+  // e.what() says where: "[json.exception.parse_error.101] parse error at line 1, column 15: ...".
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
     std::string what = e.what();
-    if (auto end = what.find("] "); end != std::string::npos) what.erase(0, end + 2);  // "[json.exception...] "
+    if (auto end = what.find("] "); end != std::string::npos) what.erase(0, end + 2);
     if (what.size() > kQuotedChars) what = what.substr(0, kQuotedChars) + "...";
-    return refuse("", "the request body is not valid JSON (byte " + std::to_string(position) + "): " +
-                          utf8::sanitized(what), kFix);
+    return refuse("", "the request body is not valid JSON: " + utf8::sanitized(what), kFix);
   }
 
   json take() { return std::move(root_); }
