@@ -172,12 +172,13 @@ class Edtd:
         return status, (json.loads(text) if text.startswith("{") else text)
 
     def stop(self):
-        status, listed = self.api("GET", "/clusters")
-        for c in listed.get("clusters", []) if status == 200 else []:
-            self.api("DELETE", "/clusters/" + c["name"])
-        deadline = time.time() + 60
-        while time.time() < deadline and self.api("GET", "/clusters")[1].get("clusters"):
-            time.sleep(0.2)
+        if self.proc.poll() is None:  # an edtd that died has nothing to delete (and its log is what matters)
+            status, listed = self.api("GET", "/clusters")
+            for c in listed.get("clusters", []) if status == 200 else []:
+                self.api("DELETE", "/clusters/" + c["name"])
+            deadline = time.time() + 60
+            while time.time() < deadline and self.api("GET", "/clusters")[1].get("clusters"):
+                time.sleep(0.2)
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=30)
         self.log.close()

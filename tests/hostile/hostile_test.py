@@ -164,9 +164,19 @@ class Hostile:
         return exchange(self.edtd.port, data)
 
     def alive(self, where):
+        """edtd runs and answers /healthz; raises with its log if not."""
+        problem = None
         if self.edtd.proc.poll() is not None:
-            raise RuntimeError(f"edtd died (exit {self.edtd.proc.returncode}) after {where}; its log:\n"
-                               + self.edtd.read_log())
+            problem = f"edtd died (exit {self.edtd.proc.returncode})"
+        else:
+            try:
+                answer = exchange(self.edtd.port, request("GET", "/healthz"), timeout=10)
+                if answer.status != 200:
+                    problem = f"GET /healthz answered {answer.status} {answer.body[:200]!r}"
+            except OSError as e:
+                problem = f"edtd runs but GET /healthz failed ({e})"
+        if problem:
+            raise RuntimeError(f"{problem} after {where}; its log:\n" + self.edtd.read_log())
 
     def expect(self, what, data, status, field=None, operation=None, message_has=None):
         """One case: the answer's status, error.field, message and fix; documented; edtd alive."""
