@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cctype>
 #include <regex>
 
 #include "common/units.h"
@@ -230,7 +231,8 @@ Error unreadable(const httplib::Request& req) {
                      "send GET, POST, PATCH or DELETE to a path of GET /api/v1/openapi.json, over HTTP/1.1");
   if (!req.has_header("REMOTE_ADDR"))
     return malformed("", "a header line is over " + bytes + " bytes, or the headers did not end",
-                     "keep each header line under " + bytes + " bytes (a token is 68) and end the headers with an empty line");
+                     "keep each header line under " + bytes +
+                         " bytes (a token is 68) and end the headers with an empty line");
   if (req.method != "GET" && req.method != "POST" && req.method != "PATCH" && req.method != "DELETE")
     return malformed("", "the method " + req.method + " is not served",
                      "use GET, POST, PATCH or DELETE (see GET /api/v1/openapi.json)");

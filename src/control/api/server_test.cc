@@ -112,6 +112,16 @@ TEST_F(ApiServerTest, TheMiddlewareRefusesWithErrorBodies) {
                  422, "containers");
 }
 
+TEST(RouteRegex, EachParameterIsOneSegmentAndNamed) {
+  std::vector<std::string> names;
+  EXPECT_EQ(route_regex("/api/v1/clusters/{name}/containers/{container}/terminal", &names),
+            "/api/v1/clusters/([^/]+)/containers/([^/]+)/terminal");
+  EXPECT_EQ(names, (std::vector<std::string>{"name", "container"}));
+  names.clear();
+  EXPECT_EQ(route_regex("/healthz", &names), "/healthz");
+  EXPECT_TRUE(names.empty());
+}
+
 TEST_F(ApiServerTest, BadInputIsRefusedByFieldNeverWithA500) {
   httplib::Client c("127.0.0.1", port_);
   // The scheme in any case (RFC 7235).

@@ -55,7 +55,9 @@ Refusal Fields::only(std::span<const std::string_view> listed) const {
 
 bool Fields::has(std::string_view key) const { return object_.is_object() && object_.contains(key); }
 
-std::string Fields::path(std::string_view key) const { return at_.empty() ? std::string(key) : at_ + "." + std::string(key); }
+std::string Fields::path(std::string_view key) const {
+  return at_.empty() ? std::string(key) : at_ + "." + std::string(key);
+}
 
 Refusal Fields::find(std::string_view key, Presence presence, const json** out) const {
   *out = nullptr;
