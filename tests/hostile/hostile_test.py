@@ -369,6 +369,7 @@ class Fuzz:
         self.rng = random.Random(seed)
         self.statuses = {}
         self.server_errors = []
+        self.templates_ = self.templates()
 
     def templates(self):
         out = [("GET", "/api/v1/clusters", None), ("GET", f"/api/v1/clusters/{CLUSTER}/events", None),
@@ -446,7 +447,6 @@ class Fuzz:
         return method, target, data
 
     def run(self, count):
-        self.templates_ = self.templates()
         start = time.time()
         for i in range(count):
             method, target, data = self.one()
