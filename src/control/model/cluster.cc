@@ -54,6 +54,14 @@ const std::vector<std::string>& system_directories() {
   return kDirs;
 }
 
+// A JSON integer as int64_t; one above INT64_MAX (JSON reads it as
+// unsigned) as INT64_MAX, so that range checks see it as too large rather
+// than wrapped to a negative number.
+int64_t whole_number(const json& value) {
+  if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return INT64_MAX;
+  return value.get<int64_t>();
+}
+
 bool is_under(const std::string& path, const std::string& dir) {
   return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
 }
@@ -160,13 +168,13 @@ Refusal check_resource_name(const std::string& name, const std::string& field, c
 
 Refusal check_container_count(const json& value, const std::string& field, int* out) {
   if (!value.is_number_integer())
-    return invalid(field, field + " must be a whole number", "ask for 2 or more containers, e.g. 2");
-  int64_t n = value.get<int64_t>();
+    return Fields::wrong_type(field, value, "a whole number", "2 or more, without quotes");
+  const int64_t n = whole_number(value);
   if (n < kMinContainers)
     return invalid(field, field + " is " + std::to_string(n) + ", fewer than " + std::to_string(kMinContainers),
                          "ask for at least 2 containers: one launcher and one worker");
   if (n > kMaxContainers)
-    return invalid(field, field + " is " + std::to_string(n) + ", more than " + std::to_string(kMaxContainers),
+    return invalid(field, field + " is " + value.dump() + ", more than " + std::to_string(kMaxContainers),
                          "ask for at most " + std::to_string(kMaxContainers) + " containers");
   *out = static_cast<int>(n);
   return std::nullopt;
@@ -200,11 +208,11 @@ Refusal check_mount_path(const std::string& path, const std::string& field) {
 Refusal parse_drain_timeout(const json& value, const std::string& field, std::chrono::milliseconds* out) {
   const std::string fix = "write a duration from 0s to " + format_duration(kMaxDrainTimeout) + ", e.g. \"60s\" or \"2m\"";
   if (value.is_number_integer()) {
-    if (value.get<int64_t>() < 0)
-      return invalid(field, field + " is negative (" + value.dump() + " s)", fix);
-    if (value.get<int64_t>() > kMaxDrainTimeout.count() / 1000)
+    const int64_t seconds = whole_number(value);
+    if (seconds < 0) return invalid(field, field + " is negative (" + value.dump() + " s)", fix);
+    if (seconds > kMaxDrainTimeout.count() / 1000)
       return invalid(field, field + " of " + value.dump() + " s is longer than " + format_duration(kMaxDrainTimeout), fix);
-    *out = std::chrono::seconds(value.get<int64_t>());
+    *out = std::chrono::seconds(seconds);
     return std::nullopt;
   }
   if (!value.is_string())

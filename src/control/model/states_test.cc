@@ -95,6 +95,14 @@ TEST(Requests, EveryBodyRefusesUnknownFieldsAndWrongTypesAlike) {
   EXPECT_EQ(refusal(cluster, {{"name", "c"}, {"framework", "horovod"}, {"containers", 2}, {"env", {{"A", 1}}}}).field,
             "env.A");
   EXPECT_EQ(refusal(token, json::array()).kind, Error::Kind::kMalformed);
+  // Integers past int64 are too large, not wrapped to negative.
+  EXPECT_EQ(refusal(scale, {{"containers", uint64_t{1} << 63}}).message,
+            "containers is 9223372036854775808, more than 64");
+  EXPECT_NE(refusal(scale, {{"containers", 2}, {"drain_timeout", uint64_t{1} << 63}}).message.find("longer than"),
+            std::string::npos);
+  EXPECT_EQ(refusal(cluster, {{"name", "c"}, {"framework", "horovod"}, {"containers", 2}, {"gpu", {{"count", uint64_t{1} << 63}}}})
+                .message,
+            "'gpu.count' is 9223372036854775808, too large");
   TokenRequest none;
   EXPECT_FALSE(parse_token_request(json::object(), &none).has_value());
 }
