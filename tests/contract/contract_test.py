@@ -42,6 +42,7 @@ EXAMPLES = {
     "ImageRequest": {"name": "contract-image", "root": "/", "frameworks": ["horovod"]},
     "UserRequest": {"name": "contract-user-two"},
     "TokenRequest": {},
+    "TerminalRequest": {},
 }
 
 

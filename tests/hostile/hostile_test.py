@@ -53,6 +53,7 @@ BODIES = {
     "ImageRequest": {"name": "hostile-image", "root": "/", "frameworks": ["horovod"]},
     "UserRequest": {"name": "hostile-user"},
     "TokenRequest": {},
+    "TerminalRequest": {},
 }
 # One value of each JSON type; a field gets each that is not of its type.
 VALUES = {"string": "x", "integer": 5, "number": 2.5, "boolean": True, "null": None, "array": [1], "object": {"a": 1}}

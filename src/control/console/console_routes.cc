@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "control/model/fields.h"
+#include "edt_api/contract.h"
+
 namespace edt::control {
 namespace {
 
@@ -18,6 +21,9 @@ Answer cluster_jobs(const ConsoleOptions& options, const httplib::Request& req, 
 }
 
 Answer open_terminal(const ConsoleOptions& options, const httplib::Request& req, const User& user) {
+  auto body = optional_json_body(req);
+  if (!body.ok()) return body.error();
+  if (auto refused = Fields(*body, "").only(api::fields::TerminalRequest::kProperties)) return *refused;
   auto cluster = options.service->cluster(user, req.matches[1]);
   if (!cluster.ok()) return cluster.error();
   const std::string name = req.matches[2];

@@ -184,6 +184,9 @@ export type JobList = {
   jobs: Job[];
 };
 
+/** no fields: an empty body or {} */
+export type TerminalRequest = Record<string, unknown>;
+
 export type Terminal = {
   port: number;
   path: string;
