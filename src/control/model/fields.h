@@ -1,9 +1,9 @@
 // Fields: how every request body's object is read, field by field, so that
 // every resource refuses alike (clusters, scales, jobs, volumes, images,
-// users, tokens): a field its schema does not list, a field of the wrong
-// JSON type, a required field missing, each is a kInvalid Refusal naming the
-// field by its JSON path ("gpu.count", "mounts[1].path") and saying what to
-// send. The fields a schema lists come from the API contract
+// users, tokens, terminals): a field its schema does not list, a field of
+// the wrong JSON type, a required field missing, each is a kInvalid Refusal
+// naming the field by its JSON path ("gpu.count", "mounts[1].path") and
+// saying what to send. The fields a schema lists come from the API contract
 // (edt_api/contract.h, fields::<Schema>::kProperties).
 //
 // Values are checked for type only; what a value may be (a name's pattern,
