@@ -2,11 +2,13 @@
 #
 # Writes TEXT_OUT, a source defining edt::api::openapi_text() as the
 # document's text, and HEADER_OUT, the contract as C++ constants:
-#   edt::api::fields::<Schema>::<property>   the property's JSON name
+#   edt::api::fields::<Schema>::<property>   the property's JSON name, and
+#     kProperties, all of them (sorted by name)
 #   edt::api::limits::<Schema>::minimum, maximum, min_length, max_length,
 #     pattern, values (an enum), and for sizes minimum_bytes, maximum_bytes,
 #     default_bytes and units ({suffix, bytes}), and for durations
-#     minimum_ms, maximum_ms, default_ms and units ({suffix, ms})
+#     minimum_ms, maximum_ms, default_ms and units ({suffix, ms}), and
+#     max_depth, max_uri_bytes, max_header_bytes (x-edt-max-depth, ...)
 # for every schema under components/schemas. A schema or property whose
 # name is not a C++ identifier stops the build.
 file(READ ${DOCUMENT} doc)
@@ -58,11 +60,23 @@ foreach(i RANGE ${last})
     string(APPEND fields "namespace fields::${schema_name} {\n")
     string(JSON property_count LENGTH "${properties}")
     math(EXPR property_last "${property_count} - 1")
-    foreach(j RANGE ${property_last})
+    set(names "")
+    set(indices "")
+    if(property_count GREATER 0)
+      foreach(j RANGE ${property_last})
+        list(APPEND indices ${j})
+      endforeach()
+    endif()
+    foreach(j IN LISTS indices)
       string(JSON property MEMBER "${properties}" ${j})
       check_identifier("property of ${schema_name}" "${property}")
+      if(property STREQUAL "kProperties")
+        message(FATAL_ERROR "${DOCUMENT}: a property of ${schema_name} is named kProperties, the generated list's name")
+      endif()
       string(APPEND fields "inline constexpr std::string_view ${property} = \"${property}\";\n")
+      string(APPEND names "\"${property}\", ")
     endforeach()
+    string(APPEND fields "inline constexpr std::array<std::string_view, ${property_count}> kProperties = {${names}};\n")
     string(APPEND fields "}  // namespace fields::${schema_name}\n")
   endif()
 
@@ -77,6 +91,9 @@ foreach(i RANGE ${last})
   number_constant("${schema}" "x-edt-duration-ms;minimum" minimum_ms)
   number_constant("${schema}" "x-edt-duration-ms;maximum" maximum_ms)
   number_constant("${schema}" "x-edt-duration-ms;default" default_ms)
+  number_constant("${schema}" x-edt-max-depth max_depth)
+  number_constant("${schema}" x-edt-max-uri-bytes max_uri_bytes)
+  number_constant("${schema}" x-edt-max-header-bytes max_header_bytes)
   string(JSON pattern ERROR_VARIABLE missing GET "${schema}" pattern)
   if(NOT missing)
     string(APPEND limits "inline constexpr std::string_view pattern = R\"(${pattern})\";\n")
@@ -115,10 +132,11 @@ endforeach()
 file(WRITE ${HEADER_OUT}.tmp "// Generated from ${DOCUMENT} by generate_contract.cmake; do not edit.
 //
 // edtd's API contract as C++: the OpenAPI document's text, each schema's
-// field names (fields::<Schema>::<property>) and its limits
+// field names (fields::<Schema>::<property>, all of them in kProperties) and its limits
 // (limits::<Schema>::minimum, maximum, min_length, max_length, pattern,
 // values, for sizes minimum_bytes, maximum_bytes, default_bytes, units, and
-// for durations minimum_ms, maximum_ms, default_ms, units).
+// for durations minimum_ms, maximum_ms, default_ms, units; max_depth,
+// max_uri_bytes, max_header_bytes).
 // Renaming a field or changing a limit in the document changes these.
 #pragma once
 

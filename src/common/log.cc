@@ -11,6 +11,8 @@
 #include <memory>
 #include <mutex>
 
+#include "common/utf8.h"
+
 namespace edt::log {
 namespace {
 
@@ -38,11 +40,12 @@ class LevelPrefix final : public spdlog::custom_flag_formatter {
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<LevelPrefix>(); }
 };
 
-// %*: the message as the inside of a JSON string.
+// %*: the message as the inside of a JSON string (bytes that are not UTF-8
+// become U+FFFD, so the line stays JSON whatever a message quotes).
 class JsonMessage final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    for (unsigned char c : std::string_view(msg.payload.data(), msg.payload.size())) {
+    for (unsigned char c : utf8::sanitized(std::string_view(msg.payload.data(), msg.payload.size()))) {
       if (c == '"' || c == '\\') {
         dest.push_back('\\');
         dest.push_back(static_cast<char>(c));

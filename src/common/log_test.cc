@@ -75,5 +75,15 @@ TEST(Log, JsonLinesAreJsonWhateverTheMessageHolds) {
   EXPECT_EQ(line["time"].get<std::string>().size(), std::string("2026-12-01T07:31:01.123456Z").size());
 }
 
+TEST(Log, JsonLinesReplaceBytesThatAreNotUtf8) {
+  std::string text = captured_stderr([] {
+    init("edtd", Level::kInfo, Format::kJson);
+    warn("no cluster 'a\xFF\xC3'");
+  });
+  init("edt", Level::kInfo);
+  auto line = nlohmann::json::parse(text);  // throws on ill-formed UTF-8
+  EXPECT_EQ(line["message"], "no cluster 'a\xEF\xBF\xBD\xEF\xBF\xBD'");
+}
+
 }  // namespace
 }  // namespace edt::log

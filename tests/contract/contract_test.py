@@ -41,6 +41,8 @@ EXAMPLES = {
     "VolumeRequest": {"name": "contract-vol-two"},
     "ImageRequest": {"name": "contract-image", "root": "/", "frameworks": ["horovod"]},
     "UserRequest": {"name": "contract-user-two"},
+    "TokenRequest": {},
+    "TerminalRequest": {},
 }
 
 
@@ -119,7 +121,7 @@ class Contract:
 
 
 class Edtd:
-    def __init__(self, binary):
+    def __init__(self, binary, addresses=None):
         self.dir = tempfile.mkdtemp(prefix="edt-contract-")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -132,7 +134,7 @@ class Edtd:
         self.log = open(os.path.join(self.dir, "edtd.log"), "ab")
         self.proc = subprocess.Popen(
             [binary, "--data-dir", os.path.join(self.dir, "data"), "--listen", f"127.0.0.1:{self.port}",
-             "--address-range", f"127.{second}.0.0/24", "--ssh-port", str(free_port()), "--gpus", "NVIDIA-P4=4",
+             "--address-range", addresses or f"127.{second}.0.0/24", "--ssh-port", str(free_port()), "--gpus", "NVIDIA-P4=4",
              "--grace", "2s", "--web-dir", web],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
@@ -171,12 +173,13 @@ class Edtd:
         return status, (json.loads(text) if text.startswith("{") else text)
 
     def stop(self):
-        status, listed = self.api("GET", "/clusters")
-        for c in listed.get("clusters", []) if status == 200 else []:
-            self.api("DELETE", "/clusters/" + c["name"])
-        deadline = time.time() + 60
-        while time.time() < deadline and self.api("GET", "/clusters")[1].get("clusters"):
-            time.sleep(0.2)
+        if self.proc.poll() is None:  # an edtd that died has nothing to delete (and its log is what matters)
+            status, listed = self.api("GET", "/clusters")
+            for c in listed.get("clusters", []) if status == 200 else []:
+                self.api("DELETE", "/clusters/" + c["name"])
+            deadline = time.time() + 60
+            while time.time() < deadline and self.api("GET", "/clusters")[1].get("clusters"):
+                time.sleep(0.2)
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=30)
         self.log.close()

@@ -23,7 +23,7 @@ Answer list_clusters(ApiContext& ctx, const Request&, const User& user) {
   }
   json items = json::array();
   for (const auto& c : ctx.service->clusters(user)) items.push_back(cluster_to_json(c));
-  std::string body = json{{"clusters", items}}.dump();
+  std::string body = json_text({{"clusters", items}});
   std::lock_guard lock(cache.mu);
   cache.bodies[user.name] = {version, body};
   return text_reply(std::move(body), "application/json");

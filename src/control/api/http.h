@@ -33,14 +33,20 @@ struct Reply {
 // What a handler answers.
 using Answer = Outcome<Reply>;
 
+// JSON text of `body`, for a response: a string that is not UTF-8 (input
+// is checked, so none should get here) becomes U+FFFD, never an exception.
+std::string json_text(const nlohmann::json& body);
 Reply json_reply(int status, const nlohmann::json& body);
 Reply text_reply(std::string body, std::string content_type);
 
 int http_status(Error::Kind kind);
 nlohmann::json error_json(int status, const Error& error);
 
-// The request's body as a JSON object, or a malformed-request refusal.
+// The request's body as a JSON object, or a malformed-request refusal: not
+// JSON, nested deeper or with a key twice (request_json.h), or not an object.
 Outcome<nlohmann::json> json_body(const httplib::Request& request);
+// The same, with an empty body read as {} (for operations whose body is optional).
+Outcome<nlohmann::json> optional_json_body(const httplib::Request& request);
 
 // The request's body read into a T by `parse` (one of model/'s parse_*),
 // or the Error that stopped it.
@@ -69,7 +75,9 @@ using Handler = std::function<Answer(const httplib::Request&, const User&)>;
 
 struct Route {
   std::string method;   // GET, POST, PATCH, DELETE
-  std::string pattern;  // httplib's regex; groups are req.matches[1...]
+  // The OpenAPI path, "/api/v1/clusters/{name}/events"; each {parameter}
+  // matches one path segment, req.matches[1...] in order.
+  std::string pattern;
   Access access = Access::kUser;
   std::string admin_action;  // kAdmin: "register images" -> "only the admin may register images"
   Handler handler;

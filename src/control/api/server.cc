@@ -27,7 +27,7 @@ std::vector<Route> ApiServer::routes() {
   auto bind = [this](Fn fn) -> Handler {
     return [this, fn](const Request& req, const User& user) { return fn(context_, req, user); };
   };
-  const std::string cluster = R"(/api/v1/clusters/([^/]+))";
+  const std::string cluster = "/api/v1/clusters/{name}";
   using A = Access;
   namespace h = handlers;
   return {
@@ -43,17 +43,17 @@ std::vector<Route> ApiServer::routes() {
       {"GET", cluster + "/events", A::kUser, "", bind(h::cluster_events)},
       {"GET", cluster + "/ssh", A::kUser, "", bind(h::cluster_ssh)},
       {"POST", cluster + "/jobs", A::kUser, "", bind(h::start_job)},
-      {"GET", R"(/api/v1/jobs/(\d+))", A::kUser, "", bind(h::get_job)},
-      {"GET", R"(/api/v1/jobs/(\d+)/log)", A::kUser, "", bind(h::job_log)},
+      {"GET", "/api/v1/jobs/{id}", A::kUser, "", bind(h::get_job)},
+      {"GET", "/api/v1/jobs/{id}/log", A::kUser, "", bind(h::job_log)},
       {"GET", "/api/v1/volumes", A::kUser, "", bind(h::list_volumes)},
       {"POST", "/api/v1/volumes", A::kUser, "", bind(h::create_volume)},
-      {"DELETE", R"(/api/v1/volumes/([^/]+))", A::kUser, "", bind(h::delete_volume)},
+      {"DELETE", "/api/v1/volumes/{name}", A::kUser, "", bind(h::delete_volume)},
       {"GET", "/api/v1/images", A::kUser, "", bind(h::list_images)},
       {"POST", "/api/v1/images", A::kAdmin, "register images", bind(h::register_image)},
       {"GET", "/api/v1/gpus", A::kUser, "", bind(h::list_gpus)},
       {"GET", "/api/v1/users", A::kAdmin, "list users", bind(h::list_users)},
       {"POST", "/api/v1/users", A::kAdmin, "create users", bind(h::create_user)},
-      {"POST", R"(/api/v1/users/([^/]+)/tokens)", A::kUser, "", bind(h::create_token)},
+      {"POST", "/api/v1/users/{name}/tokens", A::kUser, "", bind(h::create_token)},
       {"GET", "/api/v1/metrics", A::kUser, "", bind(h::metrics)},
   };
 }

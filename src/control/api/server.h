@@ -18,6 +18,7 @@
 #include "control/api/http.h"
 #include "control/api/middleware.h"
 #include "control/model/cluster.h"
+#include "edt_api/contract.h"
 
 namespace httplib {
 class Server;
@@ -30,7 +31,7 @@ struct ApiServerOptions {
   Backend* backend = nullptr;
   Reconciler* reconciler = nullptr;
   JobRunner* jobs = nullptr;
-  size_t max_body_bytes = 1 << 20;
+  size_t max_body_bytes = api::limits::RequestLimits::maximum_bytes;  // api/openapi.json's
   std::string web_dir;  // the console's static files, served at / (none if empty)
   // Routes of other parts of edtd (the web console's), served after the
   // API's through the same middleware.

@@ -112,6 +112,41 @@ TEST_F(ApiServerTest, TheMiddlewareRefusesWithErrorBodies) {
                  422, "containers");
 }
 
+TEST(RouteRegex, EachParameterIsOneSegmentAndNamed) {
+  std::vector<std::string> names;
+  EXPECT_EQ(route_regex("/api/v1/clusters/{name}/containers/{container}/terminal", &names),
+            "/api/v1/clusters/([^/]+)/containers/([^/]+)/terminal");
+  EXPECT_EQ(names, (std::vector<std::string>{"name", "container"}));
+  names.clear();
+  EXPECT_EQ(route_regex("/healthz", &names), "/healthz");
+  EXPECT_TRUE(names.empty());
+}
+
+TEST_F(ApiServerTest, BadInputIsRefusedByFieldNeverWithA500) {
+  httplib::Client c("127.0.0.1", port_);
+  // The scheme in any case (RFC 7235).
+  for (const std::string scheme : {"bearer ", "BEARER ", "Bearer  "}) {
+    auto r = c.Get("/api/v1/whoami", {{"Authorization", scheme + bob_}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << scheme << r->body;
+  }
+  expect_refused(call("GET", "/api/v1/clusters", "", ""), 401, "Authorization");
+  auto basic = c.Get("/api/v1/whoami", {{"Authorization", "Basic " + bob_}});
+  ASSERT_TRUE(basic);
+  EXPECT_NE(basic->body.find("its scheme is 'Basic'"), std::string::npos) << basic->body;
+  expect_refused(call("POST", "/api/v1/images", admin_, R"({"name": "i", "root": 5, "frameworks": ["horovod"]})"), 422,
+                 "root");
+  expect_refused(call("POST", "/api/v1/volumes", bob_, R"({"name": "v", "size": 5})"), 422, "size");
+  expect_refused(call("POST", "/api/v1/volumes", bob_, R"({"name": "v", "name": "w"})"), 400, "name");
+  expect_refused(call("POST", "/api/v1/images", admin_, R"({"name": "i", "frameworks": )" + std::string(1000, '[') +
+                                                            std::string(1000, ']') + "}"),
+                 400, "frameworks[0][0][0][0][0][0][0]...");
+  // Tokens: no body, {} or a refusal by field.
+  EXPECT_EQ(call("POST", "/api/v1/users/bob/tokens", bob_, "").first, 201);
+  EXPECT_EQ(call("POST", "/api/v1/users/bob/tokens", bob_, "{}").first, 201);
+  expect_refused(call("POST", "/api/v1/users/bob/tokens", bob_, R"({"expires": "1h"})"), 422, "expires");
+}
+
 TEST_F(ApiServerTest, ClustersThroughTheServiceWithOwnerRules) {
   auto [created, cluster] =
       call("POST", "/api/v1/clusters", bob_, R"({"name": "a", "framework": "horovod", "containers": 2})");

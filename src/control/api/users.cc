@@ -30,6 +30,10 @@ Answer create_user(ApiContext& ctx, const Request& req, const User& user) {
 }
 
 Answer create_token(ApiContext& ctx, const Request& req, const User& user) {
+  auto body = optional_json_body(req);
+  if (!body.ok()) return body.error();
+  TokenRequest request;
+  if (auto refused = parse_token_request(*body, &request)) return *refused;
   auto made = ctx.service->create_token(user, req.matches[1]);
   if (!made.ok()) return made.error();
   return json_reply(201, token_json(*made));

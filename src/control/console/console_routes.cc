@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "control/model/fields.h"
+#include "edt_api/contract.h"
+
 namespace edt::control {
 namespace {
 
@@ -18,6 +21,9 @@ Answer cluster_jobs(const ConsoleOptions& options, const httplib::Request& req, 
 }
 
 Answer open_terminal(const ConsoleOptions& options, const httplib::Request& req, const User& user) {
+  auto body = optional_json_body(req);
+  if (!body.ok()) return body.error();
+  if (auto refused = Fields(*body, "").only(api::fields::TerminalRequest::kProperties)) return *refused;
   auto cluster = options.service->cluster(user, req.matches[1]);
   if (!cluster.ok()) return cluster.error();
   const std::string name = req.matches[2];
@@ -41,9 +47,9 @@ Answer open_terminal(const ConsoleOptions& options, const httplib::Request& req,
 
 std::vector<Route> console_routes(const ConsoleOptions& options) {
   return {
-      {"GET", R"(/api/v1/clusters/([^/]+)/jobs)", Access::kUser, "",
+      {"GET", "/api/v1/clusters/{name}/jobs", Access::kUser, "",
        [options](const httplib::Request& req, const User& user) { return cluster_jobs(options, req, user); }},
-      {"POST", R"(/api/v1/clusters/([^/]+)/containers/([^/]+)/terminal)", Access::kUser, "",
+      {"POST", "/api/v1/clusters/{name}/containers/{container}/terminal", Access::kUser, "",
        [options](const httplib::Request& req, const User& user) { return open_terminal(options, req, user); }},
   };
 }

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "common/units.h"
+#include "control/model/fields.h"
 
 namespace edt::control {
 
@@ -46,30 +47,19 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   return out;
 }
 
-// Refuses any key of `object` not in `allowed`.
-Refusal check_known_fields(const json& object, const std::string& prefix, const std::vector<std::string>& allowed) {
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end())
-      return invalid(prefix + it.key(), "unknown field '" + prefix + it.key() + "'",
-                           "remove it; the fields here are: " + join(allowed, ", "));
-  }
-  return std::nullopt;
-}
-
-Refusal want_string(const json& body, const std::string& key, const std::string& field, std::string* out) {
-  if (!body.contains(key)) return std::nullopt;
-  if (!body[key].is_string())
-    return invalid(field, "'" + field + "' must be a string, not " + std::string(body[key].type_name()),
-                         "write it in quotes");
-  *out = body[key].get<std::string>();
-  return std::nullopt;
-}
-
 // The system directories of a container; a mount may not cover them.
 const std::vector<std::string>& system_directories() {
   static const std::vector<std::string> kDirs = {"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64",
                                                  "/proc", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var", "/job"};
   return kDirs;
+}
+
+// A JSON integer as int64_t; one above INT64_MAX (JSON reads it as
+// unsigned) as INT64_MAX, so that range checks see it as too large rather
+// than wrapped to a negative number.
+int64_t whole_number(const json& value) {
+  if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return INT64_MAX;
+  return value.get<int64_t>();
 }
 
 bool is_under(const std::string& path, const std::string& dir) {
@@ -99,17 +89,16 @@ Refusal parse_shm(const json& value, uint64_t* out) {
 
 Refusal parse_gpu(const json& value, GpuRequest* out) {
   if (value.is_null()) return std::nullopt;
-  if (!value.is_object())
-    return invalid("gpu", "gpu must be an object {\"model\": ..., \"count\": ...}",
-                         "write e.g. {\"model\": \"NVIDIA-P4\", \"count\": 1}");
-  if (auto r = check_known_fields(value, "gpu.", {"model", "count"})) return r;
-  if (auto r = want_string(value, "model", "gpu.model", &out->model)) return r;
-  if (value.contains("count")) {
-    if (!value["count"].is_number_integer() || value["count"].get<int64_t>() < 0 ||
-        value["count"].get<int64_t>() > kMaxGpusPerContainer)
+  Fields gpu(value, "gpu");
+  if (auto r = gpu.only(api::fields::GpuRequest::kProperties)) return r;
+  if (auto r = gpu.text("model", &out->model, Presence::kOptional)) return r;
+  if (gpu.has("count")) {
+    int64_t count = 0;
+    if (auto r = gpu.integer("count", &count, Presence::kRequired)) return r;
+    if (count < 0 || count > kMaxGpusPerContainer)
       return invalid("gpu.count", "gpu.count must be a whole number from 0 to " + std::to_string(kMaxGpusPerContainer),
                            "ask for the GPUs per container, e.g. 1");
-    out->count = value["count"].get<int>();
+    out->count = static_cast<int>(count);
   } else if (!out->model.empty()) {
     out->count = 1;
   }
@@ -120,27 +109,20 @@ Refusal parse_gpu(const json& value, GpuRequest* out) {
   return std::nullopt;
 }
 
+// A list of mounts (the caller checked it is a list).
 Refusal parse_mounts(const json& value, std::vector<Mount>* out) {
-  if (!value.is_array())
-    return invalid("mounts", "mounts must be a list", "write e.g. [{\"volume\": \"data\", \"path\": \"/root/data\"}]");
   for (size_t i = 0; i < value.size(); ++i) {
     const std::string at = "mounts[" + std::to_string(i) + "]";
-    const json& m = value[i];
-    if (!m.is_object())
-      return invalid(at, at + " must be an object", "write {\"volume\": NAME, \"path\": PATH, \"read_only\": false}");
-    if (auto r = check_known_fields(m, at + ".", {"volume", "path", "read_only"})) return r;
+    Fields m(value[i], at);
+    if (auto r = m.only(api::fields::Mount::kProperties)) return r;
     Mount mount;
-    if (auto r = want_string(m, "volume", at + ".volume", &mount.volume)) return r;
+    if (auto r = m.text("volume", &mount.volume, Presence::kRequired)) return r;
     if (mount.volume.empty())
-      return invalid(at + ".volume", at + ".volume is missing", "name a volume (see GET /api/v1/volumes)");
-    if (auto r = want_string(m, "path", at + ".path", &mount.path)) return r;
+      return invalid(at + ".volume", at + ".volume is empty", "name a volume (see GET /api/v1/volumes)");
+    if (auto r = m.text("path", &mount.path, Presence::kOptional)) return r;
     if (mount.path.empty()) mount.path = "/root/" + mount.volume;
     if (auto r = check_mount_path(mount.path, at + ".path")) return r;
-    if (m.contains("read_only")) {
-      if (!m["read_only"].is_boolean())
-        return invalid(at + ".read_only", at + ".read_only must be true or false", "write true or false");
-      mount.read_only = m["read_only"].get<bool>();
-    }
+    if (auto r = m.boolean("read_only", &mount.read_only, Presence::kOptional)) return r;
     for (const auto& other : *out) {
       if (is_under(mount.path, other.path) || is_under(other.path, mount.path))
         return invalid(at + ".path", at + ".path " + mount.path + " overlaps the mount at " + other.path,
@@ -151,9 +133,8 @@ Refusal parse_mounts(const json& value, std::vector<Mount>* out) {
   return std::nullopt;
 }
 
+// Variables (the caller checked it is an object).
 Refusal parse_env(const json& value, std::map<std::string, std::string>* out) {
-  if (!value.is_object())
-    return invalid("env", "env must be an object of strings", "write e.g. {\"NCCL_DEBUG\": \"INFO\"}");
   for (auto it = value.begin(); it != value.end(); ++it) {
     const std::string& key = it.key();
     bool ok = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0])) &&
@@ -162,7 +143,7 @@ Refusal parse_env(const json& value, std::map<std::string, std::string>* out) {
       return invalid("env." + key, "'" + key + "' is not a variable name",
                            "use letters, digits and _ (not first a digit)");
     if (!it.value().is_string())
-      return invalid("env." + key, "env." + key + " must be a string", "write the value in quotes");
+      return Fields::wrong_type("env." + key, it.value(), "a string", "\"INFO\", in quotes");
     (*out)[key] = it.value().get<std::string>();
   }
   return std::nullopt;
@@ -187,13 +168,13 @@ Refusal check_resource_name(const std::string& name, const std::string& field, c
 
 Refusal check_container_count(const json& value, const std::string& field, int* out) {
   if (!value.is_number_integer())
-    return invalid(field, field + " must be a whole number", "ask for 2 or more containers, e.g. 2");
-  int64_t n = value.get<int64_t>();
+    return Fields::wrong_type(field, value, "a whole number", "2 or more, without quotes");
+  const int64_t n = whole_number(value);
   if (n < kMinContainers)
     return invalid(field, field + " is " + std::to_string(n) + ", fewer than " + std::to_string(kMinContainers),
                          "ask for at least 2 containers: one launcher and one worker");
   if (n > kMaxContainers)
-    return invalid(field, field + " is " + std::to_string(n) + ", more than " + std::to_string(kMaxContainers),
+    return invalid(field, field + " is " + value.dump() + ", more than " + std::to_string(kMaxContainers),
                          "ask for at most " + std::to_string(kMaxContainers) + " containers");
   *out = static_cast<int>(n);
   return std::nullopt;
@@ -227,11 +208,11 @@ Refusal check_mount_path(const std::string& path, const std::string& field) {
 Refusal parse_drain_timeout(const json& value, const std::string& field, std::chrono::milliseconds* out) {
   const std::string fix = "write a duration from 0s to " + format_duration(kMaxDrainTimeout) + ", e.g. \"60s\" or \"2m\"";
   if (value.is_number_integer()) {
-    if (value.get<int64_t>() < 0)
-      return invalid(field, field + " is negative (" + value.dump() + " s)", fix);
-    if (value.get<int64_t>() > kMaxDrainTimeout.count() / 1000)
+    const int64_t seconds = whole_number(value);
+    if (seconds < 0) return invalid(field, field + " is negative (" + value.dump() + " s)", fix);
+    if (seconds > kMaxDrainTimeout.count() / 1000)
       return invalid(field, field + " of " + value.dump() + " s is longer than " + format_duration(kMaxDrainTimeout), fix);
-    *out = std::chrono::seconds(value.get<int64_t>());
+    *out = std::chrono::seconds(seconds);
     return std::nullopt;
   }
   if (!value.is_string())
@@ -251,52 +232,69 @@ std::string format_duration(std::chrono::milliseconds duration) {
   return ms % 1000 == 0 ? std::to_string(ms / 1000) + "s" : std::to_string(ms) + "ms";
 }
 
-Refusal parse_cluster_spec(const json& body, ClusterSpec* out) {
-  if (!body.is_object())
-    return malformed("", "the request body must be a JSON object", "send {\"name\": ..., \"framework\": ..., \"containers\": ...}");
-  if (auto r = check_known_fields(body, "", {"name", "framework", "containers", "image", "gpu", "shm", "mounts", "env",
-                                               "drain_timeout"}))
-    return r;
-  ClusterSpec spec;
-  if (!body.contains("name")) return invalid("name", "name is missing", "name the cluster, e.g. \"tthvd\"");
-  if (auto r = want_string(body, "name", "name", &spec.name)) return r;
-  if (auto r = check_cluster_name(spec.name)) return r;
-  if (!body.contains("framework"))
-    return invalid("framework", "framework is missing", "choose one of: " + join(known_frameworks(), ", "));
-  if (auto r = want_string(body, "framework", "framework", &spec.framework)) return r;
+namespace {
+
+Refusal check_framework(const std::string& framework) {
   const auto& frameworks = known_frameworks();
-  if (std::find(frameworks.begin(), frameworks.end(), spec.framework) == frameworks.end())
-    return invalid("framework", "unknown framework '" + spec.framework + "'",
-                         "choose one of: " + join(frameworks, ", "));
-  if (!body.contains("containers"))
-    return invalid("containers", "containers is missing", "ask for 2 or more containers, e.g. 2");
-  if (auto r = check_container_count(body["containers"], "containers", &spec.containers)) return r;
-  if (auto r = want_string(body, "image", "image", &spec.image)) return r;
-  if (spec.image.empty()) spec.image = "edt";
-  if (body.contains("gpu"))
-    if (auto r = parse_gpu(body["gpu"], &spec.gpu)) return r;
-  if (body.contains("shm"))
-    if (auto r = parse_shm(body["shm"], &spec.shm_bytes)) return r;
-  if (body.contains("mounts"))
-    if (auto r = parse_mounts(body["mounts"], &spec.mounts)) return r;
-  if (body.contains("env"))
-    if (auto r = parse_env(body["env"], &spec.env)) return r;
-  if (body.contains("drain_timeout"))
-    if (auto r = parse_drain_timeout(body["drain_timeout"], "drain_timeout", &spec.drain_timeout)) return r;
+  if (std::find(frameworks.begin(), frameworks.end(), framework) == frameworks.end())
+    return invalid("framework", "unknown framework '" + framework + "'", "choose one of: " + join(frameworks, ", "));
+  return std::nullopt;
+}
+
+// The spec's optional parts: image, gpu, shm, mounts, env, drain_timeout.
+Refusal parse_cluster_options(const Fields& body, const json& object, ClusterSpec* spec) {
+  if (auto r = body.text("image", &spec->image, Presence::kOptional)) return r;
+  if (spec->image.empty()) spec->image = "edt";
+  if (body.has("gpu"))
+    if (auto r = parse_gpu(object["gpu"], &spec->gpu)) return r;
+  if (body.has("shm"))
+    if (auto r = parse_shm(object["shm"], &spec->shm_bytes)) return r;
+  const json* mounts = nullptr;
+  if (auto r = body.array("mounts", &mounts, Presence::kOptional)) return r;
+  if (mounts)
+    if (auto r = parse_mounts(*mounts, &spec->mounts)) return r;
+  const json* env = nullptr;
+  if (auto r = body.object("env", &env, Presence::kOptional)) return r;
+  if (env)
+    if (auto r = parse_env(*env, &spec->env)) return r;
+  if (body.has("drain_timeout"))
+    if (auto r = parse_drain_timeout(object["drain_timeout"], "drain_timeout", &spec->drain_timeout)) return r;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Refusal parse_cluster_spec(const json& object, ClusterSpec* out) {
+  Fields body(object, "");
+  if (auto r = body.only(api::fields::ClusterSpec::kProperties)) return r;
+  ClusterSpec spec;
+  if (auto r = body.text("name", &spec.name, Presence::kRequired)) return r;
+  if (auto r = check_cluster_name(spec.name)) return r;
+  if (auto r = body.text("framework", &spec.framework, Presence::kRequired)) return r;
+  if (auto r = check_framework(spec.framework)) return r;
+  if (!body.has("containers"))
+    return invalid("containers", "'containers' is missing", "ask for 2 or more containers, e.g. 2");
+  if (auto r = check_container_count(object["containers"], "containers", &spec.containers)) return r;
+  if (auto r = parse_cluster_options(body, object, &spec)) return r;
   *out = std::move(spec);
   return std::nullopt;
 }
 
-Refusal parse_scale_request(const json& body, ScaleRequest* out) {
-  for (auto it = body.begin(); it != body.end(); ++it)
-    if (it.key() != "containers" && it.key() != "drain_timeout")
-      return invalid(it.key(), "field '" + it.key() + "' cannot be changed",
-                     "only containers and drain_timeout can be changed; make a new cluster for the rest");
-  if (!body.contains("containers")) return invalid("containers", "containers is missing", "send {\"containers\": N}");
-  if (auto r = check_container_count(body["containers"], "containers", &out->containers)) return r;
-  if (!body.contains("drain_timeout")) return std::nullopt;
+Refusal parse_scale_request(const json& object, ScaleRequest* out) {
+  Fields body(object, "");
+  const auto& scalable = api::fields::Scale::kProperties;
+  if (object.is_object()) {
+    for (const auto& field : api::fields::ClusterSpec::kProperties)
+      if (body.has(field) && std::find(scalable.begin(), scalable.end(), field) == scalable.end())
+        return invalid(std::string(field), "field '" + std::string(field) + "' cannot be changed",
+                       "only containers and drain_timeout can be changed; make a new cluster for the rest");
+  }
+  if (auto r = body.only(scalable)) return r;
+  if (!body.has("containers")) return invalid("containers", "'containers' is missing", "send {\"containers\": N}");
+  if (auto r = check_container_count(object["containers"], "containers", &out->containers)) return r;
+  if (!body.has("drain_timeout")) return std::nullopt;
   std::chrono::milliseconds timeout{};
-  if (auto r = parse_drain_timeout(body["drain_timeout"], "drain_timeout", &timeout)) return r;
+  if (auto r = parse_drain_timeout(object["drain_timeout"], "drain_timeout", &timeout)) return r;
   out->drain_timeout = timeout;
   return std::nullopt;
 }

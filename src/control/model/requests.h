@@ -1,8 +1,9 @@
 // The bodies of the API's requests other than a cluster spec (cluster.h),
-// read into typed structs. Reading checks shape and format only (types,
-// names, absolute paths); what depends on state (who asks, what exists on
-// the host) is the service's. Never throws: a wrong body is a Refusal
-// naming the field.
+// read into typed structs through Fields (fields.h), as a cluster spec is:
+// unknown fields and wrong types are refused alike everywhere. Reading
+// checks shape and format only (types, names, absolute paths); what depends
+// on state (who asks, what exists on the host) is the service's. Never
+// throws: a wrong body is a Refusal naming the field.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,10 @@ Refusal parse_image_request(const nlohmann::json& body, Image* out);
 
 // POST /users: {"name"}.
 Refusal parse_user_request(const nlohmann::json& body, std::string* name);
+
+// POST /users/{name}/tokens: {} (no fields yet; an empty body is read as {}).
+struct TokenRequest {};
+Refusal parse_token_request(const nlohmann::json& body, TokenRequest* out);
 
 // POST /clusters/{name}/jobs: {"command", "container"? (default: the launcher)}.
 struct JobRequest {

@@ -32,12 +32,13 @@ TEST(Requests, RefuseWrongShapesByFieldWithoutThrowing) {
   VolumeRequest volume;
   EXPECT_EQ(parse_volume_request(json::object(), &volume)->field, "name");
   EXPECT_EQ(parse_volume_request(json{{"name", 7}}, &volume)->field, "name");
-  ASSERT_FALSE(parse_volume_request(json{{"name", "data"}, {"host_path", 3}}, &volume).has_value());
+  EXPECT_EQ(parse_volume_request(json{{"name", "data"}, {"host_path", 3}}, &volume)->field, "host_path");
+  ASSERT_FALSE(parse_volume_request(json{{"name", "data"}, {"host_path", "/srv"}}, &volume).has_value());
   EXPECT_TRUE(volume.has_host_path);
-  EXPECT_EQ(volume.host_path, "");
+  EXPECT_EQ(volume.host_path, "/srv");
   Image image;
   EXPECT_EQ(parse_image_request(json{{"name", "ds"}, {"root", 1}, {"frameworks", {"deepspeed"}}}, &image)->field, "root");
-  EXPECT_EQ(parse_image_request(json{{"name", "ds"}, {"frameworks", {"caffe"}}}, &image)->field, "frameworks");
+  EXPECT_EQ(parse_image_request(json{{"name", "ds"}, {"frameworks", {"caffe"}}}, &image)->field, "frameworks[0]");
   Image ds;
   ASSERT_FALSE(parse_image_request(json{{"name", "ds"}, {"frameworks", {"deepspeed"}}}, &ds).has_value());
   EXPECT_EQ(ds.root, "/");
@@ -55,6 +56,55 @@ TEST(Requests, RefuseWrongShapesByFieldWithoutThrowing) {
   EXPECT_FALSE(scale.drain_timeout.has_value());
   ASSERT_FALSE(parse_scale_request(json{{"containers", 2}, {"drain_timeout", "5m"}}, &scale).has_value());
   EXPECT_EQ(scale.drain_timeout, std::chrono::minutes(5));
+}
+
+// One path for every body: the same refusal, by field, for a field the
+// schema does not list, a wrong type and a missing field, whatever the resource.
+TEST(Requests, EveryBodyRefusesUnknownFieldsAndWrongTypesAlike) {
+  using nlohmann::json;
+  auto refusal = [](auto parse, const json& body) -> Error {
+    auto r = parse(body);
+    EXPECT_TRUE(r.has_value()) << body.dump();
+    return r.value_or(Error{});
+  };
+  auto volume = [](const json& b) { VolumeRequest v; return parse_volume_request(b, &v); };
+  auto image = [](const json& b) { Image i; return parse_image_request(b, &i); };
+  auto user = [](const json& b) { std::string n; return parse_user_request(b, &n); };
+  auto token = [](const json& b) { TokenRequest t; return parse_token_request(b, &t); };
+  auto job = [](const json& b) { JobRequest j; return parse_job_request(b, &j); };
+  auto scale = [](const json& b) { ScaleRequest s; return parse_scale_request(b, &s); };
+  auto cluster = [](const json& b) { ClusterSpec c; return parse_cluster_spec(b, &c); };
+  for (const Error& e : {refusal(volume, {{"name", "v"}, {"bogus", 1}}),
+                         refusal(image, {{"name", "i"}, {"frameworks", {"horovod"}}, {"bogus", 1}}),
+                         refusal(user, {{"name", "u"}, {"bogus", 1}}), refusal(token, {{"bogus", 1}}),
+                         refusal(job, {{"command", "id"}, {"bogus", 1}}), refusal(scale, {{"containers", 2}, {"bogus", 1}}),
+                         refusal(cluster, {{"name", "c"}, {"framework", "horovod"}, {"containers", 2}, {"bogus", 1}})}) {
+    EXPECT_EQ(e.kind, Error::Kind::kInvalid);
+    EXPECT_EQ(e.field, "bogus");
+    EXPECT_EQ(e.message, "unknown field 'bogus'");
+  }
+  EXPECT_EQ(refusal(image, {{"name", "i"}, {"root", 5}, {"frameworks", {"horovod"}}}).message,
+            "'root' must be a string, not a whole number");
+  EXPECT_EQ(refusal(image, {{"name", "i"}, {"frameworks", "horovod"}}).message, "'frameworks' must be a list, not a string");
+  EXPECT_EQ(refusal(volume, {{"name", true}}).message, "'name' must be a string, not a boolean");
+  EXPECT_EQ(refusal(user, json::object()).message, "'name' is missing");
+  EXPECT_EQ(refusal(cluster, {{"name", "c"}, {"framework", "horovod"}, {"containers", 2}, {"mounts", {{{"volume", "v"}, {"read_only", "no"}}}}}).field,
+            "mounts[0].read_only");
+  EXPECT_EQ(refusal(cluster, {{"name", "c"}, {"framework", "horovod"}, {"containers", 2}, {"gpu", {{"count", "1"}}}}).field,
+            "gpu.count");
+  EXPECT_EQ(refusal(cluster, {{"name", "c"}, {"framework", "horovod"}, {"containers", 2}, {"env", {{"A", 1}}}}).field,
+            "env.A");
+  EXPECT_EQ(refusal(token, json::array()).kind, Error::Kind::kMalformed);
+  // Integers past int64 are too large, not wrapped to negative.
+  EXPECT_EQ(refusal(scale, {{"containers", uint64_t{1} << 63}}).message,
+            "containers is 9223372036854775808, more than 64");
+  EXPECT_NE(refusal(scale, {{"containers", 2}, {"drain_timeout", uint64_t{1} << 63}}).message.find("longer than"),
+            std::string::npos);
+  EXPECT_EQ(refusal(cluster, {{"name", "c"}, {"framework", "horovod"}, {"containers", 2}, {"gpu", {{"count", uint64_t{1} << 63}}}})
+                .message,
+            "'gpu.count' is 9223372036854775808, too large");
+  TokenRequest none;
+  EXPECT_FALSE(parse_token_request(json::object(), &none).has_value());
 }
 
 }  // namespace

@@ -8,11 +8,14 @@ export type Error = {
 
 export type ErrorDetail = {
   status: number;
-  /** a JSON path such as mounts[1].path, or empty for the request as a whole */
+  /** what was wrong: a body field's JSON path such as mounts[1].path, a path or query parameter's name such as name, a header's name such as Authorization, or empty for the request as a whole */
   field: string;
   message: string;
   fix: string;
 };
+
+/** what edtd reads of any request, before a route sees it: the request line (method, path, query) at most x-edt-max-uri-bytes bytes (else 414), each header line at most x-edt-max-header-bytes (else 400), a POST or PATCH with a Content-Length (else 411), a body of at most x-edt-bytes.maximum bytes (else 413), JSON whose objects and arrays nest at most x-edt-max-depth deep, the body's object counting 1, with each key once per object (else 400), and path and query parameters in UTF-8 (else 400). Each body holds only the fields its schema lists, each of its type (else 422). */
+export type RequestLimits = Record<string, unknown>;
 
 export type Health = {
   ok: boolean;
@@ -181,6 +184,9 @@ export type JobList = {
   jobs: Job[];
 };
 
+/** no fields: an empty body or {} */
+export type TerminalRequest = Record<string, unknown>;
+
 export type Terminal = {
   port: number;
   path: string;
@@ -259,6 +265,9 @@ export type UserRequest = {
   name: ResourceName;
 };
 
+/** no fields yet: an empty body or {} */
+export type TokenRequest = Record<string, unknown>;
+
 export type Token = {
   name: string;
   token: string;
@@ -266,6 +275,11 @@ export type Token = {
 
 // The limits of the schemas that have any, as the document writes them.
 export const contract = {
+  "RequestLimits": {
+    "bytes": {
+      "maximum": 1048576
+    }
+  },
   "ClusterName": {
     "minLength": 1,
     "maxLength": 40,
