@@ -415,21 +415,28 @@ def take_credentials(peer):
         check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
 
 
-def set_title(argv):
-    """ps and pkill -f see the worker's command, not the server's: it is
-    written over this process's own argv and environ area (as setproctitle
-    does; call it once the environment lives elsewhere)."""
+def set_title(argv, env):
+    """ps and pkill -f see the worker's command, and /proc/<pid>/environ its
+    environment (edtd's drain looks there for EDT_COORDINATOR), not the
+    server's: written over this process's own argument and environment
+    areas, as setproctitle does (call it once the environment lives
+    elsewhere). What does not fit is cut: the command at the end of the
+    argument area, the environment after the EDT_ variables."""
     name = os.path.basename(argv[0]).encode()[:15]
     libc.prctl(PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
     fields = read_text("/proc/self/stat").rpartition(")")[2].split()
-    arg_start, arg_end, env_end = int(fields[45]), int(fields[46]), int(fields[48])  # 48, 49, 51 in proc(5)
-    words = [os.fsencode(a) for a in argv]
-    title = b"\0".join(words)
-    if len(title) >= arg_end - arg_start:
-        # Longer than the argument area: one string on into the environment's.
-        title = b" ".join(words)[:env_end - arg_start - 1]
-    ctypes.memset(arg_start, 0, env_end - arg_start)
+    arg_start, arg_end, env_start, env_end = (int(f) for f in fields[45:49])  # 48-51 in proc(5)
+    title = b"\0".join(os.fsencode(a) for a in argv)[:arg_end - arg_start - 1]
+    entries = sorted((os.fsencode("%s=%s" % kv) for kv in env.items()), key=lambda e: not e.startswith(b"EDT_"))
+    block = b""
+    for entry in entries:
+        if len(block) + len(entry) + 1 > env_end - env_start:
+            break
+        block += entry + b"\0"
+    ctypes.memset(arg_start, 0, arg_end - arg_start)
     ctypes.memmove(arg_start, title, len(title))
+    ctypes.memset(env_start, 0, env_end - env_start)
+    ctypes.memmove(env_start, block, len(block))
 
 
 def reset_signals():
@@ -497,7 +504,7 @@ def become_worker(peer, request, command, server):
         os.close(fd)
     os.environ.clear()
     os.environ.update(env)
-    set_title(request.argv)
+    set_title(request.argv, env)
     reset_signals()
     reseed()
     make_stdio(env, "u" in options or bool(env.get("PYTHONUNBUFFERED")))
