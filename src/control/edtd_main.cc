@@ -1,6 +1,7 @@
 // edtd: the edt daemon. Serves the REST API, keeps the database, and runs
 // the reconcile loop that makes containers match it. Containers outlive edtd; a
-// restarted edtd re-adopts them from the store.
+// restarted edtd re-adopts them from the store, and by their label those it
+// started but had not recorded (docs/platform.md, "Crash safety").
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -21,12 +21,17 @@ and the sockets in /proc/net/tcp), not only against the store:
     sandboxes (they were re-adopted, not restarted);
   - the operation finished: the cluster has the size asked for, or is gone;
   - the next create succeeds (a cluster made and deleted after the check).
+Then the same with a real kill -9 (SIGKILL) of edtd during a scale-up, at
+moments told by what a new container has on disk or in the store (its
+directory, bubblewrap's info file, its recorded pid, sshd listening), and
+during a delete once the first container row is gone.
 At the end everything is deleted and nothing may be left: no labelled
 process, no container directory, no row.
 
   crash_test.py --edtd build/src/control/edtd [--point NAME]
 """
 import argparse
+import http.client
 import json
 import os
 import resource
@@ -126,10 +131,14 @@ class Edtd:
                 return r.status, json.loads(r.read() or b"null")
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
-        except (urllib.error.URLError, ConnectionError):
-            if self.proc.poll() is not None:
-                return 0, None
-            raise
+        except (urllib.error.URLError, ConnectionError, http.client.HTTPException) as failure:
+            # edtd died while answering (the reconciler reached the fault
+            # point before the answer was sent), or this is a real failure.
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                raise failure
+            return 0, None
 
     def stop(self):
         """SIGTERM: edtd stops, the containers keep running."""
@@ -296,6 +305,7 @@ def next_create(edtd, expected, bystander_pids, where):
     status, body = edtd.api("DELETE", "/clusters/next")
     if status != 202:
         raise AssertionError(f"deleting the next create's cluster answered {status}: {body}")
+    wait_for(f"the next create's cluster to be deleted (after {where})", lambda: settled(edtd, expected))
 
 
 def run_point(edtd, point, operations, bystander_pids):
@@ -317,6 +327,47 @@ def run_point(edtd, point, operations, bystander_pids):
         if operation in operations:
             next_create(edtd, expected, bystander_pids, where)
     print(f"  {point}: crashed in {' '.join(o for o in OPERATIONS if o in operations)}; invariants held", flush=True)
+
+
+def kill_when(edtd, what, moment):
+    """SIGKILLs edtd as soon as moment() is true (or edtd is done without it)."""
+    wait_for(what, moment, TIMEOUT)
+    edtd.proc.kill()
+    edtd.proc.wait()
+
+
+def new_container(edtd, name):
+    return next((c for c in edtd.rows()[1] if c["name"] == name), {})
+
+
+def run_sigkills(edtd, bystander_pids):
+    """kill -9 during a scale-up of CLUSTER (2 -> 3) at each of four moments, then during its delete."""
+    new = CLUSTER + "-worker-1"
+    directory = os.path.join(edtd.data, "containers", new)
+    moments = {
+        "directory exists": lambda: os.path.isdir(directory),
+        "info file from bubblewrap exists": lambda: os.path.exists(os.path.join(directory, "info.json")),
+        "pid is recorded": lambda: new_container(edtd, new).get("pid", 0) != 0,
+        "sshd listens": lambda: b"Server listening" in read(os.path.join(directory, "log")),
+    }
+    create(edtd, CLUSTER, 2)
+    check_invariants(edtd, {BYSTANDER: 2, CLUSTER: 2}, bystander_pids, "a create")
+    for moment, check in moments.items():
+        where = f"kill -9 of edtd in a scale-up once the new container's {moment}"
+        edtd.api("PATCH", f"/clusters/{CLUSTER}", {"containers": 3})
+        kill_when(edtd, moment, check)
+        edtd.start()
+        check_invariants(edtd, {BYSTANDER: 2, CLUSTER: 3}, bystander_pids, where)
+        next_create(edtd, {BYSTANDER: 2, CLUSTER: 3}, bystander_pids, where)
+        edtd.api("PATCH", f"/clusters/{CLUSTER}", {"containers": 2})
+        check_invariants(edtd, {BYSTANDER: 2, CLUSTER: 2}, bystander_pids, f"the scale-down after {where}")
+    edtd.api("DELETE", f"/clusters/{CLUSTER}")
+    kill_when(edtd, "a container row of the deleted cluster to go",
+              lambda: len([c for c in edtd.rows()[1] if c["cluster"] == CLUSTER]) < 2)
+    edtd.start()
+    check_invariants(edtd, {BYSTANDER: 2}, bystander_pids, "kill -9 of edtd during a delete")
+    print(f"  kill -9: in a scale-up once the new container's {', '.join(moments)}; in a delete; invariants held",
+          flush=True)
 
 
 def fault_points(binary):
@@ -350,6 +401,7 @@ def main():
         print(f"{len(points)} fault points, each crashed in the operations it lists:", flush=True)
         for point, operations in points:
             run_point(edtd, point, operations, bystander_pids)
+        run_sigkills(edtd, bystander_pids)
         edtd.api("DELETE", f"/clusters/{BYSTANDER}")
         wait_for("every cluster to be deleted", lambda: settled(edtd, {}))
         left = labelled_processes(edtd.home)
@@ -357,7 +409,8 @@ def main():
         if left or directories or any(edtd.rows()[i] for i in range(3)):
             raise AssertionError(f"left after deleting everything: processes {left}, directories {directories}, "
                                  f"rows {edtd.rows()}")
-        print(f"crash_test: {sum(len(o) for _, o in points)} crashes, invariants held after each "
+        print(f"crash_test: {sum(len(o) for _, o in points)} crashes at fault points and 5 kill -9, invariants "
+              f"held after each "
               f"({time.time() - started:.0f} s)")
     finally:
         edtd.stop()
