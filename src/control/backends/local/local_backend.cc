@@ -168,9 +168,8 @@ std::vector<pid_t> processes_in_namespace(pid_t init) {
   return out;
 }
 
-// The label every sandbox's processes carry in their environment (bwrap's
-// own, which the sandbox's init and sshd inherit; sessions get sshd's fresh
-// one, so a user's processes carry none).
+// The label in the environment of bwrap's monitor and of the sandbox's
+// init (local_backend.h).
 constexpr std::string_view kLabelHome = "EDT_SANDBOX_HOME";
 constexpr std::string_view kLabelCluster = "EDT_SANDBOX_CLUSTER";
 constexpr std::string_view kLabelContainer = "EDT_SANDBOX_CONTAINER";

@@ -19,9 +19,10 @@
 //                                read-only at /run/edt-warm in containers
 //
 // The label: bwrap runs with EDT_SANDBOX_HOME (the data dir, absolute),
-// EDT_SANDBOX_CLUSTER and EDT_SANDBOX_CONTAINER in its environment, which the
-// sandbox's init and sshd inherit (/proc/<pid>/environ shows them); a
-// session's processes get sshd's fresh environment and carry none.
+// EDT_SANDBOX_CLUSTER and EDT_SANDBOX_CONTAINER in its environment, and so
+// does the sandbox's init, bwrap's own child (/proc/<pid>/environ shows
+// them). sshd inherits them too but makes itself unreadable, and a session
+// gets sshd's fresh environment: a user's processes carry none.
 // running_sandboxes() finds the inits of this data dir's sandboxes by it.
 #pragma once
 
