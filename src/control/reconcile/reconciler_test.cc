@@ -24,7 +24,10 @@ class FakeBackend : public Backend {
     events.push_back("start " + spec.name);
     if (fail_start == spec.name) {
       // A start cut short may leave a process of the sandbox behind.
-      if (leak_on_fail) labels[++next_pid] = {spec.cluster, spec.name}, state[next_pid] = SandboxState::kStarting;
+      if (leak_on_fail) {
+        labels[++next_pid] = {spec.cluster, spec.name};
+        state[next_pid] = SandboxState::kStarting;
+      }
       return internal_error("no room for " + spec.name);
     }
     specs[spec.name] = spec;
