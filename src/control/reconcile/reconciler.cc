@@ -97,9 +97,12 @@ Status Reconciler::recover() {
     }
     // A second sandbox of a container whose recorded one runs is a stray.
     if (backend_->observe(r.status.name, r.sandbox) != SandboxState::kGone) continue;
+    // As start_and_observe records a sandbox it started (a Running one
+    // whose sandbox had died was being started again).
     r.sandbox = f.ref;
-    if (!r.status.leaving && r.status.phase != Phase::kRunning) {
+    if (!r.status.leaving) {
       r.status.phase = Phase::kCreating;
+      r.status.started_at = 0;
       r.creating_since_ms = now;
     }
     EDT_RETURN_IF_ERROR(save(r));

@@ -429,6 +429,28 @@ TEST_F(ReconcilerTest, RecoverAdoptsASandboxStartedButNotRecorded) {
   EXPECT_EQ(backend_.state.size(), 3u);
 }
 
+// The same while a Running container whose sandbox died was being started
+// again: the adopted sandbox gets its own start_timeout, counted from now.
+TEST_F(ReconcilerTest, RecoverAdoptsARestartedSandboxWithAFreshStartTimeout) {
+  create("a", 2);
+  settle("a");
+  backend_.state.erase(pid_of("a-worker-0"));  // it died...
+  start_unrecorded("a", "a-worker-0");          // ...edtd started it again, then crashed
+  backend_.held.insert("a-worker-0");           // its sshd does not listen yet
+  now_ms_ += 60000;                             // long after the container was first created
+  restart_edtd();
+  ASSERT_TRUE(reconciler_->recover().is_ok());
+  EXPECT_EQ(pid_of("a-worker-0"), backend_.next_pid);
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kScaling);
+  backend_.held.clear();
+  settle("a");
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kRunning);
+  EXPECT_EQ(db_->lock().cluster("a")->message, "2 of 2 containers Running");
+  EXPECT_TRUE(events_of(EventType::kFailed).empty());
+  EXPECT_EQ(backend_.state.size(), 2u);
+}
+
 // A sandbox no row claims (its row was deleted, or its cluster's), and a
 // second sandbox of a container whose recorded one runs, are ended; the
 // recorded ones are kept.
