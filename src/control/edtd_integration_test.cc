@@ -424,10 +424,10 @@ TEST_F(Edtd, EveryBadInputIsRefusedAndChangesNothing) {
   // Tokens and ownership.
   EXPECT_EQ(request("GET", "/api/v1/clusters", "", "").first, 401);
   EXPECT_EQ(request("GET", "/api/v1/clusters", "", "edt_wrong").first, 401);
-  EXPECT_EQ(request("GET", "/api/v1/clusters/mine", "", bob_token).first, 403);
-  EXPECT_EQ(request("DELETE", "/api/v1/clusters/mine", "", bob_token).first, 403);
-  EXPECT_EQ(request("PATCH", "/api/v1/clusters/mine", R"({"containers": 3})", bob_token).first, 403);
-  EXPECT_EQ(request("POST", "/api/v1/clusters/mine/jobs", R"({"command": "id"})", bob_token).first, 403);
+  EXPECT_EQ(request("GET", "/api/v1/clusters/mine", "", bob_token).first, 404);  // as if it did not exist
+  EXPECT_EQ(request("DELETE", "/api/v1/clusters/mine", "", bob_token).first, 404);
+  EXPECT_EQ(request("PATCH", "/api/v1/clusters/mine", R"({"containers": 3})", bob_token).first, 404);
+  EXPECT_EQ(request("POST", "/api/v1/clusters/mine/jobs", R"({"command": "id"})", bob_token).first, 404);
   EXPECT_EQ(request("POST", "/api/v1/users", R"({"name": "eve"})", bob_token).first, 403);
   EXPECT_EQ(request("GET", "/api/v1/clusters", "", bob_token).second["clusters"].size(), 0u);
   EXPECT_EQ(request("GET", "/healthz", "", "").first, 200);
