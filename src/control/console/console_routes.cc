@@ -20,6 +20,16 @@ Answer cluster_jobs(const ConsoleOptions& options, const httplib::Request& req, 
   return json_reply(200, {{"jobs", items}});
 }
 
+// The origins a terminal's WebSocket may come from: the page that asks for
+// it (its Origin, which browsers send with every POST), else the API's own
+// address as the console it serves would have it.
+std::vector<std::string> console_origins(const httplib::Request& req) {
+  if (req.has_header("Origin")) return {req.get_header_value("Origin")};
+  if (!req.has_header("Host")) return {};
+  const std::string host = req.get_header_value("Host");
+  return {"http://" + host, "https://" + host};
+}
+
 Answer open_terminal(const ConsoleOptions& options, const httplib::Request& req, const User& user) {
   auto body = optional_json_body(req);
   if (!body.ok()) return body.error();
@@ -37,7 +47,8 @@ Answer open_terminal(const ConsoleOptions& options, const httplib::Request& req,
                     "wait until it is Running");
   auto key = options.backend->ssh_private_key(cluster->spec.name);
   if (!key.is_ok()) return conflict("name", key.status().message(), "wait until the cluster is Running");
-  const std::string id = options.terminals->open_session({name, c->address, options.backend->ssh_port(), *key});
+  const std::string id =
+      options.terminals->open_session({name, c->address, options.backend->ssh_port(), *key}, console_origins(req));
   return json_reply(201, {{"port", options.terminals->port()},
                           {"path", "/terminal/" + id},
                           {"expires_in", TerminalServer::kSessionTtl.count()}});
