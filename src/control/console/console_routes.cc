@@ -20,14 +20,19 @@ Answer cluster_jobs(const ConsoleOptions& options, const httplib::Request& req, 
   return json_reply(200, {{"jobs", items}});
 }
 
-// The origins a terminal's WebSocket may come from: the page that asks for
-// it (its Origin, which browsers send with every POST), else the API's own
-// address as the console it serves would have it.
+// The origins a terminal's WebSocket may come from: the console edtd serves
+// at the API's own address (its Host), and the page that asks for the
+// session (its Origin, which browsers send with a POST; "null" under a
+// no-referrer policy, which names no page).
 std::vector<std::string> console_origins(const httplib::Request& req) {
-  if (req.has_header("Origin")) return {req.get_header_value("Origin")};
-  if (!req.has_header("Host")) return {};
-  const std::string host = req.get_header_value("Host");
-  return {"http://" + host, "https://" + host};
+  std::vector<std::string> origins;
+  if (req.has_header("Host")) {
+    const std::string host = req.get_header_value("Host");
+    origins = {"http://" + host, "https://" + host};
+  }
+  if (req.has_header("Origin") && req.get_header_value("Origin") != "null")
+    origins.push_back(req.get_header_value("Origin"));
+  return origins;
 }
 
 Answer open_terminal(const ConsoleOptions& options, const httplib::Request& req, const User& user) {
