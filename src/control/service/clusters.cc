@@ -60,6 +60,7 @@ Refusal Service::commit_and_reconcile(Database::Tx& tx, const std::string& clust
 
 Outcome<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec) {
   auto tx = db_->transaction();
+  if (auto r = check_still_a_user(tx, by)) return *r;
   if (tx.cluster(spec.name))
     return conflict("name", "the cluster name '" + spec.name + "' is taken",
                     "choose another name (cluster names are shared by all users), or delete your cluster of that name");

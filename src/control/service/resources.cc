@@ -33,7 +33,13 @@ Outcome<Volume> Service::create_volume(const User& by, const VolumeRequest& requ
   } else {
     v.host_path = options_.data_dir + "/volumes/" + v.name;
   }
-  if (Status st = db_->lock().insert_volume(v); !st.is_ok()) return error_from_status(st, "name");
+  {
+    auto tx = db_->transaction();
+    if (auto r = check_still_a_user(tx, by)) return *r;
+    Status st = tx.insert_volume(v);
+    if (st.is_ok()) st = tx.commit();
+    if (!st.is_ok()) return error_from_status(st, "name");
+  }
   std::error_code ec;
   if (v.managed) fs::create_directories(v.host_path, ec);
   if (ec) {

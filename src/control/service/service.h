@@ -119,6 +119,9 @@ class Service {
   int64_t version();
 
  private:
+  // Refuses a user deleted since their request was authenticated, so that
+  // nothing new is owned by a user who is gone.
+  Refusal check_still_a_user(Database::Tx& tx, const User& by);
   // Refuses `by` acting on the tokens of `user` (theirs alone, or the
   // admin's), and a user that does not exist.
   Refusal check_token_owner(Database::Tx& tx, const User& by, const std::string& user);

@@ -28,6 +28,7 @@ class ServiceTest : public ::testing::Test {
     ASSERT_TRUE(token.is_ok() && token->has_value());
     admin_ = *service_->authenticate(**token);
     ASSERT_TRUE(service_->create_user(admin_, "alice").ok());
+    bob_token_ = service_->create_user(admin_, "bob")->token;
   }
   void TearDown() override {
     service_.reset();
@@ -56,6 +57,7 @@ class ServiceTest : public ::testing::Test {
   User admin_;
   User alice_{"alice", false};
   User bob_{"bob", false};
+  std::string bob_token_;
 };
 
 TEST_F(ServiceTest, CreateAllotsRecordsItsEventAndRequestsAReconcile) {
@@ -190,7 +192,6 @@ TEST_F(ServiceTest, VolumesMountedByAClusterStay) {
 }
 
 TEST_F(ServiceTest, GpuHoldersAreNamedToTheirOwnerAndTheAdminOnly) {
-  ASSERT_TRUE(service_->create_user(admin_, "bob").ok());
   ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).ok());
   ASSERT_TRUE(service_->create_cluster(bob_, spec("b", 2, 1)).ok());
   auto holders = [this](const User& u) {
@@ -247,8 +248,6 @@ TEST_F(ServiceTest, TokensExpireAndAreRevokedAtOnce) {
 }
 
 TEST_F(ServiceTest, AUserIsDeletedOnlyWhenTheyOwnNothing) {
-  auto bob = service_->create_user(admin_, "bob");
-  ASSERT_TRUE(bob.ok());
   ASSERT_TRUE(service_->create_cluster(bob_, spec("b", 2)).ok());
   ASSERT_TRUE(service_->create_volume(bob_, {"bobs", false, ""}).ok());
   EXPECT_EQ(service_->delete_user(alice_, "bob").error().kind, Kind::kForbidden);
@@ -264,7 +263,7 @@ TEST_F(ServiceTest, AUserIsDeletedOnlyWhenTheyOwnNothing) {
   EXPECT_EQ(service_->delete_user(admin_, "bob").error().kind, Kind::kConflict);
   for (const auto& r : db_->lock().containers("b")) ASSERT_TRUE(db_->lock().delete_container(r.status.name).is_ok());
   ASSERT_TRUE(db_->lock().delete_cluster("b").is_ok());
-  EXPECT_EQ(service_->authenticate(bob->token)->name, "bob");
+  EXPECT_EQ(service_->authenticate(bob_token_)->name, "bob");
   Job job;
   job.cluster = "b";
   job.owner = "bob";
@@ -273,7 +272,11 @@ TEST_F(ServiceTest, AUserIsDeletedOnlyWhenTheyOwnNothing) {
   ASSERT_TRUE(job_id.is_ok());
   auto deleted = service_->delete_user(admin_, "bob");
   ASSERT_TRUE(deleted.ok()) << deleted.error().message;
-  EXPECT_FALSE(service_->authenticate(bob->token).has_value());
+  EXPECT_FALSE(service_->authenticate(bob_token_).has_value());
+  // A request authenticated before the deletion makes nothing after it.
+  EXPECT_EQ(service_->create_cluster(bob_, spec("late", 2)).error().kind, Kind::kUnauthenticated);
+  EXPECT_EQ(service_->create_volume(bob_, {"late", false, ""}).error().kind, Kind::kUnauthenticated);
+  EXPECT_TRUE(db_->lock().cluster_names().empty());
   EXPECT_FALSE(db_->lock().user("bob").has_value());
   EXPECT_FALSE(db_->lock().job(*job_id).has_value());
   // The name can be given again, with nothing of before.

@@ -71,6 +71,12 @@ Outcome<User> Service::delete_user(const User& by, const std::string& name) {
   return *user;
 }
 
+Refusal Service::check_still_a_user(Database::Tx& tx, const User& by) {
+  if (tx.user(by.name)) return std::nullopt;
+  return Error{Error::Kind::kUnauthenticated, "Authorization", "user '" + by.name + "' has been deleted",
+               "ask the admin for a user and a token"};
+}
+
 Refusal Service::check_token_owner(Database::Tx& tx, const User& by, const std::string& user) {
   // A user asking about another name learns nothing of it, not even whether it exists.
   if (!by.admin && by.name != user)
