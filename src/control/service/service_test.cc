@@ -236,6 +236,11 @@ TEST_F(ServiceTest, TokensExpireAndAreRevokedAtOnce) {
   auto admins = service_->tokens(admin_, "admin");
   ASSERT_TRUE(admins.ok() && !admins->empty());
   EXPECT_EQ(service_->revoke_token(alice_, "alice", (*admins)[0].id).error().kind, Kind::kNotFound);
+  // The admin keeps one valid token: no one else could make them another.
+  EXPECT_EQ(service_->revoke_token(admin_, "admin", (*admins)[0].id).error().kind, Kind::kConflict);
+  auto spare = service_->create_token(admin_, "admin");
+  ASSERT_TRUE(spare.ok());
+  EXPECT_TRUE(service_->revoke_token(admin_, "admin", (*admins)[0].id).ok());
 
   ASSERT_TRUE(service_->revoke_token(alice_, "alice", made->info.id).ok());
   EXPECT_FALSE(service_->authenticate(made->token).has_value());

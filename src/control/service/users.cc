@@ -108,10 +108,18 @@ Outcome<TokenInfo> Service::revoke_token(const User& by, const std::string& user
   auto tx = db_->transaction();
   if (auto r = check_token_owner(tx, by, user)) return *r;
   std::optional<TokenInfo> found;
-  for (auto& t : tx.tokens(user))
+  int others_valid = 0;  // the user's unexpired tokens but this one
+  const int64_t now = unix_seconds();
+  for (auto& t : tx.tokens(user)) {
     if (t.id == id) found = std::move(t);
+    else others_valid += t.expired(now) ? 0 : 1;
+  }
   const std::string text = std::to_string(id);
   if (!found) return missing("id", user + " has no token " + text, "see edt token list");
+  // Without a token the admin is locked out: no one else can make one.
+  if (others_valid == 0 && tx.user(user)->admin && !found->expired(now))
+    return conflict("id", "token " + text + " is the admin's last valid token",
+                    "make another first (edt token create), then revoke this one");
   Status st = tx.delete_token(user, id);
   if (st.is_ok()) st = tx.commit();
   if (!st.is_ok()) return error_from_status(st, "id");
