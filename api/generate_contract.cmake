@@ -8,7 +8,7 @@
 #     pattern, values (an enum), and for sizes minimum_bytes, maximum_bytes,
 #     default_bytes and units ({suffix, bytes}), and for durations
 #     minimum_ms, maximum_ms, default_ms and units ({suffix, ms}), and
-#     max_depth, max_uri_bytes, max_header_bytes (x-edt-max-depth, ...)
+#     max_depth, max_uri_bytes, max_header_bytes, max_headers_bytes (x-edt-max-depth, ...)
 # for every schema under components/schemas. A schema or property whose
 # name is not a C++ identifier stops the build.
 file(READ ${DOCUMENT} doc)
@@ -94,6 +94,7 @@ foreach(i RANGE ${last})
   number_constant("${schema}" x-edt-max-depth max_depth)
   number_constant("${schema}" x-edt-max-uri-bytes max_uri_bytes)
   number_constant("${schema}" x-edt-max-header-bytes max_header_bytes)
+  number_constant("${schema}" x-edt-max-headers-bytes max_headers_bytes)
   string(JSON pattern ERROR_VARIABLE missing GET "${schema}" pattern)
   if(NOT missing)
     string(APPEND limits "inline constexpr std::string_view pattern = R\"(${pattern})\";\n")

@@ -4,6 +4,9 @@
 // each the median of --runs tries; then, with --clusters clusters present,
 //   3. GET /api/v1/clusters at a fixed --rate (open loop: each request is
 //      timed from when it was due, so a slow server cannot slow the load),
+//   4. the same GETs back to back (closed loop) from 1 and --threads
+//      connections, kept alive and with "Connection: close", each its
+//      requests/s, p50 and p99,
 // printing a table. wrk (closed loop, no rate control) can be pointed at the
 // same daemon with --hold to compare.
 #include <arpa/inet.h>
@@ -18,6 +21,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -120,29 +125,30 @@ struct LoadResult {
   double seconds = 0;
 };
 
-// Sends GETs at `rate` per second for `seconds`, from `threads` keep-alive
-// connections; each latency counts from the request's due time.
-LoadResult open_loop(const std::string& url, const std::string& token, const std::string& path, int rate,
-                     int seconds, int threads) {
+// When the next request is due, or nullopt when the load is over; any thread.
+using Schedule = std::function<std::optional<Clock::time_point>()>;
+
+// Sends GETs from `threads` clients, each when `due` says; each latency
+// counts from the request's due time. With keep_alive false each request
+// has a connection of its own ("Connection: close").
+LoadResult run_load(const std::string& url, const std::string& token, const std::string& path, int threads,
+                    bool keep_alive, const Schedule& due) {
   LoadResult result;
   std::mutex mu;
-  const int total = rate * seconds;
-  std::atomic<int> next{0};
-  const auto start = Clock::now() + std::chrono::milliseconds(100);
+  const auto start = Clock::now();
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&] {
       httplib::Client c(url);
       c.set_bearer_token_auth(token.c_str());
-      c.set_keep_alive(true);
+      c.set_keep_alive(keep_alive);
       std::vector<double> mine;
       int errors = 0;
-      for (int i = next++; i < total; i = next++) {
-        auto due = start + std::chrono::microseconds(static_cast<int64_t>(i) * 1000000 / rate);
-        std::this_thread::sleep_until(due);
+      for (auto when = due(); when; when = due()) {
+        std::this_thread::sleep_until(*when);
         auto r = c.Get(path.c_str());
         if (!r || r->status != 200) errors++;
-        mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - due).count());
+        mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - *when).count());
       }
       std::lock_guard lock(mu);
       result.latencies_ms.insert(result.latencies_ms.end(), mine.begin(), mine.end());
@@ -152,6 +158,37 @@ LoadResult open_loop(const std::string& url, const std::string& token, const std
   for (auto& w : workers) w.join();
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
+}
+
+// `rate` GETs per second for `seconds` (open loop: each timed from when it
+// was due, so a slow server cannot slow the load), kept-alive connections.
+LoadResult open_loop(const std::string& url, const std::string& token, const std::string& path, int rate,
+                     int seconds, int threads) {
+  const int total = rate * seconds;
+  auto next = std::make_shared<std::atomic<int>>(0);
+  const auto start = Clock::now() + std::chrono::milliseconds(100);
+  return run_load(url, token, path, threads, true, [=]() -> std::optional<Clock::time_point> {
+    const int i = (*next)++;
+    if (i >= total) return std::nullopt;
+    return start + std::chrono::microseconds(static_cast<int64_t>(i) * 1000000 / rate);
+  });
+}
+
+// GETs back to back for `seconds` from `connections` clients (closed loop, as wrk).
+LoadResult closed_loop(const std::string& url, const std::string& token, const std::string& path, int seconds,
+                       int connections, bool keep_alive) {
+  const auto end = Clock::now() + std::chrono::seconds(seconds);
+  return run_load(url, token, path, connections, keep_alive, [end]() -> std::optional<Clock::time_point> {
+    const auto now = Clock::now();
+    if (now >= end) return std::nullopt;
+    return now;
+  });
+}
+
+void print_closed_loop(const char* what, const LoadResult& load) {
+  printf("  %-34s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  (%zu requests, %d errors)\n", what,
+         static_cast<double>(load.latencies_ms.size()) / load.seconds, percentile(load.latencies_ms, 50),
+         percentile(load.latencies_ms, 99), load.latencies_ms.size(), load.errors);
 }
 
 }  // namespace
@@ -213,6 +250,14 @@ int main(int argc, char** argv) {
          static_cast<double>(load.latencies_ms.size()) / load.seconds);
   printf("  latency p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n", percentile(load.latencies_ms, 50),
          percentile(load.latencies_ms, 90), percentile(load.latencies_ms, 99), percentile(load.latencies_ms, 100));
+  printf("\nGET /api/v1/clusters back to back for %ds (closed loop, as wrk):\n", seconds);
+  for (int connections : {1, threads}) {
+    const std::string n = std::to_string(connections) + (connections == 1 ? " connection" : " connections");
+    print_closed_loop(("keep-alive, " + n).c_str(),
+                      closed_loop(bench.url(), bench.token(), "/api/v1/clusters", seconds, connections, true));
+    print_closed_loop(("Connection: close, " + n).c_str(),
+                      closed_loop(bench.url(), bench.token(), "/api/v1/clusters", seconds, connections, false));
+  }
   fflush(stdout);
   if (hold > 0) {
     printf("\nedtd stays up %ds: %s token %s\n", hold, bench.url().c_str(), bench.token().c_str());

@@ -1,6 +1,4 @@
 // Handlers: /api/v1/clusters and a cluster's hostfile, events and SSH access.
-#include <httplib.h>
-
 #include "control/api/handlers.h"
 
 namespace edt::control::handlers {

@@ -37,8 +37,6 @@ struct ApiContext {
   ClusterListCache* list_cache = nullptr;
 };
 
-using Request = httplib::Request;
-
 namespace handlers {
 
 // clusters.cc

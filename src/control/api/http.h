@@ -12,22 +12,30 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "control/api/request.h"
 #include "control/model/catalog.h"
 #include "control/model/error.h"
 
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
-
 namespace edt::control {
+
+// Where a streamed body goes, chunk by chunk, on a thread of its own.
+class StreamWriter {
+ public:
+  virtual ~StreamWriter() = default;
+  // Sends `bytes` as one chunk; false once the client is gone, stopped
+  // reading for the server's write timeout, or edtd is stopping.
+  virtual bool write(std::string_view bytes) = 0;
+  // Whether the client is still there (has not closed its end).
+  virtual bool open() = 0;
+};
 
 struct Reply {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
-  // Set for a streamed body: called with the response instead of writing `body`.
-  std::function<void(httplib::Response&)> stream;
+  // Set for a streamed body: called instead of sending `body`; the body ends
+  // when it returns. A streamed reply ends its connection.
+  std::function<void(StreamWriter&)> stream;
 };
 
 // What a handler answers.
@@ -44,14 +52,14 @@ nlohmann::json error_json(int status, const Error& error);
 
 // The request's body as a JSON object, or a malformed-request refusal: not
 // JSON, nested deeper or with a key twice (request_json.h), or not an object.
-Outcome<nlohmann::json> json_body(const httplib::Request& request);
+Outcome<nlohmann::json> json_body(const Request& request);
 // The same, with an empty body read as {} (for operations whose body is optional).
-Outcome<nlohmann::json> optional_json_body(const httplib::Request& request);
+Outcome<nlohmann::json> optional_json_body(const Request& request);
 
 // The request's body read into a T by `parse` (one of model/'s parse_*),
 // or the Error that stopped it.
 template <typename T>
-Outcome<T> read_body(const httplib::Request& request, Refusal (*parse)(const nlohmann::json&, T*)) {
+Outcome<T> read_body(const Request& request, Refusal (*parse)(const nlohmann::json&, T*)) {
   auto body = json_body(request);
   if (!body.ok()) return body.error();
   T value{};
@@ -71,7 +79,7 @@ enum class Access { kPublic, kUser, kAdmin };
 
 // A handler sees the request and the user its token names (an empty User
 // on public routes); it never writes the response itself.
-using Handler = std::function<Answer(const httplib::Request&, const User&)>;
+using Handler = std::function<Answer(const Request&, const User&)>;
 
 struct Route {
   std::string method;   // GET, POST, PATCH, DELETE

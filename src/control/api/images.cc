@@ -1,6 +1,4 @@
 // Handlers: /api/v1/images and /api/v1/gpus, what clusters are made of.
-#include <httplib.h>
-
 #include "control/api/handlers.h"
 
 namespace edt::control::handlers {

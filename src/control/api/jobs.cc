@@ -1,6 +1,4 @@
 // Handlers: jobs, commands run in a cluster's container, and their logs.
-#include <httplib.h>
-
 #include <charconv>
 #include <fstream>
 #include <thread>
@@ -61,25 +59,24 @@ Answer job_log(ApiContext& ctx, const Request& req, const User& user) {
   JobRunner* jobs = ctx.jobs;
   Reply reply;
   // Streams the log as it grows, until the job has ended and all of it is sent.
-  reply.stream = [path, id, follow, jobs](httplib::Response& res) {
-    res.set_chunked_content_provider("text/plain", [path, id, follow, jobs](size_t offset, httplib::DataSink& sink) {
-      for (;;) {
-        const auto now = follow ? jobs->current(id) : std::nullopt;
-        const bool ended = !follow || !now || now->state != JobState::kRunning;
-        std::ifstream in(path, std::ios::binary);
-        in.seekg(static_cast<std::streamoff>(offset));
-        char buffer[65536];
-        in.read(buffer, sizeof(buffer));
-        std::streamsize n = in.gcount();
-        if (n > 0) return sink.write(buffer, static_cast<size_t>(n));
-        if (ended) {
-          sink.done();
-          return true;
-        }
-        if (!sink.is_writable()) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  reply.content_type = "text/plain";
+  reply.stream = [path, id, follow, jobs](StreamWriter& out) {
+    std::ifstream in(path, std::ios::binary);
+    char buffer[65536];
+    for (;;) {
+      const auto now = follow ? jobs->current(id) : std::nullopt;
+      const bool ended = !follow || !now || now->state != JobState::kRunning;
+      if (!in.is_open()) in.open(path, std::ios::binary);
+      in.clear();
+      in.read(buffer, sizeof(buffer));
+      const std::streamsize n = in.gcount();
+      if (n > 0) {
+        if (!out.write(std::string_view(buffer, static_cast<size_t>(n)))) return;
+        continue;
       }
-    });
+      if (ended || !out.open()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   };
   return reply;
 }

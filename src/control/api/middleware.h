@@ -1,30 +1,27 @@
 // Middleware: what every API route is served through, so no handler
 // repeats it:
 //   input     path and query parameters must be UTF-8 (else 400 naming the
-//             parameter); a POST, PATCH or PUT must have a Content-Length (411);
+//             parameter);
 //   auth      the bearer token names a user, or 401 (the scheme in any
 //             case); kAdmin routes refuse other users with 403 before the
 //             handler runs;
 //   metrics   requests and refusals (4xx, 5xx) are counted for
 //             /api/v1/metrics (public routes are not counted);
 //   errors    an Error a handler answers becomes its status and JSON body;
-//             so do httplib's own refusals (400 unreadable request line,
-//             headers or body, 404 route, 413 body, 414 request line), each
-//             saying what was wrong and what to send, and any exception that
-//             escapes (500). No body holds bytes that are not UTF-8.
+//             what the server refuses before routing (http_server.h) has
+//             the same body; a path no route matches is 404. No body holds
+//             bytes that are not UTF-8.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "control/api/http.h"
 #include "control/service/service.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace edt::control {
 
@@ -33,15 +30,28 @@ struct RequestCounters {
   std::atomic<uint64_t> refusals{0};
 };
 
-// `pattern` ("/api/v1/clusters/{name}") as httplib's regex, one group a
+// `pattern` ("/api/v1/clusters/{name}") as a regex, one group a
 // parameter; their names are appended to `names`.
 std::string route_regex(const std::string& pattern, std::vector<std::string>* names);
 
-// Registers `routes` on `server`, in order, each wrapped as above.
-void install_routes(httplib::Server& server, const std::vector<Route>& routes, Service* service,
-                    RequestCounters* counters);
+// The routes, each wrapped as above, matched by method and path in order.
+class Router {
+ public:
+  Router(const std::vector<Route>& routes, Service* service, RequestCounters* counters);
 
-// httplib's error and exception handlers, answering with error bodies.
-void install_error_handlers(httplib::Server& server, size_t max_body_bytes, RequestCounters* counters);
+  // The answer of the first route whose method and pattern match (a HEAD
+  // is a GET; request.matches is set), or nullopt when none does.
+  std::optional<Reply> dispatch(Request& request) const;
+
+ private:
+  struct Entry {
+    Route route;
+    std::regex regex;
+    std::vector<std::string> parameters;
+  };
+  std::vector<Entry> entries_;
+  Service* service_;
+  RequestCounters* counters_;
+};
 
 }  // namespace edt::control

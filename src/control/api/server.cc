@@ -1,23 +1,32 @@
 #include "control/api/server.h"
 
-#include <httplib.h>
+#include "control/api/static_files.h"
+#include "edt_api/contract.h"
 
 namespace edt::control {
 
 ApiServer::ApiServer(ApiServerOptions options)
     : options_(std::move(options)),
-      context_{options_.service, options_.backend, options_.reconciler, options_.jobs, &counters_, &list_cache_},
-      server_(new httplib::Server) {
-  httplib::Server& s = *server_;
-  s.set_payload_max_length(options_.max_body_bytes);
-  // Log streams hold a thread each while their job runs.
-  s.new_task_queue = [] { return new httplib::ThreadPool(32); };
-  install_error_handlers(s, options_.max_body_bytes, &counters_);
-  // The web console's static files, at /.
-  if (!options_.web_dir.empty()) s.set_mount_point("/", options_.web_dir);
+      context_{options_.service, options_.backend, options_.reconciler, options_.jobs, &counters_, &list_cache_} {
   std::vector<Route> all = routes();
   all.insert(all.end(), options_.extra_routes.begin(), options_.extra_routes.end());
-  install_routes(s, all, options_.service, &counters_);
+  router_ = std::make_unique<Router>(all, options_.service, &counters_);
+  HttpServerOptions http = options_.http;
+  http.max_body_bytes = options_.max_body_bytes;
+  http.max_uri_bytes = api::limits::RequestLimits::max_uri_bytes;
+  http.max_header_line_bytes = api::limits::RequestLimits::max_header_bytes;
+  http.max_header_bytes = api::limits::RequestLimits::max_headers_bytes;
+  http.counters = &counters_;
+  server_ = std::make_unique<HttpServer>(http, [this](Request& request) { return answer(request); });
+}
+
+// The route's answer; else the console's file; else 404.
+Reply ApiServer::answer(Request& request) {
+  if (auto reply = router_->dispatch(request)) return std::move(*reply);
+  if (request.method == "GET" && !request.path.starts_with("/api/"))
+    if (auto file = static_file(options_.web_dir, request.path)) return std::move(*file);
+  counters_.refusals++;
+  return json_reply(404, error_json(404, missing("", "no such API route", "see GET /api/v1/openapi.json")));
 }
 
 ApiServer::~ApiServer() { stop(); }
@@ -61,16 +70,10 @@ std::vector<Route> ApiServer::routes() {
   };
 }
 
-Status ApiServer::start(const std::string& host, int port) {
-  if (!server_->bind_to_port(host.c_str(), port))
-    return unavailable("cannot listen on " + host + ":" + std::to_string(port) + "; is another edtd running there?");
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  return Status::ok();
-}
+Status ApiServer::start(const std::string& host, int port) { return server_->start(host, port); }
 
 void ApiServer::stop() {
   if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace edt::control

@@ -6,23 +6,20 @@
 // are {"error": {...}} bodies with the status their kind maps to (http.h);
 // a refused request changes nothing. The routes are one table (server.cc)
 // of handlers (handlers.h) served through one middleware (middleware.h).
-// Requests are served on a pool of threads; what they call is thread-safe.
+// Requests are served by HttpServer (http_server.h: its bounds, timeouts
+// and refusals) on a pool of threads; what they call is thread-safe.
 #pragma once
 
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "control/api/handlers.h"
 #include "control/api/http.h"
+#include "control/api/http_server.h"
 #include "control/api/middleware.h"
 #include "control/model/cluster.h"
 #include "edt_api/contract.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace edt::control {
 
@@ -33,6 +30,7 @@ struct ApiServerOptions {
   JobRunner* jobs = nullptr;
   size_t max_body_bytes = api::limits::RequestLimits::maximum_bytes;  // api/openapi.json's
   std::string web_dir;  // the console's static files, served at / (none if empty)
+  HttpServerOptions http;  // bounds and timeouts; the body limit is max_body_bytes
   // Routes of other parts of edtd (the web console's), served after the
   // API's through the same middleware.
   std::vector<Route> extra_routes;
@@ -43,19 +41,21 @@ class ApiServer {
   explicit ApiServer(ApiServerOptions options);
   ~ApiServer();
 
-  // Binds host:port; returns once bound (or failed). Serves on a thread.
+  // Binds host:port (0: a free port); returns once bound (or failed).
   Status start(const std::string& host, int port);
   void stop();
+  int port() const { return server_->port(); }
 
  private:
   std::vector<Route> routes();
+  Reply answer(Request& request);
 
   ApiServerOptions options_;
   RequestCounters counters_;
   ClusterListCache list_cache_;
   ApiContext context_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<HttpServer> server_;
 };
 
 // The OpenAPI 3 document of /api/v1.

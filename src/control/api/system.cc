@@ -1,6 +1,4 @@
 // Handlers: health, the OpenAPI document, and metrics (Prometheus text).
-#include <httplib.h>
-
 #include "control/api/handlers.h"
 #include "control/api/server.h"
 

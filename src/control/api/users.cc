@@ -1,6 +1,4 @@
 // Handlers: /api/v1/whoami, /api/v1/users and their tokens.
-#include <httplib.h>
-
 #include <charconv>
 #include <chrono>
 

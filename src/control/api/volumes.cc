@@ -1,6 +1,4 @@
 // Handlers: /api/v1/volumes.
-#include <httplib.h>
-
 #include "control/api/handlers.h"
 
 namespace edt::control::handlers {

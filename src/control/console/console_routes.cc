@@ -1,7 +1,5 @@
 #include "control/console/console_routes.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 
 #include "control/model/fields.h"
@@ -12,7 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-Answer cluster_jobs(const ConsoleOptions& options, const httplib::Request& req, const User& user) {
+Answer cluster_jobs(const ConsoleOptions& options, const Request& req, const User& user) {
   auto cluster = options.service->cluster(user, req.matches[1]);
   if (!cluster.ok()) return cluster.error();
   json items = json::array();
@@ -24,7 +22,7 @@ Answer cluster_jobs(const ConsoleOptions& options, const httplib::Request& req, 
 // at the API's own address (its Host), and the page that asks for the
 // session (its Origin, which browsers send with a POST; "null" under a
 // no-referrer policy, which names no page).
-std::vector<std::string> console_origins(const httplib::Request& req) {
+std::vector<std::string> console_origins(const Request& req) {
   std::vector<std::string> origins;
   if (req.has_header("Host")) {
     const std::string host = req.get_header_value("Host");
@@ -35,7 +33,7 @@ std::vector<std::string> console_origins(const httplib::Request& req) {
   return origins;
 }
 
-Answer open_terminal(const ConsoleOptions& options, const httplib::Request& req, const User& user) {
+Answer open_terminal(const ConsoleOptions& options, const Request& req, const User& user) {
   auto body = optional_json_body(req);
   if (!body.ok()) return body.error();
   if (auto refused = Fields(*body, "").only(api::fields::TerminalRequest::kProperties)) return *refused;
@@ -64,9 +62,9 @@ Answer open_terminal(const ConsoleOptions& options, const httplib::Request& req,
 std::vector<Route> console_routes(const ConsoleOptions& options) {
   return {
       {"GET", "/api/v1/clusters/{name}/jobs", Access::kUser, "",
-       [options](const httplib::Request& req, const User& user) { return cluster_jobs(options, req, user); }},
+       [options](const Request& req, const User& user) { return cluster_jobs(options, req, user); }},
       {"POST", "/api/v1/clusters/{name}/containers/{container}/terminal", Access::kUser, "",
-       [options](const httplib::Request& req, const User& user) { return open_terminal(options, req, user); }},
+       [options](const Request& req, const User& user) { return open_terminal(options, req, user); }},
   };
 }
 

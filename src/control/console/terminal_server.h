@@ -1,6 +1,5 @@
 // TerminalServer: the console's terminal, a shell in a container over a
-// WebSocket. cpp-httplib (edtd's HTTP server) cannot upgrade a connection,
-// so terminals have a small listener of their own next to the API.
+// WebSocket, on a small listener of its own next to the API's.
 //
 // A session is opened through the API (POST .../containers/{c}/terminal,
 // which checks the bearer token and the cluster's owner) and gets a one-time

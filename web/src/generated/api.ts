@@ -14,7 +14,7 @@ export type ErrorDetail = {
   fix: string;
 };
 
-/** what edtd reads of any request, before a route sees it: the request line (method, path, query) at most x-edt-max-uri-bytes bytes (else 414), each header line at most x-edt-max-header-bytes (else 400), a POST or PATCH with a Content-Length (else 411), a body of at most x-edt-bytes.maximum bytes (else 413), JSON whose objects and arrays nest at most x-edt-max-depth deep, the body's object counting 1, with each key once per object (else 400), and path and query parameters in UTF-8 (else 400). Each body holds only the fields its schema lists, each of its type (else 422). */
+/** what edtd reads of any request, before a route sees it: the request line (method, path, query) at most x-edt-max-uri-bytes bytes (else 414), each header line at most x-edt-max-header-bytes and all of them at most x-edt-max-headers-bytes (else 431), a POST or PATCH with a Content-Length (else 411), a body of at most x-edt-bytes.maximum bytes (else 413), JSON whose objects and arrays nest at most x-edt-max-depth deep, the body's object counting 1, with each key once per object (else 400), and path and query parameters in UTF-8 (else 400). Each body holds only the fields its schema lists, each of its type (else 422). */
 export type RequestLimits = Record<string, unknown>;
 
 export type Health = {

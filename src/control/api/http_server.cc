@@ -1,0 +1,500 @@
+#include "control/api/http_server.h"
+
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "common/units.h"
+#include "common/utf8.h"
+#include "control/api/middleware.h"
+
+namespace edt::control {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+Reply error_reply(int status, const Error& error) { return json_reply(status, error_json(status, error)); }
+
+Error refusal(std::string field, std::string message, std::string fix) {
+  return Error{Error::Kind::kMalformed, std::move(field), std::move(message), std::move(fix)};
+}
+
+// Why a request's headers could not be read; `in_request_line`: the
+// parser had not read the request line yet.
+std::pair<int, Error> unreadable(beast::error_code ec, bool in_request_line, const HttpServerOptions& o) {
+  if (ec == http::error::body_limit)
+    return {413, {Error::Kind::kTooLarge, "", "the request body is over " + format_size(o.max_body_bytes),
+                  "send a smaller body"}};
+  if (ec == http::error::header_limit && in_request_line)
+    return {414, refusal("", "the request line (method, path and query) is over " + std::to_string(o.max_uri_bytes) +
+                                 " bytes",
+                         "send a shorter path and query; names are at most 63 characters")};
+  if (ec == http::error::header_limit)
+    return {431, refusal("", "the request's headers are over " + std::to_string(o.max_header_bytes) + " bytes in all",
+                         "send fewer or shorter headers")};
+  if (ec == http::error::bad_content_length)
+    return {400, refusal("Content-Length", "Content-Length is not one number", "send the body's size in bytes")};
+  return {400, refusal("", "the request is not HTTP/1.1 that edtd can read (" + ec.message() + ")",
+                       "send 'METHOD /path HTTP/1.1', header lines and an empty line")};
+}
+
+bool served_method(std::string_view method) {
+  return method == "GET" || method == "HEAD" || method == "POST" || method == "PATCH" || method == "PUT" ||
+         method == "DELETE";
+}
+
+using Message = http::request<http::string_body>;
+
+// What is wrong with a request whose headers were read, before its body is.
+std::optional<std::pair<int, Error>> check_header(const Message& m, const HttpServerOptions& o) {
+  const std::string method(m.method_string().data(), m.method_string().size());
+  if (!served_method(method))
+    return std::pair{400, refusal("", "the method " + utf8::sanitized(method) + " is not served",
+                                  "use GET, POST, PATCH or DELETE (see GET /api/v1/openapi.json)")};
+  if (m.target().size() > o.max_uri_bytes)
+    return std::pair{414, unreadable(http::error::header_limit, true, o).second};
+  for (const auto& field : m) {
+    if (field.name_string().size() + 2 + field.value().size() > o.max_header_line_bytes)
+      return std::pair{431, refusal(utf8::sanitized(std::string(field.name_string().data(), field.name_string().size())),
+                                    "the header " + utf8::sanitized(std::string(field.name_string().data(), field.name_string().size())) + " is over " +
+                                        std::to_string(o.max_header_line_bytes) + " bytes",
+                                    "keep each header line under " + std::to_string(o.max_header_line_bytes) +
+                                        " bytes (a token is 68)")};
+  }
+  const bool has_body_method = method == "POST" || method == "PATCH" || method == "PUT";
+  const bool chunked = m.find(http::field::transfer_encoding) != m.end();
+  if (chunked || (has_body_method && m.find(http::field::content_length) == m.end())) {
+    const std::string what = chunked ? "a body sent with Transfer-Encoding (edtd reads Content-Length bodies only)"
+                                     : "a " + method + " without Content-Length";
+    return std::pair{411, refusal("Content-Length", what + " is refused",
+                                  "send Content-Length with the body's size in bytes (Content-Length: 0 for no body)")};
+  }
+  return std::nullopt;
+}
+
+// The message as the API's Request.
+Request to_request(Message&& m, const std::string& address) {
+  Request r;
+  r.method = std::string(m.method_string());
+  if (r.method == "HEAD") r.method = "GET";
+  r.target = std::string(m.target());
+  const size_t mark = r.target.find('?');
+  r.path = percent_decoded(std::string_view(r.target).substr(0, mark));
+  if (mark != std::string::npos) r.params = parse_query(std::string_view(r.target).substr(mark + 1));
+  for (const auto& field : m) r.headers.emplace(std::string(field.name_string().data(), field.name_string().size()), std::string(field.value()));
+  r.body = std::move(m.body());
+  r.remote_addr = address;
+  return r;
+}
+
+// Sends all of `bytes` on the blocking-or-not socket `fd`, waiting at most
+// `timeout` for it to take each part; false if it did not.
+bool send_all(int fd, std::string_view bytes, std::chrono::milliseconds timeout) {
+  while (!bytes.empty()) {
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(HttpServerOptions options, HttpHandler handler)
+      : options_(std::move(options)), handler_(std::move(handler)), workers_(options_.workers) {}
+
+  enum class Admission { kAdmitted, kTooMany, kTooManyFromAddress };
+
+  Admission admit(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (connections_ >= options_.max_connections) return Admission::kTooMany;
+    if (per_address_[address] >= options_.max_connections_per_address) return Admission::kTooManyFromAddress;
+    ++connections_;
+    ++per_address_[address];
+    return Admission::kAdmitted;
+  }
+
+  void release(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --connections_;
+    if (--per_address_[address] == 0) per_address_.erase(address);
+  }
+
+  void count_refusal() {
+    if (options_.counters) options_.counters->refusals++;
+  }
+
+  // The handler's reply; an exception that escapes it is a 500.
+  Reply run(Request& request) {
+    try {
+      return handler_(request);
+    } catch (const std::exception& e) {
+      count_refusal();
+      return error_reply(500, {Error::Kind::kInternal, "", "internal error: " + utf8::sanitized(e.what()),
+                               "retry; if it persists, see edtd's log"});
+    }
+  }
+
+  bool stopping() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  }
+
+  bool take_stream_slot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || streams_.size() >= options_.max_streams) return false;
+    return true;
+  }
+
+  // Runs `body` on a thread of its own, writing to `fd` (this takes it).
+  void run_stream(int fd, std::string head, bool chunked, std::function<void(StreamWriter&)> body);
+
+  Status start(const std::string& host, int port);
+  void stop();
+  int port() const { return port_; }
+
+  const HttpServerOptions& options() const { return options_; }
+  net::thread_pool& workers() { return workers_; }
+
+ private:
+  class FdWriter;
+  void accept();
+
+  HttpServerOptions options_;
+  HttpHandler handler_;
+  std::mutex mu_;
+  std::condition_variable streams_done_;
+  size_t connections_ = 0;                       // guarded by mu_
+  std::map<std::string, size_t> per_address_;   // guarded by mu_
+  std::set<int> streams_;                        // guarded by mu_: their sockets
+  bool stopping_ = false;                        // guarded by mu_
+  int port_ = 0;
+  // Declared after what sessions use, so that sessions still queued in it
+  // are destroyed first.
+  net::io_context ioc_;
+  std::optional<tcp::acceptor> acceptor_;
+  std::vector<std::thread> io_threads_;
+  net::thread_pool workers_;
+};
+
+namespace {
+
+// One connection: reads requests, hands each to the worker pool, writes
+// the reply, and waits for the next (keep-alive) until the client closes,
+// a deadline passes or a reply ends the connection.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, HttpServer::Impl& server, std::string address, bool admitted)
+      : stream_(std::move(socket)), server_(server), options_(server.options()), address_(std::move(address)),
+        admitted_(admitted) {}
+  ~Session() {
+    if (admitted_) server_.release(address_);
+  }
+
+  void start() { wait_for_request(); }
+
+  // Answers `reply` and closes: for connections over a bound.
+  void refuse(int status, const Error& error) {
+    server_.count_refusal();
+    keep_alive_ = false;
+    respond(error_reply(status, error));
+  }
+
+ private:
+  // An idle connection waits up to idle_timeout for a request's first byte.
+  void wait_for_request() {
+    if (buffer_.size() > 0) return read_header();
+    stream_.expires_after(options_.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      if (ec) return self->close();
+      self->buffer_.commit(n);
+      self->read_header();
+    });
+  }
+
+  void read_header() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
+    parser_->body_limit(options_.max_body_bytes);
+    stream_.expires_after(options_.header_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
+        ec == net::error::connection_reset)
+      return close();
+    if (ec) {
+      auto [status, error] = unreadable(ec, parser_->get().target().empty(), options_);
+      return refuse(status, error);
+    }
+    const Message& m = parser_->get();
+    if (auto refused = check_header(m, options_)) return refuse(refused->first, refused->second);
+    keep_alive_ = m.keep_alive();
+    version_ = m.version();
+    head_ = m.method() == http::verb::head;
+    if (parser_->is_done()) return dispatch();
+    auto expect = m.find(http::field::expect);
+    if (expect != m.end() && beast::iequals(expect->value(), "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      stream_.expires_after(options_.write_timeout);
+      return net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code e, size_t) {
+        if (e) return self->close();
+        self->read_body();
+      });
+    }
+    read_body();
+  }
+
+  void read_body() {
+    stream_.expires_after(options_.body_timeout);
+    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec == http::error::body_limit) return self->refuse(413, unreadable(ec, false, self->options_).second);
+      if (ec) return self->close();
+      self->dispatch();
+    });
+  }
+
+  void dispatch() {
+    stream_.expires_never();
+    auto request = std::make_shared<Request>(to_request(parser_->release(), address_));
+    net::post(server_.workers(), [self = shared_from_this(), request] {
+      Reply reply = self->server_.run(*request);
+      net::post(self->stream_.get_executor(),
+                [self, reply = std::move(reply)]() mutable { self->respond(std::move(reply)); });
+    });
+  }
+
+  void respond(Reply reply) {
+    if (reply.stream) return start_stream(std::move(reply));
+    auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(reply.status), version_);
+    res->set(http::field::server, "edtd");
+    res->set(http::field::content_type, reply.content_type);
+    res->keep_alive(keep_alive_);
+    res->body() = std::move(reply.body);
+    res->prepare_payload();
+    if (head_) res->body().clear();
+    stream_.expires_after(options_.write_timeout);
+    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      if (!res->keep_alive()) return self->linger_close();
+      self->wait_for_request();
+    });
+  }
+
+  void start_stream(Reply reply) {
+    if (!server_.take_stream_slot())
+      return refuse(503, {Error::Kind::kMalformed, "", "edtd is serving as many streams as it allows at once",
+                          "close a log or event stream you keep open, or retry later"});
+    std::string head = "HTTP/1." + std::to_string(version_ % 10) + " " + std::to_string(reply.status) + " " +
+                       std::string(http::obsolete_reason(static_cast<http::status>(reply.status))) +
+                       "\r\nServer: edtd\r\nContent-Type: " + reply.content_type + "\r\nConnection: close\r\n";
+    const bool chunked = version_ >= 11;
+    head += chunked ? "Transfer-Encoding: chunked\r\n\r\n" : "\r\n";
+    stream_.expires_never();
+    beast::error_code ec;
+    const int fd = stream_.socket().release(ec);
+    if (ec) return close();
+    server_.run_stream(fd, std::move(head), chunked && !head_, head_ ? nullptr : std::move(reply.stream));
+  }
+
+  // Ends the connection after the last reply: stops sending, then reads
+  // what the client still sends (for a short while) so that closing does
+  // not reset the connection before the client has read the reply.
+  void linger_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(2));
+    drain();
+  }
+
+  void drain() {
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->drain();
+    });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  HttpServer::Impl& server_;
+  const HttpServerOptions& options_;
+  std::string address_;
+  bool admitted_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  bool keep_alive_ = true;
+  unsigned version_ = 11;
+  bool head_ = false;
+};
+
+}  // namespace
+
+// A streamed body's writer: chunks on the socket, with the write timeout.
+class HttpServer::Impl::FdWriter : public StreamWriter {
+ public:
+  FdWriter(Impl& server, int fd, bool chunked) : server_(server), fd_(fd), chunked_(chunked) {}
+
+  bool write(std::string_view bytes) override {
+    if (bytes.empty()) return open();
+    if (!chunked_) return send(bytes);
+    char size[24];
+    const int n = std::snprintf(size, sizeof(size), "%zx\r\n", bytes.size());
+    return send(std::string_view(size, static_cast<size_t>(n))) && send(bytes) && send("\r\n");
+  }
+
+  bool open() override {
+    if (failed_ || server_.stopping()) return false;
+    pollfd p{fd_, POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0;
+  }
+
+  void finish() {
+    if (chunked_ && open()) send("0\r\n\r\n");
+  }
+
+  bool send(std::string_view bytes) {
+    if (failed_ || !send_all(fd_, bytes, server_.options().write_timeout)) failed_ = true;
+    return !failed_;
+  }
+
+ private:
+  Impl& server_;
+  int fd_;
+  bool chunked_;
+  bool failed_ = false;
+};
+
+void HttpServer::Impl::run_stream(int fd, std::string head, bool chunked, std::function<void(StreamWriter&)> body) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_.insert(fd);
+  }
+  std::thread([this, fd, head = std::move(head), chunked, body = std::move(body)] {
+    FdWriter writer(*this, fd, chunked);
+    if (writer.send(head) && body) {
+      try {
+        body(writer);
+      } catch (const std::exception& e) {
+        log::warn("a streamed reply failed: {}", e.what());
+      }
+    }
+    writer.finish();
+    ::shutdown(fd, SHUT_WR);
+    ::close(fd);
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_.erase(fd);
+    streams_done_.notify_all();
+  }).detach();
+}
+
+void HttpServer::Impl::accept() {
+  acceptor_->async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors, most likely: try again shortly, not in a loop.
+      log::warn("edtd's API could not accept a connection: {}", ec.message());
+      auto timer = std::make_shared<net::steady_timer>(ioc_, std::chrono::milliseconds(100));
+      return timer->async_wait([this, timer](beast::error_code) { accept(); });
+    }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    const std::string address = socket.remote_endpoint(ignored).address().to_string();
+    const Admission admission = admit(address);
+    auto session = std::make_shared<Session>(std::move(socket), *this, address, admission == Admission::kAdmitted);
+    if (admission == Admission::kAdmitted) {
+      session->start();
+    } else if (admission == Admission::kTooMany) {
+      session->refuse(503, {Error::Kind::kMalformed, "", "edtd has " + std::to_string(options_.max_connections) +
+                                                             " connections open, as many as it serves at once",
+                            "retry shortly; close connections you keep idle"});
+    } else {
+      session->refuse(503, {Error::Kind::kMalformed, "",
+                            "edtd has " + std::to_string(options_.max_connections_per_address) +
+                                " connections open from " + address + ", as many as it serves from one address",
+                            "close connections you keep idle, or reuse one (keep-alive)"});
+    }
+    accept();
+  });
+}
+
+Status HttpServer::Impl::start(const std::string& host, int port) {
+  // Half the descriptors edtd may open, at most, go to connections.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
+    options_.max_connections = std::min<size_t>(options_.max_connections, files.rlim_cur / 2);
+  beast::error_code ec;
+  const auto address = net::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+  if (ec) return invalid_argument("cannot listen on '" + host + "': not an IP address");
+  acceptor_.emplace(ioc_);
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  acceptor_->open(endpoint.protocol(), ec);
+  if (!ec) acceptor_->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(endpoint, ec);
+  if (!ec) acceptor_->listen(net::socket_base::max_listen_connections, ec);
+  if (ec)
+    return unavailable("cannot listen on " + host + ":" + std::to_string(port) + " (" + ec.message() +
+                       "); is another edtd running there?");
+  port_ = acceptor_->local_endpoint().port();
+  accept();
+  for (size_t i = 0; i < options_.io_threads; ++i) io_threads_.emplace_back([this] { ioc_.run(); });
+  return Status::ok();
+}
+
+void HttpServer::Impl::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  // Streams start on the I/O threads: once those are joined, none starts.
+  ioc_.stop();
+  for (auto& thread : io_threads_) thread.join();
+  std::unique_lock<std::mutex> lock(mu_);
+  for (int fd : streams_) ::shutdown(fd, SHUT_RDWR);
+  streams_done_.wait(lock, [this] { return streams_.empty(); });
+  lock.unlock();
+  workers_.join();
+}
+
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+Status HttpServer::start(const std::string& host, int port) { return impl_->start(host, port); }
+
+void HttpServer::stop() { impl_->stop(); }
+
+int HttpServer::port() const { return impl_->port(); }
+
+}  // namespace edt::control
