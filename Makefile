@@ -2,9 +2,8 @@
 BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
-# Extra ctest flags; CI passes --repeat until-pass:2 so that one load-induced
-# timing failure of a multi-process test does not sink a run (a real failure
-# fails both tries).
+# Extra ctest flags (e.g. -R REGEX); no test is retried: one that fails
+# once is a defect.
 CTEST_FLAGS ?=
 # make install: where to (DESTDIR, if set, is put in front, as usual).
 PREFIX ?= /usr/local

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The reference scenario, end to end, narrated one line per step.
 
-    scripts/demo.py [--build DIR] [--epochs N] [--elastic-epochs N]
+    scripts/demo.py [--build DIR] [--epochs N] [--elastic-epochs MAX]
 
 Starts edtd on a temporary data dir (with a simulated GPU inventory when the
 machine has no GPU), creates the Horovod cluster `tthvd` with 2 containers,
@@ -41,6 +41,7 @@ ADDRESSES = "127.88.0.0/24"  # the demo's own block; the default edtd uses 127.7
 EPOCH = check_run.LINE
 GENERATION = re.compile(r"generation rank=(\d+) size=(\d+) host=(\S+) pid=(\d+) epoch=(\d+) done=(\d+) at=([\d.]+)")
 TRAIN = "train_mnist.py"
+STOP_FILE = "elastic.stop"  # in the mnist volume (~/mnist in the containers)
 
 
 class Failed(Exception):
@@ -174,6 +175,12 @@ class Demo:
         with open(os.path.join(self.data_dir, "edtd.log")) as f:
             return f.read()
 
+    def remove_stop_file(self):
+        try:
+            os.unlink(os.path.join(self.mnist_volume, STOP_FILE))
+        except FileNotFoundError:
+            pass
+
     def make_volume(self):
         self.edt("volume", "create", "mnist")
         volumes = json.loads(self.edt("volume", "list", "-o", "json").stdout)
@@ -193,6 +200,7 @@ class Demo:
                                env=dict(self.env, PYTHONPATH=os.path.join(self.build, "python")))
             what = "a synthetic MNIST-like set, 10,000 training and 2,000 test images (--mnist-dir for real MNIST)"
         shutil.copy(os.path.join(ROOT, "examples/mnist", TRAIN), path)
+        self.mnist_volume = path
         say("volume mnist (mounted at ~/mnist in every container): %s and %s" % (TRAIN, what))
 
     def create_cluster(self):
@@ -231,8 +239,11 @@ class Demo:
         return seconds, text
 
     def elastic(self):
-        command = ("edtrun -np 2 --min-np 2 --max-np 4 --hostfile /etc/mpi/hostfile python3 %s --elastic --epochs %d"
-                   % (TRAIN, self.args.elastic_epochs))
+        # It trains until the scenario has grown, hurt and shrunk it: the
+        # stop file ends it at the end of that epoch, on a fast machine or a slow one.
+        self.remove_stop_file()
+        command = ("edtrun -np 2 --min-np 2 --max-np 4 --hostfile /etc/mpi/hostfile python3 %s --elastic --epochs %d "
+                   "--until %s" % (TRAIN, self.args.elastic_epochs, STOP_FILE))
         say("elastic: edt run tthvd -- " + command)
         job = Job(self.in_launcher(command), self.env)
         try:
@@ -281,17 +292,21 @@ class Demo:
             % (at3 - killed, left[0]["epoch"], left[0]["done"]))
         self._shrink(job)
 
+        say("done with it: touch ~/mnist/%s (the job ends at the end of this epoch)" % STOP_FILE)
+        with open(os.path.join(self.mnist_volume, STOP_FILE), "w"):
+            pass
         code = job.finish(600)
         lines = [text for _, text in job.lines]
         check(code == 0, "the elastic job ended with exit code %d:\n%s" % (code, "\n".join(lines)))
-        last = [m for m in map(EPOCH.search, lines) if m and int(m.group(1)) == self.args.elastic_epochs]
-        check(last, "no line for the last epoch:\n" + "\n".join(lines))
-        accuracy = float(last[0].group(6))
+        epochs = [m for m in map(EPOCH.search, lines) if m]
+        check(epochs, "no epoch line:\n" + "\n".join(lines))
+        accuracy = float(epochs[-1].group(6))
         self.figures["accuracy"] = accuracy
         check(accuracy >= self.args.min_acc, "test accuracy %.4f is below %.2f" % (accuracy, self.args.min_acc))
         for m in (m for m in map(EPOCH.search, lines) if m and m.group(2) == "0"):
             show(m.group(0))
-        say("the elastic job finished: %d epochs, test accuracy %.4f" % (self.args.elastic_epochs, accuracy))
+        count = epochs[-1].group(1)
+        say("the elastic job finished: %s epoch%s, test accuracy %.4f" % (count, "" if count == "1" else "s", accuracy))
 
     def _shrink(self, job):
         """Scales the cluster to 2 under the job: the leaving container's
@@ -441,8 +456,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build directory (default: build)")
     p.add_argument("--epochs", type=int, default=1, help="epochs of the fixed-size runs")
-    p.add_argument("--elastic-epochs", type=int, default=6,
-                   help="epochs of the elastic run (enough to outlast growing it, killing a worker and shrinking it)")
+    p.add_argument("--elastic-epochs", type=int, default=100,
+                   help="the most epochs of the elastic run; it ends at the end of the epoch in which the scenario "
+                        "is done growing it, killing a worker and shrinking it")
     p.add_argument("--min-acc", type=float, default=0.9, help="the test accuracy the elastic run must reach")
     p.add_argument("--mnist-dir", help="MNIST's IDX files to train on (default: a synthetic MNIST-like set)")
     args = p.parse_args()

@@ -19,6 +19,8 @@ worker prints a line whenever a membership generation starts:
     generation rank=0 size=4 host=tthvd-launcher pid=41 epoch=1 done=2560 at=1796000000.123
 
 (`done`: samples of the epoch the job had committed; `at`: the wall clock).
+With --until FILE an elastic job ends at the end of the first epoch after
+FILE exists (rank 0 looks, every rank follows), --epochs at most.
 
 The script is a plain Horovod script: `import horovod.torch as hvd` works in
 its place.
@@ -143,6 +145,11 @@ def run_fixed(args, model, optimizer, data):
         report(epoch, samples, loss, evaluate(model, test_x, test_y), seconds)
 
 
+def told_to_stop(path):
+    """Whether `path` exists, as rank 0 sees it (the same answer on every rank)."""
+    return hvd.broadcast_object(os.path.exists(path) if hvd.rank() == 0 else None, root_rank=0, name="until")
+
+
 def run_elastic(args, model, optimizer, data):
     train_x, train_y, test_x, test_y = data
     sampler = hvd.elastic.ElasticSampler(range(len(train_y)), shuffle=True, seed=args.seed)
@@ -175,6 +182,8 @@ def run_elastic(args, model, optimizer, data):
             state.samples = 0
             state.sampler.set_epoch(state.epoch)
             state.commit()
+            if args.until and told_to_stop(args.until):
+                break
 
     train(state)
 
@@ -188,6 +197,7 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--elastic", action="store_true", help="survive resizes (edtrun --min-np/--max-np)")
     p.add_argument("--commit-every", type=int, default=20, help="batches between elastic commits")
+    p.add_argument("--until", metavar="FILE", help="elastic: end after the epoch in which FILE (on rank 0) appears")
     args = p.parse_args()
 
     if args.elastic:

@@ -1,6 +1,7 @@
 // edtd: the edt daemon. Serves the REST API, keeps the database, and runs
 // the reconcile loop that makes containers match it. Containers outlive edtd; a
-// restarted edtd re-adopts them from the store.
+// restarted edtd re-adopts them from the store, and by their label those it
+// started but had not recorded (docs/platform.md, "Crash safety").
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "common/net.h"
 #include "common/units.h"
 #include "control/api/server.h"
+#include "control/backends/fault_points.h"
 #include "control/backends/local/local_backend.h"
 #include "control/console/console_routes.h"
 #include "control/db/database.h"
@@ -41,6 +43,7 @@ struct Flags {
   std::string log_level;        // empty: EDT_LOG_LEVEL's, else info
   std::string log_format = "text";
   std::string warm_start = "on";
+  bool fault_points = false;  // print them and exit
 };
 
 // "NVIDIA-P4=8,NVIDIA-T4=2" -> simulated GPUs.
@@ -198,6 +201,7 @@ Result<Settings> check_flags(const Flags& flags) {
   std::error_code ec;
   if (fs::exists(flags.data_dir, ec) && !fs::is_directory(flags.data_dir, ec))
     return invalid_argument("--data-dir " + flags.data_dir + " exists and is not a directory; give a directory");
+  if (Status st = check_fault_setting(); !st.is_ok()) return st;
   settings.layout = find_layout();
   if (!flags.web_dir.empty()) {
     if (!fs::exists(flags.web_dir + "/index.html", ec))
@@ -290,6 +294,10 @@ int serve(const Flags& flags, const Settings& settings) {
 }
 
 int run(const Flags& flags) {
+  if (flags.fault_points) {
+    std::fputs(fault_points_table().c_str(), stdout);
+    return 0;
+  }
   log::init("edtd");
   auto checked = check_flags(flags);
   if (!checked.is_ok()) return fail(checked.status());
@@ -323,6 +331,8 @@ int main(int argc, char** argv) {
                  "containers; off: they start Python afresh")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_flag("--fault-points", flags.fault_points,
+               "print the named points where EDT_FAULT=<name> makes edtd abort (for crash tests), and exit");
   CLI11_PARSE(app, argc, argv);
   return edt::control::run(flags);
 }

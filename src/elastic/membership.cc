@@ -308,7 +308,10 @@ Result<PollOutcome> MembershipCoordinator::poll() {
   if (!failed && !member_left_ && starting() > 0 && current_.number > 0) return out;
   if (current_.number == 0 && starting() > 0) return out;
   if (static_cast<int>(members.size()) < options_.min_size) {
-    out.below_min = true;
+    // Below the minimum only if the workers still starting cannot make it
+    // up: those are waited for, as for the first generation (Horovod's
+    // elastic timeout, too, counts slots, not how fast workers start).
+    out.below_min = static_cast<int>(members.size()) + starting() < options_.min_size;
     return out;
   }
   std::string why;

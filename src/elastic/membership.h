@@ -180,7 +180,7 @@ struct PollOutcome {
   std::optional<Generation> published;  // a new generation, if one was formed
   std::vector<std::string> silent;      // workers newly lost for want of heartbeats
   int ready = 0;                        // registered, live workers
-  bool below_min = false;               // fewer than min_size ready and a generation is needed
+  bool below_min = false;               // a generation is needed and fewer than min_size are ready or starting
   bool done = false;                    // the job's work is complete (key `done`): nothing more forms
 };
 

@@ -229,6 +229,30 @@ TEST_F(MembershipTest, NoGenerationBelowTheMinimum) {
   EXPECT_EQ(ids(poll_until_published(coord)), (std::vector<std::string>{"a", "b"}));
 }
 
+TEST_F(MembershipTest, AMemberLeavingWhileItsReplacementStartsIsNotBelowTheMinimum) {
+  MembershipCoordinator coord(store_, {.min_size = 2});
+  auto a = client("a", "h"), b = client("b", "h");
+  coord.expect("a", "h", 0, 0);
+  coord.expect("b", "h", 0, 1);
+  ASSERT_TRUE(a->start().is_ok());
+  ASSERT_TRUE(b->start().is_ok());
+  EXPECT_EQ(ids(poll_until_published(coord)), (std::vector<std::string>{"a", "b"}));
+  coord.expect("c", "h2", 1, 0);
+  coord.remove("b", "its host left");
+  auto out = coord.poll();
+  ASSERT_TRUE(out.is_ok());
+  EXPECT_FALSE(out->below_min);  // c is starting: waited for, not a shortage
+  EXPECT_FALSE(out->published);
+  coord.remove("c", "its host left too");
+  out = coord.poll();
+  ASSERT_TRUE(out.is_ok());
+  EXPECT_TRUE(out->below_min);
+  coord.expect("d", "h2", 1, 0);
+  auto d = client("d", "h2");
+  ASSERT_TRUE(d->start().is_ok());
+  EXPECT_EQ(ids(poll_until_published(coord)), (std::vector<std::string>{"a", "d"}));
+}
+
 TEST_F(MembershipTest, NoMoreMembersThanTheMaximum) {
   MembershipCoordinator coord(store_, {.max_size = 2});
   std::vector<std::unique_ptr<MembershipClient>> clients;

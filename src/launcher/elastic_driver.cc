@@ -50,6 +50,8 @@ SlotInfo start_placement(const std::vector<Slot>& wanted, const Slot& slot) {
 // torch.distributed variables that place it (its rank comes from the
 // generation it joins); Horovod's HOROVOD_* ones of its start placement,
 // as Horovod's elastic driver sets them; and the elastic ones.
+constexpr std::chrono::seconds kWorkerJoinFloor{30};
+
 Environment elastic_worker_environment(const JobOptions& job, const SlotInfo& start, bool remote,
                                        const Rendezvous& rendezvous, const std::string& id,
                                        milliseconds elastic_timeout) {
@@ -62,7 +64,12 @@ Environment elastic_worker_environment(const JobOptions& job, const SlotInfo& st
   env["EDT_HOSTNAME"] = start.host;
   env["EDT_WORKER_ID"] = id;
   env["EDT_ELASTIC"] = "1";
-  env["EDT_ELASTIC_TIMEOUT"] = std::to_string(elastic_timeout.count()) + "ms";
+  // A worker waits for its generation while the others of it start: at
+  // least 30 s (Horovod's workers wait HOROVOD_GLOO_TIMEOUT_SECONDS, 30 s);
+  // whether the job is below its minimum for --elastic-timeout is this
+  // driver's to judge (check_minimum), and it stops the workers then.
+  const milliseconds wait = std::max(elastic_timeout, milliseconds(kWorkerJoinFloor));
+  env["EDT_ELASTIC_TIMEOUT"] = std::to_string(wait.count()) + "ms";
   return env;
 }
 

@@ -25,7 +25,8 @@
 //     signal when edtrun is interrupted. Nothing it started outlives it.
 //
 // Workers get EDT_COORDINATOR, EDT_WORKER_ID, EDT_HOSTNAME, EDT_ELASTIC=1 and
-// EDT_ELASTIC_TIMEOUT; their rank and size come from the generation they
+// EDT_ELASTIC_TIMEOUT (how long one waits for its generation: --elastic-
+// timeout, at least 30 s, while the others of it start); their rank and size come from the generation they
 // join (edt::elastic::State), not from the environment. As from Horovod's
 // elastic driver, they also get HOROVOD_ELASTIC=1 and HOROVOD_HOSTNAME,
 // HOROVOD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE of

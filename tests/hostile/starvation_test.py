@@ -2,7 +2,7 @@
 """edtd under clients that hold connections: slow ones, idle ones and long
 streams must not keep another user's requests from being answered.
 
-Starts its own edtd (tests/contract's Edtd, containers in 127.85.0.0/24) with
+Starts its own edtd (tests/contract's Edtd, containers in 127.87.0.0/24) with
 a Running cluster and a running job, then, each while another user sends
 GET /api/v1/clusters from 127.0.0.1 every 20 ms:
   - 40 slow clients from 127.0.0.2, each sending one header line every 2 s
@@ -29,7 +29,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
 import contract_test  # noqa: E402  (Edtd)
 
-ADDRESSES = "127.85.0.0/24"  # this test's own block (grep --address-range for the others)
+ADDRESSES = "127.87.0.0/24"  # this test's own block (grep --address-range for the others)
 CLUSTER = "starve"
 PER_ADDRESS = 100  # HttpServerOptions::max_connections_per_address
 

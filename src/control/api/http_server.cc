@@ -163,10 +163,18 @@ class HttpServer::Impl {
     return stopping_;
   }
 
+  // Reserves one of max_streams; run_stream() or give_back_stream_slot() returns it.
   bool take_stream_slot() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || streams_.size() >= options_.max_streams) return false;
+    if (stopping_ || stream_slots_ >= options_.max_streams) return false;
+    ++stream_slots_;
     return true;
+  }
+
+  void give_back_stream_slot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --stream_slots_;
+    streams_done_.notify_all();
   }
 
   // Runs `body` on a thread of its own, writing to `fd` (this takes it).
@@ -190,6 +198,7 @@ class HttpServer::Impl {
   size_t connections_ = 0;                       // guarded by mu_
   std::map<std::string, size_t> per_address_;   // guarded by mu_
   std::set<int> streams_;                        // guarded by mu_: their sockets
+  size_t stream_slots_ = 0;                      // guarded by mu_: streams reserved or running
   bool stopping_ = false;                        // guarded by mu_
   int port_ = 0;
   // Declared after what sessions use, so that sessions still queued in it
@@ -318,7 +327,10 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();
     beast::error_code ec;
     const int fd = stream_.socket().release(ec);
-    if (ec) return close();
+    if (ec) {
+      server_.give_back_stream_slot();
+      return close();
+    }
     server_.run_stream(fd, std::move(head), chunked && !head_, head_ ? nullptr : std::move(reply.stream));
   }
 
@@ -409,11 +421,14 @@ void HttpServer::Impl::run_stream(int fd, std::string head, bool chunked, std::f
       }
     }
     writer.finish();
+    {
+      // Out of the set before the number can be reused by another socket.
+      std::lock_guard<std::mutex> lock(mu_);
+      streams_.erase(fd);
+    }
     ::shutdown(fd, SHUT_WR);
     ::close(fd);
-    std::lock_guard<std::mutex> lock(mu_);
-    streams_.erase(fd);
-    streams_done_.notify_all();
+    give_back_stream_slot();
   }).detach();
 }
 
@@ -481,7 +496,7 @@ void HttpServer::Impl::stop() {
   for (auto& thread : io_threads_) thread.join();
   std::unique_lock<std::mutex> lock(mu_);
   for (int fd : streams_) ::shutdown(fd, SHUT_RDWR);
-  streams_done_.wait(lock, [this] { return streams_.empty(); });
+  streams_done_.wait(lock, [this] { return stream_slots_ == 0; });
   lock.unlock();
   workers_.join();
 }

@@ -6,7 +6,11 @@
 //
 // Containers outlive edtd: start() returns a SandboxRef (a process identity,
 // common/process.h) that edtd stores, and a restarted edtd observes the same
-// sandbox through it. Calls are made from
+// sandbox through it. Each sandbox also carries a label naming the backend
+// instance (its data dir), the cluster and the container, so that one whose
+// start was cut short by a crash, before its ref was stored, is still found
+// (running_sandboxes) and then adopted or ended (end_sandboxes_except).
+// Calls are made from
 // the reconcile loop's one thread; exec() may come from API threads too.
 #pragma once
 
@@ -49,6 +53,13 @@ struct ClusterFiles {
   std::string discover;  // lines "name:slots" that /etc/mpi/discover_hosts.sh prints
 };
 
+// A sandbox found by its label, whether or not the store holds its ref.
+struct FoundSandbox {
+  std::string cluster;
+  std::string name;  // the container's
+  SandboxRef ref;    // as start() returns it
+};
+
 struct ExecSpec {
   std::string command;  // run with /bin/bash -c
   std::string log_path;   // stdout and stderr, on the host
@@ -73,6 +84,14 @@ class Backend {
   // leaving on scale-down is stopped once this is 0 (its drain). 0 for a
   // container that is gone.
   virtual Result<int> training_processes(const SandboxRef& ref) = 0;
+  // The labelled sandboxes of this backend that run now, found without the
+  // store. A backend whose containers cannot outlive edtd has none.
+  virtual Result<std::vector<FoundSandbox>> running_sandboxes() { return std::vector<FoundSandbox>{}; }
+  // Ends every labelled sandbox not in `keep`, and every process of its
+  // label that made no sandbox yet (a start cut short), and waits until they
+  // are gone, so their addresses and ports are free again. Returns how many
+  // processes it ended.
+  virtual Result<int> end_sandboxes_except(const std::vector<SandboxRef>& /*keep*/) { return 0; }
   // Removes a container's files; call once it is gone.
   virtual Status remove(const std::string& name) = 0;
   // Writes the shared files atomically (write, then rename).

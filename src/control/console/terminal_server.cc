@@ -26,6 +26,9 @@ namespace {
 constexpr size_t kMaxRequestBytes = 8192;
 constexpr size_t kMaxMessageBytes = 1 << 20;
 constexpr int kPollMs = 500;
+// Connections served at once (each a thread: a handshake of at most 10 s,
+// then a terminal); more are answered 503 and closed.
+constexpr int kMaxConnections = 256;
 
 // Writes all of data to the browser's socket, a pty or a key file.
 bool write_all(int fd, std::string_view data) { return io::write_all(fd, data, "terminal").is_ok(); }
@@ -186,6 +189,12 @@ void TerminalServer::accept_loop() {
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;  // shut down
+    }
+    if (active_.load() >= kMaxConnections) {
+      refuse(fd, "503 Service Unavailable",
+             "edtd serves " + std::to_string(kMaxConnections) + " terminal connections at once; close one or retry");
+      ::close(fd);
+      continue;
     }
     active_++;
     std::thread([this, fd] {

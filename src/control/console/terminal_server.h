@@ -18,7 +18,8 @@
 // binary ones carry bytes both ways; a text frame from the browser is a
 // control message, {"type":"resize","cols":C,"rows":R}.
 //
-// Thread-safe. One thread accepts; each connection gets a thread of its own.
+// Thread-safe. One thread accepts; each connection gets a thread of its own,
+// at most 256 at once (503 beyond); a handshake must arrive within 10 s.
 #pragma once
 
 #include <atomic>

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "control/backends/fault_points.h"
 
 namespace edt::control {
 
@@ -56,6 +57,7 @@ Reconciler::Reconciler(Database* db, Backend* backend, ReconcilerOptions options
 Reconciler::~Reconciler() { stop(); }
 
 void Reconciler::start() {
+  if (Status st = recover(); !st.is_ok()) log::error("recover the sandboxes that run: {}", st.to_string());
   const std::vector<std::string> names = db_->lock().cluster_names();
   for (const auto& name : names) enqueue(name);
   worker_ = std::thread([this] { run(); });
@@ -67,6 +69,53 @@ void Reconciler::stop() {
 }
 
 void Reconciler::enqueue(const std::string& cluster) { queue_.add(cluster); }
+
+Status Reconciler::recover() {
+  EDT_ASSIGN_OR_RETURN(std::vector<FoundSandbox> found, backend_->running_sandboxes());
+  struct Claim {
+    std::string cluster;
+    ContainerRecord record;
+  };
+  std::map<std::string, Claim> claims;  // by container name
+  {
+    auto tx = db_->lock();
+    for (const auto& cluster : tx.cluster_names())
+      for (auto& r : tx.containers(cluster)) {
+        const std::string name = r.status.name;
+        claims[name] = {cluster, std::move(r)};
+      }
+  }
+  const int64_t now = options_.now_ms ? options_.now_ms() : system_now_ms();
+  std::vector<SandboxRef> keep;
+  for (const auto& f : found) {
+    auto claim = claims.find(f.name);
+    if (claim == claims.end() || claim->second.cluster != f.cluster) continue;
+    ContainerRecord& r = claim->second.record;
+    if (r.sandbox == f.ref) {
+      keep.push_back(f.ref);
+      continue;
+    }
+    // A second sandbox of a container whose recorded one runs is a stray.
+    if (backend_->observe(r.status.name, r.sandbox) != SandboxState::kGone) continue;
+    // As start_and_observe records a sandbox it started (a Running one
+    // whose sandbox had died was being started again).
+    r.sandbox = f.ref;
+    if (!r.status.leaving) {
+      r.status.phase = Phase::kCreating;
+      r.status.started_at = 0;
+      r.creating_since_ms = now;
+    }
+    EDT_RETURN_IF_ERROR(save(r));
+    log::info("adopted the sandbox (pid {}) of container {}: it was started, its pid not recorded", f.ref.pid,
+              f.name);
+    keep.push_back(f.ref);
+  }
+  EDT_ASSIGN_OR_RETURN(int ended, backend_->end_sandboxes_except(keep));
+  if (ended > 0) log::warn("ended {} stray sandbox processes that no container of the store claims", ended);
+  for (const auto& f : found)
+    if (!claims.count(f.name)) EDT_RETURN_IF_ERROR(backend_->remove(f.name));
+  return Status::ok();
+}
 
 void Reconciler::resync() {
   const std::vector<std::string> names = db_->lock().cluster_names();
@@ -89,6 +138,13 @@ void Reconciler::run() {
       stats_.passes++;
       stats_.seconds += seconds;
       if (!result.is_ok()) stats_.errors++;
+    }
+    if (!result.is_ok()) recover_due_ = true;  // a sandbox may have started unrecorded
+    if (recover_due_) {
+      // Before the next pass, which would start the container again.
+      Status st = recover();
+      recover_due_ = !st.is_ok();
+      if (!st.is_ok()) log::warn("recover the sandboxes that run: {} (again after the next pass)", st.to_string());
     }
     if (!result.is_ok()) {
       auto delay = queue_.add_rate_limited(*key);
@@ -123,6 +179,7 @@ SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerReco
 Status Reconciler::fail_start(const Pass& pass, const std::string& reason) {
   const Cluster& cluster = pass.cluster;
   const std::string& name = cluster.spec.name;
+  recover_due_ = true;  // a start cut short may have left a process of its sandbox
   std::vector<std::string> undo;
   int keep = 0;
   for (const auto& r : pass.records) {
@@ -157,8 +214,10 @@ Status Reconciler::stop_leaving(Pass& pass) {
   const bool newly_leaving = std::any_of(pass.records.begin(), pass.records.end(), [](auto& r) {
     return r.status.leaving && r.draining_since_ms == 0 && r.stopping_since_ms == 0;
   });
-  if (newly_leaving && !pass.cluster.deleting)
+  if (newly_leaving && !pass.cluster.deleting) {
     EDT_RETURN_IF_ERROR(backend_->write_cluster_files(name, cluster_files(pass.records)));
+    fault_point("leave.files_written");
+  }
   std::vector<ContainerRecord> remaining;
   for (auto& r : pass.records) {
     if (!r.status.leaving) {
@@ -172,6 +231,7 @@ Status Reconciler::stop_leaving(Pass& pass) {
       continue;
     }
     EDT_RETURN_IF_ERROR(backend_->remove(r.status.name));
+    fault_point("leave.removed");
     EDT_RETURN_IF_ERROR(db_->lock().delete_container(r.status.name));
   }
   pass.records = std::move(remaining);
@@ -198,6 +258,7 @@ Status Reconciler::step_leaving(Pass& pass, ContainerRecord& r) {
     if (!drained) return Status::ok();
   }
   EDT_RETURN_IF_ERROR(backend_->signal(r.sandbox, SIGTERM));
+  fault_point("leave.signalled");
   r.stopping_since_ms = pass.now;
   r.status.phase = Phase::kStopping;
   return save(r);
@@ -252,11 +313,13 @@ Result<bool> Reconciler::start_and_observe(Pass& pass) {
         EDT_RETURN_IF_ERROR(fail_start(pass, ref.status().message()));
         return false;
       }
+      fault_point("start.before_record");
       r.sandbox = *ref;
       r.status.phase = Phase::kCreating;
       r.status.started_at = 0;
       r.creating_since_ms = pass.now;
       EDT_RETURN_IF_ERROR(save(r));
+      fault_point("start.recorded");
       pass.settled = false;
     } else if (state == SandboxState::kStarting) {
       if (pass.now - r.creating_since_ms > options_.start_timeout.count()) {
@@ -289,6 +352,7 @@ Status Reconciler::record_phase(Pass& pass) {
   }
   pass.settled = pass.settled && all_running;
   if (next == cluster.phase && message == cluster.message) return Status::ok();
+  if (all_running && cluster.phase != Phase::kRunning) fault_point("running.before_record");
   auto tx = db_->transaction();
   EDT_RETURN_IF_ERROR(tx.set_status(name, next, message, cluster.ever_running || all_running));
   if (all_running && cluster.phase != Phase::kRunning)
@@ -313,7 +377,10 @@ Result<ReconcileResult> Reconciler::reconcile(const std::string& name) {
   if (ending) {
     if (!pass.records.empty()) return again;
     EDT_RETURN_IF_ERROR(backend_->remove_cluster(name));
-    if (pass.cluster.deleting) EDT_RETURN_IF_ERROR(db_->lock().delete_cluster(name));
+    if (pass.cluster.deleting) {
+      fault_point("delete.cluster_removed");
+      EDT_RETURN_IF_ERROR(db_->lock().delete_cluster(name));
+    }
     return ReconcileResult{};
   }
   EDT_ASSIGN_OR_RETURN(bool started, start_and_observe(pass));

@@ -25,6 +25,21 @@
 // drain_timeout of 0, and a cluster being deleted (or whose create failed)
 // skip the drain: the container is SIGTERMed at once.
 //
+// Crash safety. A container's row (its name, address and GPUs) is written
+// before its sandbox starts, and the sandbox carries a label naming the
+// cluster and container (backend.h). edtd may die at any moment, between
+// starting a sandbox and recording its pid included; start() first recovers:
+// a labelled sandbox whose container's recorded sandbox is not running is
+// adopted (its pid recorded), and every other labelled sandbox (no row
+// claims it, or its row's recorded sandbox runs) is ended, and waited for,
+// before the first pass, so its address and port are free again. It does
+// the same right after a pass that failed or a start that failed, which
+// may leave the same behind without a crash. Every
+// other step is ordered so that a pass after a crash finishes it: the
+// shared files are rewritten, a leaving container is signalled again, a
+// gone one's files and row are removed. The named points where a test makes
+// edtd die are in control/backends/fault_points.h.
+//
 // One worker thread runs passes from a WorkQueue (work_queue.h); enqueue()
 // may be called from any thread. Every cluster is re-queued on start and
 // periodically, so a container that dies, or a change whose enqueue was
@@ -78,6 +93,8 @@ class Reconciler {
   Reconciler(Database* db, Backend* backend, ReconcilerOptions options);
   ~Reconciler();
 
+  // Recovers the sandboxes that run (see Crash safety above), then starts
+  // the worker thread.
   void start();
   void stop();
   void enqueue(const std::string& cluster);
@@ -86,6 +103,10 @@ class Reconciler {
   Result<ReconcileResult> reconcile(const std::string& cluster);
 
   ReconcilerStats stats();
+
+  // Adopts each labelled sandbox that its container lost track of, ends the
+  // others that no container claims, and waits until they are gone.
+  Status recover();
 
  private:
   struct Pass;  // one pass's state (reconciler.cc)
@@ -114,6 +135,7 @@ class Reconciler {
   ReconcilerOptions options_;
   WorkQueue queue_;
 
+  bool recover_due_ = false;  // the worker thread's only
   std::mutex mu_;
   ReconcilerStats stats_;  // guarded by mu_
   std::thread worker_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "control/service/service.h"
 
@@ -21,11 +22,35 @@ class FakeBackend : public Backend {
   Status prepare_cluster(const std::string&) override { return Status::ok(); }
   Result<SandboxRef> start(const SandboxSpec& spec) override {
     events.push_back("start " + spec.name);
-    if (fail_start == spec.name) return internal_error("no room for " + spec.name);
+    if (fail_start == spec.name) {
+      // A start cut short may leave a process of the sandbox behind.
+      if (leak_on_fail) {
+        labels[++next_pid] = {spec.cluster, spec.name};
+        state[next_pid] = SandboxState::kStarting;
+      }
+      return internal_error("no room for " + spec.name);
+    }
     specs[spec.name] = spec;
     SandboxRef ref{++next_pid, 1};
     state[ref.pid] = SandboxState::kStarting;
+    labels[ref.pid] = {spec.cluster, spec.name};
     return ref;
+  }
+  // Its sandboxes are labelled: found whether or not they were recorded.
+  Result<std::vector<FoundSandbox>> running_sandboxes() override {
+    std::vector<FoundSandbox> out;
+    for (const auto& [pid, s] : state) out.push_back({labels[pid].first, labels[pid].second, SandboxRef{pid, 1}});
+    return out;
+  }
+  Result<int> end_sandboxes_except(const std::vector<SandboxRef>& keep) override {
+    int ended = 0;
+    for (auto it = state.begin(); it != state.end();) {
+      const bool kept = std::find(keep.begin(), keep.end(), SandboxRef{it->first, 1}) != keep.end();
+      if (!kept) events.push_back("end " + labels[it->first].second);
+      it = kept ? std::next(it) : state.erase(it);
+      ended += kept ? 0 : 1;
+    }
+    return ended;
   }
   SandboxState observe(const std::string& name, const SandboxRef& ref) override {
     auto it = state.find(ref.pid);
@@ -64,8 +89,10 @@ class FakeBackend : public Backend {
   std::map<int64_t, SandboxState> state;
   std::map<int64_t, int> workers;  // by pid
   std::map<std::string, SandboxSpec> specs;
+  std::map<int64_t, std::pair<std::string, std::string>> labels;  // by pid: cluster, container
   std::set<std::string> held;
   std::string fail_start;
+  bool leak_on_fail = false;
   bool stubborn = false;
   ClusterFiles files;
   int64_t next_pid = 100;
@@ -143,6 +170,14 @@ class ReconcilerTest : public ::testing::Test {
     spec.containers = containers;
     if (gpus) spec.gpu = {"P4", gpus};
     ASSERT_TRUE(service_->create_cluster(alice_, spec).ok());
+  }
+  // A sandbox the backend runs and the store does not record, as a crash
+  // between starting it and recording it leaves one.
+  void start_unrecorded(const std::string& cluster, const std::string& name) {
+    SandboxSpec spec;
+    spec.cluster = cluster;
+    spec.name = name;
+    ASSERT_TRUE(backend_.start(spec).is_ok());
   }
   // Runs passes until one says it is settled; returns how many it took.
   int settle(const std::string& name) {
@@ -366,6 +401,94 @@ TEST_F(ReconcilerTest, ARestartedEdtdKeepsTheDrainsDeadline) {
   EXPECT_FALSE(reconciler_->reconcile("a")->done());
   EXPECT_EQ(signals(), 2);
   EXPECT_EQ(events_of(EventType::kDrainTimedOut).size(), 2u);
+}
+
+}  // namespace
+}  // namespace edt::control
+
+namespace edt::control {
+namespace {
+
+// edtd died after starting a sandbox, before recording its pid: the
+// restarted edtd adopts it instead of starting a second one on its address.
+TEST_F(ReconcilerTest, RecoverAdoptsASandboxStartedButNotRecorded) {
+  create("a", 2);
+  settle("a");
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 3).ok());
+  start_unrecorded("a", "a-worker-1");  // then the crash
+  const int64_t unrecorded = backend_.next_pid;
+  EXPECT_EQ(pid_of("a-worker-1"), 0);
+  restart_edtd();
+  backend_.events.clear();
+  ASSERT_TRUE(reconciler_->recover().is_ok());
+  EXPECT_EQ(pid_of("a-worker-1"), unrecorded);
+  EXPECT_EQ(phase_of("a-worker-1"), Phase::kCreating);
+  settle("a");
+  EXPECT_EQ(std::count_if(backend_.events.begin(), backend_.events.end(), [](auto& e) { return e.rfind("start", 0) == 0 || e.rfind("end", 0) == 0; }), 0);
+  EXPECT_EQ(phase_of("a-worker-1"), Phase::kRunning);
+  EXPECT_EQ(backend_.state.size(), 3u);
+}
+
+// The same while a Running container whose sandbox died was being started
+// again: the adopted sandbox gets its own start_timeout, counted from now.
+TEST_F(ReconcilerTest, RecoverAdoptsARestartedSandboxWithAFreshStartTimeout) {
+  create("a", 2);
+  settle("a");
+  backend_.state.erase(pid_of("a-worker-0"));  // it died...
+  start_unrecorded("a", "a-worker-0");          // ...edtd started it again, then crashed
+  backend_.held.insert("a-worker-0");           // its sshd does not listen yet
+  now_ms_ += 60000;                             // long after the container was first created
+  restart_edtd();
+  ASSERT_TRUE(reconciler_->recover().is_ok());
+  EXPECT_EQ(pid_of("a-worker-0"), backend_.next_pid);
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kScaling);
+  backend_.held.clear();
+  settle("a");
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kRunning);
+  EXPECT_EQ(db_->lock().cluster("a")->message, "2 of 2 containers Running");
+  EXPECT_TRUE(events_of(EventType::kFailed).empty());
+  EXPECT_EQ(backend_.state.size(), 2u);
+}
+
+// A sandbox no row claims (its row was deleted, or its cluster's), and a
+// second sandbox of a container whose recorded one runs, are ended; the
+// recorded ones are kept.
+TEST_F(ReconcilerTest, RecoverEndsSandboxesNoContainerClaims) {
+  create("a", 2);
+  settle("a");
+  const int64_t launcher = pid_of("a-launcher");
+  start_unrecorded("gone", "gone-launcher");
+  start_unrecorded("a", "a-launcher");
+  start_unrecorded("b", "a-worker-0");  // another cluster's label
+  restart_edtd();
+  backend_.events.clear();
+  ASSERT_TRUE(reconciler_->recover().is_ok());
+  std::sort(backend_.events.begin(), backend_.events.end());
+  EXPECT_EQ(backend_.events, (std::vector<std::string>{"end a-launcher", "end a-worker-0", "end gone-launcher",
+                                                       "remove gone-launcher"}));
+  EXPECT_EQ(pid_of("a-launcher"), launcher);
+  EXPECT_EQ(backend_.state.size(), 2u);
+  backend_.events.clear();
+  EXPECT_EQ(settle("a"), 1);
+  EXPECT_TRUE(backend_.events.empty());
+}
+
+// A start that fails may leave a process of its sandbox; the worker
+// recovers right after such a pass, before the next one.
+TEST_F(ReconcilerTest, RecoverRunsAfterAFailedStart) {
+  create("a", 2);
+  backend_.fail_start = "a-worker-0";
+  backend_.leak_on_fail = true;
+  reconciler_->start();
+  for (int i = 0; i < 1000; ++i) {
+    auto c = db_->lock().cluster("a");
+    if (c->phase == Phase::kFailed && c->containers.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  reconciler_->stop();
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kFailed);
+  EXPECT_TRUE(backend_.state.empty()) << backend_.state.size() << " sandboxes left";
 }
 
 }  // namespace

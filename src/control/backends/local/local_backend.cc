@@ -6,18 +6,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "common/io.h"
 #include "common/process.h"
+#include "control/backends/fault_points.h"
 
 namespace edt::control {
 
@@ -136,21 +140,100 @@ Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::
   return pid;
 }
 
+// The pids in /proc now.
+std::vector<pid_t> all_pids() {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    pid_t pid = 0;
+    auto [ptr, ec_pid] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (ec_pid == std::errc() && ptr == name.data() + name.size() && !name.empty()) out.push_back(pid);
+  }
+  return out;
+}
+
+std::string pid_namespace(pid_t pid) {
+  std::error_code ec;
+  return fs::read_symlink("/proc/" + std::to_string(pid) + "/ns/pid", ec).string();
+}
+
 // The processes whose PID namespace is that of `init`.
 std::vector<pid_t> processes_in_namespace(pid_t init) {
   std::vector<pid_t> out;
-  std::error_code ec;
-  const auto ns = fs::read_symlink("/proc/" + std::to_string(init) + "/ns/pid", ec);
-  if (ec) return out;
-  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::error_code link_ec;
-    pid_t pid = 0;
-    auto [ptr, ec_pid] = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (ec_pid != std::errc() || ptr != name.data() + name.size()) continue;
-    if (fs::read_symlink(entry.path() / "ns/pid", link_ec) == ns && !link_ec) out.push_back(pid);
+  const std::string ns = pid_namespace(init);
+  if (ns.empty()) return out;
+  for (pid_t pid : all_pids())
+    if (pid_namespace(pid) == ns) out.push_back(pid);
+  return out;
+}
+
+// The label in the environment of bwrap's monitor and of the sandbox's
+// init (local_backend.h).
+constexpr std::string_view kLabelHome = "EDT_SANDBOX_HOME";
+constexpr std::string_view kLabelCluster = "EDT_SANDBOX_CLUSTER";
+constexpr std::string_view kLabelContainer = "EDT_SANDBOX_CONTAINER";
+
+// The value of `key` in `env`, a NUL-separated block that starts with a NUL.
+std::string env_value(const std::string& env, std::string_view key) {
+  const std::string mark = '\0' + std::string(key) + '=';
+  const size_t at = env.find(mark);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + mark.size();
+  return env.substr(begin, env.find('\0', begin) - begin);
+}
+
+// Whether `pid` is pid 1 of a PID namespace below ours: the last of the
+// pids /proc/<pid>/status lists for it, one per namespace level, is 1.
+bool namespace_init(pid_t pid) {
+  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = status.find("\nNSpid:");
+  if (at == std::string::npos) return false;
+  std::istringstream line(status.substr(at + 7, status.find('\n', at + 1) - at - 7));
+  std::vector<std::string> pids{std::istream_iterator<std::string>(line), std::istream_iterator<std::string>()};
+  return pids.size() > 1 && pids.back() == "1";
+}
+
+// A live process that carries the label of sandboxes under `home`.
+struct LabelledProcess {
+  pid_t pid = 0;
+  proc::Stat stat;
+  std::string cluster;
+  std::string name;
+  bool init = false;   // pid 1 of its sandbox's PID namespace: the sandbox's ref
+  bool outer = false;  // in our own PID namespace: bubblewrap's monitor
+};
+
+std::vector<LabelledProcess> labelled_processes(const std::string& home) {
+  std::vector<LabelledProcess> out;
+  const std::string own_ns = pid_namespace(::getpid());
+  const std::string mark = '\0' + std::string(kLabelHome) + '=' + home + '\0';
+  for (pid_t pid : all_pids()) {
+    // Another user's process reads as empty.
+    const std::string env = '\0' + read_file("/proc/" + std::to_string(pid) + "/environ");
+    if (env.find(mark) == std::string::npos) continue;
+    auto stat = proc::read_stat(pid);
+    if (!stat || stat->zombie()) continue;
+    LabelledProcess p{pid, *stat, env_value(env, kLabelCluster), env_value(env, kLabelContainer)};
+    p.outer = pid_namespace(pid) == own_ns;
+    p.init = !p.outer && namespace_init(pid);
+    out.push_back(std::move(p));
   }
+  return out;
+}
+
+// The labelled processes that are neither a sandbox in `keep` nor the
+// monitor of one; the other processes in a sandbox end with its init.
+std::vector<pid_t> stray_processes(const std::vector<LabelledProcess>& processes, const std::vector<SandboxRef>& keep) {
+  auto kept = [&](const LabelledProcess& p) {
+    return std::find(keep.begin(), keep.end(), SandboxRef{p.pid, p.stat.start_time}) != keep.end();
+  };
+  std::set<int64_t> monitors;
+  for (const auto& p : processes)
+    if (p.init && kept(p)) monitors.insert(p.stat.ppid);
+  std::vector<pid_t> out;
+  for (const auto& p : processes)
+    if ((p.init && !kept(p)) || (p.outer && !monitors.count(p.pid))) out.push_back(p.pid);
   return out;
 }
 
@@ -160,7 +243,9 @@ std::string quote_env(const std::string& key, const std::string& value) {
 
 }  // namespace
 
-LocalBackend::LocalBackend(LocalBackendOptions options) : options_(std::move(options)), warm_(options_.warm) {}
+LocalBackend::LocalBackend(LocalBackendOptions options)
+    : options_(std::move(options)), home_(fs::weakly_canonical(fs::absolute(options_.data_dir)).string()),
+      warm_(options_.warm) {}
 
 std::string LocalBackend::cluster_dir(const std::string& cluster) const {
   return options_.data_dir + "/clusters/" + cluster;
@@ -280,9 +365,14 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
     return status.with_context("start container " + spec.name);
   };
   if (Status st = make_container_dir(spec, dir); !st.is_ok()) return fail(st);
+  fault_point("start.before_spawn");
   const std::string info_path = dir + "/info.json";
-  auto monitor = spawn_detached(bwrap_args(spec, dir), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, dir + "/log", info_path);
+  const std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", std::string(kLabelHome) + "=" + home_,
+                                        std::string(kLabelCluster) + "=" + spec.cluster,
+                                        std::string(kLabelContainer) + "=" + spec.name};
+  auto monitor = spawn_detached(bwrap_args(spec, dir), env, dir + "/log", info_path);
   if (!monitor.is_ok()) return fail(monitor.status());
+  fault_point("start.spawned");
   // bwrap writes the pid of the sandbox's init to its info fd once the
   // namespaces exist; that is the pid edtd keeps.
   for (int i = 0; i < 400; ++i) {
@@ -334,6 +424,31 @@ Result<int> LocalBackend::training_processes(const SandboxRef& ref) {
     if (env.find(kVariable) != std::string::npos) ++count;
   }
   return count;
+}
+
+Result<std::vector<FoundSandbox>> LocalBackend::running_sandboxes() {
+  std::vector<FoundSandbox> out;
+  for (const auto& p : labelled_processes(home_))
+    if (p.init) out.push_back({p.cluster, p.name, SandboxRef{p.pid, p.stat.start_time}});
+  return out;
+}
+
+Result<int> LocalBackend::end_sandboxes_except(const std::vector<SandboxRef>& keep) {
+  std::set<pid_t> ended;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (true) {
+    const std::vector<pid_t> strays = stray_processes(labelled_processes(home_), keep);
+    if (strays.empty()) return static_cast<int>(ended.size());
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string pids;
+      for (pid_t pid : strays) pids += " " + std::to_string(pid);
+      return internal_error("stray sandbox processes did not end within 10 s of SIGKILL:" + pids);
+    }
+    for (pid_t pid : strays)
+      if (::kill(pid, SIGKILL) == 0) ended.insert(pid);
+    // A killed sandbox's init lingers until its namespace is empty.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 Status LocalBackend::remove(const std::string& name) {

@@ -17,6 +17,13 @@
 //   containers/<name>/           etc/, root/, tmp/, conf/ (sshd_config), log
 //   warm/                        the warm interpreter's socket and log; bound
 //                                read-only at /run/edt-warm in containers
+//
+// The label: bwrap runs with EDT_SANDBOX_HOME (the data dir, absolute),
+// EDT_SANDBOX_CLUSTER and EDT_SANDBOX_CONTAINER in its environment, and so
+// does the sandbox's init, bwrap's own child (/proc/<pid>/environ shows
+// them). sshd inherits them too but makes itself unreadable, and a session
+// gets sshd's fresh environment: a user's processes carry none.
+// running_sandboxes() finds the inits of this data dir's sandboxes by it.
 #pragma once
 
 #include <string>
@@ -48,6 +55,8 @@ class LocalBackend : public Backend {
   SandboxState observe(const std::string& name, const SandboxRef& ref) override;
   Status signal(const SandboxRef& ref, int signal) override;
   Result<int> training_processes(const SandboxRef& ref) override;
+  Result<std::vector<FoundSandbox>> running_sandboxes() override;
+  Result<int> end_sandboxes_except(const std::vector<SandboxRef>& keep) override;
   Status remove(const std::string& name) override;
   Status write_cluster_files(const std::string& cluster, const ClusterFiles& files) override;
   Status remove_cluster(const std::string& cluster) override;
@@ -67,6 +76,7 @@ class LocalBackend : public Backend {
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
 
   LocalBackendOptions options_;
+  std::string home_;  // the data dir, absolute: the label's EDT_SANDBOX_HOME
   WarmInterpreter warm_;
 };
 
