@@ -23,6 +23,7 @@ void add_login_command(CLI::App& app, Action* action);
 void add_cluster_commands(CLI::App& app, Action* action);
 void add_exec_commands(CLI::App& app, Action* action);
 void add_resource_commands(CLI::App& app, Action* action);
+void add_user_commands(CLI::App& app, Action* action);
 
 // Helpers the groups share.
 

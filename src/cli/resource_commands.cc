@@ -1,4 +1,4 @@
-// edt volume create|list|delete, edt image list, edt gpu list, edt user create.
+// edt volume create|list|delete, edt image list, edt gpu list.
 #include <cstdio>
 #include <memory>
 
@@ -73,18 +73,14 @@ int list_gpus(const std::string& output) {
   if (int code = get_list("/gpus", api::fields::GpuList::gpus, &gpus)) return code;
   if (print_json_if_asked(output, gpus)) return 0;
   std::vector<std::vector<std::string>> rows = {{"INDEX", "MODEL", "SIMULATED", "HELD BY"}};
-  for (const auto& g : gpus)
+  for (const auto& g : gpus) {
+    // edtd names only your own holders: another user's shows as held.
+    std::string holder = g[key(gpu::holder)];
+    if (holder.empty() && g[key(gpu::held)].get<bool>()) holder = "(another user)";
     rows.push_back({std::to_string(g[key(gpu::index)].get<int>()), g[key(gpu::model)],
-                    g[key(gpu::simulated)].get<bool>() ? "yes" : "no", g[key(gpu::holder)]});
+                    g[key(gpu::simulated)].get<bool>() ? "yes" : "no", holder});
+  }
   print_table(rows);
-  return 0;
-}
-
-int create_user(const std::string& name) {
-  json body = {{key(api::fields::UserRequest::name), name}}, out;
-  Client client(load_endpoint());
-  if (auto f = client.call("POST", "/users", &body, &out)) return fail(*f);
-  printf("%s\n", out[key(api::fields::Token::token)].get<std::string>().c_str());
   return 0;
 }
 
@@ -125,13 +121,6 @@ void add_resource_commands(CLI::App& app, Action* action) {
   add_volume_commands(app, action);
   add_list(app, "image", "images", "list images and their frameworks", action, list_images);
   add_list(app, "gpu", "GPUs", "list the GPU inventory", action, list_gpus);
-
-  auto* user = app.add_subcommand("user", "users (admin)");
-  user->require_subcommand(1);
-  auto name = std::make_shared<std::string>();
-  auto* create = user->add_subcommand("create", "create a user; prints their token");
-  create->add_option("name", *name)->required();
-  create->callback([name, action] { *action = [name] { return create_user(*name); }; });
 }
 
 }  // namespace edt::cli

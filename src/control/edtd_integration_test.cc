@@ -424,10 +424,10 @@ TEST_F(Edtd, EveryBadInputIsRefusedAndChangesNothing) {
   // Tokens and ownership.
   EXPECT_EQ(request("GET", "/api/v1/clusters", "", "").first, 401);
   EXPECT_EQ(request("GET", "/api/v1/clusters", "", "edt_wrong").first, 401);
-  EXPECT_EQ(request("GET", "/api/v1/clusters/mine", "", bob_token).first, 403);
-  EXPECT_EQ(request("DELETE", "/api/v1/clusters/mine", "", bob_token).first, 403);
-  EXPECT_EQ(request("PATCH", "/api/v1/clusters/mine", R"({"containers": 3})", bob_token).first, 403);
-  EXPECT_EQ(request("POST", "/api/v1/clusters/mine/jobs", R"({"command": "id"})", bob_token).first, 403);
+  EXPECT_EQ(request("GET", "/api/v1/clusters/mine", "", bob_token).first, 404);  // as if it did not exist
+  EXPECT_EQ(request("DELETE", "/api/v1/clusters/mine", "", bob_token).first, 404);
+  EXPECT_EQ(request("PATCH", "/api/v1/clusters/mine", R"({"containers": 3})", bob_token).first, 404);
+  EXPECT_EQ(request("POST", "/api/v1/clusters/mine/jobs", R"({"command": "id"})", bob_token).first, 404);
   EXPECT_EQ(request("POST", "/api/v1/users", R"({"name": "eve"})", bob_token).first, 403);
   EXPECT_EQ(request("GET", "/api/v1/clusters", "", bob_token).second["clusters"].size(), 0u);
   EXPECT_EQ(request("GET", "/healthz", "", "").first, 200);
@@ -445,6 +445,48 @@ TEST_F(Edtd, EveryBadInputIsRefusedAndChangesNothing) {
   json gpus = get("/api/v1/gpus");
   for (const auto& g : gpus["gpus"]) held += g["holder"] == "" ? 0 : 1;
   EXPECT_EQ(held, 2);
+}
+
+// The token lifecycle from the CLI: a user makes, lists and revokes their
+// own tokens, cannot touch another's; the admin deletes the user.
+TEST_F(Edtd, TokensAndUsersThroughTheCli) {
+  auto token_in = [](const std::string& text) {
+    for (const auto& line : lines(text))
+      if (line.rfind("edt_", 0) == 0) return line;
+    return std::string();
+  };
+  const std::string carol = token_in(edt("user create carol").text);
+  ASSERT_FALSE(carol.empty());
+  const std::string as_carol = "EDT_API=" + api_ + " EDT_TOKEN=" + carol + " " + EDT_CLI + " ";
+  Output made = sh(as_carol + "token create --expires-in 90d --description 'ci runner'");
+  ASSERT_EQ(made.code, 0) << made.text;
+  const std::string ci = token_in(made.text);
+  EXPECT_NE(made.text.find("token 3 of carol, expires "), std::string::npos) << made.text;
+  Output listed = sh(as_carol + "token list");
+  EXPECT_NE(listed.text.find("ci runner"), std::string::npos) << listed.text;
+  EXPECT_NE(listed.text.find("valid"), std::string::npos) << listed.text;
+  json tokens = json::parse(sh(as_carol + "token list -o json").text, nullptr, false);
+  ASSERT_TRUE(tokens.is_array() && tokens.size() == 2) << tokens.dump();
+  EXPECT_GT(tokens[1]["expires_at"].get<int64_t>(), tokens[1]["created_at"].get<int64_t>() + 89 * 86400);
+
+  Output theirs = sh(as_carol + "token list --user admin");
+  EXPECT_EQ(theirs.code, 1);
+  EXPECT_NE(theirs.text.find("refused (403)"), std::string::npos) << theirs.text;
+  EXPECT_EQ(sh(as_carol + "token revoke 1 --user admin").code, 1);
+  EXPECT_EQ(sh(as_carol + "token create --expires-in 5y").code, 1);
+
+  const std::string id = std::to_string(tokens[1]["id"].get<int64_t>());
+  EXPECT_EQ(request("GET", "/api/v1/whoami", "", ci).first, 200);
+  Output revoked = sh(as_carol + "token revoke " + id);
+  EXPECT_EQ(revoked.code, 0) << revoked.text;
+  EXPECT_EQ(request("GET", "/api/v1/whoami", "", ci).first, 401);
+
+  EXPECT_NE(edt("user list").text.find("carol"), std::string::npos);
+  Output deleted = edt("user delete carol");
+  EXPECT_EQ(deleted.code, 0) << deleted.text;
+  EXPECT_EQ(request("GET", "/api/v1/whoami", "", carol).first, 401);
+  EXPECT_EQ(edt("user list").text.find("carol"), std::string::npos);
+  EXPECT_EQ(edt("user delete admin").code, 1);
 }
 
 TEST_F(Edtd, FrameworkExtrasMetricsAndOpenApi) {

@@ -41,7 +41,7 @@ EXAMPLES = {
     "VolumeRequest": {"name": "contract-vol-two"},
     "ImageRequest": {"name": "contract-image", "root": "/", "frameworks": ["horovod"]},
     "UserRequest": {"name": "contract-user-two"},
-    "TokenRequest": {},
+    "TokenRequest": {"expires_in": "90d", "description": "contract"},
     "TerminalRequest": {},
 }
 
@@ -211,7 +211,7 @@ class Run:
         if "{name}" in path:
             out["name"] = self.values[owner[first]]
         if "{id}" in path:
-            out["id"] = self.values["job"]
+            out["id"] = self.values["token" if first == "/users" else "job"]
         if "{container}" in path:
             out["container"] = self.values["cluster"] + "-launcher"
         return out
@@ -253,7 +253,8 @@ class Run:
         job = self.valid("/clusters/{name}/jobs", "post", {"command": "true"})
         self.values["job"] = str(job["id"]) if job else "0"
         self.valid("/volumes", "post", {"name": self.values["volume"]})
-        self.valid("/users", "post", {"name": self.values["user"]})
+        user = self.valid("/users", "post", {"name": self.values["user"]})
+        self.values["token"] = str(user["id"]) if user else "0"
         deadline = time.time() + 30
         while time.time() < deadline and self.edtd.api("GET", "/jobs/" + self.values["job"])[1].get("state") == "Running":
             time.sleep(0.1)

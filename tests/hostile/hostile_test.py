@@ -14,6 +14,10 @@ sockets so that any byte can go on the wire:
   - a POST and a PATCH without Content-Length, and a chunked one;
   - a 10 KB URL, a 100 KB Authorization header, and the bearer scheme in
     lower and upper case;
+  - another user: the admin's cluster, volume and GPU holders must look to
+    them as if absent, the admin's tokens are not theirs to list; a revoked
+    token is refused at once, an expired one once its time is up, a deleted
+    user's token at once;
 checking each answer's status and error.field, that error.message and
 error.fix say something, that the status is one the document lists for the
 operation, and that edtd is alive after it. Then a bounded fuzz run: FUZZ
@@ -52,7 +56,7 @@ BODIES = {
     "VolumeRequest": {"name": "hostile-vol-two", "host_path": "/tmp"},
     "ImageRequest": {"name": "hostile-image", "root": "/", "frameworks": ["horovod"]},
     "UserRequest": {"name": "hostile-user"},
-    "TokenRequest": {},
+    "TokenRequest": {"expires_in": "90d", "description": "hostile"},
     "TerminalRequest": {},
 }
 # One value of each JSON type; a field gets each that is not of its type.
@@ -351,6 +355,55 @@ class Hostile:
         self.expect("the Basic scheme", request("GET", "/api/v1/whoami", headers={"Authorization": "Basic " + token}),
                     401, "Authorization", ("/whoami", "get"), "Basic")
 
+    def another_user(self):
+        admin = self.edtd.token
+        made = self.send(request("POST", "/api/v1/users", {"name": "hostile-other"}, admin))
+        if made.status != 201:
+            raise RuntimeError(f"POST /users: {made.status} {made.body[:300]}")
+        other = made.json()["token"]
+        for method, path, name in (("GET", "/clusters/{name}", CLUSTER), ("DELETE", "/clusters/{name}", CLUSTER),
+                                   ("GET", "/clusters/{name}/events", CLUSTER),
+                                   ("DELETE", "/volumes/{name}", "hostile-vol")):
+            what = f"{method} {path} of the admin's {name} by another user"
+            theirs = self.expect(what, request(method, "/api/v1" + path.replace("{name}", name), token=other), 404,
+                                 "name", (path, method.lower()))
+            absent = self.send(request(method, "/api/v1" + path.replace("{name}", "no-such"), token=other))
+            if theirs.body.replace(name, "NAME") != absent.body.replace("no-such", "NAME"):
+                self.failures.append(f"{what}: not the answer for an absent one: {theirs.body} vs {absent.body}")
+        gpus = self.expect("GET /gpus by another user", request("GET", "/api/v1/gpus", token=other), 200).json()
+        shown = [(g["holder"], g["held"]) for g in gpus["gpus"]]
+        seen_by_admin = self.send(request("GET", "/api/v1/gpus", token=admin)).json()["gpus"]
+        if shown != [("", bool(g["holder"])) for g in seen_by_admin] or not any(g["holder"] for g in seen_by_admin):
+            self.failures.append(f"GET /gpus by another user names or hides the admin's holders: {shown}")
+        self.expect("GET /users/admin/tokens by another user",
+                    request("GET", "/api/v1/users/admin/tokens", token=other), 403, "name", ("/users/{name}/tokens", "get"))
+        self.expect("DELETE /users/admin/tokens/1 by another user",
+                    request("DELETE", "/api/v1/users/admin/tokens/1", token=other), 403, "name",
+                    ("/users/{name}/tokens/{id}", "delete"))
+        self.tokens_end(other, admin)
+
+    def tokens_end(self, other, admin):
+        def whoami(token):
+            return self.send(request("GET", "/api/v1/whoami", token=token)).status
+        short = self.send(request("POST", "/api/v1/users/hostile-other/tokens", {"expires_in": 3}, other)).json()
+        if whoami(short["token"]) != 200:
+            self.failures.append("a token with 3 s to live was refused at once")
+        deadline = time.time() + 15
+        while whoami(short["token"]) == 200 and time.time() < deadline:
+            time.sleep(0.2)
+        self.expect("a token past its expiry", request("GET", "/api/v1/whoami", token=short["token"]), 401,
+                    "Authorization", ("/whoami", "get"))
+        listed = self.send(request("GET", "/api/v1/users/hostile-other/tokens", token=other)).json()["tokens"]
+        if [t["expired"] for t in listed if t["id"] == short["id"]] != [True]:
+            self.failures.append(f"the expired token is not listed as expired: {listed}")
+        spare = self.send(request("POST", "/api/v1/users/hostile-other/tokens", {}, other)).json()
+        self.expect("revoke a token", request("DELETE", f"/api/v1/users/hostile-other/tokens/{spare['id']}",
+                                              token=other), 200, None, ("/users/{name}/tokens/{id}", "delete"))
+        self.expect("a revoked token", request("GET", "/api/v1/whoami", token=spare["token"]), 401, "Authorization")
+        self.expect("delete a user", request("DELETE", "/api/v1/users/hostile-other", token=admin), 200, None,
+                    ("/users/{name}", "delete"))
+        self.expect("a deleted user's token", request("GET", "/api/v1/whoami", token=other), 401, "Authorization")
+
     def setup(self):
         for method, path, body in (("POST", "/api/v1/volumes", {"name": "hostile-vol"}),
                                    ("POST", "/api/v1/users", {"name": "hostile-user"}),
@@ -492,7 +545,8 @@ def main():
     try:
         hostile = Hostile(contract, edtd)
         hostile.setup()
-        for case in (hostile.not_utf8, hostile.nesting, hostile.types, hostile.keys, hostile.framing):
+        for case in (hostile.not_utf8, hostile.nesting, hostile.types, hostile.keys, hostile.framing,
+                     hostile.another_user):
             case()
         fuzz = Fuzz(hostile, args.seed)
         seconds = fuzz.run(args.fuzz)

@@ -98,4 +98,14 @@ describe('gpuModels', () => {
       { model: 'NVIDIA-H200', total: 1, free: 1, simulated: false },
     ]);
   });
+
+  it("counts another user's GPUs, held but not named, as taken", () => {
+    expect(
+      gpuModels([
+        { index: 0, model: 'NVIDIA-P4', simulated: true, holder: '', held: true },
+        { index: 1, model: 'NVIDIA-P4', simulated: true, holder: '', held: false },
+        { index: 2, model: 'NVIDIA-P4', simulated: true, holder: 'mine-launcher', held: true },
+      ]),
+    ).toEqual([{ model: 'NVIDIA-P4', total: 3, free: 1, simulated: true }]);
+  });
 });

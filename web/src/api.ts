@@ -199,7 +199,8 @@ export function gpuModels(devices: unknown[]): GpuModel[] {
     const model = str(d['model']);
     const m = models.get(model) ?? { model, total: 0, free: 0, simulated: false };
     m.total += 1;
-    if (!str(d['holder'])) m.free += 1;
+    // Another user's holder is not named to us: `held` tells it is taken.
+    if (d['held'] !== true && !str(d['holder'])) m.free += 1;
     m.simulated ||= d['simulated'] === true;
     models.set(model, m);
   }

@@ -68,7 +68,10 @@ Answer list_gpus(ApiContext& ctx, const Request& req, const User& user);
 Answer whoami(ApiContext& ctx, const Request& req, const User& user);
 Answer list_users(ApiContext& ctx, const Request& req, const User& user);
 Answer create_user(ApiContext& ctx, const Request& req, const User& user);
+Answer delete_user(ApiContext& ctx, const Request& req, const User& user);
 Answer create_token(ApiContext& ctx, const Request& req, const User& user);
+Answer list_tokens(ApiContext& ctx, const Request& req, const User& user);
+Answer revoke_token(ApiContext& ctx, const Request& req, const User& user);
 
 // system.cc
 Answer healthz(ApiContext& ctx, const Request& req, const User& user);

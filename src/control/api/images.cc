@@ -19,9 +19,9 @@ Answer register_image(ApiContext& ctx, const Request& req, const User& user) {
   });
 }
 
-Answer list_gpus(ApiContext& ctx, const Request&, const User&) {
+Answer list_gpus(ApiContext& ctx, const Request&, const User& user) {
   json items = json::array();
-  for (const auto& g : ctx.service->gpus()) items.push_back(gpu_to_json(g));
+  for (const auto& g : ctx.service->gpus(user)) items.push_back(gpu_to_json(g));
   return json_reply(200, {{"gpus", items}});
 }
 

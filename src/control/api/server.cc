@@ -62,7 +62,10 @@ std::vector<Route> ApiServer::routes() {
       {"GET", "/api/v1/gpus", A::kUser, "", bind(h::list_gpus)},
       {"GET", "/api/v1/users", A::kAdmin, "list users", bind(h::list_users)},
       {"POST", "/api/v1/users", A::kAdmin, "create users", bind(h::create_user)},
+      {"DELETE", "/api/v1/users/{name}", A::kAdmin, "delete users", bind(h::delete_user)},
+      {"GET", "/api/v1/users/{name}/tokens", A::kUser, "", bind(h::list_tokens)},
       {"POST", "/api/v1/users/{name}/tokens", A::kUser, "", bind(h::create_token)},
+      {"DELETE", "/api/v1/users/{name}/tokens/{id}", A::kUser, "", bind(h::revoke_token)},
       {"GET", "/api/v1/metrics", A::kUser, "", bind(h::metrics)},
   };
 }

@@ -168,6 +168,83 @@ TEST_F(ApiServerTest, ClustersThroughTheServiceWithOwnerRules) {
   EXPECT_EQ(call("DELETE", "/api/v1/clusters/a", bob_).second["status"]["phase"], "Deleting");
 }
 
+TEST_F(ApiServerTest, TokensAreListedRevokedAndExpireAndUsersAreDeleted) {
+  auto [made, token] = call("POST", "/api/v1/users/bob/tokens", admin_, R"({"expires_in": "1h", "description": "ci"})");
+  ASSERT_EQ(made, 201) << token.dump();
+  EXPECT_EQ(token["name"], "bob");
+  const std::string ci = token["token"];
+  const int64_t id = token["id"];
+  auto [listed, tokens] = call("GET", "/api/v1/users/bob/tokens", ci);
+  ASSERT_EQ(listed, 200) << tokens.dump();
+  ASSERT_EQ(tokens["tokens"].size(), 2u);
+  EXPECT_EQ(tokens["tokens"][1]["description"], "ci");
+  EXPECT_EQ(tokens["tokens"][1]["expires_at"].get<int64_t>() - tokens["tokens"][1]["created_at"].get<int64_t>(), 3600);
+  EXPECT_EQ(tokens["tokens"][1]["expired"], false);
+  EXPECT_EQ(tokens["tokens"][0].count("token"), 0u);
+  expect_refused(call("POST", "/api/v1/users/bob/tokens", bob_, R"({"expires_in": "5y"})"), 422, "expires_in");
+  // Another user's tokens: refused whether or not the name exists.
+  expect_refused(call("GET", "/api/v1/users/admin/tokens", bob_), 403, "name");
+  expect_refused(call("GET", "/api/v1/users/nobody/tokens", bob_), 403, "name");
+  expect_refused(call("DELETE", "/api/v1/users/admin/tokens/1", bob_), 403, "name");
+  expect_refused(call("DELETE", "/api/v1/users/bob/tokens/x1", bob_), 404, "id");
+  expect_refused(call("DELETE", "/api/v1/users/bob/tokens/999", bob_), 404, "id");
+  // Revoked: the next request with it is refused.
+  EXPECT_EQ(call("DELETE", "/api/v1/users/bob/tokens/" + std::to_string(id), bob_).second,
+            (json{{"deleted", std::to_string(id)}}));
+  expect_refused(call("GET", "/api/v1/whoami", ci), 401, "Authorization");
+  EXPECT_EQ(call("GET", "/api/v1/whoami", bob_).first, 200);
+
+  expect_refused(call("DELETE", "/api/v1/users/bob", bob_), 403, "");
+  expect_refused(call("DELETE", "/api/v1/users/admin", admin_), 409, "name");
+  expect_refused(call("DELETE", "/api/v1/users/nobody", admin_), 404, "name");
+  ASSERT_EQ(call("POST", "/api/v1/volumes", bob_, R"({"name": "bobs"})").first, 201);
+  expect_refused(call("DELETE", "/api/v1/users/bob", admin_), 409, "name");
+  ASSERT_EQ(call("DELETE", "/api/v1/volumes/bobs", bob_).first, 200);
+  EXPECT_EQ(call("DELETE", "/api/v1/users/bob", admin_).second, (json{{"deleted", "bob"}}));
+  expect_refused(call("GET", "/api/v1/whoami", bob_), 401, "Authorization");
+}
+
+TEST_F(ApiServerTest, AnotherUsersNamesAreNotTold) {
+  ASSERT_EQ(call("POST", "/api/v1/clusters", admin_, R"({"name": "adm", "framework": "horovod", "containers": 2})").first,
+            201);
+  ASSERT_EQ(call("POST", "/api/v1/volumes", admin_, R"({"name": "admv"})").first, 201);
+  auto body_without_name = [](json body, const std::string& name) {
+    std::string message = body["error"]["message"];
+    message.replace(message.find(name), name.size(), "NAME");
+    body["error"]["message"] = message;
+    return body;
+  };
+  for (const std::string route : {"GET /api/v1/clusters/", "DELETE /api/v1/clusters/", "GET /api/v1/clusters/{}/ssh",
+                                  "GET /api/v1/clusters/{}/events", "GET /api/v1/clusters/{}/hostfile",
+                                  "DELETE /api/v1/volumes/"}) {
+    const std::string method = route.substr(0, route.find(' '));
+    std::string path = route.substr(route.find(' ') + 1);
+    const bool volume = path.find("volumes") != std::string::npos;
+    auto with = [&](const std::string& name) {
+      std::string p = path;
+      if (p.find("{}") == std::string::npos) return p + name;
+      return p.replace(p.find("{}"), 2, name);
+    };
+    auto theirs = call(method, with(volume ? "admv" : "adm"), bob_);
+    auto none = call(method, with("none"), bob_);
+    EXPECT_EQ(theirs.first, 404) << route << " " << theirs.second.dump();
+    EXPECT_EQ(body_without_name(theirs.second, volume ? "admv" : "adm"), body_without_name(none.second, "none")) << route;
+  }
+  auto taken = call("POST", "/api/v1/clusters", bob_, R"({"name": "adm", "framework": "horovod", "containers": 2})");
+  expect_refused(taken, 409, "name");
+  EXPECT_EQ(taken.second.dump().find("admin"), std::string::npos) << taken.second.dump();
+  // Metrics count the user's own clusters; the admin's count all.
+  httplib::Client c("127.0.0.1", port_);
+  auto mine = c.Get("/api/v1/metrics", {{"Authorization", "Bearer " + bob_}});
+  auto all = c.Get("/api/v1/metrics", {{"Authorization", "Bearer " + admin_}});
+  ASSERT_TRUE(mine && all);
+  EXPECT_EQ(mine->body.find("edt_clusters{phase=\"Pending\"}"), std::string::npos) << mine->body;
+  EXPECT_NE(all->body.find("edt_clusters{phase=\"Pending\"} 1"), std::string::npos) << all->body;
+  auto gpus = call("GET", "/api/v1/gpus", bob_).second["gpus"];
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0]["held"], false);
+}
+
 TEST_F(ApiServerTest, MetricsCountRequestsAndRefusals) {
   call("GET", "/api/v1/clusters", "");
   call("GET", "/api/v1/whoami", bob_);

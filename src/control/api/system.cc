@@ -23,16 +23,18 @@ void counter(std::string& out, const char* name, const std::string& value) {
 
 }  // namespace
 
-Answer metrics(ApiContext& ctx, const Request&, const User&) {
+// A user's metrics count their own clusters and containers, the admin's all;
+// GPUs, the reconciler and the API are counted whole (numbers, no names).
+Answer metrics(ApiContext& ctx, const Request&, const User& user) {
   std::map<std::string, int> clusters, containers;
-  for (const auto& c : ctx.service->all_clusters()) {
+  for (const auto& c : ctx.service->clusters(user)) {
     clusters[to_string(c.phase)]++;
     for (const auto& k : c.containers) containers[to_string(k.phase)]++;
   }
   int gpus_total = 0, gpus_held = 0;
-  for (const auto& g : ctx.service->gpus()) {
+  for (const auto& g : ctx.service->gpus(user)) {
     gpus_total++;
-    gpus_held += g.holder.empty() ? 0 : 1;
+    gpus_held += g.held ? 1 : 0;
   }
   ReconcilerStats stats = ctx.reconciler->stats();
   std::string out;

@@ -1,4 +1,7 @@
 // Handlers: /api/v1/whoami, /api/v1/users and their tokens.
+#include <charconv>
+#include <chrono>
+
 #include "control/api/handlers.h"
 
 namespace edt::control::handlers {
@@ -7,7 +10,23 @@ using nlohmann::json;
 
 namespace {
 
-json token_json(const NewToken& made) { return {{"name", made.user}, {"token", made.token}}; }
+json token_json(const NewToken& made) {
+  return {{"name", made.info.user}, {"token", made.token}, {"id", made.info.id}, {"expires_at", made.info.expires_at}};
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The token id in the path, or the NotFound a name that is no id gets.
+Outcome<int64_t> token_id(const Request& req) {
+  const std::string text = req.matches[2].str();
+  int64_t id = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || ptr != text.data() + text.size() || id < 1)
+    return missing("id", "there is no token '" + text + "'", "use an id from edt token list");
+  return id;
+}
 
 }  // namespace
 
@@ -27,14 +46,35 @@ Answer create_user(ApiContext& ctx, const Request& req, const User& user) {
   return json_answer(201, ctx.service->create_user(user, *name), token_json);
 }
 
+Answer delete_user(ApiContext& ctx, const Request& req, const User& user) {
+  auto deleted = ctx.service->delete_user(user, req.matches[1].str());
+  if (!deleted.ok()) return deleted.error();
+  return json_reply(200, {{"deleted", deleted->name}});
+}
+
 Answer create_token(ApiContext& ctx, const Request& req, const User& user) {
   auto body = optional_json_body(req);
   if (!body.ok()) return body.error();
   TokenRequest request;
   if (auto refused = parse_token_request(*body, &request)) return *refused;
-  auto made = ctx.service->create_token(user, req.matches[1]);
-  if (!made.ok()) return made.error();
-  return json_reply(201, token_json(*made));
+  return json_answer(201, ctx.service->create_token(user, req.matches[1].str(), request), token_json);
+}
+
+Answer list_tokens(ApiContext& ctx, const Request& req, const User& user) {
+  auto tokens = ctx.service->tokens(user, req.matches[1].str());
+  if (!tokens.ok()) return tokens.error();
+  const int64_t now = unix_seconds();
+  json items = json::array();
+  for (const auto& t : *tokens) items.push_back(token_info_to_json(t, now));
+  return json_reply(200, {{"tokens", items}});
+}
+
+Answer revoke_token(ApiContext& ctx, const Request& req, const User& user) {
+  auto id = token_id(req);
+  if (!id.ok()) return id.error();
+  auto revoked = ctx.service->revoke_token(user, req.matches[1].str(), *id);
+  if (!revoked.ok()) return revoked.error();
+  return json_reply(200, {{"deleted", std::to_string(revoked->id)}});
 }
 
 }  // namespace edt::control::handlers

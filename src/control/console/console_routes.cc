@@ -18,6 +18,21 @@ Answer cluster_jobs(const ConsoleOptions& options, const Request& req, const Use
   return json_reply(200, {{"jobs", items}});
 }
 
+// The origins a terminal's WebSocket may come from: the console edtd serves
+// at the API's own address (its Host), and the page that asks for the
+// session (its Origin, which browsers send with a POST; "null" under a
+// no-referrer policy, which names no page).
+std::vector<std::string> console_origins(const Request& req) {
+  std::vector<std::string> origins;
+  if (req.has_header("Host")) {
+    const std::string host = req.get_header_value("Host");
+    origins = {"http://" + host, "https://" + host};
+  }
+  if (req.has_header("Origin") && req.get_header_value("Origin") != "null")
+    origins.push_back(req.get_header_value("Origin"));
+  return origins;
+}
+
 Answer open_terminal(const ConsoleOptions& options, const Request& req, const User& user) {
   auto body = optional_json_body(req);
   if (!body.ok()) return body.error();
@@ -35,7 +50,8 @@ Answer open_terminal(const ConsoleOptions& options, const Request& req, const Us
                     "wait until it is Running");
   auto key = options.backend->ssh_private_key(cluster->spec.name);
   if (!key.is_ok()) return conflict("name", key.status().message(), "wait until the cluster is Running");
-  const std::string id = options.terminals->open_session({name, c->address, options.backend->ssh_port(), *key});
+  const std::string id =
+      options.terminals->open_session({name, c->address, options.backend->ssh_port(), *key}, console_origins(req));
   return json_reply(201, {{"port", options.terminals->port()},
                           {"path", "/terminal/" + id},
                           {"expires_in", TerminalServer::kSessionTtl.count()}});

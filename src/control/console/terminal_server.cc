@@ -161,22 +161,25 @@ void TerminalServer::stop() {
   while (active_.load() > 0) ::usleep(50000);
 }
 
-std::string TerminalServer::open_session(TerminalTarget target) {
+std::string TerminalServer::open_session(TerminalTarget target, std::vector<std::string> origins) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = std::chrono::steady_clock::now();
   std::erase_if(pending_, [now](const auto& item) { return item.second.expires < now; });
   std::string id = random_id();
-  pending_[id] = {std::move(target), now + kSessionTtl};
+  for (auto& o : origins) o = lower(std::move(o));
+  pending_[id] = {std::move(target), std::move(origins), now + kSessionTtl};
   return id;
 }
 
-std::optional<TerminalTarget> TerminalServer::take_session(const std::string& id) {
+std::optional<TerminalTarget> TerminalServer::take_session(const std::string& id, const std::string& origin) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pending_.find(id);
   if (it == pending_.end()) return std::nullopt;
   Pending pending = std::move(it->second);
   pending_.erase(it);
   if (pending.expires < std::chrono::steady_clock::now()) return std::nullopt;
+  const auto& allowed = pending.origins;
+  if (!origin.empty() && std::find(allowed.begin(), allowed.end(), lower(origin)) == allowed.end()) return std::nullopt;
   return std::move(pending.target);
 }
 
@@ -215,9 +218,11 @@ void TerminalServer::serve(int fd) {
   const std::string key = header_value(*head, "Sec-WebSocket-Key");
   if (lower(header_value(*head, "Upgrade")) != "websocket" || key.empty())
     return refuse(fd, "400 Bad Request", "expected a WebSocket upgrade (Upgrade: websocket, Sec-WebSocket-Key)");
-  auto target = take_session(id);
+  auto target = take_session(id, header_value(*head, "Origin"));
   if (!target)
-    return refuse(fd, "403 Forbidden", "this terminal session is unknown, used or expired; open the terminal again");
+    return refuse(fd, "403 Forbidden",
+                  "this terminal session is unknown, used or expired, or was opened from another origin than this "
+                  "page's; open the terminal again from the console");
 
   // The key lives in a file only while the session does: ssh reads it from there.
   const std::string key_path = key_dir_ + "/" + id + ".key";

@@ -6,6 +6,12 @@
 // id valid for kSessionTtl; the browser then connects to
 // ws://HOST:port()/terminal/<id>. No token travels in a URL.
 //
+// Origin: a session accepts a WebSocket whose Origin header is one of the
+// origins given at open_session (the console page that asked for it), so a
+// page of another site cannot attach to it even with a leaked id (cross-site
+// WebSocket hijacking); a mismatch is refused 403 and the session is spent.
+// A request with no Origin header comes from no browser page and is taken.
+//
 // Each connection runs `ssh -tt` to the container on a pty, with the
 // cluster's key: the same way in as `edt ssh`, so the shell is a login on
 // the container's sshd, with its hostname, /etc/mpi and volumes. Frames:
@@ -23,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "control/console/websocket.h"
 #include "edt/status.h"
@@ -49,12 +56,14 @@ class TerminalServer {
   void stop();
   int port() const { return port_; }
 
-  // A one-time session id for a terminal in `target`.
-  std::string open_session(TerminalTarget target);
+  // A one-time session id for a terminal in `target`, for a WebSocket from
+  // one of `origins` ("http://host:port", compared exactly, case aside).
+  std::string open_session(TerminalTarget target, std::vector<std::string> origins);
 
  private:
   struct Pending {
     TerminalTarget target;
+    std::vector<std::string> origins;
     std::chrono::steady_clock::time_point expires;
   };
 
@@ -65,7 +74,9 @@ class TerminalServer {
   // Moves bytes both ways until either side ends; returns the close frame's
   // payload to send ("" when the connection is gone).
   std::string pump(int fd, int master, websocket::Reader& reader);
-  std::optional<TerminalTarget> take_session(const std::string& id);
+  // The session's target, spent, if it exists, has not expired, and takes
+  // `origin` ("" when the request sent none).
+  std::optional<TerminalTarget> take_session(const std::string& id, const std::string& origin);
 
   std::string key_dir_;
   int listen_fd_ = -1;

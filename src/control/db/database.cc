@@ -199,17 +199,39 @@ std::optional<User> Database::Tx::user(const std::string& name) {
   return read_user(s);
 }
 
-Status Database::Tx::insert_token(const std::string& user, const std::string& token_hash) {
-  Stmt s(db_, "INSERT INTO tokens(hash, user) VALUES(?, ?)");
-  s.bind(1, token_hash).bind(2, user);
-  Status st = s.run();
-  if (!st.is_ok() && s.constraint_failed()) return not_found("user '" + user + "' does not exist");
-  return st;
+Status Database::Tx::delete_user(const std::string& name) {
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM tokens WHERE user = ?").bind(1, name).run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM jobs WHERE owner = ?").bind(1, name).run());
+  Stmt s(db_, "DELETE FROM users WHERE name = ?");
+  return expect_changed(db_, s.bind(1, name).run(), "user '" + name + "'");
 }
 
-std::optional<User> Database::Tx::user_for_token(const std::string& token_hash) {
-  Stmt s(db_, "SELECT u.name, u.admin FROM tokens t JOIN users u ON u.name = t.user WHERE t.hash = ?");
-  s.bind(1, token_hash);
+Result<int64_t> Database::Tx::insert_token(const TokenInfo& token, const std::string& token_hash) {
+  Stmt s(db_, "INSERT INTO tokens(hash, user, description, created_at, expires_at) VALUES(?, ?, ?, ?, ?)");
+  s.bind(1, token_hash).bind(2, token.user).bind(3, token.description).bind(4, token.created_at);
+  Status st = s.bind(5, token.expires_at).run();
+  if (!st.is_ok() && s.constraint_failed()) return not_found("user '" + token.user + "' does not exist");
+  EDT_RETURN_IF_ERROR(st);
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+std::vector<TokenInfo> Database::Tx::tokens(const std::string& user) {
+  std::vector<TokenInfo> out;
+  Stmt s(db_, "SELECT id, user, description, created_at, expires_at FROM tokens WHERE user = ? ORDER BY id");
+  s.bind(1, user);
+  while (s.step()) out.push_back({s.i64(0), s.text(1), s.text(2), s.i64(3), s.i64(4)});
+  return out;
+}
+
+Status Database::Tx::delete_token(const std::string& user, int64_t id) {
+  Stmt s(db_, "DELETE FROM tokens WHERE user = ? AND id = ?");
+  return expect_changed(db_, s.bind(1, user).bind(2, id).run(), "token " + std::to_string(id) + " of " + user);
+}
+
+std::optional<User> Database::Tx::user_for_token(const std::string& token_hash, int64_t now) {
+  Stmt s(db_, "SELECT u.name, u.admin FROM tokens t JOIN users u ON u.name = t.user "
+              "WHERE t.hash = ? AND (t.expires_at = 0 OR t.expires_at > ?)");
+  s.bind(1, token_hash).bind(2, now);
   if (!s.step()) return std::nullopt;
   return read_user(s);
 }
@@ -277,7 +299,11 @@ std::vector<Gpu> Database::Tx::gpus() {
   std::vector<Gpu> out;
   Stmt s(db_, "SELECT g.idx, g.model, g.simulated, COALESCE(h.container, '') FROM gpus g "
               "LEFT JOIN gpu_holders h ON h.idx = g.idx ORDER BY g.idx");
-  while (s.step()) out.push_back({static_cast<int>(s.i64(0)), s.text(1), s.i64(2) != 0, s.text(3)});
+  while (s.step()) {
+    std::string holder = s.text(3);
+    const bool held = !holder.empty();
+    out.push_back({static_cast<int>(s.i64(0)), s.text(1), s.i64(2) != 0, std::move(holder), held});
+  }
   return out;
 }
 

@@ -70,8 +70,15 @@ class Database::Tx {
   Status insert_user(const User& user);  // AlreadyExists if taken
   std::vector<User> users();
   std::optional<User> user(const std::string& name);
-  Status insert_token(const std::string& user, const std::string& token_hash);  // NotFound: no such user
-  std::optional<User> user_for_token(const std::string& token_hash);
+  // Drops the user with their tokens and their jobs' records (the service
+  // checks first that no cluster or volume of theirs is left).
+  Status delete_user(const std::string& name);  // NotFound if none
+  // token.user, description, created_at and expires_at; returns its new id.
+  Result<int64_t> insert_token(const TokenInfo& token, const std::string& token_hash);  // NotFound: no such user
+  std::vector<TokenInfo> tokens(const std::string& user);  // by id
+  Status delete_token(const std::string& user, int64_t id);  // NotFound: no such token of that user
+  // The token's user, if the token exists and has not expired by `now` (unix seconds).
+  std::optional<User> user_for_token(const std::string& token_hash, int64_t now);
 
   // Images, volumes and the GPU inventory.
   Status put_image(const Image& image);

@@ -70,8 +70,9 @@ TEST_F(DatabaseTest, ClustersContainersAndGpuHoldersSurviveReopen) {
   for (int i = 0; i < 4; ++i) gpus.push_back({i, "P4", true, ""});
   ASSERT_TRUE(db_->lock().set_gpus(gpus).is_ok());
   ASSERT_TRUE(db_->lock().insert_user({"alice", false}).is_ok());
-  ASSERT_TRUE(db_->lock().insert_token("alice", "hash1").is_ok());
-  EXPECT_EQ(db_->lock().insert_token("nobody", "hash2").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(db_->lock().insert_token({0, "alice", "laptop", 1767225600, 0}, "hash1").is_ok());
+  ASSERT_TRUE(db_->lock().insert_token({0, "alice", "ci", 1767225600, 1767229200}, "hash3").is_ok());
+  EXPECT_EQ(db_->lock().insert_token({0, "nobody", "", 0, 0}, "hash2").status().code(), StatusCode::kNotFound);
   add_cluster("a", 2, {{0}, {1}});
   auto records = db_->lock().containers("a");
   ASSERT_EQ(records.size(), 2u);
@@ -91,8 +92,18 @@ TEST_F(DatabaseTest, ClustersContainersAndGpuHoldersSurviveReopen) {
   EXPECT_EQ(again[1].status.phase, Phase::kDraining);
   EXPECT_EQ(again[1].draining_since_ms, 1767225600123);
   EXPECT_EQ(db_->lock().cluster("a")->scale_failure, "scale to 4 failed: x; back to 2");
-  EXPECT_EQ(db_->lock().user_for_token("hash1")->name, "alice");
-  EXPECT_FALSE(db_->lock().user_for_token("hash2").has_value());
+  EXPECT_EQ(db_->lock().user_for_token("hash1", 1767225600)->name, "alice");
+  EXPECT_FALSE(db_->lock().user_for_token("hash2", 1767225600).has_value());
+  // A token works until its expiry, not at it.
+  EXPECT_EQ(db_->lock().user_for_token("hash3", 1767229199)->name, "alice");
+  EXPECT_FALSE(db_->lock().user_for_token("hash3", 1767229200).has_value());
+  auto tokens = db_->lock().tokens("alice");
+  ASSERT_EQ(tokens.size(), 2u);
+  EXPECT_EQ(tokens[1].description, "ci");
+  EXPECT_EQ(tokens[1].expires_at, 1767229200);
+  EXPECT_EQ(db_->lock().delete_token("bob", tokens[1].id).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(db_->lock().delete_token("alice", tokens[1].id).is_ok());
+  EXPECT_FALSE(db_->lock().user_for_token("hash3", 0).has_value());
   Catalog catalog = db_->lock().catalog(std::nullopt);
   EXPECT_EQ(catalog.gpus_total["P4"], 4);
   EXPECT_EQ(catalog.gpus_free["P4"], 2);

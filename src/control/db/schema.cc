@@ -44,6 +44,18 @@ UPDATE clusters SET scale_failure = message WHERE message LIKE 'scale to % faile
       {3, "containers.draining_since", R"sql(
 ALTER TABLE containers ADD COLUMN draining_since INTEGER NOT NULL DEFAULT 0;
 )sql"},
+      // Tokens get an id to be listed and revoked by, a description, when
+      // they were made and when they expire (0: never). Tokens of before
+      // keep working: made at 0 (unknown), never expiring.
+      {4, "tokens with ids, descriptions and expiry", R"sql(
+CREATE TABLE tokens_v4(id INTEGER PRIMARY KEY AUTOINCREMENT, hash TEXT NOT NULL UNIQUE,
+  user TEXT NOT NULL REFERENCES users(name), description TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL DEFAULT 0, expires_at INTEGER NOT NULL DEFAULT 0);
+INSERT INTO tokens_v4(hash, user) SELECT hash, user FROM tokens ORDER BY rowid;
+DROP TABLE tokens;
+ALTER TABLE tokens_v4 RENAME TO tokens;
+CREATE INDEX tokens_by_user ON tokens(user, id);
+)sql"},
   };
   return kMigrations;
 }

@@ -134,7 +134,15 @@ TEST_F(SchemaTest, AnUnversionedDatabaseIsMigratedWithEverythingInIt) {
   EXPECT_EQ(records[1].draining_since_ms, 0);
   EXPECT_EQ(cluster->spec.drain_timeout, kDefaultDrainTimeout);
   EXPECT_EQ(tx.gpus()[0].holder, "tthvd-launcher");
-  EXPECT_EQ(tx.user_for_token("hash-of-alice")->name, "alice");
+  // Tokens of before get an id, never expire and keep working.
+  EXPECT_EQ(tx.user_for_token("hash-of-alice", 4102444800)->name, "alice");
+  auto tokens = tx.tokens("alice");
+  ASSERT_EQ(tokens.size(), 1u);
+  EXPECT_EQ(tokens[0].id, 1);
+  EXPECT_EQ(tokens[0].expires_at, 0);
+  EXPECT_EQ(tokens[0].created_at, 0);
+  ASSERT_TRUE(tx.delete_token("alice", 1).is_ok());
+  EXPECT_FALSE(tx.user_for_token("hash-of-alice", 0).has_value());
   EXPECT_EQ(tx.volume("data")->host_path, "/var/lib/edt/volumes/data");
   EXPECT_EQ(tx.images()[0].frameworks, std::vector<std::string>{"horovod"});
   ASSERT_EQ(tx.events("tthvd").size(), 2u);
@@ -143,6 +151,27 @@ TEST_F(SchemaTest, AnUnversionedDatabaseIsMigratedWithEverythingInIt) {
   ASSERT_TRUE(job.has_value());
   EXPECT_EQ(job->state, JobState::kSucceeded);
   EXPECT_EQ(job->process, (SandboxRef{4300, 7}));
+}
+
+// A database of version 3 (tokens without ids) with a user and a token:
+// the token survives version 4 and can be listed and revoked by its id.
+TEST_F(SchemaTest, TokensOfVersion3GetIdsAndKeepWorking) {
+  std::string sql;
+  for (const auto& m : migrations())
+    if (m.version <= 3) sql += m.sql;
+  write_raw(sql + "PRAGMA user_version = 3; INSERT INTO users VALUES('admin', 1), ('bob', 0);"
+                  "INSERT INTO tokens VALUES('hash-a', 'admin'), ('hash-b', 'bob');");
+  auto opened = Database::open(path_);
+  ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+  EXPECT_EQ(version_on_disk(), migrations().back().version);
+  auto tx = (*opened)->lock();
+  EXPECT_EQ(tx.user_for_token("hash-a", 0)->name, "admin");
+  EXPECT_EQ(tx.user_for_token("hash-b", 0)->name, "bob");
+  EXPECT_EQ(tx.tokens("bob")[0].id, 2);
+  auto made = tx.insert_token({0, "bob", "new", 1, 0}, "hash-c");
+  ASSERT_TRUE(made.is_ok());
+  EXPECT_EQ(*made, 3);
+  EXPECT_FALSE(tx.insert_token({0, "bob", "", 1, 0}, "hash-c").is_ok());  // hashes stay unique
 }
 
 TEST_F(SchemaTest, ADatabaseFromANewerEdtdIsRefused) {

@@ -59,6 +59,11 @@ Refusal check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, i
 
 json user_to_json(const User& u) { return {{"name", u.name}, {"admin", u.admin}}; }
 
+json token_info_to_json(const TokenInfo& t, int64_t now) {
+  return {{"id", t.id},           {"user", t.user},       {"description", t.description},
+          {"created_at", t.created_at}, {"expires_at", t.expires_at}, {"expired", t.expired(now)}};
+}
+
 json image_to_json(const Image& i) {
   return {{"name", i.name}, {"root", i.root}, {"frameworks", i.frameworks}, {"builtin", i.builtin}};
 }
@@ -68,7 +73,7 @@ json volume_to_json(const Volume& v) {
 }
 
 json gpu_to_json(const Gpu& g) {
-  return {{"index", g.index}, {"model", g.model}, {"simulated", g.simulated}, {"holder", g.holder}};
+  return {{"index", g.index}, {"model", g.model}, {"simulated", g.simulated}, {"holder", g.holder}, {"held", g.held}};
 }
 
 }  // namespace edt::control

@@ -4,6 +4,7 @@
 // that uses it), with their JSON forms.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +18,17 @@ namespace edt::control {
 struct User {
   std::string name;
   bool admin = false;
+};
+
+// An API token as listed: what it is for and when it ends, never the token
+// itself (edtd keeps only its hash, tokens.h).
+struct TokenInfo {
+  int64_t id = 0;
+  std::string user;
+  std::string description;
+  int64_t created_at = 0;  // unix seconds; 0 for a token made before edtd kept it
+  int64_t expires_at = 0;  // unix seconds; 0: never
+  bool expired(int64_t now) const { return expires_at != 0 && expires_at <= now; }
 };
 
 struct Image {
@@ -38,7 +50,8 @@ struct Gpu {
   int index = 0;
   std::string model;
   bool simulated = false;
-  std::string holder;  // container that holds it; empty when free
+  std::string holder;  // container that holds it; empty when free or not shown
+  bool held = false;   // held by a container, shown or not
 };
 
 // What a spec is checked against: images, the volumes it may mount, and the
@@ -56,6 +69,8 @@ struct Catalog {
 Refusal check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, int new_containers);
 
 nlohmann::json user_to_json(const User& user);
+// With "expired" as of `now` (unix seconds).
+nlohmann::json token_info_to_json(const TokenInfo& token, int64_t now);
 nlohmann::json image_to_json(const Image& image);
 nlohmann::json volume_to_json(const Volume& volume);
 nlohmann::json gpu_to_json(const Gpu& gpu);

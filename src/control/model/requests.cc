@@ -59,8 +59,60 @@ Refusal parse_user_request(const json& object, std::string* name) {
   return check_resource_name(*name, "name", "user");
 }
 
-Refusal parse_token_request(const json& object, TokenRequest*) {
-  return Fields(object, "").only(fields::TokenRequest::kProperties);
+namespace {
+
+// "90d" -> 90 days, with the units and bounds of the contract's TokenLifetime.
+Refusal parse_token_lifetime(const json& value, std::chrono::seconds* out) {
+  namespace lifetime = api::limits::TokenLifetime;
+  const std::string field(fields::TokenRequest::expires_in);
+  const std::string fix = "write a whole number with a unit (s, m, h, d), from 1s to " +
+                          std::to_string(lifetime::maximum_ms / 86400000) + "d, e.g. \"90d\"";
+  int64_t ms = 0;
+  if (value.is_number_integer()) {
+    // Past int64 (unsigned) or below 0: out of range either way.
+    const bool in_range = value.is_number_unsigned() ? value.get<uint64_t>() <= uint64_t(lifetime::maximum_ms / 1000)
+                                                     : value.get<int64_t>() >= 0;
+    if (!in_range || value.get<int64_t>() > lifetime::maximum_ms / 1000)
+      return invalid(field, field + " of " + value.dump() + " s is out of range", fix);
+    ms = value.get<int64_t>() * 1000;
+  } else if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    const size_t number_end = std::min(text.find_first_not_of("0123456789"), text.size());
+    if (number_end == 0 || number_end > 12)
+      return invalid(field, field + " '" + text + "' is not a whole number with a unit", fix);
+    const std::string suffix = text.substr(number_end);
+    auto unit = std::find_if(lifetime::units.begin(), lifetime::units.end(),
+                             [&](const auto& u) { return u.suffix == suffix; });
+    if (unit == lifetime::units.end())
+      return invalid(field, field + " '" + text + "' has an unknown unit '" + suffix + "'", fix);
+    const int64_t number = std::stoll(text.substr(0, number_end));  // at most 12 digits: fits
+    if (number > lifetime::maximum_ms / static_cast<int64_t>(unit->ms))
+      return invalid(field, field + " of '" + text + "' is out of range", fix);
+    ms = number * static_cast<int64_t>(unit->ms);
+  } else {
+    return Fields::wrong_type(field, value, "a duration", "\"90d\"");
+  }
+  if (ms < lifetime::minimum_ms || ms > lifetime::maximum_ms)
+    return invalid(field, field + " of " + value.dump() + " is out of range", fix);
+  *out = std::chrono::seconds(ms / 1000);
+  return std::nullopt;
+}
+
+}  // namespace
+
+Refusal parse_token_request(const json& object, TokenRequest* out) {
+  Fields body(object, "");
+  if (auto r = body.only(fields::TokenRequest::kProperties)) return r;
+  if (auto r = body.text("description", &out->description, Presence::kOptional)) return r;
+  if (out->description.size() > api::limits::TokenDescription::max_length)
+    return invalid("description", "description is " + std::to_string(out->description.size()) + " bytes, over " +
+                                      std::to_string(api::limits::TokenDescription::max_length),
+                   "describe the token in fewer words, e.g. \"ci runner\"");
+  if (!body.has("expires_in")) return std::nullopt;
+  std::chrono::seconds lifetime{0};
+  if (auto r = parse_token_lifetime(object["expires_in"], &lifetime)) return r;
+  out->expires_in = lifetime;
+  return std::nullopt;
 }
 
 Refusal parse_job_request(const json& object, JobRequest* out) {

@@ -6,6 +6,7 @@
 // throws: a wrong body is a Refusal naming the field.
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -30,8 +31,14 @@ Refusal parse_image_request(const nlohmann::json& body, Image* out);
 // POST /users: {"name"}.
 Refusal parse_user_request(const nlohmann::json& body, std::string* name);
 
-// POST /users/{name}/tokens: {} (no fields yet; an empty body is read as {}).
-struct TokenRequest {};
+// POST /users/{name}/tokens: {"expires_in"?, "description"?} (an empty
+// body is read as {}). expires_in is whole seconds as a number, or a whole
+// number with a unit of the contract's TokenLifetime ("90d", "12h"); without
+// it the token never expires.
+struct TokenRequest {
+  std::optional<std::chrono::seconds> expires_in;
+  std::string description;
+};
 Refusal parse_token_request(const nlohmann::json& body, TokenRequest* out);
 
 // POST /clusters/{name}/jobs: {"command", "container"? (default: the launcher)}.

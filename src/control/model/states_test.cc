@@ -105,6 +105,36 @@ TEST(Requests, EveryBodyRefusesUnknownFieldsAndWrongTypesAlike) {
             "'gpu.count' is 9223372036854775808, too large");
   TokenRequest none;
   EXPECT_FALSE(parse_token_request(json::object(), &none).has_value());
+  EXPECT_FALSE(none.expires_in.has_value());
+}
+
+TEST(Requests, ATokenLifetimeTakesTheContractsUnitsAndBounds) {
+  using nlohmann::json;
+  auto lifetime = [](const json& value) -> std::optional<int64_t> {
+    TokenRequest t;
+    if (parse_token_request({{"expires_in", value}}, &t)) return std::nullopt;
+    return t.expires_in->count();
+  };
+  EXPECT_EQ(lifetime("90d"), 90 * 86400);
+  EXPECT_EQ(lifetime("12h"), 12 * 3600);
+  EXPECT_EQ(lifetime("30m"), 1800);
+  EXPECT_EQ(lifetime("45s"), 45);
+  EXPECT_EQ(lifetime("45"), 45);
+  EXPECT_EQ(lifetime(3600), 3600);
+  EXPECT_EQ(lifetime("365d"), 365 * 86400);
+  for (const json& bad : {json("366d"), json("0s"), json(0), json(-5), json("-5s"), json("5y"), json("d"), json(""),
+                          json("1.5d"), json("9999999999999d"), json("999999999999d"), json(uint64_t{1} << 63), json(true), json::array()}) {
+    TokenRequest t;
+    auto r = parse_token_request({{"expires_in", bad}}, &t);
+    ASSERT_TRUE(r.has_value()) << bad.dump();
+    EXPECT_EQ(r->field, "expires_in") << bad.dump();
+    EXPECT_EQ(r->kind, Error::Kind::kInvalid) << bad.dump();
+  }
+  TokenRequest described;
+  EXPECT_FALSE(parse_token_request({{"description", "ci runner"}}, &described).has_value());
+  EXPECT_EQ(described.description, "ci runner");
+  EXPECT_EQ(parse_token_request({{"description", std::string(201, 'x')}}, &described)->field, "description");
+  EXPECT_EQ(parse_token_request({{"description", 5}}, &described)->field, "description");
 }
 
 }  // namespace

@@ -22,11 +22,11 @@ Error admin_only(const std::string& action) { return forbidden("", "only the adm
 Service::Service(Database* db, ServiceOptions options) : db_(db), options_(std::move(options)) {}
 
 Outcome<Cluster> Service::owned_cluster(Database::Tx& tx, const User& by, const std::string& name) {
+  // Another user's cluster is answered for as a missing one: a read tells
+  // no one which names others use.
   auto cluster = tx.cluster(name);
-  if (!cluster) return missing("name", "cluster '" + name + "' does not exist", "see edt cluster list");
-  if (!by.admin && cluster->owner != by.name)
-    return forbidden("name", "cluster '" + name + "' belongs to another user",
-                     "use one of your own clusters (edt cluster list)");
+  if (!cluster || (!by.admin && cluster->owner != by.name))
+    return missing("name", "cluster '" + name + "' does not exist", "see edt cluster list");
   return *cluster;
 }
 
@@ -60,8 +60,10 @@ Refusal Service::commit_and_reconcile(Database::Tx& tx, const std::string& clust
 
 Outcome<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec) {
   auto tx = db_->transaction();
+  if (auto r = check_still_a_user(tx, by)) return *r;
   if (tx.cluster(spec.name))
-    return conflict("name", "a cluster named '" + spec.name + "' exists", "choose another name, or delete that cluster");
+    return conflict("name", "the cluster name '" + spec.name + "' is taken",
+                    "choose another name (cluster names are shared by all users), or delete your cluster of that name");
   const Catalog catalog = tx.catalog(by.admin ? std::nullopt : std::optional<std::string>(by.name));
   if (auto r = check_against_catalog(spec, catalog, spec.containers)) return *r;
   Cluster cluster;
@@ -155,7 +157,6 @@ std::vector<Cluster> Service::clusters(const User& by) {
   return out;
 }
 
-std::vector<Cluster> Service::all_clusters() { return db_->lock().clusters(); }
 
 Outcome<std::vector<ClusterEvent>> Service::events(const User& by, const std::string& name) {
   auto tx = db_->lock();

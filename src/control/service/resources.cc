@@ -1,8 +1,8 @@
-// Service: volumes, images, GPUs, users and tokens, jobs' ownership.
+// Service: volumes, images, GPUs, jobs' ownership.
 #include <filesystem>
+#include <set>
 
 #include "control/service/service.h"
-#include "control/service/tokens.h"
 
 namespace edt::control {
 
@@ -13,21 +13,6 @@ Status Service::set_inventory(const Image& builtin, const std::vector<Gpu>& gpus
   EDT_RETURN_IF_ERROR(tx.put_image(builtin));
   EDT_RETURN_IF_ERROR(tx.set_gpus(gpus));
   return tx.commit();
-}
-
-Result<std::optional<std::string>> Service::ensure_admin() {
-  auto tx = db_->transaction();
-  for (const auto& user : tx.users())
-    if (user.admin) return std::optional<std::string>();
-  const std::string token = new_token();
-  EDT_RETURN_IF_ERROR(tx.insert_user({"admin", true}));
-  EDT_RETURN_IF_ERROR(tx.insert_token("admin", hash_token(token)));
-  EDT_RETURN_IF_ERROR(tx.commit());
-  return std::optional<std::string>(token);
-}
-
-std::optional<User> Service::authenticate(const std::string& token) {
-  return db_->lock().user_for_token(hash_token(token));
 }
 
 // Volumes.
@@ -48,7 +33,13 @@ Outcome<Volume> Service::create_volume(const User& by, const VolumeRequest& requ
   } else {
     v.host_path = options_.data_dir + "/volumes/" + v.name;
   }
-  if (Status st = db_->lock().insert_volume(v); !st.is_ok()) return error_from_status(st, "name");
+  {
+    auto tx = db_->transaction();
+    if (auto r = check_still_a_user(tx, by)) return *r;
+    Status st = tx.insert_volume(v);
+    if (st.is_ok()) st = tx.commit();
+    if (!st.is_ok()) return error_from_status(st, "name");
+  }
   std::error_code ec;
   if (v.managed) fs::create_directories(v.host_path, ec);
   if (ec) {
@@ -64,13 +55,16 @@ Outcome<Volume> Service::delete_volume(const User& by, const std::string& name) 
   {
     auto tx = db_->transaction();
     auto found = tx.volume(name);
-    if (!found) return missing("name", "volume '" + name + "' does not exist", "see edt volume list");
-    if (!by.admin && found->owner != by.name)
-      return forbidden("name", "volume '" + name + "' belongs to another user", "use your own");
+    // Another user's volume is answered for as a missing one.
+    if (!found || (!by.admin && found->owner != by.name))
+      return missing("name", "volume '" + name + "' does not exist", "see edt volume list");
     for (const auto& c : tx.clusters()) {
+      const bool visible = by.admin || c.owner == by.name;
       for (const auto& m : c.spec.mounts)
         if (m.volume == name)
-          return conflict("name", "volume '" + name + "' is mounted by cluster " + c.spec.name + "; delete that cluster first",
+          return conflict("name", "volume '" + name + "' is mounted by " +
+                                      (visible ? "cluster " + c.spec.name : std::string("another user's cluster")) +
+                                      "; delete that cluster first",
                           "wait, or change what it depends on");
     }
     Status st = tx.delete_volume(name);
@@ -108,32 +102,17 @@ Outcome<Image> Service::register_image(const User& by, const Image& image) {
 
 std::vector<Image> Service::images() { return db_->lock().images(); }
 
-std::vector<Gpu> Service::gpus() { return db_->lock().gpus(); }
-
-// Users and tokens.
-
-Outcome<std::vector<User>> Service::users(const User& by) {
-  if (!by.admin) return admin_only("list users");
-  return db_->lock().users();
-}
-
-Outcome<NewToken> Service::create_user(const User& by, const std::string& name) {
-  if (!by.admin) return admin_only("create users");
-  const std::string token = new_token();
-  auto tx = db_->transaction();
-  Status st = tx.insert_user({name, false});
-  if (st.is_ok()) st = tx.insert_token(name, hash_token(token));
-  if (st.is_ok()) st = tx.commit();
-  if (!st.is_ok()) return error_from_status(st, "name");
-  return NewToken{name, token};
-}
-
-Outcome<NewToken> Service::create_token(const User& by, const std::string& user) {
-  if (!by.admin && by.name != user)
-    return forbidden("name", "you may make tokens only for yourself", "ask the admin");
-  const std::string token = new_token();
-  if (Status st = db_->lock().insert_token(user, hash_token(token)); !st.is_ok()) return error_from_status(st, "name");
-  return NewToken{user, token};
+std::vector<Gpu> Service::gpus(const User& by) {
+  auto tx = db_->lock();
+  std::vector<Gpu> gpus = tx.gpus();
+  if (by.admin) return gpus;
+  std::set<std::string> mine;
+  for (const auto& c : tx.clusters())
+    if (c.owner == by.name)
+      for (const auto& k : c.containers) mine.insert(k.name);
+  for (auto& g : gpus)
+    if (!mine.count(g.holder)) g.holder.clear();
+  return gpus;
 }
 
 // Jobs.
@@ -141,9 +120,9 @@ Outcome<NewToken> Service::create_token(const User& by, const std::string& user)
 Outcome<Job> Service::job(const User& by, int64_t id) {
   auto job = db_->lock().job(id);
   const std::string text = std::to_string(id);
-  if (!job) return missing("id", "job " + text + " does not exist", "use the id that POST .../jobs returned");
-  if (!by.admin && job->owner != by.name)
-    return forbidden("id", "job " + text + " belongs to another user", "use one of your own jobs");
+  // Another user's job is answered for as a missing one.
+  if (!job || (!by.admin && job->owner != by.name))
+    return missing("id", "job " + text + " does not exist", "use the id that POST .../jobs returned");
   return *job;
 }
 

@@ -13,8 +13,21 @@
 // periodic resync, and reconcile is level-based, so the change is acted on
 // within one resync period.
 //
-// Owner rules: a user sees and changes only their own clusters, volumes and
-// jobs; the admin sees all and alone makes users and registers images.
+// Owner rules: a user sees and changes only their own clusters, volumes,
+// jobs and tokens; the admin sees all and alone makes and deletes users and
+// registers images. Another user's cluster, volume or job is answered for
+// as if it did not exist (NotFound, the same words), so a read tells no one
+// another's names. Cluster and volume names stay one namespace for all users
+// (a cluster's name is its containers' host names and its sandboxes' and
+// volume directories' names), so a create can still find a name taken; its
+// Conflict names no owner. The GPU inventory names a holder only to the
+// holder's owner and the admin.
+//
+// Tokens: each has an id, a description and an optional expiry; an expired
+// or revoked token, or one whose user was deleted, authenticates no one
+// from the next request on. A user is deleted only when they own no
+// cluster and no volume (delete those first; the admin may); the admin
+// cannot be deleted.
 // Thread-safe (the database serialises transactions).
 #pragma once
 
@@ -40,9 +53,9 @@ struct ServiceOptions {
   std::function<void(const std::string& cluster)> request_reconcile;
 };
 
-// A user as made, with the one copy of a fresh token.
+// A token as made, with the one copy of the token itself.
 struct NewToken {
-  std::string user;
+  TokenInfo info;
   std::string token;
 };
 
@@ -59,7 +72,7 @@ class Service {
   Status set_inventory(const Image& builtin, const std::vector<Gpu>& gpus);
   Result<std::optional<std::string>> ensure_admin();
 
-  // The user a token belongs to, or nullopt.
+  // The user a token belongs to, or nullopt (unknown, revoked or expired).
   std::optional<User> authenticate(const std::string& token);
 
   // Clusters.
@@ -73,8 +86,6 @@ class Service {
   Outcome<Cluster> delete_cluster(const User& by, const std::string& name);
   Outcome<Cluster> cluster(const User& by, const std::string& name);
   std::vector<Cluster> clusters(const User& by);
-  // Every cluster, whoever owns it: for edtd's own views (metrics).
-  std::vector<Cluster> all_clusters();
   Outcome<std::vector<ClusterEvent>> events(const User& by, const std::string& name);
   // The container records of a cluster `by` may see (for jobs and terminals).
   Outcome<std::vector<ContainerRecord>> containers(const User& by, const std::string& name);
@@ -87,12 +98,19 @@ class Service {
   // Images and GPUs.
   Outcome<Image> register_image(const User& by, const Image& image);
   std::vector<Image> images();
-  std::vector<Gpu> gpus();
+  // The inventory as `by` may see it: another user's holder is blanked
+  // (held stays true).
+  std::vector<Gpu> gpus(const User& by);
 
   // Users and tokens.
   Outcome<std::vector<User>> users(const User& by);
   Outcome<NewToken> create_user(const User& by, const std::string& name);
-  Outcome<NewToken> create_token(const User& by, const std::string& user);
+  // Refused while `name` owns a cluster (even one being deleted) or a volume.
+  Outcome<User> delete_user(const User& by, const std::string& name);
+  // Tokens of `user`, made, listed and revoked by that user or the admin.
+  Outcome<NewToken> create_token(const User& by, const std::string& user, const TokenRequest& request = {});
+  Outcome<std::vector<TokenInfo>> tokens(const User& by, const std::string& user);
+  Outcome<TokenInfo> revoke_token(const User& by, const std::string& user, int64_t id);
 
   // A job `by` may see, as recorded (JobRunner refreshes it).
   Outcome<Job> job(const User& by, int64_t id);
@@ -101,6 +119,12 @@ class Service {
   int64_t version();
 
  private:
+  // Refuses a user deleted since their request was authenticated, so that
+  // nothing new is owned by a user who is gone.
+  Refusal check_still_a_user(Database::Tx& tx, const User& by);
+  // Refuses `by` acting on the tokens of `user` (theirs alone, or the
+  // admin's), and a user that does not exist.
+  Refusal check_token_owner(Database::Tx& tx, const User& by, const std::string& user);
   // The cluster in `tx` if `by` may see it.
   Outcome<Cluster> owned_cluster(Database::Tx& tx, const User& by, const std::string& name);
   // Allots containers [from, to) of `spec` in `tx`: addresses, GPUs, rows.

@@ -28,6 +28,7 @@ class ServiceTest : public ::testing::Test {
     ASSERT_TRUE(token.is_ok() && token->has_value());
     admin_ = *service_->authenticate(**token);
     ASSERT_TRUE(service_->create_user(admin_, "alice").ok());
+    bob_token_ = service_->create_user(admin_, "bob")->token;
   }
   void TearDown() override {
     service_.reset();
@@ -56,6 +57,7 @@ class ServiceTest : public ::testing::Test {
   User admin_;
   User alice_{"alice", false};
   User bob_{"bob", false};
+  std::string bob_token_;
 };
 
 TEST_F(ServiceTest, CreateAllotsRecordsItsEventAndRequestsAReconcile) {
@@ -129,10 +131,20 @@ TEST_F(ServiceTest, ScaleUpAllotsAndScaleDownMarksTheHighestWorkers) {
 
 TEST_F(ServiceTest, OwnersAndTheAdmin) {
   ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2)).ok());
-  EXPECT_EQ(service_->cluster(bob_, "a").error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->scale_cluster(bob_, "a", 3).error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->delete_cluster(bob_, "a").error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->cluster(alice_, "none").error().kind, Kind::kNotFound);
+  // Another user's cluster is answered for in the words of a missing one.
+  const Error missing = service_->cluster(alice_, "none").error();
+  EXPECT_EQ(missing.kind, Kind::kNotFound);
+  for (const Error& e : {service_->cluster(bob_, "a").error(), service_->scale_cluster(bob_, "a", 3).error(),
+                         service_->delete_cluster(bob_, "a").error(), service_->events(bob_, "a").error(),
+                         service_->containers(bob_, "a").error()}) {
+    EXPECT_EQ(e.kind, Kind::kNotFound);
+    EXPECT_EQ(e.message, "cluster 'a' does not exist");
+    EXPECT_EQ(e.fix, missing.fix);
+  }
+  // A create finds the name taken, and names no owner.
+  auto taken = service_->create_cluster(bob_, spec("a", 2));
+  EXPECT_EQ(taken.error().kind, Kind::kConflict);
+  EXPECT_EQ(taken.error().message.find("alice"), std::string::npos) << taken.error().message;
   EXPECT_TRUE(service_->clusters(bob_).empty());
   EXPECT_EQ(service_->clusters(admin_).size(), 1u);
   EXPECT_EQ(service_->create_user(alice_, "eve").error().kind, Kind::kForbidden);
@@ -169,13 +181,114 @@ TEST_F(ServiceTest, VolumesMountedByAClusterStay) {
   s.mounts.push_back({"data", "/root/data", false});
   EXPECT_EQ(service_->create_cluster(bob_, s).error().field, "mounts[0].volume");
   ASSERT_TRUE(service_->create_cluster(alice_, s).ok());
-  EXPECT_EQ(service_->delete_volume(bob_, "data").error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->delete_volume(bob_, "data").error().kind, Kind::kNotFound);
+  EXPECT_EQ(service_->delete_volume(bob_, "data").error().message, "volume 'data' does not exist");
   auto mounted = service_->delete_volume(alice_, "data");
   ASSERT_FALSE(mounted.ok());
   EXPECT_EQ(mounted.error().kind, Kind::kConflict);
   EXPECT_NE(mounted.error().message.find("mounted by cluster a"), std::string::npos);
   EXPECT_EQ(service_->volumes(alice_).size(), 1u);
   EXPECT_TRUE(service_->volumes(bob_).empty());
+}
+
+TEST_F(ServiceTest, GpuHoldersAreNamedToTheirOwnerAndTheAdminOnly) {
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).ok());
+  ASSERT_TRUE(service_->create_cluster(bob_, spec("b", 2, 1)).ok());
+  auto holders = [this](const User& u) {
+    std::vector<std::string> out;
+    for (const auto& g : service_->gpus(u)) out.push_back(g.holder + (g.held ? "+" : "-"));
+    return out;
+  };
+  EXPECT_EQ(holders(admin_), (std::vector<std::string>{"a-launcher+", "a-worker-0+", "b-launcher+", "b-worker-0+"}));
+  EXPECT_EQ(holders(alice_), (std::vector<std::string>{"a-launcher+", "a-worker-0+", "+", "+"}));
+  EXPECT_EQ(holders(bob_), (std::vector<std::string>{"+", "+", "b-launcher+", "b-worker-0+"}));
+}
+
+TEST_F(ServiceTest, TokensExpireAndAreRevokedAtOnce) {
+  TokenRequest hour;
+  hour.expires_in = std::chrono::hours(1);
+  hour.description = "ci";
+  auto made = service_->create_token(alice_, "alice", hour);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  EXPECT_GT(made->info.expires_at, made->info.created_at);
+  EXPECT_EQ(made->info.expires_at - made->info.created_at, 3600);
+  EXPECT_EQ(service_->authenticate(made->token)->name, "alice");
+  // A token whose expiry has passed authenticates no one (expired in 1970 here).
+  const std::string old = new_token();
+  ASSERT_TRUE(db_->lock().insert_token({0, "alice", "old", 0, 1}, hash_token(old)).is_ok());
+  EXPECT_FALSE(service_->authenticate(old).has_value());
+
+  auto listed = service_->tokens(alice_, "alice");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 3u);  // the first from create_user, "ci", "old"
+  EXPECT_EQ((*listed)[1].description, "ci");
+  EXPECT_TRUE((*listed)[2].expired(1000));
+  EXPECT_FALSE((*listed)[0].expired(1000));
+
+  // Only alice and the admin touch alice's tokens; bob learns nothing of the name.
+  EXPECT_EQ(service_->tokens(bob_, "alice").error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->tokens(bob_, "nobody").error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->revoke_token(bob_, "alice", made->info.id).error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->create_token(bob_, "alice").error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->tokens(admin_, "nobody").error().kind, Kind::kNotFound);
+  EXPECT_EQ(service_->revoke_token(alice_, "alice", 999).error().kind, Kind::kNotFound);
+  // An id of another user's token under your own name is just not yours.
+  auto admins = service_->tokens(admin_, "admin");
+  ASSERT_TRUE(admins.ok() && !admins->empty());
+  EXPECT_EQ(service_->revoke_token(alice_, "alice", (*admins)[0].id).error().kind, Kind::kNotFound);
+  // The admin keeps one valid token: no one else could make them another.
+  EXPECT_EQ(service_->revoke_token(admin_, "admin", (*admins)[0].id).error().kind, Kind::kConflict);
+  auto spare = service_->create_token(admin_, "admin");
+  ASSERT_TRUE(spare.ok());
+  EXPECT_TRUE(service_->revoke_token(admin_, "admin", (*admins)[0].id).ok());
+
+  ASSERT_TRUE(service_->revoke_token(alice_, "alice", made->info.id).ok());
+  EXPECT_FALSE(service_->authenticate(made->token).has_value());
+  EXPECT_EQ(service_->tokens(alice_, "alice")->size(), 2u);
+  auto second = service_->create_token(alice_, "alice");
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->info.expires_at, 0);
+  ASSERT_TRUE(service_->revoke_token(admin_, "alice", second->info.id).ok());
+  EXPECT_FALSE(service_->authenticate(second->token).has_value());
+}
+
+TEST_F(ServiceTest, AUserIsDeletedOnlyWhenTheyOwnNothing) {
+  ASSERT_TRUE(service_->create_cluster(bob_, spec("b", 2)).ok());
+  ASSERT_TRUE(service_->create_volume(bob_, {"bobs", false, ""}).ok());
+  EXPECT_EQ(service_->delete_user(alice_, "bob").error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->delete_user(admin_, "admin").error().kind, Kind::kConflict);
+  EXPECT_EQ(service_->delete_user(admin_, "nobody").error().kind, Kind::kNotFound);
+  auto owns = service_->delete_user(admin_, "bob");
+  ASSERT_FALSE(owns.ok());
+  EXPECT_EQ(owns.error().kind, Kind::kConflict);
+  EXPECT_NE(owns.error().message.find("1 cluster(s) and 1 volume(s)"), std::string::npos) << owns.error().message;
+  // A cluster being deleted still counts until the reconciler has removed it.
+  ASSERT_TRUE(service_->delete_cluster(admin_, "b").ok());
+  ASSERT_TRUE(service_->delete_volume(admin_, "bobs").ok());
+  EXPECT_EQ(service_->delete_user(admin_, "bob").error().kind, Kind::kConflict);
+  for (const auto& r : db_->lock().containers("b")) ASSERT_TRUE(db_->lock().delete_container(r.status.name).is_ok());
+  ASSERT_TRUE(db_->lock().delete_cluster("b").is_ok());
+  EXPECT_EQ(service_->authenticate(bob_token_)->name, "bob");
+  Job job;
+  job.cluster = "b";
+  job.owner = "bob";
+  job.command = "id";
+  auto job_id = db_->lock().insert_job(job);
+  ASSERT_TRUE(job_id.is_ok());
+  auto deleted = service_->delete_user(admin_, "bob");
+  ASSERT_TRUE(deleted.ok()) << deleted.error().message;
+  EXPECT_FALSE(service_->authenticate(bob_token_).has_value());
+  // A request authenticated before the deletion makes nothing after it.
+  EXPECT_EQ(service_->create_cluster(bob_, spec("late", 2)).error().kind, Kind::kUnauthenticated);
+  EXPECT_EQ(service_->create_volume(bob_, {"late", false, ""}).error().kind, Kind::kUnauthenticated);
+  EXPECT_TRUE(db_->lock().cluster_names().empty());
+  EXPECT_FALSE(db_->lock().user("bob").has_value());
+  EXPECT_FALSE(db_->lock().job(*job_id).has_value());
+  // The name can be given again, with nothing of before.
+  auto again = service_->create_user(admin_, "bob");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(service_->tokens(admin_, "bob")->size(), 1u);
+  EXPECT_EQ(service_->users(admin_)->size(), 3u);
 }
 
 TEST(Tokens, AreRandomAndKeptHashed) {

@@ -244,8 +244,10 @@ export type Gpu = {
   index: number;
   model: string;
   simulated: boolean;
-  /** the container that holds it; empty when free */
+  /** the container that holds it, if it is yours (the admin sees every holder); empty when free or held by another user's container */
   holder: string;
+  /** whether a container holds it, whoever owns that */
+  held: boolean;
 };
 
 export type GpuList = {
@@ -265,12 +267,45 @@ export type UserRequest = {
   name: ResourceName;
 };
 
-/** no fields yet: an empty body or {} */
-export type TokenRequest = Record<string, unknown>;
+/** an empty body or {} makes a token that never expires */
+export type TokenRequest = {
+  expires_in?: TokenLifetime;
+  description?: TokenDescription;
+};
+
+/** how long the token works from now: a whole number with a unit (s, m, h, d), e.g. 90d or 12h, or whole seconds as a number; from 1s to 365d; without it the token never expires */
+export type TokenLifetime = string | number;
+
+/** what the token is for, shown in lists (e.g. ci runner) */
+export type TokenDescription = string;
+
+/** a token's id, from its list */
+export type TokenId = number;
 
 export type Token = {
+  /** the user */
   name: string;
+  /** shown this once; edtd keeps only its SHA-256 */
   token: string;
+  id: TokenId;
+  /** unix seconds; 0: never */
+  expires_at: number;
+};
+
+export type TokenInfo = {
+  id: TokenId;
+  user: string;
+  description: string;
+  /** unix seconds; 0 for a token made before edtd recorded it */
+  created_at: number;
+  /** unix seconds; 0: never */
+  expires_at: number;
+  /** an expired token is refused (401) and listed until revoked */
+  expired: boolean;
+};
+
+export type TokenList = {
+  tokens: TokenInfo[];
 };
 
 // The limits of the schemas that have any, as the document writes them.
@@ -415,5 +450,24 @@ export const contract = {
       "Succeeded",
       "Failed"
     ]
+  },
+  "TokenLifetime": {
+    "durationMs": {
+      "minimum": 1000,
+      "maximum": 31536000000
+    },
+    "durationUnits": {
+      "": 1000,
+      "s": 1000,
+      "m": 60000,
+      "h": 3600000,
+      "d": 86400000
+    }
+  },
+  "TokenDescription": {
+    "maxLength": 200
+  },
+  "TokenId": {
+    "minimum": 1
   }
 } as const;
