@@ -107,6 +107,9 @@ class ReconcilerTest : public ::testing::Test {
     std::vector<Gpu> gpus;
     for (int i = 0; i < 4; ++i) gpus.push_back({i, "P4", true, ""});
     ASSERT_TRUE(service_->set_inventory({"edt", "/", {"horovod", "megatron"}, true}, gpus).is_ok());
+    auto token = service_->ensure_admin();
+    ASSERT_TRUE(token.is_ok() && token->has_value());
+    ASSERT_TRUE(service_->create_user(*service_->authenticate(**token), alice_.name).ok());
     start_reconciler();
   }
   // A reconciler as a (re)started edtd makes one, on the clock now_ms_.
