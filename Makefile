@@ -41,7 +41,8 @@ unit: build
 
 # Each fuzz target for FUZZ_SECONDS (make test runs each for 20 s). What one
 # finds is saved under $(BUILD)/fuzz/crashes; docs/testing.md.
-fuzz: build
+fuzz: configure
+	cmake --build $(BUILD) -j $(JOBS) --target edt_fuzz
 	for t in $(FUZZ_TARGETS); do fuzz/run.sh $(BUILD)/fuzz $$t $(FUZZ_SECONDS) || exit 1; done
 
 # The unit tests and the integration tests of ASAN_INTEGRATION, built with
