@@ -146,8 +146,10 @@ void with_kind(DataType type, F&& f) {
 // buf[i] = f(buf[i]) in the Kind's Wide arithmetic.
 template <typename Kind, typename F>
 void transform(void* buf, size_t n, F f) {
-  auto* p = static_cast<typename Kind::Store*>(buf);
-  for (size_t i = 0; i < n; ++i) p[i] = Kind::store(static_cast<typename Kind::Wide>(f(Kind::load(p[i]))));
+  using S = typename Kind::Store;
+  auto* p = static_cast<uint8_t*>(buf);
+  for (size_t i = 0; i < n; ++i)
+    set_element<S>(p, i, Kind::store(static_cast<typename Kind::Wide>(f(Kind::load(element<S>(p, i))))));
 }
 
 }  // namespace
