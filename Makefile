@@ -7,8 +7,15 @@ CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 # make install: where to (DESTDIR, if set, is put in front, as usual).
 PREFIX ?= /usr/local
+# make fuzz: how long each fuzz target runs, and which (fuzz/targets.txt).
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= $(shell cat fuzz/targets.txt)
+# make test-asan: its build folder, and the integration tests it runs (those
+# whose processes are all edt's own programs; docs/testing.md says why).
+ASAN_BUILD ?= build-asan
+ASAN_INTEGRATION ?= ^(api_hostile|api_contract|edtrun_integration|edtrun_elastic_scenarios|net_collectives)$$
 
-.PHONY: all build deps configure test unit demo bench install package clean
+.PHONY: all build deps configure test unit fuzz test-asan demo bench install package clean
 
 all: build
 
@@ -30,6 +37,23 @@ test: build
 # Only the fast in-process tests.
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -L unit
+
+# Each fuzz target for FUZZ_SECONDS (make test runs each for 20 s). What one
+# finds is saved under $(BUILD)/fuzz/crashes; docs/testing.md.
+fuzz: configure
+	cmake --build $(BUILD) -j $(JOBS) --target edt_fuzz
+	for t in $(FUZZ_TARGETS); do fuzz/run.sh $(BUILD)/fuzz $$t $(FUZZ_SECONDS) || exit 1; done
+
+# The unit tests and the integration tests of ASAN_INTEGRATION, built with
+# ASan and UBSan in $(ASAN_BUILD): only the test binaries and the programs
+# they run are built. console_components (the web console's own unit tests,
+# JavaScript) needs the console's npm build, which test-asan does not make.
+test-asan:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja $(CMAKE_FLAGS) -DEDT_SANITIZE=address,undefined -DEDT_FUZZ=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target edt_test_binaries edtd edt edtrun edtrun-probe edt-warm-run edt-bench-elastic \
+	  net-collectives-check
+	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -L unit -E '^console_components$$' $(CTEST_FLAGS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -R '$(ASAN_INTEGRATION)' $(CTEST_FLAGS)
 
 # edtd, edt, edtrun, edt-bench, libedt and its headers and CMake package, the
 # Python package, the web console and edtd's systemd unit (docs/install.md).

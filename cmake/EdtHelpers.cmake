@@ -78,10 +78,12 @@ function(edt_check_layers)
 endfunction()
 
 # edt_test(NAME SOURCES ... [DEPS ...] [LABELS ...]): a GoogleTest binary
-# registered with CTest, one CTest test per GoogleTest case.
+# registered with CTest, one CTest test per GoogleTest case. The target
+# edt_test_binaries builds them all (edt_test_binaries_target()).
 function(edt_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
+  set_property(GLOBAL APPEND PROPERTY EDT_TEST_BINARIES ${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main Threads::Threads)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
@@ -91,4 +93,12 @@ function(edt_test name)
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30
     PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+endfunction()
+
+# edt_test_binaries_target(): the target edt_test_binaries, which builds
+# every edt_test() binary and nothing else (a sanitizer build needs only
+# those and the programs they run). Called once, after every test is defined.
+function(edt_test_binaries_target)
+  get_property(binaries GLOBAL PROPERTY EDT_TEST_BINARIES)
+  add_custom_target(edt_test_binaries DEPENDS ${binaries})
 endfunction()

@@ -126,9 +126,9 @@ Status broadcast(const Group& g, void* buf, size_t bytes, int root) {
 
 Status alltoall(const Group& g, const void* send, void* recv, size_t block_bytes) {
   const int n = g.size();
+  if (block_bytes == 0) return Status::ok();  // the buffers may be null
   std::memcpy(at(recv, block_bytes * size_t(g.index)), static_cast<const uint8_t*>(send) + block_bytes * size_t(g.index),
               block_bytes);
-  if (block_bytes == 0) return Status::ok();
   // Step d pairs each position with the one d ahead (to send) and d behind
   // (to receive), so every link is used once per step.
   for (int d = 1; d < n; ++d) {

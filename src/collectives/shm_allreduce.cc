@@ -22,6 +22,7 @@ constexpr size_t kStreamingOutputBytes = 8 << 20;
 // exactly the case of a malloc'ed user buffer (16 bytes into a page) and a
 // page-aligned slot. A loop of vector loads and stores has no such case.
 void copy(uint8_t* dst, const uint8_t* src, size_t n, bool streaming) {
+  if (n == 0) return;  // an empty tensor's pointers may be null, which memcpy may not take
 #if defined(__SSE2__)
   if (n >= 256) {
     size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;

@@ -35,9 +35,9 @@ Result<uint64_t> parse_size(std::string_view text) {
   else if (suffix == "t" || suffix == "tb" || suffix == "ti" || suffix == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
   else
     return invalid_argument("'" + std::string(text) + "' has an unknown size unit '" + suffix + "'; use K, M, G or T (binary, e.g. 512M, 1Gi)");
-  double bytes = number * scale;
+  const double bytes = std::round(number * scale);
   if (bytes > 1.8e19) return invalid_argument("'" + std::string(text) + "' is too large a size");
-  return static_cast<uint64_t>(std::llround(bytes));
+  return static_cast<uint64_t>(bytes);  // llround() would stop at 2^63
 }
 
 Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
@@ -52,6 +52,8 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   else if (suffix == "h") ms = number * 3600000;
   else
     return invalid_argument("'" + std::string(text) + "' has an unknown duration unit '" + suffix + "'; use ms, s, m or h");
+  // Beyond this a count of milliseconds overflows (about 292 million years).
+  if (ms > 9.2e18) return invalid_argument("'" + std::string(text) + "' is too long a duration");
   return std::chrono::milliseconds(std::llround(ms));
 }
 

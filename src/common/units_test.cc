@@ -30,6 +30,17 @@ TEST(Units, ParsesDurations) {
   EXPECT_FALSE(parse_duration("3days").is_ok());
 }
 
+// Found by fuzz/units: a size past 2^63 bytes and a duration past 2^63 ms
+// came back as garbage (a negative duration), not as a value or an error.
+TEST(Units, HugeValuesReadExactlyOrAreRefused) {
+  EXPECT_EQ(parse_size("10000000T").value(), 10000000ull << 40);
+  EXPECT_FALSE(parse_size("20000000T").is_ok());
+  EXPECT_EQ(parse_duration("1000000000000h").value().count(), 3600000000000000000);
+  auto too_long = parse_duration("9555555555555555H");
+  ASSERT_FALSE(too_long.is_ok());
+  EXPECT_NE(too_long.status().message().find("too long a duration"), std::string::npos);
+}
+
 TEST(Units, FormatsSizes) {
   EXPECT_EQ(format_size(4), "4 B");
   EXPECT_EQ(format_size(1536), "1.5 KiB");

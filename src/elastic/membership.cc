@@ -64,9 +64,12 @@ Result<Generation> Generation::decode(int64_t number, const std::string& text) {
   } else if (line != kHostsUpdated) {
     return internal_error("generation " + std::to_string(number) + " has kind '" + line + "'");
   }
+  // Each member once, with an id and a host: two workers must never take
+  // the same rank.
+  std::set<std::string> ids;
   while (std::getline(in, line)) {
     const size_t space = line.find(' ');
-    if (space == std::string::npos)
+    if (space == std::string::npos || space == 0 || space + 1 == line.size() || !ids.insert(line.substr(0, space)).second)
       return internal_error("generation " + std::to_string(number) + " has member line '" + line + "'");
     gen.members.push_back({line.substr(0, space), line.substr(space + 1)});
   }

@@ -321,6 +321,16 @@ TEST(GenerationCodec, RoundTrips) {
   EXPECT_FALSE(Generation::decode(1, "bogus\nw0 h").is_ok());
 }
 
+// Any process that reaches the store can write a generation: one that names
+// a member twice, or a member without an id or a host, is refused (two
+// workers would take one rank).
+TEST(GenerationCodec, RefusesARepeatedOrEmptyMember) {
+  EXPECT_TRUE(Generation::decode(2, "hosts-updated\nw0 a\nw1 a").is_ok());
+  EXPECT_FALSE(Generation::decode(2, "hosts-updated\nw0 a\nw0 b").is_ok());
+  EXPECT_FALSE(Generation::decode(2, "hosts-updated\n a").is_ok());
+  EXPECT_FALSE(Generation::decode(2, "hosts-updated\nw0 ").is_ok());
+}
+
 TEST(GenerationCodec, AMultiLineReasonStaysOnTheKindLine) {
   Generation g{3, true, "w2: allreduce failed:\npeer 1 closed the connection\n", {{"w0", "a"}, {"w1", "b"}}};
   auto back = Generation::decode(3, g.encode());

@@ -75,31 +75,46 @@ template <typename Op> struct Apply<uint8_t, Op> {
   static uint8_t apply(uint8_t a, uint8_t b) { return static_cast<uint8_t>(Op::apply(unsigned(a), unsigned(b))); }
 };
 
+// Element i of a buffer, read and written through memcpy: the transport
+// reduces straight from a channel's byte buffer, where an element may start
+// at any address (an unaligned typed access is undefined behaviour, which
+// UBSan reports). A memcpy of one element compiles to one unaligned load or
+// store, and the loops still vectorise.
+template <typename S> S element(const uint8_t* p, size_t i) {
+  S v;
+  std::memcpy(&v, p + i * sizeof(S), sizeof(S));
+  return v;
+}
+template <typename S> void set_element(uint8_t* p, size_t i, S v) { std::memcpy(p + i * sizeof(S), &v, sizeof(S)); }
+
 template <typename Kind, typename Op>
-void kernel(typename Kind::Store* __restrict dst, const typename Kind::Store* __restrict a,
-            const typename Kind::Store* __restrict b, size_t n) {
+void kernel(uint8_t* __restrict dst, const uint8_t* __restrict a, const uint8_t* __restrict b, size_t n) {
+  using S = typename Kind::Store;
   using W = typename Kind::Wide;
-  for (size_t i = 0; i < n; ++i) dst[i] = Kind::store(Apply<W, Op>::apply(Kind::load(a[i]), Kind::load(b[i])));
+  for (size_t i = 0; i < n; ++i)
+    set_element<S>(dst, i, Kind::store(Apply<W, Op>::apply(Kind::load(element<S>(a, i)), Kind::load(element<S>(b, i)))));
 }
 
 // dst == a is allowed: the loop reads a[i] before writing dst[i]; the
 // __restrict version is only used when they differ.
 template <typename Kind, typename Op>
-void kernel_inplace(typename Kind::Store* __restrict dst, const typename Kind::Store* __restrict b, size_t n) {
+void kernel_inplace(uint8_t* __restrict dst, const uint8_t* __restrict b, size_t n) {
+  using S = typename Kind::Store;
   using W = typename Kind::Wide;
-  for (size_t i = 0; i < n; ++i) dst[i] = Kind::store(Apply<W, Op>::apply(Kind::load(dst[i]), Kind::load(b[i])));
+  for (size_t i = 0; i < n; ++i)
+    set_element<S>(dst, i, Kind::store(Apply<W, Op>::apply(Kind::load(element<S>(dst, i)), Kind::load(element<S>(b, i)))));
 }
 
 template <typename Kind, typename Op>
 void dispatch_kind(void* dst, const void* a, const void* b, size_t n) {
-  using S = typename Kind::Store;
+  auto* d = static_cast<uint8_t*>(dst);
   if (dst == a) {
-    kernel_inplace<Kind, Op>(static_cast<S*>(dst), static_cast<const S*>(b), n);
+    kernel_inplace<Kind, Op>(d, static_cast<const uint8_t*>(b), n);
   } else if (dst == b) {
     // Every op here is commutative, so a op b == b op a.
-    kernel_inplace<Kind, Op>(static_cast<S*>(dst), static_cast<const S*>(a), n);
+    kernel_inplace<Kind, Op>(d, static_cast<const uint8_t*>(a), n);
   } else {
-    kernel<Kind, Op>(static_cast<S*>(dst), static_cast<const S*>(a), static_cast<const S*>(b), n);
+    kernel<Kind, Op>(d, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), n);
   }
 }
 
@@ -131,8 +146,10 @@ void with_kind(DataType type, F&& f) {
 // buf[i] = f(buf[i]) in the Kind's Wide arithmetic.
 template <typename Kind, typename F>
 void transform(void* buf, size_t n, F f) {
-  auto* p = static_cast<typename Kind::Store*>(buf);
-  for (size_t i = 0; i < n; ++i) p[i] = Kind::store(static_cast<typename Kind::Wide>(f(Kind::load(p[i]))));
+  using S = typename Kind::Store;
+  auto* p = static_cast<uint8_t*>(buf);
+  for (size_t i = 0; i < n; ++i)
+    set_element<S>(p, i, Kind::store(static_cast<typename Kind::Wide>(f(Kind::load(element<S>(p, i))))));
 }
 
 }  // namespace

@@ -203,5 +203,27 @@ TEST(Types, NamesParseBack) {
   EXPECT_EQ(parse_reduce_op("xor").status().code(), StatusCode::kInvalidArgument);
 }
 
+// The transport reduces straight from a channel's byte buffer, where an
+// element may start at any address: each operand at an odd offset (a typed
+// access there was undefined behaviour, which UBSan reported).
+TEST(Reduce, ElementsAtAnyByteOffset) {
+  const size_t count = 37;
+  std::vector<uint8_t> a(count * 8 + 3), b(count * 8 + 3), dst(count * 8 + 3);
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t x = int64_t(i) - 5, y = 1000 * int64_t(i);
+    std::memcpy(a.data() + 1 + i * 8, &x, 8);
+    std::memcpy(b.data() + 3 + i * 8, &y, 8);
+  }
+  reduce(dst.data() + 2, a.data() + 1, b.data() + 3, count, DataType::kInt64, ReduceOp::kSum);
+  reduce_into(a.data() + 1, b.data() + 3, count, DataType::kInt64, ReduceOp::kSum);
+  for (size_t i = 0; i < count; ++i) {
+    int64_t sum, in_place;
+    std::memcpy(&sum, dst.data() + 2 + i * 8, 8);
+    std::memcpy(&in_place, a.data() + 1 + i * 8, 8);
+    EXPECT_EQ(sum, 1001 * int64_t(i) - 5) << i;
+    EXPECT_EQ(in_place, sum) << i;
+  }
+}
+
 }  // namespace
 }  // namespace edt::kernels

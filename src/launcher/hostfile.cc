@@ -15,6 +15,8 @@ constexpr int kMaxSlots = 1 << 20;
 constexpr const char* kFormats = "write 'host slots=N', 'host:N' or 'host'";
 
 bool is_ipv6_address(std::string_view text) {
+  // inet_pton() reads up to a NUL; "::1\0x" is not "::1".
+  if (text.find('\0') != std::string_view::npos) return false;
   in6_addr address;
   return inet_pton(AF_INET6, std::string(text).c_str(), &address) == 1;
 }

@@ -88,6 +88,14 @@ TEST(Hostfile, MalformedLinesNameTheLineAndTheFix) {
   }
 }
 
+// Found by fuzz/hostfile: inet_pton() stops at a NUL, so "::\0..." passed
+// as the address "::" and the NUL went on into the host name.
+TEST(Hostfile, ANulByteIsNoAddress) {
+  EXPECT_FALSE(parse_hostfile(std::string("::\0\0\0\x1b", 6), "h").is_ok());
+  EXPECT_FALSE(parse_host_list(std::string("[::1\0]:2", 8)).is_ok());
+  EXPECT_TRUE(parse_host_list("[::1]:2").is_ok());
+}
+
 TEST(Hostfile, EmptyIsAnError) {
   EXPECT_NE(parse_error("# nothing\n\n").find("no hosts"), std::string::npos);
   EXPECT_NE(parse_error("").find("no hosts"), std::string::npos);

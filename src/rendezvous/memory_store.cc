@@ -52,7 +52,9 @@ Result<int64_t> MemoryStore::add(const std::string& key, int64_t delta) {
       if (ec != std::errc() || end != stored.data() + stored.size())
         return invalid_argument("key '" + key + "' holds '" + stored + "', not an integer; add() needs a counter");
     }
-    value += delta;
+    if (__builtin_add_overflow(value, delta, &value))
+      return invalid_argument("key '" + key + "' holds " + stored + "; adding " + std::to_string(delta) +
+                              " would overflow its 64-bit counter");
     stored = std::to_string(value);
   }
   changed_.notify_all();

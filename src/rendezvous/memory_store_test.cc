@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <thread>
 
 #include "edt/store.h"
@@ -27,6 +28,17 @@ TEST(MemoryStore, AddOnNonIntegerIsAnError) {
   auto r = store.add("a", 1);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+// Found by fuzz/store_codec (UBSan: signed overflow): a sum past int64 is
+// refused and the counter keeps its value.
+TEST(MemoryStore, AddThatWouldOverflowIsAnError) {
+  MemoryStore store;
+  ASSERT_TRUE(store.add("n", INT64_MAX - 1).is_ok());
+  auto r = store.add("n", 2);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("overflow"), std::string::npos) << r.status().message();
+  EXPECT_EQ(store.add("n", INT64_MIN).value(), -2);
 }
 
 TEST(MemoryStore, GetWaitsForAnotherThread) {

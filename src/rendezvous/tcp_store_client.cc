@@ -5,6 +5,7 @@
 // returns kUnavailable naming the address, at once.
 #include <unistd.h>
 
+#include <charconv>
 #include <mutex>
 
 #include "common/net.h"
@@ -16,17 +17,12 @@ namespace {
 
 using net::Clock;
 using rendezvous::Op;
-using rendezvous::FrameReader;
 using rendezvous::FrameWriter;
+using rendezvous::Reply;
 
 // Waiting ops get this much beyond their own timeout before the client stops
 // trusting the server to answer; plain ops get the default store timeout.
 constexpr std::chrono::seconds kReplyMargin{10};
-
-struct Reply {
-  bool present = false;
-  std::string value;
-};
 
 class TcpStoreClient final : public Store {
  public:
@@ -51,7 +47,11 @@ class TcpStoreClient final : public Store {
 
   Result<int64_t> add(const std::string& key, int64_t delta) override {
     EDT_ASSIGN_OR_RETURN(Reply r, call(FrameWriter().u8(uint8_t(Op::kAdd)).str(key).i64(delta), kDefaultTimeout));
-    return static_cast<int64_t>(std::stoll(r.value));
+    int64_t sum = 0;
+    auto [end, ec] = std::from_chars(r.value.data(), r.value.data() + r.value.size(), sum);
+    if (ec != std::errc() || end != r.value.data() + r.value.size())
+      return unavailable(what() + " sent a malformed reply (a sum of '" + r.value.substr(0, 32) + "')");
+    return sum;
   }
 
   Result<std::string> compare_set(const std::string& key, const std::string& expected,
@@ -98,15 +98,12 @@ class TcpStoreClient final : public Store {
                                                                std::to_string(reply_within.count()) + " ms");
       return s;
     }
-    FrameReader r(body);
-    uint8_t code = 0, present = 0;
-    Reply reply;
-    if (!r.u8(&code) || !r.u8(&present) || !r.str(&reply.value)) {
+    auto reply = rendezvous::decode_reply(body);
+    if (!reply.is_ok()) {
       broken_ = true;
       return unavailable(what() + " sent a malformed reply");
     }
-    if (code != 0) return Status(static_cast<StatusCode>(code), reply.value);
-    reply.present = present != 0;
+    if (reply->code != StatusCode::kOk) return Status(reply->code, reply->value);
     return reply;
   }
 

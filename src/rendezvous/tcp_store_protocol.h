@@ -7,8 +7,15 @@
 // integers are little-endian i64. Waiting ops carry their timeout in
 // milliseconds; the server answers kTimeout itself when it passes, so a client
 // needs no clock of its own beyond a safety margin.
+//
+// decode_request() and decode_reply() read whole frame bodies from the other
+// side, which may be anything (a stray client, a port scanner, a fuzzer):
+// they never read past the body and refuse, with a kInvalidArgument Status,
+// what a peer of this edt would not send. Pure functions; any thread.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -32,6 +39,15 @@ enum class Op : uint8_t {
 // Refuse frames larger than this: a stray client (or a port scanner) must not
 // make the server allocate gigabytes.
 inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
+
+// When a waiting op that arrived at `now` with `timeout_ms` times out: at
+// once for a negative timeout, at most a year later (a peer may send any
+// i64, and now plus that would overflow the clock).
+inline std::chrono::steady_clock::time_point wait_deadline(std::chrono::steady_clock::time_point now,
+                                                           int64_t timeout_ms) {
+  constexpr int64_t kMaxWaitMs = int64_t{365} * 24 * 3600 * 1000;
+  return now + std::chrono::milliseconds(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
+}
 
 class FrameWriter {
  public:
@@ -96,5 +112,29 @@ class FrameReader {
  private:
   std::string_view rest_;
 };
+
+// A request as the server reads it.
+struct Request {
+  Op op = Op::kSet;
+  // The key of every op but kWait, which names one or more.
+  std::vector<std::string> keys;
+  std::string value;    // kSet: the value; kCompareSet: the expected value
+  std::string desired;  // kCompareSet: the new value
+  int64_t number = 0;   // kAdd: the delta; kGet, kWait: the timeout in ms
+};
+
+// The request in a frame body (without its length prefix).
+Result<Request> decode_request(std::string_view body);
+
+// A response as the client reads it: code kOk and the value (present says
+// whether the key existed, for kTryGet), or the error code and its message.
+struct Reply {
+  StatusCode code = StatusCode::kOk;
+  bool present = false;
+  std::string value;
+};
+
+// The response in a frame body (without its length prefix).
+Result<Reply> decode_reply(std::string_view body);
 
 }  // namespace edt::rendezvous

@@ -208,68 +208,51 @@ class TcpStoreServerImpl final : public TcpStoreServer {
         return;
       }
       if (c.in.size() < 4 + size_t{n}) return;
-      std::string body = c.in.substr(4, n);
+      const std::string body = c.in.substr(4, n);
       c.in.erase(0, 4 + size_t{n});
       handle(c, body);
     }
   }
 
-  void handle(Client& c, const std::string& body) {
-    rendezvous::FrameReader r(body);
-    uint8_t op_byte = 0;
-    std::string key, a, b;
-    int64_t n = 0;
-    auto malformed = [&] {
-      c.out += response(invalid_argument("malformed TCP store request (op " + std::to_string(op_byte) +
-                                         "); is the client an edt of the same version?"));
-    };
-    if (!r.u8(&op_byte)) return malformed();
-    switch (static_cast<Op>(op_byte)) {
+  void handle(Client& c, std::string_view body) {
+    auto request = rendezvous::decode_request(body);
+    if (!request.is_ok()) return void(c.out += response(request.status()));
+    rendezvous::Request& q = *request;
+    const std::string& key = q.keys.front();
+    switch (q.op) {
       case Op::kSet:
-        if (!r.str(&key) || !r.str(&a)) return malformed();
-        c.out += response(data_->set(key, a));
+        c.out += response(data_->set(key, q.value));
         return;
       case Op::kTryGet: {
-        if (!r.str(&key)) return malformed();
         auto v = data_->try_get(key);
-        if (!v.is_ok()) return void(c.out += response(v.status()));
-        c.out += response(StatusCode::kOk, v->value_or(""), v->has_value());
+        c.out += v.is_ok() ? response(StatusCode::kOk, v->value_or(""), v->has_value()) : response(v.status());
         return;
       }
       case Op::kAdd: {
-        if (!r.str(&key) || !r.i64(&n)) return malformed();
-        auto v = data_->add(key, n);
+        auto v = data_->add(key, q.number);
         c.out += v.is_ok() ? response(StatusCode::kOk, std::to_string(*v)) : response(v.status());
         return;
       }
       case Op::kCompareSet: {
-        if (!r.str(&key) || !r.str(&a) || !r.str(&b)) return malformed();
-        auto v = data_->compare_set(key, a, b);
+        auto v = data_->compare_set(key, q.value, q.desired);
         c.out += v.is_ok() ? response(StatusCode::kOk, *v) : response(v.status());
         return;
       }
       case Op::kErase: {
-        if (!r.str(&key)) return malformed();
         auto v = data_->erase(key);
         c.out += v.is_ok() ? response(StatusCode::kOk, *v ? "1" : "0") : response(v.status());
         return;
       }
       case Op::kGet:
-      case Op::kWait: {
-        Parked p{static_cast<Op>(op_byte), {}, {}, 0};
-        if (!r.i64(&p.timeout_ms)) return malformed();
-        while (!r.done()) {
-          if (!r.str(&key)) return malformed();
-          p.keys.push_back(key);
-        }
-        if (p.keys.empty() || (p.op == Op::kGet && p.keys.size() != 1)) return malformed();
-        p.deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(p.timeout_ms, 0));
-        c.parked = std::move(p);
-        unpark(c);
+      case Op::kWait:
+        park(c, std::move(q));
         return;
-      }
     }
-    malformed();
+  }
+
+  void park(Client& c, rendezvous::Request q) {
+    c.parked = Parked{q.op, std::move(q.keys), rendezvous::wait_deadline(Clock::now(), q.number), q.number};
+    unpark(c);
   }
 
   // Answers a parked request if its keys are set or its deadline has passed.

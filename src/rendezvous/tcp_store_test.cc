@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "edt/tcp_store.h"
+#include "rendezvous/tcp_store_protocol.h"
 
 namespace edt {
 namespace {
@@ -210,6 +211,52 @@ TEST(TcpStoreConnect, MalformedAddresses) {
     auto c = connect_tcp_store(std::string(bad), milliseconds(10));
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << bad;
   }
+}
+
+// The codec reads whatever a peer sent (fuzz/store_codec runs it on
+// mutated frames); these are what it must refuse.
+TEST(TcpStoreProtocol, RequestsOnlyAsAPeerOfThisVersionSendsThem) {
+  using rendezvous::FrameWriter;
+  using rendezvous::Op;
+  auto body = [](FrameWriter& w) { return w.take().substr(4); };
+  FrameWriter set;
+  auto q = rendezvous::decode_request(body(set.u8(uint8_t(Op::kSet)).str("k").str("v")));
+  ASSERT_TRUE(q.is_ok()) << q.status().to_string();
+  EXPECT_EQ(q->keys, std::vector<std::string>{"k"});
+  EXPECT_EQ(q->value, "v");
+  FrameWriter trailing, unknown, two_keys, no_keys, short_string;
+  const std::string refused[] = {
+      body(trailing.u8(uint8_t(Op::kSet)).str("k").str("v").u8(0)),
+      body(unknown.u8(8).str("k")),
+      body(two_keys.u8(uint8_t(Op::kGet)).i64(5).str("a").str("b")),
+      body(no_keys.u8(uint8_t(Op::kWait)).i64(5)),
+      body(short_string.u8(uint8_t(Op::kErase)).str("key")).substr(0, 6),
+      "",
+  };
+  for (const auto& bytes : refused) {
+    auto r = rendezvous::decode_request(bytes);
+    ASSERT_FALSE(r.is_ok()) << bytes.size();
+    EXPECT_NE(r.status().message().find("malformed TCP store request"), std::string::npos);
+  }
+}
+
+TEST(TcpStoreProtocol, RepliesWithAKnownCodeOnly) {
+  auto reply = [](uint8_t code, uint8_t present) {
+    return rendezvous::decode_reply(rendezvous::FrameWriter().u8(code).u8(present).str("x").take().substr(4));
+  };
+  EXPECT_EQ(reply(uint8_t(StatusCode::kTimeout), 1)->code, StatusCode::kTimeout);
+  EXPECT_FALSE(reply(uint8_t(StatusCode::kInternal) + 1, 1).is_ok());
+  EXPECT_FALSE(reply(0, 2).is_ok());
+}
+
+// A wait's timeout is any i64 a peer sent; now plus INT64_MAX ms overflowed
+// the clock (UBSan), and the wrapped deadline could lie in the past.
+TEST(TcpStoreProtocol, AWaitDeadlineIsNeverBeforeNowNorPastAYear) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto year = std::chrono::hours(24 * 365);
+  EXPECT_EQ(rendezvous::wait_deadline(now, INT64_MAX), now + year);
+  EXPECT_EQ(rendezvous::wait_deadline(now, INT64_MIN), now);
+  EXPECT_EQ(rendezvous::wait_deadline(now, 250), now + milliseconds(250));
 }
 
 }  // namespace

@@ -4,6 +4,24 @@
 #include <openssl/sha.h>
 
 namespace edt::control::websocket {
+namespace {
+
+// RFC 6455 5.2: the opcodes other than these are reserved, and the three
+// RSV bits are for extensions, none of which the server negotiates.
+bool is_defined(Opcode opcode) {
+  switch (opcode) {
+    case Opcode::kContinuation:
+    case Opcode::kText:
+    case Opcode::kBinary:
+    case Opcode::kClose:
+    case Opcode::kPing:
+    case Opcode::kPong: return true;
+  }
+  return false;
+}
+constexpr uint8_t kReservedBits = 0x70;
+
+}  // namespace
 
 std::string accept_key(std::string_view client_key) {
   static constexpr std::string_view kGuid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -61,6 +79,9 @@ Result<std::optional<Message>> Reader::next() {
       header = 10;
     }
     if (!masked) return invalid_argument("websocket: a client frame is not masked (RFC 6455 5.1)");
+    if (!is_defined(opcode) || (b[0] & kReservedBits))
+      return invalid_argument("websocket: a frame with reserved opcode " + std::to_string(b[0] & 0x0f) +
+                              " or reserved bits set (RFC 6455 5.2)");
     const bool control = static_cast<uint8_t>(opcode) >= 8;
     if (control && (length > 125 || !fin)) return invalid_argument("websocket: a control frame is fragmented or over 125 bytes");
     const size_t joined = partial_ ? partial_->payload.size() : 0;
@@ -77,11 +98,9 @@ Result<std::optional<Message>> Reader::next() {
     if (opcode == Opcode::kContinuation) {
       if (!partial_) return invalid_argument("websocket: a continuation frame with no message to continue");
       partial_->payload += payload;
-    } else if (opcode == Opcode::kText || opcode == Opcode::kBinary) {
+    } else {
       if (partial_) return invalid_argument("websocket: a new message began before the last one ended");
       partial_ = Message{opcode, std::move(payload)};
-    } else {
-      return invalid_argument("websocket: unknown opcode " + std::to_string(static_cast<int>(opcode)));
     }
     if (fin) {
       Message done = std::move(*partial_);

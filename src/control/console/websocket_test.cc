@@ -89,5 +89,17 @@ TEST(WebSocket, RefusesWhatAServerMust) {
   }
 }
 
+// Found by fuzz/websocket: a reserved control opcode (13) came out as a
+// message. Reserved opcodes and RSV bits fail the connection (RFC 6455 5.2).
+TEST(WebSocket, RefusesReservedOpcodesAndBits) {
+  for (uint8_t first_byte : {0x83, 0x87, 0x8b, 0x8d, 0x8f, 0xc2, 0xa1, 0x91}) {
+    Reader reader(1 << 20);
+    reader.feed(client_frame(first_byte, "x"));
+    auto r = reader.next();
+    ASSERT_FALSE(r.is_ok()) << int(first_byte);
+    EXPECT_NE(r.status().message().find("reserved"), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace edt::control::websocket
