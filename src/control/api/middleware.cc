@@ -98,8 +98,9 @@ Outcome<User> authenticate(const Request& req, Service* service) {
   }
   auto user = service->authenticate(*token);
   if (!user)
-    return Error{Error::Kind::kUnauthenticated, "Authorization", "the token is not valid",
-                 "use a token from the admin (edt user create) or DIR/admin.token"};
+    return Error{Error::Kind::kUnauthenticated, "Authorization",
+                 "the token is not valid: no such token, or it was revoked, expired or its user deleted",
+                 "use a live token: edt token create (with one that works), from the admin, or DIR/admin.token"};
   return *user;
 }
 
