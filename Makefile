@@ -50,7 +50,7 @@ fuzz: configure
 # JavaScript) needs the console's npm build, which test-asan does not make.
 test-asan:
 	cmake -S . -B $(ASAN_BUILD) -G Ninja $(CMAKE_FLAGS) -DEDT_SANITIZE=address,undefined -DEDT_FUZZ=OFF
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target edt_test_binaries edtd edt edtrun edtrun-probe edt-warm-run edt-bench-elastic \
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target edt_test_binaries edtd edt edtrun edtrun-probe edt-warm-run edt-bench edt-bench-elastic \
 	  net-collectives-check
 	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -L unit -E '^console_components$$' $(CTEST_FLAGS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -R '$(ASAN_INTEGRATION)' $(CTEST_FLAGS)
