@@ -104,21 +104,11 @@ Outcome<User> authenticate(const Request& req, Service* service) {
   return *user;
 }
 
-// The first query parameter of the request line whose name or value is not
-// UTF-8, read from the request line itself.
+// A query parameter (as the server decoded them) whose name or value is not UTF-8.
 Refusal check_query(const Request& req, const std::string& fix) {
-  const size_t mark = req.target.find('?');
-  if (mark == std::string::npos) return std::nullopt;
-  std::string_view query(req.target);
-  query.remove_prefix(mark + 1);
-  while (!query.empty()) {
-    const std::string_view pair = query.substr(0, query.find('&'));
-    query.remove_prefix(std::min(query.size(), pair.size() + 1));
-    const std::string key = percent_decoded(pair.substr(0, pair.find('=')));
+  for (const auto& [key, value] : req.params) {
     if (!utf8::is_valid(key)) return malformed("query", "a query parameter's name is not UTF-8", fix);
-    const size_t equals = pair.find('=');
-    if (equals != std::string_view::npos && !utf8::is_valid(percent_decoded(pair.substr(equals + 1))))
-      return malformed(key, "the query parameter '" + key + "' is not UTF-8", fix);
+    if (!utf8::is_valid(value)) return malformed(key, "the query parameter '" + key + "' is not UTF-8", fix);
   }
   return std::nullopt;
 }
