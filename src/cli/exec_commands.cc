@@ -65,11 +65,11 @@ int run_job(const std::string& cluster, const std::string& container, const std:
 
 // Runs ssh with `argv`, then removes the key file; returns ssh's exit code.
 int run_ssh(std::vector<std::string> argv, const char* key_path) {
+  std::vector<char*> args;  // made before fork: the child only execs
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
     execvp("ssh", args.data());
     _exit(127);
   }

@@ -181,7 +181,12 @@ class Edtd:
             while time.time() < deadline and self.api("GET", "/clusters")[1].get("clusters"):
                 time.sleep(0.2)
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError("edtd did not stop within 30 s of SIGTERM; its log:\n" + self.read_log())
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 

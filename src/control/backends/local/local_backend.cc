@@ -68,22 +68,37 @@ Status make_dirs(const std::string& path, mode_t mode) {
   return Status::ok();
 }
 
+// In a child between fork and exec: edtd blocks SIGTERM and SIGINT in
+// every thread (sigwait takes them), and a program must not inherit that.
+void unblock_signals() {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 Status run_quiet(const std::vector<std::string>& argv) {
+  // Made before fork: edtd has threads, so the child may only make
+  // async-signal-safe calls (an allocation can wait forever on a lock that
+  // another thread held at the fork).
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) return io_error("fork", errno);
   if (pid == 0) {
+    unblock_signals();
     int null = ::open("/dev/null", O_RDWR);
+    if (null < 0) _exit(126);
     dup2(null, 0);
     dup2(null, 1);
     dup2(null, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
+    close_range(3, ~0u, 0);
     execv(args[0], args.data());
     _exit(127);
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return internal_error(argv[0] + " failed with status " + std::to_string(status));
   return Status::ok();
@@ -107,6 +122,7 @@ Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::
   if (child < 0) return io_error("fork", errno);
   if (child == 0) {
     setsid();
+    unblock_signals();
     pid_t grandchild = fork();
     if (grandchild != 0) {
       int64_t pid = grandchild;
