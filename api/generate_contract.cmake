@@ -5,6 +5,7 @@
 #   edt::api::fields::<Schema>::<property>   the property's JSON name, and
 #     kProperties, all of them (sorted by name)
 #   edt::api::limits::<Schema>::minimum, maximum, min_length, max_length,
+#     max_properties, key_max_length (x-edt-key-max-length),
 #     pattern, values (an enum), and for sizes minimum_bytes, maximum_bytes,
 #     default_bytes and units ({suffix, bytes}), and for durations
 #     minimum_ms, maximum_ms, default_ms and units ({suffix, ms}), and
@@ -85,6 +86,8 @@ foreach(i RANGE ${last})
   number_constant("${schema}" maximum maximum)
   number_constant("${schema}" minLength min_length)
   number_constant("${schema}" maxLength max_length)
+  number_constant("${schema}" maxProperties max_properties)
+  number_constant("${schema}" x-edt-key-max-length key_max_length)
   number_constant("${schema}" "x-edt-bytes;minimum" minimum_bytes)
   number_constant("${schema}" "x-edt-bytes;maximum" maximum_bytes)
   number_constant("${schema}" "x-edt-bytes;default" default_bytes)

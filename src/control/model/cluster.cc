@@ -133,17 +133,69 @@ Refusal parse_mounts(const json& value, std::vector<Mount>* out) {
   return std::nullopt;
 }
 
+// The first character of `text` that is a control character (C0 or DEL)
+// or in `also`, or npos.
+size_t first_forbidden(const std::string& text, std::string_view also) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f || also.find(text[i]) != std::string_view::npos) return i;
+  }
+  return std::string::npos;
+}
+
+// How a refused character reads in a message.
+std::string describe_char(char c) {
+  switch (c) {
+    case '\n': return "a newline";
+    case '\t': return "a tab";
+    case '\0': return "a NUL";
+    case '"': return "'\"'";
+    case '\\': return "'\\'";
+    default: {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02x", static_cast<unsigned char>(c));
+      return std::string("the control character ") + hex;
+    }
+  }
+}
+
+Refusal check_env_name(const std::string& key) {
+  const bool ok = !key.empty() && key.size() <= api::limits::Env::key_max_length &&
+                  !std::isdigit(static_cast<unsigned char>(key[0])) &&
+                  std::all_of(key.begin(), key.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  if (!ok)
+    return invalid("env." + key, "'" + key + "' is not a variable name",
+                   "use 1 to " + std::to_string(api::limits::Env::key_max_length) +
+                       " letters, digits and _ (not first a digit)");
+  return std::nullopt;
+}
+
+// A value goes into sshd's configuration and into shells' environments:
+// what either would read otherwise than written is refused.
+Refusal check_env_value(const std::string& key, const std::string& value) {
+  const std::string field = "env." + key;
+  if (value.size() > api::limits::EnvValue::max_length)
+    return invalid(field, field + " is " + std::to_string(value.size()) + " bytes, more than " +
+                              std::to_string(api::limits::EnvValue::max_length),
+                   "pass a longer value in a file on a volume instead");
+  if (size_t at = first_forbidden(value, "\"\\"); at != std::string::npos)
+    return invalid(field, field + " has " + describe_char(value[at]) + " at byte " + std::to_string(at),
+                   "leave out control characters, '\"' and '\\' (a file on a volume can hold any text)");
+  return std::nullopt;
+}
+
 // Variables (the caller checked it is an object).
 Refusal parse_env(const json& value, std::map<std::string, std::string>* out) {
+  if (value.size() > api::limits::Env::max_properties)
+    return invalid("env", "env has " + std::to_string(value.size()) + " variables, more than " +
+                              std::to_string(api::limits::Env::max_properties),
+                   "set at most " + std::to_string(api::limits::Env::max_properties) + " variables");
   for (auto it = value.begin(); it != value.end(); ++it) {
     const std::string& key = it.key();
-    bool ok = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0])) &&
-              std::all_of(key.begin(), key.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-    if (!ok)
-      return invalid("env." + key, "'" + key + "' is not a variable name",
-                           "use letters, digits and _ (not first a digit)");
+    if (auto r = check_env_name(key)) return r;
     if (!it.value().is_string())
       return Fields::wrong_type("env." + key, it.value(), "a string", "\"INFO\", in quotes");
+    if (auto r = check_env_value(key, it.value().get_ref<const std::string&>())) return r;
     (*out)[key] = it.value().get<std::string>();
   }
   return std::nullopt;
@@ -183,6 +235,12 @@ Refusal check_container_count(const json& value, const std::string& field, int* 
 Refusal check_mount_path(const std::string& path, const std::string& field) {
   const std::string fix = "use an absolute path such as /root/data, without '.', '..' or '//'";
   if (path.empty() || path[0] != '/') return invalid(field, field + " '" + path + "' is not absolute", fix);
+  if (path.size() > api::limits::MountPath::max_length)
+    return invalid(field, field + " is " + std::to_string(path.size()) + " bytes, more than " +
+                              std::to_string(api::limits::MountPath::max_length) + " (PATH_MAX)",
+                   "use a shorter path");
+  if (size_t at = first_forbidden(path, ""); at != std::string::npos)
+    return invalid(field, field + " has " + describe_char(path[at]) + " at byte " + std::to_string(at), fix);
   if (path.size() > 1 && path.back() == '/')
     return invalid(field, field + " '" + path + "' is not normalised (trailing '/')", fix);
   size_t start = 1;

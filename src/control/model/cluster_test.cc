@@ -133,9 +133,35 @@ TEST(ClusterSpec, RefusesBadMountPaths) {
     body["mounts"] = {{{"volume", "v"}, {"path", path}}};
     expect_refused(body, Kind::kInvalid, "mounts[0].path");
   }
+  for (const std::string path : {std::string("/data\nx"), std::string("/da\0ta", 7), std::string("/data\x7f"),
+                                 "/" + std::string(4095, 'a')}) {
+    json body = valid_body();
+    body["mounts"] = {{{"volume", "v"}, {"path", path}}};
+    expect_refused(body, Kind::kInvalid, "mounts[0].path");
+  }
   json body = valid_body();
   body["mounts"] = {{{"volume", "v"}, {"path", "/data"}}, {{"volume", "w"}, {"path", "/data/w"}}};
   expect_refused(body, Kind::kInvalid, "mounts[1].path");
+}
+
+// A value sshd's configuration or a shell would read otherwise than
+// written is refused, naming the variable.
+TEST(ClusterSpec, RefusesEnvValuesThatSshdWouldMisread) {
+  for (const std::string value : {std::string("a\nPermitRootLogin yes"), std::string("a\"b"), std::string("a\\b"),
+                                  std::string("a\0b", 3), std::string("a\tb"), std::string(4097, 'x')}) {
+    json body = valid_body();
+    body["env"] = {{"X", value}};
+    expect_refused(body, Kind::kInvalid, "env.X");
+  }
+  json body = valid_body();
+  body["env"] = {{std::string(256, 'A'), "1"}};
+  expect_refused(body, Kind::kInvalid, "env." + std::string(256, 'A'));
+  body["env"] = json::object();
+  for (int i = 0; i < 257; ++i) body["env"]["V" + std::to_string(i)] = "1";
+  expect_refused(body, Kind::kInvalid, "env");
+  body["env"] = {{"OK", "spaces, 'quotes', $dollars and ünïcode are fine"}, {"LONG", std::string(4096, 'x')}};
+  ClusterSpec spec;
+  EXPECT_FALSE(parse_cluster_spec(body, &spec).has_value());
 }
 
 TEST(ClusterSpec, AcceptsNormalMountPaths) {
