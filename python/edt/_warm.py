@@ -17,8 +17,9 @@ script as `__main__`. The client relays signals to it and exits with its
 status. Requests that cannot be served exactly (another interpreter, Python
 options other than -u, -B and -m, start-up variables that differ, a
 PYTHONPATH that would import another torch, a client in its own user
-namespace, cgroup or under a seccomp filter) are answered "cold": the
-client then starts the command itself, as it would without this server.
+namespace, cgroup or under a seccomp filter other than edtd's containers'
+(--seccomp), which the worker loads) are answered "cold": the client then
+starts the command itself, as it would without this server.
 
 Fork safety: the server stays single-threaded (it checks before each fork)
 and reads nothing from a client itself: it keeps two relays forked ahead,
@@ -81,6 +82,15 @@ NAMESPACES = ("ipc", "uts", "net", "mnt")  # pid is entered by the relay, user a
 libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_NAME, PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP = 15, 1, 8, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 38, 47, 2
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+
+# edtd's containers' seccomp filter (--seccomp): a client under exactly one
+# filter more than the server's gets this one loaded in its worker.
+container_filter = None
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
 class Cold(Exception):
@@ -249,10 +259,15 @@ class Peer:
         if read_text(base + "cgroup") != read_text("/proc/self/cgroup"):
             raise Cold("the client is in another cgroup")
         # Filters are inherited and never removed: a client under the
-        # server's filters and no more has as many as the server.
+        # server's filters and no more has as many as the server; one more
+        # is the filter edtd gives its containers, which the worker loads.
         mine = read_status("/proc/self/status")
+        self.confine = False
         if any(self.status.get(f) != mine.get(f) for f in ("Seccomp", "Seccomp_filters")):
-            raise Cold("the client runs under a seccomp filter the warm interpreter does not have")
+            extra = int(self.status["Seccomp_filters"][0]) - int(mine["Seccomp_filters"][0])
+            if not (container_filter and self.status["Seccomp"][0] == "2" and extra == 1):
+                raise Cold("the client runs under a seccomp filter the warm interpreter does not have")
+            self.confine = True
         # The descriptors name the process that asked only if it still runs.
         if select.select([self.pidfd], [], [], 0)[0]:
             raise Cold("the client exited")
@@ -397,8 +412,11 @@ def take_credentials(peer):
         return
     caps = {f: int(peer.status[f][0], 16) for f in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
     check(libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keep capabilities")
+    # A container's processes cannot regain what they lack by exec as root:
+    # the worker's bounding set is what its client holds.
+    bounding = caps["CapBnd"] & (caps["CapPrm"] if peer.confine else ~0)
     for cap in range(int(read_text("/proc/sys/kernel/cap_last_cap")) + 1):
-        if not caps["CapBnd"] >> cap & 1:
+        if not bounding >> cap & 1:
             check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability %d" % cap)
     os.setgroups([int(g) for g in peer.status.get("Groups", [])])
     os.setresgid(*[int(g) for g in peer.status["Gid"][:3]])
@@ -411,8 +429,13 @@ def take_credentials(peer):
         if caps["CapAmb"] >> cap & 1:
             check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0), "raise ambient capability %d" % cap)
     check(libc.prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0), "stop keeping capabilities")
-    if peer.status.get("NoNewPrivs", ["0"])[0] == "1":
+    if peer.status.get("NoNewPrivs", ["0"])[0] == "1" or peer.confine:
         check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
+    if peer.confine:
+        program = ctypes.create_string_buffer(container_filter, len(container_filter))
+        fprog = SockFprog(len(container_filter) // 8, ctypes.addressof(program))
+        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0),
+              "load the container's seccomp filter")
 
 
 def set_title(argv, env):
@@ -794,7 +817,12 @@ def main():
     parser.add_argument("--containers",
                         help="edtd's directory of containers: a client in one of them may start a worker in "
                              "another container of its cluster")
+    parser.add_argument("--seccomp", help="the seccomp filter (classic BPF) of edtd's containers")
     args = parser.parse_args()
+    if args.seccomp:
+        global container_filter
+        with open(args.seccomp, "rb") as f:
+            container_filter = f.read()
     server = Server(args.socket, [m for m in args.preload.split(",") if m], args.containers)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print("edt._warm: serving on %s (pid %d, preloaded %s)" % (args.socket, os.getpid(), ", ".join(server.packages)),

@@ -19,6 +19,7 @@
 #include "common/units.h"
 #include "control/api/server.h"
 #include "control/backends/fault_points.h"
+#include "control/backends/local/enter.h"
 #include "control/backends/local/local_backend.h"
 #include "control/console/console_routes.h"
 #include "control/db/database.h"
@@ -309,6 +310,9 @@ int run(const Flags& flags) {
 }  // namespace edt::control
 
 int main(int argc, char** argv) {
+  // A job's way into its container (local_backend.h): before anything else.
+  if (argc > 1 && std::string_view(argv[1]) == edt::control::kEnterContainerCommand)
+    return edt::control::enter_container_main(argc, argv);
   edt::control::Flags flags;
   CLI::App app{"edtd: the edt daemon (REST API, store, reconcile loop)"};
   app.add_option("--data-dir", flags.data_dir, "where the store, keys, containers and volumes live")->capture_default_str();

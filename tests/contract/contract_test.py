@@ -124,6 +124,7 @@ class Edtd:
     def __init__(self, binary, addresses=None):
         self.dir = tempfile.mkdtemp(prefix="edt-contract-")
         self.port = free_port()
+        self.ssh_port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         web = os.path.join(self.dir, "web")
         os.makedirs(web)
@@ -134,7 +135,7 @@ class Edtd:
         self.log = open(os.path.join(self.dir, "edtd.log"), "ab")
         self.proc = subprocess.Popen(
             [binary, "--data-dir", os.path.join(self.dir, "data"), "--listen", f"127.0.0.1:{self.port}",
-             "--address-range", addresses or f"127.{second}.0.0/24", "--ssh-port", str(free_port()), "--gpus", "NVIDIA-P4=4",
+             "--address-range", addresses or f"127.{second}.0.0/24", "--ssh-port", str(self.ssh_port), "--gpus", "NVIDIA-P4=4",
              "--grace", "2s", "--web-dir", web],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 20

@@ -22,6 +22,8 @@
 #include "common/io.h"
 #include "common/process.h"
 #include "control/backends/fault_points.h"
+#include "control/backends/local/enter.h"
+#include "control/backends/local/sandbox_policy.h"
 
 namespace edt::control {
 
@@ -30,7 +32,8 @@ namespace fs = std::filesystem;
 namespace {
 
 Status write_file(const std::string& path, const std::string& content, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  // Never through a link: a path edtd writes is its own file.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) return io_error("create " + path, errno);
   if (Status st = io::write_all(fd, content, path); !st.is_ok()) {
     ::close(fd);
@@ -106,9 +109,11 @@ Status run_quiet(const std::vector<std::string>& argv) {
 
 // Starts argv in a session of its own, not as our child: it keeps running
 // when edtd exits or is killed. Its stdout and stderr go to `log_path`,
-// `fd3_path` (if any) is its fd 3. Returns its pid.
+// `fd3_path` (if any) is its fd 3, written; `fd4_path` (if any) its fd 4,
+// read. Returns its pid.
 Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                               const std::string& log_path, const std::string& fd3_path) {
+                               const std::string& log_path, const std::string& fd3_path,
+                               const std::string& fd4_path = "") {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return io_error("pipe", errno);
   // Everything the child needs is made before fork: after it, only
@@ -135,14 +140,16 @@ Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::
     dup2(null, 0);
     dup2(log, 1);
     dup2(log, 2);
+    int next = 3;
     if (!fd3_path.empty()) {
       int info = ::open(fd3_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (info < 0) _exit(126);
-      dup2(info, 3);
-      close_range(4, ~0u, 0);
-    } else {
-      close_range(3, ~0u, 0);
+      if (info < 0 || dup2(info, next++) < 0) _exit(126);
     }
+    if (!fd4_path.empty()) {
+      int in = ::open(fd4_path.c_str(), O_RDONLY);
+      if (in < 0 || dup2(in, next++) < 0) _exit(126);
+    }
+    close_range(next, ~0u, 0);
     execve(args[0], args.data(), envp.data());
     _exit(127);
   }
@@ -253,6 +260,51 @@ std::vector<pid_t> stray_processes(const std::vector<LabelledProcess>& processes
   return out;
 }
 
+// What any user may read: a file readable by others, a directory they may
+// list and enter; a link is judged where it leads, inside the container.
+bool world_readable(const fs::file_status& status) {
+  const fs::perms p = status.permissions();
+  if (fs::is_symlink(status)) return true;
+  if (fs::is_directory(status))
+    return (p & fs::perms::others_read) != fs::perms::none && (p & fs::perms::others_exec) != fs::perms::none;
+  return (p & fs::perms::others_read) != fs::perms::none;
+}
+
+// The entries under `etc` (relative paths, and whether each is a directory)
+// that are not world_readable(): the image's secrets (shadow, sshd's host
+// keys, munge's key...), which a container does not see.
+std::vector<std::pair<std::string, bool>> unreadable_entries(const std::string& etc) {
+  std::vector<std::pair<std::string, bool>> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(etc, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::file_status status = it->symlink_status(ec);
+    if (ec || world_readable(status)) continue;
+    const bool is_dir = fs::is_directory(status);
+    if (is_dir) it.disable_recursion_pending();
+    out.emplace_back(fs::relative(it->path(), etc).string(), is_dir);
+  }
+  return out;
+}
+
+// An /etc/shadow of the container's own for the users of `passwd`: no
+// password for anyone (the image's shadow is not the container's to read),
+// and no account locked, since sshd refuses a locked account's keys too.
+std::string shadow_for(const std::string& passwd) {
+  std::istringstream lines(passwd);
+  std::string line, out;
+  while (std::getline(lines, line)) {
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && colon > 0) out += line.substr(0, colon) + ":*:0:0:99999:7:::\n";
+  }
+  return out;
+}
+
+WarmInterpreterOptions with_seccomp(WarmInterpreterOptions options, const std::string& path) {
+  options.seccomp_path = path;
+  return options;
+}
+
 std::string quote_env(const std::string& key, const std::string& value) {
   return "\"" + key + "=" + value + "\"";
 }
@@ -261,7 +313,17 @@ std::string quote_env(const std::string& key, const std::string& value) {
 
 LocalBackend::LocalBackend(LocalBackendOptions options)
     : options_(std::move(options)), home_(fs::weakly_canonical(fs::absolute(options_.data_dir)).string()),
-      warm_(options_.warm) {}
+      warm_(with_seccomp(options_.warm, seccomp_path())), seccomp_(seccomp_program()) {
+  std::error_code ec;
+  if (options_.enter_program.empty()) options_.enter_program = fs::read_symlink("/proc/self/exe", ec).string();
+  // bwrap reads the filter from this file, and so does the warm interpreter.
+  if (seccomp_.is_ok()) {
+    fs::create_directories(options_.data_dir, ec);
+    if (Status st = write_file_atomic(seccomp_path(), *seccomp_, 0644); !st.is_ok()) seccomp_ = st;
+  }
+}
+
+std::string LocalBackend::seccomp_path() const { return options_.data_dir + "/seccomp.bpf"; }
 
 std::string LocalBackend::cluster_dir(const std::string& cluster) const {
   return options_.data_dir + "/clusters/" + cluster;
@@ -294,27 +356,44 @@ Status LocalBackend::prepare_cluster(const std::string& cluster) {
   return Status::ok();
 }
 
-Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::string& dir) {
-  const std::string keys = cluster_dir(spec.cluster) + "/ssh/";
-  for (const char* sub : {"/etc/mpi", "/root/.ssh", "/tmp", "/conf"})
-    EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
-  ::chmod((dir + "/root").c_str(), 0700);
-  ::chmod((dir + "/root/.ssh").c_str(), 0700);
-  ::chmod((dir + "/tmp").c_str(), 01777);
+namespace {
 
-  // /etc: links into the image's /etc (bound at /run/host/etc) except the
-  // files that are the container's own.
-  const std::string image_etc = (spec.image_root == "/" ? "" : spec.image_root) + "/etc";
+// A container's own directories: /root, /tmp, /var, and an /etc of links
+// into the image's /etc (bound at /run/host/etc, where bwrap_args masks
+// what an unprivileged user could not read) but for the container's own
+// files and what is not world-readable.
+Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
+  for (const char* sub : {"/etc/mpi", "/root/.ssh", "/tmp", "/conf", "/masked", "/var/tmp", "/var/log", "/var/lib",
+                          "/var/cache", "/var/spool"})
+    EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
+  for (const auto& [sub, mode] : {std::pair{"/root", 0700}, {"/root/.ssh", 0700}, {"/tmp", 01777},
+                                  {"/var/tmp", 01777}, {"/masked", 0555}})
+    ::chmod((dir + sub).c_str(), mode);
+  EDT_RETURN_IF_ERROR(write_file(dir + "/masked-file", "", 0444));
   std::error_code ec;
+  fs::create_symlink("/run", dir + "/var/run", ec);
+  fs::create_symlink("/run/lock", dir + "/var/lock", ec);
+  const std::string image_etc = (spec.image_root == "/" ? "" : spec.image_root) + "/etc";
   for (const auto& entry : fs::directory_iterator(image_etc, ec)) {
     const std::string name = entry.path().filename();
-    if (name == "hosts" || name == "hostname" || name == "mpi") continue;
+    std::error_code status_ec;
+    if (name == "hosts" || name == "hostname" || name == "mpi" || name == "shadow" ||
+        !world_readable(entry.symlink_status(status_ec)))
+      continue;
     fs::create_symlink("/run/host/etc/" + name, dir + "/etc/" + name, ec);
     if (ec) return Status(StatusCode::kIoError, "link " + dir + "/etc/" + name + ": " + ec.message());
   }
   if (ec) return Status(StatusCode::kIoError, "read " + image_etc + ": " + ec.message());
   fs::create_symlink("mpi/hosts", dir + "/etc/hosts", ec);
   EDT_RETURN_IF_ERROR(write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
+  return write_file(dir + "/etc/shadow", shadow_for(read_file(image_etc + "/passwd")), 0600);
+}
+
+}  // namespace
+
+Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::string& dir) {
+  const std::string keys = cluster_dir(spec.cluster) + "/ssh/";
+  EDT_RETURN_IF_ERROR(make_own_tree(spec, dir));
 
   // SSH: the cluster's key pair for root, a client that binds the
   // container's address, and sshd on that address.
@@ -345,8 +424,10 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
 
 std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const std::string& dir) const {
   const std::string root = spec.image_root == "/" ? "" : spec.image_root;
-  std::vector<std::string> a = {"/usr/bin/bwrap", "--info-fd", "3", "--unshare-uts", "--unshare-pid",
-                                "--unshare-ipc", "--hostname", spec.name, "--ro-bind", root + "/usr", "/usr"};
+  std::vector<std::string> a = {"/usr/bin/bwrap", "--info-fd", "3", "--seccomp", "4", "--unshare-uts",
+                                "--unshare-pid", "--unshare-ipc", "--hostname", spec.name, "--cap-drop", "ALL"};
+  for (const auto& cap : kept_capabilities()) a.insert(a.end(), {"--cap-add", cap});
+  a.insert(a.end(), {"--ro-bind", root + "/usr", "/usr"});
   for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
     const std::string host = root + "/" + top;
     std::error_code ec;
@@ -356,8 +437,11 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
       a.insert(a.end(), {"--ro-bind", host, std::string("/") + top});
     }
   }
-  a.insert(a.end(), {"--ro-bind", root + "/etc", "/run/host/etc", "--ro-bind", dir + "/etc", "/etc",
-                     "--bind", cluster_dir(spec.cluster) + "/mpi", "/etc/mpi", "--ro-bind", root + "/var", "/var",
+  a.insert(a.end(), {"--ro-bind", root + "/etc", "/run/host/etc"});
+  for (const auto& [path, is_dir] : unreadable_entries(root + "/etc"))
+    a.insert(a.end(), {"--ro-bind", dir + (is_dir ? "/masked" : "/masked-file"), "/run/host/etc/" + path});
+  a.insert(a.end(), {"--ro-bind", dir + "/etc", "/etc", "--ro-bind", cluster_dir(spec.cluster) + "/mpi", "/etc/mpi",
+                     "--bind", dir + "/var", "/var",
                      "--bind", dir + "/root", "/root", "--bind", dir + "/tmp", "/tmp", "--dev", "/dev",
                      "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs", "/dev/shm",
                      "--dir", "/run/sshd", "--ro-bind", dir + "/conf", "/run/edt"});
@@ -386,7 +470,8 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   const std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", std::string(kLabelHome) + "=" + home_,
                                         std::string(kLabelCluster) + "=" + spec.cluster,
                                         std::string(kLabelContainer) + "=" + spec.name};
-  auto monitor = spawn_detached(bwrap_args(spec, dir), env, dir + "/log", info_path);
+  if (!seccomp_.is_ok()) return fail(seccomp_.status());
+  auto monitor = spawn_detached(bwrap_args(spec, dir), env, dir + "/log", info_path, seccomp_path());
   if (!monitor.is_ok()) return fail(monitor.status());
   fault_point("start.spawned");
   // bwrap writes the pid of the sandbox's init to its info fd once the
@@ -497,8 +582,8 @@ Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpe
   // A host-side shell waits for the command and records its exit code
   // (write, then rename), so a restarted edtd can still learn it.
   std::vector<std::string> argv = {"/bin/sh", "-c", "f=$1; shift; \"$@\"; echo $? > \"$f.tmp\"; mv \"$f.tmp\" \"$f\"",
-                                   "edt-job", spec.exit_path, "/usr/bin/nsenter", "-t",
-                                   std::to_string(container.pid), "-a", "/usr/bin/env", "-i", "-C", "/root"};
+                                   "edt-job", spec.exit_path, options_.enter_program, kEnterContainerCommand,
+                                   std::to_string(container.pid), "--", "/usr/bin/env", "-i", "-C", "/root"};
   for (const auto& [key, value] : spec.env) argv.push_back(key + "=" + value);
   argv.insert(argv.end(), {"/bin/bash", "-c", spec.command});
   EDT_ASSIGN_OR_RETURN(int64_t pid, spawn_detached(argv, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, spec.log_path, ""));

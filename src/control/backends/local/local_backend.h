@@ -2,19 +2,27 @@
 //
 // The sandbox's root is assembled, not the host's root bound read-only
 // (which would leave no place for new mount points): the image's /usr (with
-// /bin, /lib... as on the image), /var read-only; an /etc of its own made of
-// links to the image's /etc plus /etc/hosts and /etc/mpi from the cluster's
-// shared directory (bound as a directory, so a write-then-rename there is
-// seen at once in every container); its own writable /root and /tmp; a
-// /dev/shm tmpfs of the asked size; the volumes; then the root is remounted
-// read-only. It has its own UTS (hostname), PID and IPC namespaces and shares
-// the host's network: sshd listens on the container's own 127.x address, and
-// the SSH client binds that address, so peers see connections from it.
+// /bin, /lib... as on the image); an /etc of its own made of links to what
+// any user may read of the image's /etc (bound at /run/host/etc with what is
+// not world-readable masked), its own /etc/shadow (no passwords), plus
+// /etc/hosts and /etc/mpi from the cluster's shared directory (bound
+// read-only as a directory, so a write-then-rename there by edtd is seen at
+// once in every container and no container can plant a link in it); its own
+// writable /root, /tmp and /var; a /dev/shm tmpfs of the asked size; the
+// volumes; then the root is remounted read-only. It has its own UTS
+// (hostname), PID and IPC namespaces and shares the host's network: sshd
+// listens on the container's own 127.x address, and the SSH client binds
+// that address, so peers see connections from it. Every process in it runs
+// under sandbox_policy.h's limits (capabilities, no_new_privs, seccomp);
+// exec() enters it through enter.h, under the same limits.
 //
 // Layout under the data dir:
 //   clusters/<cluster>/mpi/      hosts, hostfile, discover_hosts.sh
 //   clusters/<cluster>/ssh/      the cluster's key pair and sshd host key
-//   containers/<name>/           etc/, root/, tmp/, conf/ (sshd_config), log
+//   containers/<name>/           etc/, root/, tmp/, var/, conf/ (sshd_config), log,
+//                                masked/ and masked-file (what hides the image's secrets)
+//   seccomp.bpf                  the containers' filter, as bwrap and the warm
+//                                interpreter read it
 //   warm/                        the warm interpreter's socket and log; bound
 //                                read-only at /run/edt-warm in containers
 //
@@ -44,6 +52,10 @@ struct LocalBackendOptions {
   std::string python_path;
   // The warm Python interpreter for joining workers (warm_interpreter.h).
   WarmInterpreterOptions warm;
+  // The program that runs a command in a container, whose main() hands
+  // `enter-container` to enter_container_main() (enter.h); empty: this
+  // process's own program (edtd).
+  std::string enter_program;
 };
 
 class LocalBackend : public Backend {
@@ -72,12 +84,14 @@ class LocalBackend : public Backend {
  private:
   std::string cluster_dir(const std::string& cluster) const;
   std::string container_dir(const std::string& name) const;
+  std::string seccomp_path() const;  // the filter, as bwrap reads it
   Status make_container_dir(const SandboxSpec& spec, const std::string& dir);
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
 
   LocalBackendOptions options_;
   std::string home_;  // the data dir, absolute: the label's EDT_SANDBOX_HOME
   WarmInterpreter warm_;
+  Result<std::string> seccomp_;  // the filter (sandbox_policy.h), made once
 };
 
 }  // namespace edt::control

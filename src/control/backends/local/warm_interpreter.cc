@@ -24,6 +24,7 @@ constexpr std::chrono::seconds kRestartInterval{60};
 pid_t spawn_server(const WarmInterpreterOptions& o) {
   std::vector<std::string> argv = {o.python, "-m", "edt._warm", "--socket", o.dir + "/python.sock"};
   if (!o.containers_dir.empty()) argv.insert(argv.end(), {"--containers", o.containers_dir});
+  if (!o.seccomp_path.empty()) argv.insert(argv.end(), {"--seccomp", o.seccomp_path});
   std::vector<std::string> env;
   for (const auto& [key, value] : o.env) env.push_back(key + "=" + value);
   std::vector<char*> args, envp;

@@ -29,6 +29,7 @@ struct WarmInterpreterOptions {
   std::string dir;                          // holds python.sock and log
   std::string containers_dir;               // edtd's containers: cross-container starts within a cluster
   std::map<std::string, std::string> env;   // PATH, LANG, PYTHONPATH: the containers' own
+  std::string seccomp_path;                 // the containers' filter, loaded in their workers
 };
 
 class WarmInterpreter {

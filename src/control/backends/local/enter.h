@@ -1,0 +1,20 @@
+// Entering a running container from the host, for a command edtd runs
+// there (a job): `edtd enter-container <pid> -- <argv...>`, where <pid> is
+// the container's init. The command gets the container's namespaces and
+// root directory and the limits of sandbox_policy.h (the kept capabilities,
+// no_new_privs, the seccomp filter), as a process started by the
+// container's sshd would; it does not keep edtd's privileges, which
+// nsenter(1) would.
+#pragma once
+
+namespace edt::control {
+
+// The first argument edtd's main() hands to enter_container_main().
+inline constexpr const char* kEnterContainerCommand = "enter-container";
+
+// argv: {"edtd", "enter-container", "<pid>", "--", program, args...}.
+// Returns the command's exit code (128 + N for a signal N), or 125 with a
+// message on stderr when the container cannot be entered.
+int enter_container_main(int argc, char** argv);
+
+}  // namespace edt::control

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""A tenant's attacks from inside a real cluster, each of which must fail,
+and the host checked unchanged afterwards (docs/security.md, "Containers").
+
+An edtd on its own data dir makes two users' clusters. From inside alice's
+launcher (over its sshd, as every way in lands the same) and from a job
+(edtd's other way in, `POST /clusters/{name}/jobs`), the attack script
+below tries:
+  - system calls a container has no use for: mount, mknod of a block or
+    character device, kernel modules, kexec, bpf, the keyring, a new user
+    namespace, setns, open_by_handle_at, reboot, swapon, clock setting,
+    perf_event_open, userfaultfd: each must fail with EPERM;
+  - capabilities: the effective and bounding sets hold only the kept ones,
+    no_new_privs is set and a seccomp filter is on;
+  - reading the host's secrets: /etc/shadow (the container's own has no
+    password), sshd's host keys, gshadow, and edtd's data dir (admin token,
+    keys, the store), the host's /var;
+  - writing outside its own directories: /usr, /etc, /etc/mpi (edtd's
+    files), /run/edt (its sshd config), the tool tree;
+  - seeing or tracing a process outside: edtd's pid, and bob's processes;
+  - links planted where edtd writes (/root/.ssh/*, /etc/mpi/*.tmp) toward
+    a host file, then the container restarted (its sshd killed) and the
+    cluster scaled, which makes edtd write those files again.
+Afterwards: the host's canary file, edtd's admin token and the host's
+shadow are unchanged, and bob's cluster still Running.
+Also: env values sshd_config would misread are refused (422) before
+anything is made.
+
+  isolation_test.py --edtd build/src/control/edtd
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
+import contract_test  # noqa: E402
+
+ADDRESSES = "127.89.0.0/24"  # this test's own block (grep --address-range for the others)
+TIMEOUT = 60
+
+# Run inside a container with python3; prints one JSON object.
+ATTACKS = r'''
+import ctypes, errno, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+out = {"syscalls": {}, "reads": {}, "writes": {}, "status": {}, "proc": {}}
+
+def syscall(name, nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    out["syscalls"][name] = "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+
+os.makedirs("/tmp/mnt", exist_ok=True)
+syscall("mount", 165, b"tmpfs", b"/tmp/mnt", b"tmpfs", 0, 0)
+syscall("umount2", 166, b"/proc", 2)
+syscall("mknod_block", 133, b"/tmp/disk", 0o060600, (8 << 8) | 0)
+syscall("mknod_char", 133, b"/tmp/mem", 0o020600, (1 << 8) | 1)
+syscall("init_module", 175, 0, 0, b"")
+syscall("finit_module", 313, 0, b"", 0)
+syscall("kexec_load", 246, 0, 0, 0, 0)
+syscall("bpf", 321, 0, 0, 0)
+syscall("keyctl", 250, 1, 0)
+syscall("add_key", 248, b"user", b"x", b"y", 1, -3)
+syscall("unshare_user", 272, 0x10000000)
+syscall("unshare_mount", 272, 0x00020000)
+fd = os.open("/proc/self/ns/mnt", os.O_RDONLY)
+syscall("setns", 308, fd, 0)
+syscall("open_by_handle_at", 304, -100, 0, 0)
+syscall("reboot", 169, 0, 0, 0, 0)
+syscall("swapon", 167, b"/tmp/none", 0)
+syscall("clock_settime", 227, -1, 0)
+syscall("perf_event_open", 298, 0, 0, -1, -1, 0)
+syscall("userfaultfd", 323, 0)
+syscall("ptrace_attach_edtd", 101, 16, int(sys.argv[1]), 0, 0)
+
+def read(path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        return {"bytes": len(data), "sha": __import__("hashlib").sha256(data).hexdigest()[:16],
+                "root_line": next((l.decode(errors="replace") for l in data.splitlines() if l.startswith(b"root:")), "")}
+    except OSError as e:
+        return errno.errorcode.get(e.errno, "?")
+
+for path in sys.argv[3:]:
+    out["reads"][path] = read(path)
+for path in ["/usr/edt-x", "/etc/edt-x", "/etc/mpi/edt-x", "/run/edt/edt-x", "/run/host/etc/edt-x", sys.argv[2] + "-x"]:
+    try:
+        open(path, "w").close()
+        out["writes"][path] = "ok"
+    except OSError as e:
+        out["writes"][path] = errno.errorcode.get(e.errno, "?")
+for line in open("/proc/self/status"):
+    key, _, value = line.partition(":")
+    if key in ("CapEff", "CapBnd", "CapPrm", "NoNewPrivs", "Seccomp"):
+        out["status"][key] = value.strip()
+out["proc"]["edtd_visible"] = os.path.exists("/proc/%s" % sys.argv[1])
+out["proc"]["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print(json.dumps(out))
+'''
+
+SYSCALLS = ["mount", "umount2", "mknod_block", "mknod_char", "init_module", "finit_module", "kexec_load", "bpf",
+            "keyctl", "add_key", "unshare_user", "unshare_mount", "setns", "open_by_handle_at", "reboot", "swapon",
+            "clock_settime", "perf_event_open", "userfaultfd"]
+# CAP_CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SYS_CHROOT, AUDIT_WRITE
+KEPT_CAPS = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 18) | (1 << 29)
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest(), oct(os.stat(path).st_mode)
+
+
+class Isolation:
+    def __init__(self, edtd):
+        self.edtd = edtd
+        self.failures = []
+        self.checks = 0
+        self.canary_dir = tempfile.mkdtemp(prefix="edt-isolation-canary-")
+        self.canary = os.path.join(self.canary_dir, "canary")
+        with open(self.canary, "w") as f:
+            f.write("the host's file\n")
+        os.chmod(self.canary, 0o600)
+
+    def check(self, ok, what):
+        self.checks += 1
+        if not ok:
+            self.failures.append(what)
+
+    def api(self, method, path, body=None, token=None):
+        status, _, text = self.edtd.send(method, "/api/v1" + path, body, token or self.edtd.token)
+        return status, (json.loads(text) if text.startswith("{") else text)
+
+    def wait_running(self, name, token, size):
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline:
+            status, c = self.api("GET", "/clusters/" + name, token=token)
+            phases = [x["phase"] for x in c.get("status", {}).get("containers", [])] if status == 200 else []
+            if c.get("status", {}).get("phase") == "Running" and len(phases) == size and set(phases) == {"Running"}:
+                return c
+            time.sleep(0.1)
+        raise RuntimeError(f"cluster {name} not Running with {size} containers within {TIMEOUT} s: {c}")
+
+    def make_user(self, name):
+        status, body = self.api("POST", "/users", {"name": name})
+        if status != 201:
+            raise RuntimeError(f"POST /users {name}: {status} {body}")
+        return body["token"]
+
+    def ssh(self, cluster, address, command, stdin=None):
+        key = os.path.join(self.edtd.dir, "data", "clusters", cluster, "ssh", "id_ed25519")
+        argv = ["ssh", "-i", key, "-p", str(self.edtd.ssh_port), "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", f"root@{address}", command]
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=TIMEOUT)
+
+    def secrets(self):
+        data = os.path.join(self.edtd.dir, "data")
+        return ["/etc/shadow", "/run/host/etc/shadow", "/etc/gshadow", "/run/host/etc/gshadow",
+                "/run/host/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_ed25519_key",
+                os.path.join(data, "admin.token"), os.path.join(data, "edtd.db"),
+                os.path.join(data, "clusters", "bob-c", "ssh", "id_ed25519"), "/var/lib/dpkg/status"]
+
+    def judge(self, where, result):
+        for name in SYSCALLS:
+            got = result["syscalls"].get(name)
+            self.check(got == "EPERM", f"{where}: {name} gave {got}, not EPERM")
+        self.check(result["syscalls"].get("ptrace_attach_edtd") != "ok", f"{where}: PTRACE_ATTACH to edtd succeeded")
+        status = result["status"]
+        for key in ("CapEff", "CapPrm", "CapBnd"):
+            value = int(status.get(key, "0"), 16)
+            # The sandbox's init keeps a full bounding set (bwrap cannot drop
+            # it), but it cannot be regained: securebits and no_new_privs.
+            if key == "CapBnd" and where == "ssh":
+                continue
+            self.check(value & ~KEPT_CAPS == 0, f"{where}: {key} {status.get(key)} holds more than the kept set")
+        self.check(status.get("NoNewPrivs") == "1", f"{where}: no_new_privs is {status.get('NoNewPrivs')}")
+        self.check(status.get("Seccomp") == "2", f"{where}: seccomp mode is {status.get('Seccomp')}")
+        for path, got in result["reads"].items():
+            if path == "/etc/shadow":
+                ok = isinstance(got, dict) and got["root_line"].startswith("root:*:")
+            else:
+                ok = got in ("ENOENT", "EACCES") or (isinstance(got, dict) and got["bytes"] == 0)
+            self.check(ok, f"{where}: reading {path} gave {got}")
+        for path, got in result["writes"].items():
+            self.check(got in ("EROFS", "EACCES", "ENOENT", "EPERM"), f"{where}: writing {path} gave {got}")
+        self.check(not result["proc"]["edtd_visible"], f"{where}: edtd's pid is visible in /proc")
+        self.check(max(result["proc"]["pids"]) < 1000, f"{where}: sees pids {result['proc']['pids'][-5:]}")
+
+    def attack_args(self):
+        """The script's arguments: edtd's pid, a path next to its admin
+        token (written to), then the paths read."""
+        return " ".join([str(self.edtd.proc.pid), os.path.join(self.edtd.dir, "data", "admin.token"), *self.secrets()])
+
+    def attack_over_ssh(self, address):
+        result = self.ssh("alice-c", address, "python3 - " + self.attack_args(), stdin=ATTACKS)
+        if result.returncode != 0:
+            raise RuntimeError(f"the attack script failed over ssh: {result.stderr[-2000:]}")
+        self.judge("ssh", json.loads(result.stdout))
+
+    def attack_as_job(self, token):
+        script = ATTACKS.replace("'", "'\"'\"'")
+        status, job = self.api("POST", "/clusters/alice-c/jobs",
+                               {"command": f"python3 -c '{script}' {self.attack_args()}"}, token)
+        if status != 201:
+            raise RuntimeError(f"POST job: {status} {job}")
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline and self.api("GET", f"/jobs/{job['id']}", token=token)[1].get("state") == "Running":
+            time.sleep(0.1)
+        _, _, log = self.edtd.send("GET", f"/api/v1/jobs/{job['id']}/log?follow=false", None, token)
+        lines = [line for line in log.splitlines() if line.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"the job printed no result: {log[-2000:]}")
+        self.judge("job", json.loads(lines[-1]))
+
+    def plant_links_and_restart(self, token, address):
+        """Links toward the host's canary where edtd writes, then the
+        container restarted (sshd, pid 2 under bubblewrap's init, killed:
+        the sandbox ends), so that edtd writes its files again."""
+        targets = " ".join(f"/root/.ssh/{f}" for f in ("authorized_keys", "config", "id_ed25519", "id_ed25519.pub"))
+        command = (f"for f in {targets}; do rm -f $f; ln -s {self.canary} $f; done; "
+                   f"ln -s {self.canary} /etc/mpi/hosts.tmp; ln -s {self.canary} /etc/mpi/hostfile.tmp; "
+                   f"ln {self.canary} /root/hard; ln -s {self.canary} /var/log/edt; echo planted; kill -9 2")
+        result = self.ssh("alice-c", address, command)
+        self.check("planted" in result.stdout, f"planting links failed outright: {result.stderr}")
+        self.check(result.stderr.count("Read-only file system") == 2, f"/etc/mpi took a link: {result.stderr}")
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline:
+            _, events = self.api("GET", "/clusters/alice-c/events", token=token)
+            if any(e.get("type") == "Restarted" for e in events.get("events", [])):
+                break
+            time.sleep(0.1)
+        else:
+            self.failures.append("the launcher was not restarted after its sshd was killed")
+        self.wait_running("alice-c", token, 2)
+
+    def run(self):
+        host_before = {p: digest(p) for p in (self.canary, "/etc/shadow", os.path.join(self.edtd.dir, "data", "admin.token"))}
+        alice, bob = self.make_user("alice"), self.make_user("bob")
+        status, body = self.api("POST", "/clusters", {"name": "alice-c", "framework": "horovod", "containers": 2,
+                                                      "env": {"X": "a\nPermitRootLogin yes"}}, alice)
+        self.check(status == 422 and body["error"]["field"] == "env.X", f"an env value with a newline: {status} {body}")
+        for user, token in (("alice", alice), ("bob", bob)):
+            status, body = self.api("POST", "/clusters", {"name": f"{user}-c", "framework": "horovod", "containers": 2},
+                                    token)
+            if status != 201:
+                raise RuntimeError(f"create {user}-c: {status} {body}")
+        cluster = self.wait_running("alice-c", alice, 2)
+        self.wait_running("bob-c", bob, 2)
+        launcher = cluster["status"]["containers"][0]["address"]
+        self.attack_over_ssh(launcher)
+        self.attack_as_job(alice)
+        self.plant_links_and_restart(alice, launcher)
+        for size in (3, 2):
+            status, body = self.api("PATCH", "/clusters/alice-c", {"containers": size}, alice)
+            self.check(status == 200, f"scale to {size}: {status} {body}")
+            self.wait_running("alice-c", alice, size)
+        for path, before in host_before.items():
+            self.check(digest(path) == before, f"the host's {path} changed")
+        _, c = self.api("GET", "/clusters/bob-c", token=bob)
+        self.check(c["status"]["phase"] == "Running", f"bob's cluster is {c['status']['phase']}")
+        alive = self.ssh("alice-c", launcher, "echo alive")
+        self.check(alive.stdout.strip() == "alive", f"the restarted launcher does not answer: {alive.stderr}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--edtd", required=True)
+    args = parser.parse_args()
+    edtd = contract_test.Edtd(args.edtd, ADDRESSES)
+    test = Isolation(edtd)
+    try:
+        test.run()
+    finally:
+        edtd.stop()
+        os.unlink(test.canary)
+        os.rmdir(test.canary_dir)
+    for failure in test.failures:
+        print("FAIL:", failure)
+    print(f"{test.checks} isolation checks, {len(test.failures)} failed")
+    return 1 if test.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
