@@ -30,13 +30,13 @@ export async function volumesView(ctx: Context, root: HTMLElement): Promise<void
       'An existing directory on the host to register as the volume; empty: edtd makes a directory of its own (removed with the volume).',
     );
   }
-  const formError = h('p', { class: 'form-error', id: 'volume-form-error', role: 'alert', hidden: true });
+  const formError = h('p', { class: 'field-error', id: 'volume-form-error', role: 'alert' });
   const form = h(
     'form',
     { class: 'card form', id: 'volume-form', novalidate: true, 'aria-labelledby': 'volume-form-title' },
     h('h2', { id: 'volume-form-title' }, 'Create a volume'),
-    formError,
     Object.values(fields).map((f) => f.el),
+    formError,
     h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'volume-create' }, 'Create volume')),
   );
 
@@ -74,7 +74,6 @@ export async function volumesView(ctx: Context, root: HTMLElement): Promise<void
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     clearErrors(fields, formError);
-    formError.hidden = true;
     const name = (fields['name'].control as HTMLInputElement).value.trim();
     const hostPath = (fields['host_path']?.control as HTMLInputElement | undefined)?.value.trim() ?? '';
     const problem = checkResourceName(name, 'volume', volumes.map((v) => v.name));
@@ -89,7 +88,7 @@ export async function volumesView(ctx: Context, root: HTMLElement): Promise<void
       ctx.notify(`Created volume ${name}.`);
       await load();
     } catch (err) {
-      if (!showError(err, fields, formError)) formError.hidden = false;
+      showError(err, fields, formError);
     }
   });
 
