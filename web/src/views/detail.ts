@@ -71,7 +71,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
   const runForm = h(
     'form',
     { class: 'inline', id: 'run-form', novalidate: true },
-    h('label', { for: 'job-container' }, 'In'),
+    h('label', { for: 'job-container' }, 'Run in'),
     jobContainer,
     h('label', { for: 'job-command' }, 'Command'),
     command,
