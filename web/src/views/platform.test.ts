@@ -1,6 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { Api } from '../api';
 import type { Context } from '../app';
+import { gpusView } from './gpus';
 import { imagesView } from './images';
 import { tokensView, usersView } from './users';
 import { volumesView } from './volumes';
@@ -165,5 +166,23 @@ describe('images', () => {
     await i.submit('#image-form');
     expect(i.sent.find(([k]) => k === 'POST /images')?.[1]).toEqual({ name: 'torch', root: '/srv/x', frameworks: ['deepspeed'] });
     expect(i.text('#image-root-error')).toBe('/srv/x has no /usr; unpack a root file system there');
+  });
+});
+
+describe('GPUs', () => {
+  it('names the holder and its cluster, and another user\'s GPU only as held', async () => {
+    const g = await mount(gpusView, {
+      'GET /gpus': { status: 200, body: { gpus: [
+        { index: 0, model: 'NVIDIA-P4', simulated: true, holder: 'tthvd-launcher', held: true },
+        { index: 1, model: 'NVIDIA-P4', simulated: true, holder: '', held: true },
+        { index: 2, model: 'NVIDIA-P4', simulated: true, holder: '', held: false },
+      ] } },
+      'GET /clusters': { status: 200, body: { clusters: [{ name: 'tthvd', framework: 'horovod', containers: 2, status: { containers: [{ name: 'tthvd-launcher' }] } }] } },
+    });
+    expect(g.text('#gpus-summary')).toBe('1 of 3 free.');
+    expect(g.text('tr[data-gpu="0"] [data-col="holder"]')).toBe('tthvd-launcher');
+    expect(g.root.querySelector('tr[data-gpu="0"] [data-col="cluster"] a')?.getAttribute('href')).toBe('#/clusters/tthvd');
+    expect(g.text('tr[data-gpu="1"] [data-col="holder"]')).toBe("another user's");
+    expect(g.root.querySelector('tr[data-gpu="2"]')?.getAttribute('data-state')).toBe('free');
   });
 });
