@@ -279,7 +279,7 @@ step('users and tokens: create alice (her token shown once, copied), list and re
   const token = await page.textContent('#new-token');
   assert.match(token, /^edt_[0-9a-f]{64}$/);
   await page.click('#new-token-copy');
-  await waitFor('Copied', async () => (await page.textContent('#new-token-copy-copied')) === 'Copied.');
+  await waitFor('Copied', async () => (await page.textContent('#new-token-copied')) === 'Copied.');
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), token);
   await screenshot('user-created-token');
   const asAlice = (method, route) => fetch(`${edtd.base}/api/v1${route}`, { method, headers: { Authorization: `Bearer ${token}` } });
