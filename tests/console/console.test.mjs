@@ -1,7 +1,8 @@
 // The console's whole workflow in a real browser against a real edtd: sign
 // in, create tthvd, see its containers Running, use the launcher's terminal,
-// scale to 4, run a job and watch its log and chart, scale down past a drain,
-// and every form error.
+// scale to 4, run a job and watch its log and chart, run a job and a terminal
+// in a chosen worker, the GPUs and their holders, volumes, users and tokens,
+// images, scale down past a drain, and every form error.
 // The tests run in order and build on each other, as a user's session does.
 // Each saves a screenshot under EDT_TEST_OUT.
 import assert from 'node:assert/strict';
@@ -204,6 +205,154 @@ step('run a job in the launcher: its log streams and its metrics are charted', a
   await waitFor('the job in the jobs list', async () => (await rowsIn('#jobs-table').count()) === 1 && (await page.textContent('#jobs-table')).includes('Succeeded'));
 });
 
+step('a job and a terminal in a chosen worker: each runs in that container', async () => {
+  await openApp(page, '#/clusters/tthvd');
+  await waitFor('the worker in the container choice', async () => (await page.locator('#job-container option[value="tthvd-worker-1"]').count()) === 1);
+  assert.equal(await page.inputValue('#job-container'), 'tthvd-launcher', 'the launcher by default');
+  await page.selectOption('#job-container', 'tthvd-worker-1');
+  await page.fill('#job-command', 'hostname');
+  await screenshot('job-in-worker');
+  await page.click('#run-submit');
+  await page.waitForURL(/#\/jobs\/\d+$/);
+  await waitFor('the job to succeed', async () => (await page.getAttribute('[data-key="Phase"] [data-phase]', 'data-phase')) === 'Succeeded');
+  await waitFor("the worker's hostname in the log", async () => (await page.textContent('#job-log')).trim() === 'tthvd-worker-1');
+  assert.equal(await page.textContent('[data-key="Container"]'), 'tthvd-worker-1');
+
+  await openApp(page, '#/clusters/tthvd');
+  await page.click('a[aria-label="Terminal in tthvd-worker-0"]');
+  await page.waitForURL(/#\/clusters\/tthvd\/terminal\/tthvd-worker-0$/);
+  await waitFor('the terminal to connect', async () => (await page.textContent('#terminal-state')) === 'Connected');
+  await waitFor("the worker shell's prompt", async () => /tthvd-worker-0:.*[#$]\s*$/m.test(await page.locator('#terminal .xterm-rows').innerText()));
+  assert.deepEqual(await runInTerminal('hostname'), ['tthvd-worker-0']);
+});
+
+step('GPUs: the 4 that tthvd holds name their container and cluster, the other 4 are free', async () => {
+  await openApp(page, '#/clusters');
+  await page.click('#nav-gpus');
+  await page.waitForURL(/#\/gpus$/);
+  await waitFor('8 GPUs', async () => (await rowsIn('#gpus-table').count()) === 8 && (await page.textContent('#gpus-summary')) === '4 of 8 free.');
+  const held = await page.$$eval('#gpus-table tr[data-state="named"]', (rows) =>
+    rows.map((r) => [r.querySelector('[data-col="holder"]').textContent, r.querySelector('[data-col="cluster"]').textContent]),
+  );
+  assert.deepEqual(held.map(([holder]) => holder).sort(), ['tthvd-launcher', 'tthvd-worker-0', 'tthvd-worker-1', 'tthvd-worker-2']);
+  assert.deepEqual([...new Set(held.map(([, cluster]) => cluster))], ['tthvd']);
+  assert.equal(await page.locator('#gpus-table tr[data-state="free"]').count(), 4);
+  await screenshot('gpus');
+});
+
+step('volumes: who mounts each, create one (a bad name is shown next to the field), a refused delete shows in its row, delete', async () => {
+  await openApp(page, '#/volumes');
+  const data = page.locator('#volumes-table tr[data-volume="data"]');
+  await waitFor('data mounted by tthvd', async () => (await data.locator('[data-col="mounted-by"]').textContent()) === 'tthvd');
+  await page.fill('#volume-name', 'Results');
+  await page.click('#volume-create');
+  await waitFor('the name error', async () => /"Results" is not a DNS label/.test(await page.textContent('#volume-name-error')));
+  assert.equal(await page.getAttribute('#volume-name', 'aria-invalid'), 'true');
+  await page.fill('#volume-name', 'results');
+  await page.fill('#volume-host-path', '/nonexistent/dir');
+  await page.click('#volume-create');
+  await waitFor("edtd's host_path error", async () => /host_path \/nonexistent\/dir is not a directory on the host/.test(await page.textContent('#volume-host-path-error')));
+  await page.fill('#volume-host-path', '');
+  await page.click('#volume-create');
+  const results = page.locator('#volumes-table tr[data-volume="results"]');
+  await waitFor('results in the list', async () => (await results.count()) === 1);
+  assert.equal(await results.locator('[data-col="mounted-by"]').textContent(), 'no cluster');
+  assert.equal((await edtd.api('GET', '/volumes')).json.volumes.filter((v) => v.name === 'results').length, 1);
+
+  await data.locator('button').click();
+  await page.click('#dialog-confirm');
+  await waitFor('the 409 in the row of data', async () => /volume 'data' is mounted by cluster tthvd; delete that cluster first/.test(await page.textContent('[data-row-error="data"]')));
+  await screenshot('volumes-delete-refused');
+  await results.locator('button').click();
+  await page.click('#dialog-confirm');
+  await waitFor('results to go', async () => (await results.count()) === 0);
+  assert.equal((await edtd.api('GET', '/volumes')).json.volumes.some((v) => v.name === 'results'), false);
+});
+
+step('users and tokens: create alice (her token shown once, copied), list and revoke tokens, a refused delete, delete', async () => {
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: edtd.base });
+  await openApp(page, '#/users');
+  await waitFor('admin in the users list', async () => (await page.locator('#users-table tr[data-user="admin"]').count()) === 1);
+  await page.fill('#user-name', 'alice');
+  await page.click('#user-create');
+  await page.waitForSelector('#new-token');
+  const token = await page.textContent('#new-token');
+  assert.match(token, /^edt_[0-9a-f]{64}$/);
+  await page.click('#new-token-copy');
+  await waitFor('Copied', async () => (await page.textContent('#new-token-copied')) === 'Copied.');
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), token);
+  await screenshot('user-created-token');
+  const asAlice = (method, route) => fetch(`${edtd.base}/api/v1${route}`, { method, headers: { Authorization: `Bearer ${token}` } });
+  assert.equal((await (await asAlice('GET', '/whoami')).json()).name, 'alice');
+
+  // Her tokens: the first, then one that expires, then the first revoked.
+  await page.click('a[aria-label="Tokens of alice"]');
+  await page.waitForURL(/#\/users\/alice$/);
+  await waitFor('one token', async () => (await rowsIn('#tokens-table').count()) === 1);
+  const firstId = await page.getAttribute('#tokens-table tbody tr', 'data-token');
+  assert.equal(await page.textContent(`tr[data-token="${firstId}"] [data-col="state"]`), 'Valid');
+  await page.fill('#token-expires', '2w');
+  await page.click('#token-create');
+  await waitFor('the lifetime error', async () => /"2w" is not a lifetime/.test(await page.textContent('#token-expires-error')));
+  await page.fill('#token-expires', '1d');
+  await page.fill('#token-description', 'ci runner');
+  await page.click('#token-create');
+  await waitFor('two tokens', async () => (await rowsIn('#tokens-table').count()) === 2);
+  const second = await page.textContent('#new-token');
+  assert.match(second, /^edt_[0-9a-f]{64}$/);
+  assert.notEqual(second, token);
+  assert.match(await page.textContent('#tokens-table'), /ci runner/);
+  await screenshot('user-tokens');
+  await page.click(`button[aria-label="Revoke token ${firstId}"]`);
+  await page.click('#dialog-confirm');
+  await waitFor('the first token gone', async () => (await page.locator(`tr[data-token="${firstId}"]`).count()) === 0);
+  assert.equal((await asAlice('GET', '/whoami')).status, 401, 'a revoked token stops working');
+
+  // Alice owns a volume: edtd refuses to delete her, and the refusal shows in her row.
+  const volume = await fetch(`${edtd.base}/api/v1/volumes`, { method: 'POST', headers: { Authorization: `Bearer ${second}`, 'Content-Type': 'application/json' }, body: JSON.stringify({ name: 'alices' }) });
+  assert.equal(volume.status, 201);
+  await openApp(page, '#/users');
+  const alice = page.locator('#users-table tr[data-user="alice"]');
+  await waitFor('alice in the list', async () => (await alice.count()) === 1);
+  await alice.locator('button').click();
+  await page.click('#dialog-confirm');
+  await waitFor('the refusal in her row', async () => /user 'alice' still owns 0 cluster\(s\) and 1 volume\(s\)/.test(await page.textContent('[data-row-error="alice"]')));
+  await screenshot('user-delete-refused');
+  assert.equal((await edtd.api('DELETE', '/volumes/alices')).status, 200);
+  await alice.locator('button').click();
+  await page.click('#dialog-confirm');
+  await waitFor('alice to go', async () => (await alice.count()) === 0);
+  assert.equal((await (await fetch(`${edtd.base}/api/v1/whoami`, { headers: { Authorization: `Bearer ${second}` } })).status), 401);
+
+  // The admin's last valid token is kept: the 409 shows in its row.
+  await openApp(page, '#/users/admin');
+  await waitFor("the admin's token", async () => (await rowsIn('#tokens-table').count()) === 1);
+  await page.click('#tokens-table tbody button');
+  await page.click('#dialog-confirm');
+  await waitFor('the refusal in its row', async () => /is the admin's last valid token; make another first/.test(await page.textContent('#tokens-table [data-row-error]')));
+  assert.equal((await edtd.api('GET', '/whoami')).status, 200);
+});
+
+step('images: the built-in one is listed; the admin registers one, with errors next to their fields', async () => {
+  await openApp(page, '#/images');
+  await waitFor('the edt image', async () => /Horovod/.test(await page.textContent('#images-table tr[data-image="edt"]')));
+  await page.fill('#image-name', 'hostroot');
+  await page.click('#image-create');
+  await waitFor('the frameworks error', async () => /at least one framework/.test(await page.textContent('#image-frameworks-error')));
+  await page.check('#image-framework-horovod');
+  await page.fill('#image-root', '/nonexistent');
+  await page.click('#image-create');
+  await waitFor("edtd's root error", async () => /root '\/nonexistent' is not a directory with a \/usr/.test(await page.textContent('#image-root-error')));
+  await page.fill('#image-root', '/');
+  await page.click('#image-create');
+  const row = page.locator('#images-table tr[data-image="hostroot"]');
+  await waitFor('hostroot in the list', async () => (await row.count()) === 1);
+  assert.match(await row.textContent(), /Horovod/);
+  await screenshot('images');
+  const { json } = await edtd.api('GET', '/images');
+  assert.deepEqual(json.images.find((i) => i.name === 'hostroot')?.frameworks, ['horovod']);
+});
+
 step('the clusters list shows tthvd with 4/4 Running and its GPUs; selecting it enables Delete', async () => {
   await openApp(page, '#/clusters');
   const row = page.locator('#clusters tr[data-cluster="tthvd"]');
@@ -330,6 +479,11 @@ step('a narrow window in the dark theme: every page fits without scrolling sidew
     ['#/clusters/tthvd', '#containers-table tr[data-container]', 'narrow-dark-cluster'],
     ['#/create', '#create-form', 'narrow-dark-create'],
     ['#/jobs/1', 'svg[data-metric="loss"]', 'narrow-dark-job'],
+    ['#/volumes', '#volumes-table tr[data-volume="data"]', 'narrow-dark-volumes'],
+    ['#/users', '#users-table tr[data-user="admin"]', 'narrow-dark-users'],
+    ['#/users/admin', '#tokens-table tr[data-token]', 'narrow-dark-tokens'],
+    ['#/images', '#images-table tr[data-image="edt"]', 'narrow-dark-images'],
+    ['#/gpus', '#gpus-table tr[data-gpu]', 'narrow-dark-gpus'],
   ]) {
     await openApp(narrow, hash);
     await narrow.waitForSelector(ready);

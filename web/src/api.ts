@@ -62,6 +62,43 @@ export interface Image {
   name: string;
   frameworks: string[];
   description?: string;
+  root?: string;
+  builtin?: boolean;
+}
+
+// One GPU of the inventory. holder names the container that holds it when
+// the caller may know (its own, or any for the admin); held tells whether
+// any container holds it.
+export interface Gpu {
+  index: number;
+  model: string;
+  simulated: boolean;
+  holder: string;
+  held: boolean;
+}
+
+export interface User {
+  name: string;
+  admin: boolean;
+}
+
+// A token as lists show it: never the token itself. Times are unix seconds,
+// 0 for never (expires_at) or not recorded (created_at).
+export interface TokenInfo {
+  id: number;
+  user: string;
+  description: string;
+  created_at: number;
+  expires_at: number;
+  expired: boolean;
+}
+
+// A token just made: the only time its text is seen.
+export interface NewToken {
+  name: string;
+  token: string;
+  id: number;
+  expires_at: number;
 }
 
 export interface GpuModel {
@@ -74,11 +111,14 @@ export interface GpuModel {
 export interface Volume {
   name: string;
   host_path?: string;
+  owner?: string;
+  managed?: boolean;
 }
 
 export interface Job {
   id: string;
   cluster: string;
+  container?: string;
   command: string;
   phase: string;
   exit_code: number | null;
@@ -213,6 +253,7 @@ function toJob(v: unknown): Job {
   return {
     id: str(j['id']),
     cluster: str(j['cluster']),
+    container: str(j['container']) || undefined,
     command: Array.isArray(j['command']) ? (j['command'] as unknown[]).map((c) => str(c)).join(' ') : str(j['command']),
     phase: str(j['phase']) || str(j['state']) || str(j['status'], 'Running'),
     // edtd reports -1 until the job ends.
@@ -220,6 +261,45 @@ function toJob(v: unknown): Job {
     started: time(j['created_at'] ?? j['started_at'] ?? j['started']),
     finished: time(j['finished_at'] ?? j['finished']),
   };
+}
+
+function toImage(v: unknown): Image {
+  const o = obj(v);
+  return {
+    name: str(o['name']),
+    frameworks: arr(o['frameworks']).map((f) => str(f)),
+    description: str(o['description']) || undefined,
+    root: str(o['root']) || undefined,
+    builtin: o['builtin'] === true,
+  };
+}
+
+function toVolume(v: unknown): Volume {
+  const o = obj(v);
+  return { name: str(o['name']), host_path: str(o['host_path']) || undefined, owner: str(o['owner']) || undefined, managed: o['managed'] === true };
+}
+
+export function toGpu(v: unknown): Gpu {
+  const o = obj(v);
+  const holder = str(o['holder']);
+  return { index: num(o['index']), model: str(o['model']), simulated: o['simulated'] === true, holder, held: o['held'] === true || holder !== '' };
+}
+
+export function toTokenInfo(v: unknown): TokenInfo {
+  const o = obj(v);
+  return {
+    id: num(o['id']),
+    user: str(o['user']),
+    description: str(o['description']),
+    created_at: num(o['created_at']),
+    expires_at: num(o['expires_at']),
+    expired: o['expired'] === true,
+  };
+}
+
+function toNewToken(v: unknown): NewToken {
+  const o = obj(v);
+  return { name: str(o['name']), token: str(o['token']), id: num(o['id']), expires_at: num(o['expires_at']) };
 }
 
 export interface ApiOptions {
@@ -298,10 +378,15 @@ export class Api {
   }
 
   async listImages(): Promise<Image[]> {
-    return list(await this.json('GET', '/images'), 'images').map((v) => {
-      const o = obj(v);
-      return { name: str(o['name']), frameworks: arr(o['frameworks']).map((f) => str(f)), description: str(o['description']) || undefined };
-    });
+    return list(await this.json('GET', '/images'), 'images').map(toImage);
+  }
+
+  async createImage(request: wire.ImageRequest): Promise<Image> {
+    return toImage(await this.json('POST', '/images', request));
+  }
+
+  async listGpuDevices(): Promise<Gpu[]> {
+    return list(await this.json('GET', '/gpus'), 'gpus').map(toGpu);
   }
 
   // edtd lists devices ({index, model, simulated, holder}); the form wants
@@ -316,14 +401,46 @@ export class Api {
   }
 
   async listVolumes(): Promise<Volume[]> {
-    return list(await this.json('GET', '/volumes'), 'volumes').map((v) => {
-      const o = obj(v);
-      return { name: str(o['name']), host_path: str(o['host_path']) || undefined };
-    });
+    return list(await this.json('GET', '/volumes'), 'volumes').map(toVolume);
   }
 
-  async runJob(cluster: string, command: string): Promise<Job> {
-    return toJob(await this.json('POST', `/clusters/${encodeURIComponent(cluster)}/jobs`, { command }));
+  async createVolume(request: wire.VolumeRequest): Promise<Volume> {
+    return toVolume(await this.json('POST', '/volumes', request));
+  }
+
+  async deleteVolume(name: string): Promise<void> {
+    await this.send('DELETE', `/volumes/${encodeURIComponent(name)}`);
+  }
+
+  async listUsers(): Promise<User[]> {
+    return list(await this.json('GET', '/users'), 'users').map((v) => ({ name: str(obj(v)['name']), admin: obj(v)['admin'] === true }));
+  }
+
+  // Makes the user and a first token, which is returned this once.
+  async createUser(name: string): Promise<NewToken> {
+    return toNewToken(await this.json('POST', '/users', { name } satisfies wire.UserRequest));
+  }
+
+  async deleteUser(name: string): Promise<void> {
+    await this.send('DELETE', `/users/${encodeURIComponent(name)}`);
+  }
+
+  async listTokens(user: string): Promise<TokenInfo[]> {
+    return list(await this.json('GET', `/users/${encodeURIComponent(user)}/tokens`), 'tokens').map(toTokenInfo);
+  }
+
+  async createToken(user: string, request: wire.TokenRequest): Promise<NewToken> {
+    return toNewToken(await this.json('POST', `/users/${encodeURIComponent(user)}/tokens`, request));
+  }
+
+  async revokeToken(user: string, id: number): Promise<void> {
+    await this.send('DELETE', `/users/${encodeURIComponent(user)}/tokens/${id}`);
+  }
+
+  // Runs in the launcher unless container names another of the cluster's.
+  async runJob(cluster: string, command: string, container?: string): Promise<Job> {
+    const request: wire.JobRequest = container ? { command, container } : { command };
+    return toJob(await this.json('POST', `/clusters/${encodeURIComponent(cluster)}/jobs`, request));
   }
 
   async listJobs(cluster: string): Promise<Job[]> {

@@ -11,6 +11,10 @@ import { createView } from './views/create';
 import { detailView } from './views/detail';
 import { jobView } from './views/job';
 import { terminalView } from './views/terminal';
+import { volumesView } from './views/volumes';
+import { tokensView, usersView } from './views/users';
+import { imagesView } from './views/images';
+import { gpusView } from './views/gpus';
 
 interface Route {
   pattern: RegExp;
@@ -27,6 +31,11 @@ const kRoutes: Route[] = [
   { pattern: /^\/clusters\/([^/]+)$/, keys: ['name'], view: detailView, title: 'Cluster' },
   { pattern: /^\/clusters\/([^/]+)\/terminal\/([^/]+)$/, keys: ['name', 'container'], view: terminalView, title: 'Terminal' },
   { pattern: /^\/jobs\/([^/]+)$/, keys: ['id'], view: jobView, title: 'Job' },
+  { pattern: /^\/volumes$/, keys: [], view: volumesView, title: 'Volumes' },
+  { pattern: /^\/users$/, keys: [], view: usersView, title: 'Users and tokens' },
+  { pattern: /^\/users\/([^/]+)$/, keys: ['name'], view: tokensView, title: 'Tokens' },
+  { pattern: /^\/images$/, keys: [], view: imagesView, title: 'Images' },
+  { pattern: /^\/gpus$/, keys: [], view: gpusView, title: 'GPUs' },
 ];
 
 type Theme = 'auto' | 'light' | 'dark';
@@ -175,6 +184,10 @@ async function route(): Promise<void> {
   const root = h('div', {});
   main.replaceChildren(root);
   main.dataset.view = path.split('/')[1];
+  document.querySelectorAll('nav.main-nav a').forEach((a) => {
+    if (a.getAttribute('href') === `#/${main.dataset.view}`) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  });
   const viewCtx = viewContext(view);
   try {
     await match.r.view(viewCtx, root, params);
@@ -190,7 +203,17 @@ function start(): void {
     { class: 'top' },
     h('a', { class: 'skip', href: '#main', onclick: (e: Event) => { e.preventDefault(); main.focus(); } }, 'Skip to content'),
     h('a', { class: 'brand', href: '#/clusters' }, h('span', { class: 'logo', 'aria-hidden': 'true' }, '◆'), ' edt console'),
-    h('nav', { 'aria-label': 'Main' }, h('a', { href: '#/clusters' }, 'Distributed training clusters')),
+    h(
+      'nav',
+      { 'aria-label': 'Main', class: 'main-nav' },
+      [
+        ['#/clusters', 'Distributed training clusters'],
+        ['#/volumes', 'Volumes'],
+        ['#/images', 'Images'],
+        ['#/gpus', 'GPUs'],
+        ['#/users', 'Users and tokens'],
+      ].map(([href, text]) => h('a', { href, id: `nav-${href.slice(2)}` }, text)),
+    ),
     account,
   );
   renderAccount();

@@ -1,5 +1,6 @@
-// One cluster: its containers, the hostfile the platform maintains, what
-// happened to it, a scale panel, and the jobs run in its launcher.
+// One cluster: its containers (each with a terminal), the hostfile the
+// platform maintains, what happened to it, a scale panel, and its jobs, each
+// run in the container the user picks (the launcher by default).
 
 import { ApiError, type Cluster, type Job } from '../api';
 import type { Context } from '../app';
@@ -24,6 +25,7 @@ export function jobRow(job: Job): HTMLElement {
     'tr',
     { 'data-job': job.id },
     h('th', { scope: 'row' }, h('a', { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.id)),
+    h('td', { class: 'mono', 'data-col': 'container' }, job.container ?? '—'),
     h('td', { class: 'mono' }, job.command),
     h('td', {}, phaseBadge(job.phase)),
     h('td', { class: 'num' }, job.exit_code === null ? '—' : String(job.exit_code)),
@@ -63,7 +65,29 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
     'aria-describedby': 'job-error',
   });
   const jobError = h('p', { class: 'field-error', id: 'job-error', role: 'alert' });
-  const runForm = h('form', { class: 'inline', id: 'run-form', novalidate: true }, h('label', { for: 'job-command' }, 'Command'), command, h('button', { type: 'submit', id: 'run-submit' }, 'Run'));
+  // Where the command runs: the launcher unless another container is picked.
+  const jobContainer = h('select', { id: 'job-container', class: 'auto', 'aria-describedby': 'job-container-error' });
+  const jobContainerError = h('p', { class: 'field-error', id: 'job-container-error', role: 'alert' });
+  const runForm = h(
+    'form',
+    { class: 'inline', id: 'run-form', novalidate: true },
+    h('label', { for: 'job-container' }, 'Run in'),
+    jobContainer,
+    h('label', { for: 'job-command' }, 'Command'),
+    command,
+    h('button', { type: 'submit', id: 'run-submit' }, 'Run'),
+  );
+
+  // Keeps the picked container while the list follows the cluster's.
+  function renderContainerChoice(): void {
+    const picked = jobContainer.value;
+    const names = cluster.container_status.map((c) => c.name);
+    if (names.join() === [...jobContainer.options].map((o) => o.value).join()) return;
+    replace(
+      jobContainer,
+      cluster.container_status.map((c) => h('option', { value: c.name, selected: c.name === picked }, `${c.name}${c.role === 'launcher' ? ' (launcher)' : ''}`)),
+    );
+  }
 
   function renderCluster(): void {
     const launcher = cluster.container_status.find((c) => c.role === 'launcher') ?? cluster.container_status[0];
@@ -110,6 +134,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         ? sorted.map((e) => h('li', { 'data-type': e.type }, h('time', { datetime: e.time }, time(e.time)), h('span', { class: `event-type event-${e.type.toLowerCase()}` }, e.type), h('span', {}, e.message)))
         : h('li', { class: 'muted' }, 'No events recorded.'),
     );
+    renderContainerChoice();
     if (launcher) openTerminal.setAttribute('href', `#/clusters/${encodeURIComponent(name)}/terminal/${encodeURIComponent(launcher.name)}`);
     const running = cluster.container_status.filter((c) => c.phase === 'Running').length;
     const draining = cluster.container_status.filter((c) => c.phase === 'Draining').length;
@@ -159,17 +184,26 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
   runForm.addEventListener('submit', async (e) => {
     e.preventDefault();
     jobError.textContent = '';
+    jobContainerError.textContent = '';
+    jobContainer.removeAttribute('aria-invalid');
     if (!command.value.trim()) {
-      jobError.textContent = 'Enter a command to run in the launcher, e.g. hostname.';
+      jobError.textContent = `Enter a command to run in ${jobContainer.value || 'the launcher'}, e.g. hostname.`;
       command.focus();
       return;
     }
     try {
-      const job = await ctx.api.runJob(name, command.value.trim());
+      const job = await ctx.api.runJob(name, command.value.trim(), jobContainer.value || undefined);
       ctx.navigate(`#/jobs/${encodeURIComponent(job.id)}`);
     } catch (err) {
-      jobError.textContent = describe(err);
-      command.focus();
+      // edtd names the field: "container" (not Running, not this cluster's) or "command".
+      if (err instanceof ApiError && err.field === 'container') {
+        jobContainerError.textContent = describe(err).replace(/ \(field .*\)$/, '');
+        jobContainer.setAttribute('aria-invalid', 'true');
+        jobContainer.focus();
+      } else {
+        jobError.textContent = describe(err);
+        command.focus();
+      }
     }
   });
 
@@ -220,13 +254,14 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
       section(
         'jobs',
         'Jobs',
-        h('p', { class: 'help' }, 'A command runs in the launcher, as with ', h('code', {}, 'edt run'), '; its output is kept.'),
+        h('p', { class: 'help' }, 'A command runs in the container picked (the launcher unless you pick another), as with ', h('code', {}, 'edt run'), '; its output is kept.'),
         runForm,
+        jobContainerError,
         jobError,
         h(
           'div',
           { class: 'scroll' },
-          h('table', { class: 'list', id: 'jobs-table' }, h('thead', {}, h('tr', {}, ['Job', 'Command', 'Phase', 'Exit', 'Started'].map((t) => h('th', { scope: 'col' }, t)))), jobsBody),
+          h('table', { class: 'list', id: 'jobs-table' }, h('thead', {}, h('tr', {}, ['Job', 'Container', 'Command', 'Phase', 'Exit', 'Started'].map((t) => h('th', { scope: 'col' }, t)))), jobsBody),
         ),
       ),
     ),
@@ -251,6 +286,6 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
 
   ctx.poll(async () => {
     const jobs = (await ctx.api.listJobs(name)).sort((a, b) => (b.started ?? '').localeCompare(a.started ?? ''));
-    replace(jobsBody, jobs.length ? jobs.map(jobRow) : h('tr', {}, h('td', { colspan: 5, class: 'empty' }, 'No jobs yet.')));
+    replace(jobsBody, jobs.length ? jobs.map(jobRow) : h('tr', {}, h('td', { colspan: 6, class: 'empty' }, 'No jobs yet.')));
   }, 3000);
 }

@@ -26,6 +26,7 @@ export async function jobView(ctx: Context, root: HTMLElement, params: Record<st
       info,
       ...[
         ['Cluster', h('a', { href: `#/clusters/${encodeURIComponent(job.cluster)}` }, job.cluster)],
+        ['Container', job.container ?? '—'],
         ['Command', h('code', {}, job.command)],
         ['Phase', phaseBadge(job.phase)],
         ['Exit code', job.exit_code === null ? '—' : String(job.exit_code)],
