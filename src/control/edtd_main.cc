@@ -254,7 +254,8 @@ int serve(const Flags& flags, const Settings& settings) {
   if (!settings.layout.python_path.empty()) base_env["PYTHONPATH"] = settings.layout.python_path;
   LocalBackend backend({flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
                         {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", flags.data_dir + "/containers",
-                         base_env}});
+                         base_env, /*seccomp_path: the backend's*/ ""},
+                        /*enter_program: edtd itself*/ ""});
   backend.keep_warm();
   JobRunner jobs(db.get(), &backend, flags.data_dir, base_env);
   ReconcilerOptions reconciler_options;

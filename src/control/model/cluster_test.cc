@@ -133,7 +133,7 @@ TEST(ClusterSpec, RefusesBadMountPaths) {
     body["mounts"] = {{{"volume", "v"}, {"path", path}}};
     expect_refused(body, Kind::kInvalid, "mounts[0].path");
   }
-  for (const std::string path : {std::string("/data\nx"), std::string("/da\0ta", 7), std::string("/data\x7f"),
+  for (const std::string& path : {std::string("/data\nx"), std::string("/da\0ta", 7), std::string("/data\x7f"),
                                  "/" + std::string(4095, 'a')}) {
     json body = valid_body();
     body["mounts"] = {{{"volume", "v"}, {"path", path}}};
@@ -147,7 +147,7 @@ TEST(ClusterSpec, RefusesBadMountPaths) {
 // A value sshd's configuration or a shell would read otherwise than
 // written is refused, naming the variable.
 TEST(ClusterSpec, RefusesEnvValuesThatSshdWouldMisread) {
-  for (const std::string value : {std::string("a\nPermitRootLogin yes"), std::string("a\"b"), std::string("a\\b"),
+  for (const std::string& value : {std::string("a\nPermitRootLogin yes"), std::string("a\"b"), std::string("a\\b"),
                                   std::string("a\0b", 3), std::string("a\tb"), std::string(4097, 'x')}) {
     json body = valid_body();
     body["env"] = {{"X", value}};
