@@ -312,8 +312,12 @@ int run(const Flags& flags) {
 
 int main(int argc, char** argv) {
   // A job's way into its container (local_backend.h): before anything else.
+  // It ends by _exit: it sees the container's /proc, where it is not listed
+  // (it stays in edtd's PID namespace), so exit handlers that look for the
+  // process's threads there (LeakSanitizer's, in a sanitizer build) wait
+  // forever; and it has nothing to flush.
   if (argc > 1 && std::string_view(argv[1]) == edt::control::kEnterContainerCommand)
-    return edt::control::enter_container_main(argc, argv);
+    _exit(edt::control::enter_container_main(argc, argv));
   edt::control::Flags flags;
   CLI::App app{"edtd: the edt daemon (REST API, store, reconcile loop)"};
   app.add_option("--data-dir", flags.data_dir, "where the store, keys, containers and volumes live")->capture_default_str();

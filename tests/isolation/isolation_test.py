@@ -208,8 +208,11 @@ class Isolation:
         if status != 201:
             raise RuntimeError(f"POST job: {status} {job}")
         deadline = time.time() + TIMEOUT
-        while time.time() < deadline and self.api("GET", f"/jobs/{job['id']}", token=token)[1].get("state") == "Running":
+        while (state := self.api("GET", f"/jobs/{job['id']}", token=token)[1]).get("state") == "Running":
+            if time.time() > deadline:
+                raise RuntimeError(f"the job did not end within {TIMEOUT} s")
             time.sleep(0.1)
+        self.check(state.get("exit_code") == 0, f"the attack job ended with {state}")
         _, _, log = self.edtd.send("GET", f"/api/v1/jobs/{job['id']}/log?follow=false", None, token)
         lines = [line for line in log.splitlines() if line.startswith("{")]
         if not lines:
