@@ -47,7 +47,7 @@ export type ShmSize = string | number;
 /** how long a container that leaves on scale-down may keep running while the workers of an edtrun job in it leave the job (it leaves the hostfile at once, is Draining, and is stopped as soon as no such worker is left, or at this deadline): a number with a unit (ms, s, m, h), e.g. 60s or 2m, or whole seconds as a number; 0 stops it at once; default 60s */
 export type DrainTimeout = string | number;
 
-/** absolute and normalised (no '.', '..', '//' or trailing '/'); not /, /root, or over or inside a system directory */
+/** absolute and normalised (no '.', '..', '//' or trailing '/'); not /, /root, or over or inside a system directory; no control character; at most 4095 bytes (PATH_MAX) */
 export type MountPath = string;
 
 /** path defaults to /root/<volume> */
@@ -58,7 +58,10 @@ export type Mount = {
 };
 
 /** variables set in every container */
-export type Env = Record<string, string>;
+export type Env = Record<string, EnvValue>;
+
+/** no control character (newline, tab, NUL), no double quote and no backslash: sshd's configuration and a shell would read them otherwise than written */
+export type EnvValue = string;
 
 export type ClusterSpec = {
   name: ClusterName;
@@ -140,6 +143,8 @@ export type EventList = {
 
 export type SshAccess = {
   private_key: string;
+  /** an OpenSSH known_hosts file that trusts the cluster's SSH host certificate authority (@cert-authority); use it with StrictHostKeyChecking=yes */
+  known_hosts: string;
   port: number;
   user: string;
   containers: {
@@ -390,7 +395,8 @@ export const contract = {
     }
   },
   "MountPath": {
-    "pattern": "^/",
+    "maxLength": 4095,
+    "pattern": "^/[^\\u0000-\\u001f\\u007f]*$",
     "systemDirectories": [
       "/bin",
       "/boot",
@@ -411,6 +417,10 @@ export const contract = {
   },
   "Env": {
     "keyPattern": "^[A-Za-z_][A-Za-z0-9_]*$"
+  },
+  "EnvValue": {
+    "maxLength": 4096,
+    "pattern": "^[^\\u0000-\\u001f\\u007f\\u0022\\u005c]*$"
   },
   "ClusterPhase": {
     "values": [
