@@ -312,7 +312,8 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
 // address:port presents ("" if it presents none).
 std::string host_certificate(const std::string& address, int port, const std::string& dir) {
   const std::string file = dir + "/scanned-" + address + ".pub";
-  sh("ssh-keyscan -c -t ed25519 -p " + std::to_string(port) + " " + address + " 2>/dev/null | cut -d' ' -f2- > " + file);
+  // With -c, ssh-keyscan prints each certificate as a public key file's line.
+  sh("ssh-keyscan -c -p " + std::to_string(port) + " " + address + " 2>/dev/null | grep -- -cert-v01@ > " + file);
   Output cert = sh("ssh-keygen -L -f " + file);
   return cert.code == 0 ? cert.text : "";
 }
