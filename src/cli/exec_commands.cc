@@ -63,8 +63,8 @@ int run_job(const std::string& cluster, const std::string& container, const std:
   return code < 0 ? 1 : code;
 }
 
-// Runs ssh with `argv`, then removes the key file; returns ssh's exit code.
-int run_ssh(std::vector<std::string> argv, const char* key_path) {
+// Runs ssh with `argv`, then removes `files`; returns ssh's exit code.
+int run_ssh(std::vector<std::string> argv, const std::vector<std::string>& files) {
   std::vector<char*> args;  // made before fork: the child only execs
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -75,8 +75,19 @@ int run_ssh(std::vector<std::string> argv, const char* key_path) {
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  unlink(key_path);
+  for (const auto& f : files) unlink(f.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+// Writes `content` to a new private file in /tmp named after `pattern`
+// (mkstemp's, ending in XXXXXX); returns its path, or "" if it cannot.
+std::string write_temp_file(std::string pattern, const std::string& content) {
+  int fd = mkstemp(pattern.data());
+  if (fd < 0) return "";
+  const bool written = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  close(fd);
+  if (!written) unlink(pattern.c_str());
+  return written ? pattern : "";
 }
 
 struct SshOptions {
@@ -95,17 +106,20 @@ int ssh_into(const SshOptions& o) {
     if (c["name"] == container) address = c["address"];
   if (address.empty())
     return usage_error("cluster " + o.name + " has no container " + container, "see edt cluster get " + o.name);
-  char key_path[] = "/tmp/edt-ssh-key-XXXXXX";
-  int fd = mkstemp(key_path);
-  if (fd < 0) return usage_error("cannot write a key file in /tmp", "check /tmp");
-  const std::string private_key = info[key(access::private_key)];
-  (void)!write(fd, private_key.data(), private_key.size());
-  close(fd);
+  // The key, and the cluster's host CA that vouches for its containers'
+  // host keys, in files only while ssh runs.
+  const std::string key_path = write_temp_file("/tmp/edt-ssh-key-XXXXXX", info[key(access::private_key)]);
+  const std::string hosts_path = write_temp_file("/tmp/edt-ssh-known-hosts-XXXXXX", info[key(access::known_hosts)]);
+  if (key_path.empty() || hosts_path.empty()) {
+    for (const auto& f : {key_path, hosts_path}) unlink(f.c_str());
+    return usage_error("cannot write the session's key files in /tmp", "check that /tmp is writable and not full");
+  }
   std::vector<std::string> argv = {"ssh", "-i", key_path, "-p", std::to_string(info[key(access::port)].get<int>()),
-                                   "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                                   "-o", "LogLevel=ERROR", "root@" + address};
+                                   "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + hosts_path,
+                                   "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                                   "root@" + address};
   if (!o.command.empty()) argv.push_back(join_command(o.command));
-  return run_ssh(argv, key_path);
+  return run_ssh(argv, {key_path, hosts_path});
 }
 
 int exec_in(const SshOptions& o) {

@@ -308,6 +308,93 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   expect_nothing_left();
 }
 
+// What `ssh-keygen -L` says of the host certificate that the sshd on
+// address:port presents ("" if it presents none).
+std::string host_certificate(const std::string& address, int port, const std::string& dir) {
+  const std::string file = dir + "/scanned-" + address + ".pub";
+  // With -c, ssh-keyscan prints each certificate as a public key file's line.
+  sh("ssh-keyscan -c -p " + std::to_string(port) + " " + address + " 2>/dev/null | grep -- -cert-v01@ > " + file);
+  Output cert = sh("ssh-keygen -L -f " + file);
+  return cert.code == 0 ? cert.text : "";
+}
+
+// The value after `label` on its line of `text`.
+std::string field(const std::string& text, const std::string& label) {
+  const size_t at = text.find(label);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + label.size();
+  return text.substr(begin, text.find_first_of(" \n", begin) - begin);
+}
+
+// Each container's sshd presents a host key of its own, certified by the
+// cluster's CA for its name and address; the clients in the containers, edt
+// ssh and edtrun check it, and refuse a host key the CA did not sign.
+TEST_F(Edtd, SshHostKeysAreCheckedAgainstTheClusterCa) {
+  ASSERT_EQ(edt("cluster create hk --containers 2 --wait").code, 0);
+  json c = get("/api/v1/clusters/hk");
+  const std::string ca = field(sh("ssh-keygen -lf " + dir_ + "/clusters/hk/ssh/host_ca.pub").text, " ");
+  ASSERT_EQ(ca.rfind("SHA256:", 0), 0u) << ca;
+  std::set<std::string> keys;
+  for (const auto& k : c["status"]["containers"]) {
+    const std::string name = k["name"], address = k["address"];
+    const std::string cert = host_certificate(address, ssh_port_, dir_);
+    ASSERT_NE(cert.find("host certificate"), std::string::npos) << name << ": " << cert;
+    EXPECT_EQ(field(cert, "Signing CA: ED25519 "), ca) << cert;
+    EXPECT_NE(cert.find("\n                " + name + "\n                " + address + "\n"), std::string::npos) << cert;
+    keys.insert(field(cert, "Public key: ED25519-CERT "));
+    EXPECT_EQ(sh("stat -c %a " + dir_ + "/containers/" + name + "/conf/host_ed25519").text, "600\n");
+  }
+  EXPECT_EQ(keys.size(), 2u) << "two containers present the same host key";
+  // The clients in the containers check host keys against the CA: by name and by address.
+  const std::string worker = c["status"]["containers"][1]["address"];
+  Output config = edt("run hk -- sh -c 'ssh -G hk-worker-0 | grep -e ^stricthostkeychecking -e ^userknownhostsfile'");
+  EXPECT_EQ(config.text, "stricthostkeychecking true\nuserknownhostsfile /etc/mpi/known_hosts\n");
+  Output by_name = edt("run hk -- ssh hk-worker-0 hostname");
+  EXPECT_EQ(by_name.text, "hk-worker-0\n");
+  Output by_address = edt("exec hk-worker-0 -- ssh " + c["status"]["containers"][0]["address"].get<std::string>() + " hostname");
+  EXPECT_EQ(by_address.text, "hk-launcher\n");
+  json access = get("/api/v1/clusters/hk/ssh");
+  EXPECT_EQ(access["known_hosts"], edt("exec hk-worker-0 -- cat /etc/mpi/known_hosts").text);
+  EXPECT_EQ(access["known_hosts"].get<std::string>().rfind("@cert-authority * ssh-ed25519 ", 0), 0u);
+
+  // Two impostors on hk-worker-0's address: a self-made host key, and one
+  // certified by a CA of their own.
+  const int plain = edt::net::free_port("0.0.0.0").value(), other_ca = edt::net::free_port("0.0.0.0").value();
+  const std::string impostors =
+      "cd /tmp && ssh-keygen -q -t ed25519 -N \"\" -f rogue && ssh-keygen -q -t ed25519 -N \"\" -f rogue_ca && "
+      "ssh-keygen -q -t ed25519 -N \"\" -f rogue2 && ssh-keygen -q -s rogue_ca -I x -h -n hk-worker-0," + worker +
+      " rogue2.pub && for p in " + std::to_string(plain) + ":rogue " + std::to_string(other_ca) + ":rogue2; do "
+      "/usr/sbin/sshd -f /dev/null -o ListenAddress=" + worker + ":${p%:*} -o HostKey=/tmp/${p#*:} "
+      "-o HostCertificate=/tmp/${p#*:}-cert.pub -o PidFile=/tmp/${p#*:}.pid -o UsePAM=no -E /tmp/${p#*:}.log "
+      "</dev/null >/dev/null 2>&1; done; for f in rogue rogue2; do i=0; "
+      "until grep -q \"Server listening\" /tmp/$f.log 2>/dev/null || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done; "
+      "grep \"Server listening\" /tmp/$f.log; done";
+  Output started = edt("exec hk-worker-0 -- sh -c '" + impostors + "'");
+  ASSERT_EQ(lines(started.text).size(), 2u) << started.text;
+  for (int port : {plain, other_ca}) {
+    const std::string p = std::to_string(port);
+    Output in_cluster = edt("run hk -- ssh -p " + p + " hk-worker-0 true");
+    EXPECT_EQ(in_cluster.code, 255);
+    EXPECT_NE(in_cluster.text.find("Host key verification failed"), std::string::npos) << in_cluster.text;
+    Output by_ip = edt("run hk -- ssh -p " + p + " " + worker + " true");
+    EXPECT_NE(by_ip.text.find("Host key verification failed"), std::string::npos) << by_ip.text;
+    Output launcher = edt("run hk -- edtrun -np 1 -H hk-worker-0:1 -p " + p + " hostname");
+    EXPECT_NE(launcher.code, 0);
+    EXPECT_NE(launcher.text.find("Host key verification failed"), std::string::npos) << launcher.text;
+    // From the host, with what the API gives (as edt ssh and the terminal use it).
+    std::ofstream(dir_ + "/known_hosts") << access["known_hosts"].get<std::string>();
+    std::ofstream(dir_ + "/key") << access["private_key"].get<std::string>();
+    fs::permissions(dir_ + "/key", fs::perms::owner_read | fs::perms::owner_write);
+    const std::string host_ssh = "ssh -i " + dir_ + "/key -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=" +
+                                 dir_ + "/known_hosts -o GlobalKnownHostsFile=/dev/null -p ";
+    EXPECT_NE(sh(host_ssh + p + " root@" + worker + " true").text.find("Host key verification failed"), std::string::npos);
+    EXPECT_EQ(sh(host_ssh + std::to_string(ssh_port_) + " root@" + worker + " hostname").text, "hk-worker-0\n");
+  }
+  edt("exec hk-worker-0 -- sh -c 'kill $(cat /tmp/rogue.pid /tmp/rogue2.pid)'");
+  ASSERT_EQ(edt("cluster delete hk --wait").code, 0);
+  expect_nothing_left();
+}
+
 TEST_F(Edtd, ClustersAndJobsSurviveSigkill) {
   ASSERT_EQ(edt("cluster create keep --containers 2 --wait").code, 0);
   auto [status, job] = request("POST", "/api/v1/clusters/keep/jobs", R"({"command": "echo begun; sleep 3; echo survived"})", token_);

@@ -1,5 +1,11 @@
 #include "launcher/ssh.h"
 
+#include <poll.h>
+
+#include <cerrno>
+
+#include "launcher/process.h"
+
 namespace edt::launcher {
 
 std::string shell_quote(std::string_view text) {
@@ -45,17 +51,57 @@ std::string remote_worker_script(const std::string& cwd, const Environment& env,
          "exit \"$status\"\n";
 }
 
-std::vector<std::string> ssh_command(const std::string& host, const SshOptions& options, const std::string& script) {
+namespace {
+
+// All of `fd` until end-of-file (it may be non-blocking).
+std::string read_all(int fd) {
+  std::string out;
+  char buffer[4096];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      out.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      return out;
+    } else {
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, -1);
+    }
+  }
+}
+
+}  // namespace
+
+bool host_key_checking_configured(const std::string& host, const SshOptions& options,
+                                  const std::vector<std::string>& env) {
+  std::vector<std::string> argv = {"ssh", "-G"};
+  for (const auto& option : options.options) argv.insert(argv.end(), {"-o", option});
+  if (options.port != 0) argv.insert(argv.end(), {"-p", std::to_string(options.port)});
+  argv.push_back(host);
+  auto probe = Process::spawn({argv, env});
+  if (!probe.is_ok()) return false;
+  (*probe)->close_stderr();
+  const std::string config = "\n" + read_all((*probe)->stdout_fd());
+  const std::string key = "\nstricthostkeychecking ";
+  const size_t at = config.find(key);
+  if (at == std::string::npos) return false;
+  const std::string value = config.substr(at + key.size(), config.find('\n', at + 1) - at - key.size());
+  return value != "ask";
+}
+
+std::vector<std::string> ssh_command(const std::string& host, const SshOptions& options, const std::string& script,
+                                     bool host_keys_configured) {
   std::vector<std::string> argv = {"ssh", "-T", "-x", "-a"};
   // ssh keeps the first value it gets for an option, so the user's come
   // before edtrun's defaults and override them.
   for (const auto& option : options.options) argv.insert(argv.end(), {"-o", option});
+  // Hosts of a training cluster are often recreated with new host keys (as
+  // horovodrun assumes): unless the user's ssh configuration says how to
+  // check them, they are not checked.
+  if (!host_keys_configured) argv.insert(argv.end(), {"-o", "StrictHostKeyChecking=no"});
   argv.insert(argv.end(), {
       "-o", "BatchMode=yes",
-      // Hosts of a training cluster are recreated with new host keys (as
-      // horovodrun assumes); LogLevel=ERROR keeps the "added to known hosts"
-      // warning out of worker output.
-      "-o", "StrictHostKeyChecking=no",
+      // Keeps the "added to known hosts" warning out of worker output.
       "-o", "LogLevel=ERROR",
       "-o", "ConnectTimeout=" + std::to_string(options.connect_timeout.count()),
       // A host that vanishes is noticed within 30 s, and its workers count as failed.

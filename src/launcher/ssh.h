@@ -43,7 +43,18 @@ std::string shell_quote(std::string_view text);
 std::string remote_worker_script(const std::string& cwd, const Environment& env, const std::vector<std::string>& command,
                                  std::chrono::seconds grace, bool warm = false);
 
-// The full ssh command line that runs `script` on `host`.
-std::vector<std::string> ssh_command(const std::string& host, const SshOptions& options, const std::string& script);
+// Whether the ssh configuration (`options`, then ~/.ssh/config and
+// /etc/ssh/ssh_config as ssh reads them for `host`, with environment `env`)
+// sets StrictHostKeyChecking to anything but ssh's default, "ask" (which
+// BatchMode turns into a refusal of every unknown host). Asks `ssh -G`; an
+// ssh that cannot tell counts as no.
+bool host_key_checking_configured(const std::string& host, const SshOptions& options,
+                                  const std::vector<std::string>& env);
+
+// The full ssh command line that runs `script` on `host`. Unless
+// `host_keys_configured`, it adds StrictHostKeyChecking=no (after the user's
+// options, so that theirs win).
+std::vector<std::string> ssh_command(const std::string& host, const SshOptions& options, const std::string& script,
+                                     bool host_keys_configured = false);
 
 }  // namespace edt::launcher

@@ -51,6 +51,46 @@ TEST(SshCommand, BatchModePortIdentityAndOptions) {
   EXPECT_EQ(argv.back(), "exec /bin/sh -c 'echo hi'");
 }
 
+TEST(SshCommand, HostKeysUncheckedUnlessConfigured) {
+  SshOptions options;
+  auto joined = [&](bool configured) {
+    std::string out;
+    for (const auto& a : ssh_command("h", options, "true", configured)) out += a + " ";
+    return out;
+  };
+  EXPECT_NE(joined(false).find("-o StrictHostKeyChecking=no "), std::string::npos);
+  EXPECT_EQ(joined(true).find("StrictHostKeyChecking"), std::string::npos) << joined(true);
+}
+
+TEST(HostKeyCheckingConfigured, ReadsWhatSshWouldUse) {
+  const std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
+  SshOptions options;
+  for (const auto& [value, configured] : std::vector<std::pair<std::string, bool>>{
+           {"yes", true}, {"accept-new", true}, {"no", true}, {"ask", false}}) {
+    options.options = {"StrictHostKeyChecking=" + value};
+    EXPECT_EQ(host_key_checking_configured("127.0.0.2", options, env), configured) << value;
+  }
+}
+
+TEST(HostKeyCheckingConfigured, FromTheConfigurationOrNotAtAll) {
+  // Stand-ins for ssh -G: one that says what a configuration file set, one
+  // with ssh's default, one that fails.
+  char pattern[] = "/tmp/edt-ssh-g-XXXXXX";
+  const std::string dir = mkdtemp(pattern);
+  const std::vector<std::string> env = {"PATH=" + dir + ":/usr/bin:/bin"};
+  auto fake = [&](const std::string& body) {
+    std::ofstream(dir + "/ssh") << "#!/bin/sh\n" << body << "\n";
+    chmod((dir + "/ssh").c_str(), 0755);
+  };
+  fake("echo 'user root'; echo 'stricthostkeychecking true'; echo 'port 22'");
+  EXPECT_TRUE(host_key_checking_configured("h", {}, env));
+  fake("echo 'stricthostkeychecking ask'");
+  EXPECT_FALSE(host_key_checking_configured("h", {}, env));
+  fake("echo 'bad option' >&2; exit 255");
+  EXPECT_FALSE(host_key_checking_configured("h", {}, env));
+  std::filesystem::remove_all(dir);
+}
+
 // The wrapper is plain sh, so it is tested here without ssh: stdin plays the
 // ssh channel.
 std::unique_ptr<Process> run_wrapper(const std::vector<std::string>& command, const Environment& env,

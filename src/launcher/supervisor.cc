@@ -73,8 +73,13 @@ Result<pid_t> Supervisor::spawn(const WorkerSpec& spec) {
     // ssh itself runs with edtrun's environment; the worker's goes in the script.
     auto grace = std::chrono::duration_cast<std::chrono::seconds>(options_.grace_period);
     std::string script = remote_worker_script(options_.cwd, spec.env, options_.command, grace, warm(spec));
-    spawn.argv = ssh_command(spec.host, options_.ssh, script);
     spawn.env = env_entries(options_.launcher_env);
+    auto checked = host_keys_configured_.find(spec.host);
+    if (checked == host_keys_configured_.end())
+      checked = host_keys_configured_
+                    .emplace(spec.host, host_key_checking_configured(spec.host, options_.ssh, spawn.env))
+                    .first;
+    spawn.argv = ssh_command(spec.host, options_.ssh, script, checked->second);
     spawn.stdin_pipe = true;
     auto client = warm(spec) ? warm_run_program() : std::nullopt;
     auto worker_variable = client ? warm_worker_variable(options_.command, spec.env, options_.cwd) : std::nullopt;

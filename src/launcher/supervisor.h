@@ -135,6 +135,9 @@ class Supervisor {
   SupervisorOptions options_;
   int signal_fd_ = -1;
   std::map<int, std::unique_ptr<Worker>> workers_;
+  // By host: whether the ssh configuration says how to check its host key
+  // (host_key_checking_configured), asked once.
+  std::map<std::string, bool> host_keys_configured_;
 };
 
 }  // namespace edt::launcher

@@ -72,9 +72,13 @@ Answer cluster_ssh(ApiContext& ctx, const Request& req, const User& user) {
   if (!cluster.ok()) return cluster.error();
   auto key = ctx.backend->ssh_private_key(cluster->spec.name);
   if (!key.is_ok()) return conflict("name", key.status().message(), "wait until the cluster is Running");
+  auto known_hosts = ctx.backend->ssh_known_hosts(cluster->spec.name);
+  if (!known_hosts.is_ok())
+    return conflict("name", known_hosts.status().message(), "wait until the cluster is Running");
   json containers = json::array();
   for (const auto& c : cluster->containers) containers.push_back({{"name", c.name}, {"address", c.address}});
   return json_reply(200, {{"private_key", *key},
+                          {"known_hosts", *known_hosts},
                           {"port", ctx.backend->ssh_port()},
                           {"user", "root"},
                           {"containers", containers}});

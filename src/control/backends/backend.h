@@ -103,6 +103,12 @@ class Backend {
   virtual Result<SandboxRef> exec(const SandboxRef& container, const ExecSpec& spec) = 0;
   // The private key that logs in to the cluster's containers.
   virtual Result<std::string> ssh_private_key(const std::string& cluster) = 0;
+  // A known_hosts file that holds the cluster's containers' host keys (for
+  // ssh's UserKnownHostsFile, with StrictHostKeyChecking yes). A backend
+  // whose containers have no SSH host keys to check has none.
+  virtual Result<std::string> ssh_known_hosts(const std::string& /*cluster*/) {
+    return not_found("this backend knows no SSH host keys");
+  }
   virtual int ssh_port() const = 0;
 };
 

@@ -50,8 +50,11 @@ Answer open_terminal(const ConsoleOptions& options, const Request& req, const Us
                     "wait until it is Running");
   auto key = options.backend->ssh_private_key(cluster->spec.name);
   if (!key.is_ok()) return conflict("name", key.status().message(), "wait until the cluster is Running");
-  const std::string id =
-      options.terminals->open_session({name, c->address, options.backend->ssh_port(), *key}, console_origins(req));
+  auto known_hosts = options.backend->ssh_known_hosts(cluster->spec.name);
+  if (!known_hosts.is_ok())
+    return conflict("name", known_hosts.status().message(), "wait until the cluster is Running");
+  const std::string id = options.terminals->open_session(
+      {name, c->address, options.backend->ssh_port(), *key, *known_hosts}, console_origins(req));
   return json_reply(201, {{"port", options.terminals->port()},
                           {"path", "/terminal/" + id},
                           {"expires_in", TerminalServer::kSessionTtl.count()}});

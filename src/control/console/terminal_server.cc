@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "common/io.h"
@@ -108,18 +107,36 @@ void end_child(pid_t child) {
   ::waitpid(child, nullptr, 0);
 }
 
-// The child side of forkpty: ssh to the container on the pty, with the
-// session's key. Never returns.
-[[noreturn]] void exec_ssh(const TerminalTarget& target, const std::string& key_path) {
-  ::setenv("TERM", "xterm-256color", 1);
-  const std::string port = std::to_string(target.ssh_port);
-  const std::string destination = "root@" + target.address;
-  ::execlp("ssh", "ssh", "-tt", "-i", key_path.c_str(), "-p", port.c_str(), "-o", "BatchMode=yes", "-o",
-           "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o",
-           "LogLevel=ERROR", "-o", "ServerAliveInterval=30", destination.c_str(), static_cast<char*>(nullptr));
+// The ssh command for a session: to the container on its address, with the
+// session's key, checking the host key against the cluster's known_hosts.
+// `files` is the session's path prefix: <files>.key and <files>.known_hosts.
+std::vector<std::string> ssh_argv(const TerminalTarget& target, const std::string& files) {
+  return {"ssh", "-tt", "-i", files + ".key", "-p", std::to_string(target.ssh_port),
+          "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+          "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + files + ".known_hosts",
+          "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+          "-o", "ServerAliveInterval=30", "root@" + target.address};
+}
+
+// The child side of forkpty: runs `argv` (made before the fork: only
+// async-signal-safe calls here) on the pty. Never returns.
+[[noreturn]] void exec_ssh(char* const argv[]) {
+  static char term[] = "TERM=xterm-256color";
+  ::putenv(term);
+  ::execvp(argv[0], argv);
   // stderr is the pty here: the browser's terminal shows why.
-  write_all(STDERR_FILENO, std::string("edtd: cannot run ssh: ") + std::strerror(errno) + "\r\n");
+  static constexpr char kMessage[] = "edtd: cannot run ssh (is the OpenSSH client installed?)\r\n";
+  (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
   ::_exit(127);
+}
+
+// Writes `content` to a new file `path` (0600); false if it cannot.
+bool write_new_file(const std::string& path, const std::string& content) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool written = write_all(fd, content);
+  ::close(fd);
+  return written;
 }
 
 }  // namespace
@@ -224,21 +241,24 @@ void TerminalServer::serve(int fd) {
                   "this terminal session is unknown, used or expired, or was opened from another origin than this "
                   "page's; open the terminal again from the console");
 
-  // The key lives in a file only while the session does: ssh reads it from there.
-  const std::string key_path = key_dir_ + "/" + id + ".key";
-  int key_fd = ::open(key_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (key_fd < 0 || !write_all(key_fd, target->private_key)) {
-    if (key_fd >= 0) ::close(key_fd);
-    ::unlink(key_path.c_str());
-    return refuse(fd, "500 Internal Server Error", "could not write the session key under " + key_dir_);
+  // The key and known_hosts live in files only while the session does: ssh
+  // reads them from there.
+  const std::string files = key_dir_ + "/" + id;
+  auto remove_files = [&files] {
+    ::unlink((files + ".key").c_str());
+    ::unlink((files + ".known_hosts").c_str());
+  };
+  if (!write_new_file(files + ".key", target->private_key) ||
+      !write_new_file(files + ".known_hosts", target->known_hosts)) {
+    remove_files();
+    return refuse(fd, "500 Internal Server Error", "could not write the session's key files under " + key_dir_);
   }
-  ::close(key_fd);
 
   write_all(fd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
                     websocket::accept_key(key) + "\r\n\r\n");
   // Frames the browser sent right after the request are already in `head`.
-  run_terminal(fd, head->substr(head->find("\r\n\r\n") + 4), *target, key_path);
-  ::unlink(key_path.c_str());
+  run_terminal(fd, head->substr(head->find("\r\n\r\n") + 4), *target, files);
+  remove_files();
 }
 
 std::string TerminalServer::pump(int fd, int master, websocket::Reader& reader) {
@@ -281,7 +301,11 @@ std::string TerminalServer::pump(int fd, int master, websocket::Reader& reader) 
 }
 
 void TerminalServer::run_terminal(int fd, const std::string& early_bytes, const TerminalTarget& target,
-                                  const std::string& key_path) {
+                                  const std::string& files) {
+  std::vector<std::string> argv = ssh_argv(target, files);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
   int master = -1;
   winsize size{24, 80, 0, 0};
   pid_t child = ::forkpty(&master, nullptr, nullptr, &size);
@@ -289,7 +313,7 @@ void TerminalServer::run_terminal(int fd, const std::string& early_bytes, const 
     write_all(fd, websocket::encode_frame(websocket::Opcode::kClose, websocket::close_payload(1011, "could not open a pty")));
     return;
   }
-  if (child == 0) exec_ssh(target, key_path);
+  if (child == 0) exec_ssh(args.data());
   websocket::Reader reader(kMaxMessageBytes);
   reader.feed(early_bytes);
   std::string close_frame = pump(fd, master, reader);

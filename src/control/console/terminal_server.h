@@ -14,7 +14,10 @@
 //
 // Each connection runs `ssh -tt` to the container on a pty, with the
 // cluster's key: the same way in as `edt ssh`, so the shell is a login on
-// the container's sshd, with its hostname, /etc/mpi and volumes. Frames:
+// the container's sshd, with its hostname, /etc/mpi and volumes. ssh checks
+// the container's host key against the cluster's known_hosts
+// (StrictHostKeyChecking=yes): a host certificate from the cluster's CA for
+// the container's address, or no session. Frames:
 // binary ones carry bytes both ways; a text frame from the browser is a
 // control message, {"type":"resize","cols":C,"rows":R}.
 //
@@ -41,13 +44,15 @@ struct TerminalTarget {
   std::string address;
   int ssh_port = 22;
   std::string private_key;  // OpenSSH format
+  std::string known_hosts;  // the cluster's known_hosts: its host CA (Backend::ssh_known_hosts)
 };
 
 class TerminalServer {
  public:
   static constexpr std::chrono::seconds kSessionTtl{30};
 
-  // key_dir: where each session's private key is kept (0600) while it lasts.
+  // key_dir: where each session's private key and known_hosts are kept
+  // (0600) while it lasts.
   explicit TerminalServer(std::string key_dir);
   ~TerminalServer();
 
@@ -70,7 +75,7 @@ class TerminalServer {
   void accept_loop();
   void serve(int fd);
   // After the handshake: ssh on a pty, its bytes to and from the socket.
-  void run_terminal(int fd, const std::string& early_bytes, const TerminalTarget& target, const std::string& key_path);
+  void run_terminal(int fd, const std::string& early_bytes, const TerminalTarget& target, const std::string& files);
   // Moves bytes both ways until either side ends; returns the close frame's
   // payload to send ("" when the connection is gone).
   std::string pump(int fd, int master, websocket::Reader& reader);

@@ -143,6 +143,8 @@ export type EventList = {
 
 export type SshAccess = {
   private_key: string;
+  /** an OpenSSH known_hosts file that trusts the cluster's SSH host certificate authority (@cert-authority); use it with StrictHostKeyChecking=yes */
+  known_hosts: string;
   port: number;
   user: string;
   containers: {

@@ -197,6 +197,9 @@ constexpr std::string_view kLabelHome = "EDT_SANDBOX_HOME";
 constexpr std::string_view kLabelCluster = "EDT_SANDBOX_CLUSTER";
 constexpr std::string_view kLabelContainer = "EDT_SANDBOX_CONTAINER";
 
+// Where a container sees the cluster's known_hosts (its mpi directory).
+constexpr std::string_view kKnownHostsInContainer = "/etc/mpi/known_hosts";
+
 // The value of `key` in `env`, a NUL-separated block that starts with a NUL.
 std::string env_value(const std::string& env, std::string_view key) {
   const std::string mark = '\0' + std::string(key) + '=';
@@ -344,16 +347,29 @@ Status LocalBackend::prepare_cluster(const std::string& cluster) {
   const std::string dir = cluster_dir(cluster);
   EDT_RETURN_IF_ERROR(make_dirs(dir + "/mpi", 0755));
   EDT_RETURN_IF_ERROR(make_dirs(dir + "/ssh", 0700));
-  for (const char* key : {"id_ed25519", "host_ed25519"}) {
+  // id_ed25519: root's login key; host_ca: signs each container's host key.
+  for (const char* key : {"id_ed25519", "host_ca"}) {
     const std::string path = dir + "/ssh/" + key;
     if (fs::exists(path) && fs::exists(path + ".pub")) continue;
     fs::remove(path);
     fs::remove(path + ".pub");
     EDT_RETURN_IF_ERROR(run_quiet({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
-                                   "edt-" + cluster, "-f", path})
+                                   "edt-" + cluster + (key == std::string("host_ca") ? "-host-ca" : ""), "-f", path})
                             .with_context("make the SSH keys of cluster " + cluster));
   }
-  return Status::ok();
+  EDT_ASSIGN_OR_RETURN(std::string known_hosts, ssh_known_hosts(cluster));
+  return write_file_atomic(dir + "/mpi/known_hosts", known_hosts, 0644);
+}
+
+Status LocalBackend::make_host_key(const SandboxSpec& spec, const std::string& conf) {
+  const std::string key = conf + "/host_ed25519";
+  EDT_RETURN_IF_ERROR(run_quiet({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", spec.name, "-f", key})
+                          .with_context("make the SSH host key of " + spec.name));
+  // A host certificate for the names clients use: the container's name and
+  // address (ssh checks the one it was given against these).
+  return run_quiet({"/usr/bin/ssh-keygen", "-q", "-s", cluster_dir(spec.cluster) + "/ssh/host_ca", "-I", spec.name,
+                    "-h", "-n", spec.name + "," + spec.address, key + ".pub"})
+      .with_context("sign the SSH host key of " + spec.name);
 }
 
 namespace {
@@ -396,7 +412,8 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
   EDT_RETURN_IF_ERROR(make_own_tree(spec, dir));
 
   // SSH: the cluster's key pair for root, a client that binds the
-  // container's address, and sshd on that address.
+  // container's address and checks host keys against the cluster's CA, and
+  // sshd on that address with a host key and certificate of its own.
   const std::string ssh = dir + "/root/.ssh/";
   EDT_RETURN_IF_ERROR(write_file(ssh + "id_ed25519", read_file(keys + "id_ed25519"), 0600));
   EDT_RETURN_IF_ERROR(write_file(ssh + "id_ed25519.pub", read_file(keys + "id_ed25519.pub"), 0644));
@@ -404,15 +421,17 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
   const std::string port = std::to_string(options_.ssh_port);
   EDT_RETURN_IF_ERROR(write_file(ssh + "config",
                                  "Host *\n  Port " + port + "\n  BindAddress " + spec.address +
-                                     "\n  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking no\n"
-                                     "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n",
+                                     "\n  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking yes\n"
+                                     "  UserKnownHostsFile " + std::string(kKnownHostsInContainer) +
+                                     "\n  LogLevel ERROR\n",
                                  0600));
-  EDT_RETURN_IF_ERROR(write_file(dir + "/conf/host_ed25519", read_file(keys + "host_ed25519"), 0600));
+  EDT_RETURN_IF_ERROR(make_host_key(spec, dir + "/conf"));
   std::string set_env;
   for (const auto& [key, value] : spec.env) set_env += " " + quote_env(key, value);
   EDT_RETURN_IF_ERROR(write_file(dir + "/conf/sshd_config",
                                  "ListenAddress " + spec.address + ":" + port +
-                                     "\nHostKey /run/edt/host_ed25519\nPermitRootLogin prohibit-password\n"
+                                     "\nHostKey /run/edt/host_ed25519\nHostCertificate /run/edt/host_ed25519-cert.pub\n"
+                                     "PermitRootLogin prohibit-password\n"
                                      "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
                                      "PidFile none\nPrintMotd no\nAcceptEnv LANG LC_*\nMaxStartups 100:30:200\n"
                                      "SetEnv" + set_env + "\n",
@@ -596,6 +615,19 @@ Result<std::string> LocalBackend::ssh_private_key(const std::string& cluster) {
   std::string key = read_file(cluster_dir(cluster) + "/ssh/id_ed25519");
   if (key.empty()) return not_found("cluster " + cluster + " has no SSH key yet");
   return key;
+}
+
+Result<std::string> LocalBackend::ssh_known_hosts(const std::string& cluster) {
+  const std::string keys = cluster_dir(cluster) + "/ssh/";
+  std::string ca = read_file(keys + "host_ca.pub");
+  if (ca.empty()) return not_found("cluster " + cluster + " has no SSH host CA yet");
+  if (ca.back() != '\n') ca += '\n';
+  std::string known = "@cert-authority * " + ca;
+  // A cluster made before host certificates: its running containers still
+  // present the one host key they shared.
+  if (std::string shared = read_file(keys + "host_ed25519.pub"); !shared.empty())
+    known += "* " + shared + (shared.back() == '\n' ? "" : "\n");
+  return known;
 }
 
 }  // namespace edt::control

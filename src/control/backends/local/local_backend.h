@@ -17,14 +17,22 @@
 // exec() enters it through enter.h, under the same limits.
 //
 // Layout under the data dir:
-//   clusters/<cluster>/mpi/      hosts, hostfile, discover_hosts.sh
-//   clusters/<cluster>/ssh/      the cluster's key pair and sshd host key
-//   containers/<name>/           etc/, root/, tmp/, var/, conf/ (sshd_config), log,
+//   clusters/<cluster>/mpi/      hosts, hostfile, discover_hosts.sh, known_hosts
+//   clusters/<cluster>/ssh/      id_ed25519 (root's key pair), host_ca (the
+//                                cluster's SSH host certificate authority)
+//   containers/<name>/           etc/, root/, tmp/, var/, conf/ (sshd_config, the
+//                                container's host key and certificate), log,
 //                                masked/ and masked-file (what hides the image's secrets)
 //   seccomp.bpf                  the containers' filter, as bwrap and the warm
 //                                interpreter read it
 //   warm/                        the warm interpreter's socket and log; bound
 //                                read-only at /run/edt-warm in containers
+//
+// SSH host keys: each container has a host key of its own, signed by the
+// cluster's CA as a host certificate for its name and address; the clients
+// in the containers check it against mpi/known_hosts (at
+// /etc/mpi/known_hosts), one `@cert-authority *` line, with
+// StrictHostKeyChecking yes. The file does not change as the cluster scales.
 //
 // The label: bwrap runs with EDT_SANDBOX_HOME (the data dir, absolute),
 // EDT_SANDBOX_CLUSTER and EDT_SANDBOX_CONTAINER in its environment, and so
@@ -74,6 +82,7 @@ class LocalBackend : public Backend {
   Status remove_cluster(const std::string& cluster) override;
   Result<SandboxRef> exec(const SandboxRef& container, const ExecSpec& spec) override;
   Result<std::string> ssh_private_key(const std::string& cluster) override;
+  Result<std::string> ssh_known_hosts(const std::string& cluster) override;
   int ssh_port() const override { return options_.ssh_port; }
 
   // The PATH every container gets: `tool_path`, then the usual directories.
@@ -86,6 +95,8 @@ class LocalBackend : public Backend {
   std::string container_dir(const std::string& name) const;
   std::string seccomp_path() const;  // the filter, as bwrap reads it
   Status make_container_dir(const SandboxSpec& spec, const std::string& dir);
+  // The container's host key in `conf`, and its certificate from the cluster's CA.
+  Status make_host_key(const SandboxSpec& spec, const std::string& conf);
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
 
   LocalBackendOptions options_;
