@@ -13,7 +13,7 @@ FUZZ_TARGETS ?= $(shell cat fuzz/targets.txt)
 # make test-asan: its build folder, and the integration tests it runs (those
 # whose processes are all edt's own programs; docs/testing.md says why).
 ASAN_BUILD ?= build-asan
-ASAN_INTEGRATION ?= ^(api_hostile|api_contract|edtrun_integration|edtrun_elastic_scenarios|net_collectives)$$
+ASAN_INTEGRATION ?= ^(api_hostile|api_contract|edtrun_integration|edtrun_elastic_scenarios|net_collectives|container_isolation)$$
 
 .PHONY: all build deps configure test unit fuzz test-asan demo bench install package clean
 
