@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "common/log.h"
+#include "common/process.h"
 #include "edt_api/contract.h"
 
 namespace edt::cli {
@@ -65,9 +66,7 @@ int run_job(const std::string& cluster, const std::string& container, const std:
 
 // Runs ssh with `argv`, then removes `files`; returns ssh's exit code.
 int run_ssh(std::vector<std::string> argv, const std::vector<std::string>& files) {
-  std::vector<char*> args;  // made before fork: the child only execs
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
+  const std::vector<char*> args = proc::c_strings(argv);  // before fork: the child only execs
   pid_t pid = fork();
   if (pid == 0) {
     execvp("ssh", args.data());

@@ -47,4 +47,11 @@ bool alive(const ProcessId& id) {
   return stat && !stat->zombie() && stat->start_time == id.start_time;
 }
 
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> result;
+  for (const auto& s : strings) result.push_back(const_cast<char*>(s.c_str()));
+  result.push_back(nullptr);
+  return result;
+}
+
 }  // namespace edt::proc

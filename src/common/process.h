@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace edt::proc {
 
@@ -33,5 +35,10 @@ std::optional<ProcessId> identify(int64_t pid);
 // True if `id` names a process that exists, is not a zombie, and started at
 // id.start_time. A zombie has exited: only its exit status is left to reap.
 bool alive(const ProcessId& id);
+
+// `strings` as the NULL-terminated array execv/execve take (pointing into
+// `strings`, which must outlive it). Made before fork: a child of a process
+// with threads may only make async-signal-safe calls, and allocating is not one.
+std::vector<char*> c_strings(const std::vector<std::string>& strings);
 
 }  // namespace edt::proc

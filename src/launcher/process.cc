@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/process.h"
+
 namespace edt::launcher {
 namespace {
 
@@ -44,13 +46,6 @@ Result<std::string> find_program(const std::string& name, const std::vector<std:
     start = end + 1;
   }
   return not_found("command '" + name + "' not found in PATH (" + path + "); give its full path or fix PATH");
-}
-
-std::vector<char*> c_strings(const std::vector<std::string>& strings) {
-  std::vector<char*> result;
-  for (const auto& s : strings) result.push_back(const_cast<char*>(s.c_str()));
-  result.push_back(nullptr);
-  return result;
 }
 
 // Between fork and exec only async-signal-safe calls: edtrun has threads (the
@@ -87,8 +82,8 @@ std::string ExitStatus::describe() const {
 Result<std::unique_ptr<Process>> Process::spawn(const SpawnOptions& options) {
   if (options.argv.empty()) return invalid_argument("no command given; put the program to run after the options");
   EDT_ASSIGN_OR_RETURN(std::string program, find_program(options.argv[0], options.env));
-  std::vector<char*> argv = c_strings(options.argv);
-  std::vector<char*> envp = c_strings(options.env);
+  std::vector<char*> argv = proc::c_strings(options.argv);
+  std::vector<char*> envp = proc::c_strings(options.env);
 
   // Pipes: [0] read, [1] write. All close-on-exec; the child dup2s its ends.
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, error[2] = {-1, -1};

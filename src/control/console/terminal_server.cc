@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/io.h"
+#include "common/process.h"
 #include "control/console/websocket.h"
 
 namespace edt::control {
@@ -303,9 +304,7 @@ std::string TerminalServer::pump(int fd, int master, websocket::Reader& reader) 
 void TerminalServer::run_terminal(int fd, const std::string& early_bytes, const TerminalTarget& target,
                                   const std::string& files) {
   std::vector<std::string> argv = ssh_argv(target, files);
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
+  const std::vector<char*> args = proc::c_strings(argv);  // before the fork
   int master = -1;
   winsize size{24, 80, 0, 0};
   pid_t child = ::forkpty(&master, nullptr, nullptr, &size);

@@ -80,12 +80,9 @@ void unblock_signals() {
 }
 
 Status run_quiet(const std::vector<std::string>& argv) {
-  // Made before fork: edtd has threads, so the child may only make
-  // async-signal-safe calls (an allocation can wait forever on a lock that
-  // another thread held at the fork).
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  // Made before fork (edtd has threads): an allocation in the child can
+  // wait forever on a lock that another thread held at the fork.
+  const std::vector<char*> args = proc::c_strings(argv);
   pid_t pid = fork();
   if (pid < 0) return io_error("fork", errno);
   if (pid == 0) {
@@ -118,11 +115,7 @@ Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return io_error("pipe", errno);
   // Everything the child needs is made before fork: after it, only
   // async-signal-safe calls.
-  std::vector<char*> args, envp;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  const std::vector<char*> args = proc::c_strings(argv), envp = proc::c_strings(env);
   pid_t child = fork();
   if (child < 0) return io_error("fork", errno);
   if (child == 0) {

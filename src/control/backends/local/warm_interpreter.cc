@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/process.h"
 
 namespace edt::control {
 
@@ -27,11 +28,7 @@ pid_t spawn_server(const WarmInterpreterOptions& o) {
   if (!o.seccomp_path.empty()) argv.insert(argv.end(), {"--seccomp", o.seccomp_path});
   std::vector<std::string> env;
   for (const auto& [key, value] : o.env) env.push_back(key + "=" + value);
-  std::vector<char*> args, envp;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const std::vector<char*> args = proc::c_strings(argv), envp = proc::c_strings(env);
   const std::string log_path = o.dir + "/log";
   const pid_t parent = getpid();
   pid_t pid = fork();
