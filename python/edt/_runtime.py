@@ -2,7 +2,9 @@
 communicator and its engine) between init() and shutdown().
 
 init() may follow shutdown() in the same process (Horovod's tests and some
-notebooks do so): every communicator a process forms meets its peers under
+notebooks do so), and forms a new runtime too when another rank's
+shutdown() ended this one (as in Horovod, one rank's shutdown ends the
+collectives of all): every communicator a process forms meets its peers under
 a store prefix of its own, the n-th init of every rank under the n-th
 prefix, so ranks that init and shut down alike find each other again.
 
@@ -32,6 +34,7 @@ _runtime = None
 _elastic_job = None
 _placement = None  # elastic mode between generations: a Placement
 _formed = 0        # communicators this process formed (outside elastic mode)
+_epoch = 0         # Runtimes this process has made current: unnamed requests count per epoch
 
 Placement = collections.namedtuple("Placement", "rank size local_rank local_size cross_rank cross_size")
 
@@ -95,11 +98,29 @@ def init():
             if elastic_mode():
                 _join_elastic(_edt)
                 return _runtime
+            if _runtime is not None and _runtime.ended:
+                # Another rank shut the job down (Horovod ends every rank's
+                # collectives then): its ranks init() again alike.
+                _stop(_runtime)
+                _runtime = None
             if _runtime is None:
                 _runtime = _form_runtime(_edt)
+                _new_epoch()
         except _edt.EdtError as e:
             raise translate(e) from None
     return _runtime
+
+
+def _new_epoch():
+    global _epoch
+    _epoch += 1
+
+
+def epoch():
+    """Changes whenever another Runtime becomes current: every rank of the
+    new one starts numbering its unnamed requests afresh, whatever the
+    ranks did before (a rank that skipped a collective and left)."""
+    return _epoch
 
 
 def _stop(runtime):
@@ -138,6 +159,8 @@ def enter_generation(runtime):
     global _runtime
     with _lock:
         previous, _runtime = _runtime, runtime
+        if previous is not runtime:
+            _new_epoch()
     if previous is not None and previous is not runtime:
         _stop(previous)
 

@@ -128,6 +128,7 @@ class Runtime {
     throw_if_error(s);
   }
 
+  bool ended() const { return engine_->ended(); }
   uint64_t fused_batches() const { return engine_->fused_batches(); }
   uint64_t fusion_threshold() const { return engine_->options().fusion_threshold; }
   double cycle_time_ms() const { return engine_->options().cycle_time.count() / 1000.0; }
@@ -261,6 +262,7 @@ PYBIND11_MODULE(_edt, m) {
       .def_property_readonly("cross_rank", [](const Runtime& r) { return r.comm().cross_rank(); })
       .def_property_readonly("cross_size", [](const Runtime& r) { return r.comm().cross_size(); })
       .def_property_readonly("transport", [](const Runtime& r) { return r.comm().transport_name(); })
+      .def_property_readonly("ended", &Runtime::ended)
       .def_property_readonly("fused_batches", &Runtime::fused_batches)
       .def_property_readonly("fusion_threshold", &Runtime::fusion_threshold)
       .def_property_readonly("cycle_time_ms", &Runtime::cycle_time_ms)

@@ -80,3 +80,25 @@ def test_fusion_of_many_small_tensors(hvd):
     want = float(sum(range(hvd.size())))
     assert all(x.tolist() == [want] * 16 for x in xs)
     assert _runtime.get().fused_batches > before
+
+
+def test_a_rank_that_leaves_early_ends_the_collectives_of_every_rank(hvd):
+    """As in Horovod: a rank that skips a collective (after an exception, say)
+    and shuts down does not hang the ranks that wait for it, even when a
+    process set they share must stop first: the others' collective fails
+    naming the rank, so do their later requests, and every rank's next
+    init() forms a new job in which unnamed collectives match again."""
+    size, leaver = hvd.size(), 1
+    if size > 2:
+        hvd.add_process_set([0, leaver])  # its engine stops before the job's, on both ranks
+    hvd.barrier()
+    if hvd.rank() == leaver:
+        hvd.shutdown()
+    else:
+        with pytest.raises(hvd.HorovodInternalError, match="rank %d has shut down" % leaver):
+            hvd.barrier()  # the leaver never makes it
+        with pytest.raises(hvd.HorovodInternalError, match="rank %d has shut down.*call init" % leaver):
+            hvd.allreduce(torch.ones(1), name="after the leaver left")
+    hvd.init()
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [size, size]
+    hvd.barrier()

@@ -174,7 +174,7 @@ Result<int64_t> Engine::submit(const std::string& name, const Meta& meta, void* 
   EDT_RETURN_IF_ERROR(validate(name, meta, data, size_));
   std::lock_guard lock(mu_);
   if (!broken_.is_ok()) return broken_;
-  if (shutdown_asked_ || stopped_) return failed_precondition("edt has been shut down; call init() again");
+  if (shutdown_asked_ || stopped_ || shut_down_by_ >= 0) return ended_error();
   if (in_flight_.count(name)) {
     return invalid_argument("Requested to " + std::string(op_type_name(meta.type)) +
                             " a tensor with the same name as another tensor that is currently being processed: '" +
@@ -201,7 +201,7 @@ Result<int64_t> Engine::submit(const std::string& name, const Meta& meta, void* 
 Result<int64_t> Engine::submit_join() {
   std::lock_guard lock(mu_);
   if (!broken_.is_ok()) return broken_;
-  if (shutdown_asked_ || stopped_) return failed_precondition("edt has been shut down; call init() again");
+  if (shutdown_asked_ || stopped_ || shut_down_by_ >= 0) return ended_error();
   if (join_op_) return failed_precondition("join() is already in progress on this rank");
   join_op_ = std::make_shared<Op>();
   join_op_->handle = next_handle_++;
@@ -271,6 +271,18 @@ bool Engine::run_cycle() {
   return false;
 }
 
+Status Engine::ended_error() const {
+  if (shut_down_by_ >= 0 && shut_down_by_ != rank_)
+    return failed_precondition("rank " + std::to_string(shut_down_by_) +
+                               " has shut down, which ends the collectives of every rank; call init() again");
+  return failed_precondition("edt has been shut down; call init() again");
+}
+
+bool Engine::ended() {
+  std::lock_guard lock(mu_);
+  return shut_down_by_ >= 0;
+}
+
 Status Engine::shutdown() {
   {
     std::lock_guard lock(mu_);
@@ -299,7 +311,7 @@ void Engine::loop() {
   std::lock_guard lock(mu_);
   stopped_ = true;
   if (broken_.is_ok()) {
-    Status gone = failed_precondition("edt has been shut down");
+    Status gone = ended_error();
     for (auto& [name, op] : in_flight_) {
       op->done = true;
       op->status = gone;
@@ -352,7 +364,9 @@ Status Engine::cycle(bool* finished) {
       join_announced_ = false;
       finished_.notify_all();
     }
-    if (outcome.all_shut_down) {
+    if (outcome.shut_down_by) {
+      std::lock_guard lock(mu_);
+      shut_down_by_ = *outcome.shut_down_by;
       *finished = true;
       return Status::ok();
     }
@@ -386,16 +400,13 @@ Status Engine::cycle(bool* finished) {
   // - only names this rank announced, waiting for others: none. It waits
   //   in the next exchange (blocked, not spinning) for the others, so the
   //   request that completes a name is exchanged as soon as it is made
-  //   instead of at this rank's next cycle. So does a rank that announced
-  //   its shutdown.
+  //   instead of at this rank's next cycle.
   // A request submitted during the pause ends it request_delay later (by
   // default at once: the gradients of a backward pass are reduced while
   // the pass goes on). A thread that waits for a request runs the next
   // cycles itself (see drive_until_done).
   std::chrono::microseconds pause = options_.idle_time;
-  if (shutdown_announced_)
-    pause = std::chrono::microseconds::zero();  // waits for the others to leave
-  else if (join_announced_ || negotiator_.waits_for(rank_))
+  if (join_announced_ || negotiator_.waits_for(rank_))
     pause = options_.cycle_time;
   else if (negotiator_.has_pending())
     pause = std::chrono::microseconds::zero();

@@ -103,10 +103,19 @@ class Engine {
   // Waits for the request and forgets the handle.
   Status wait(int64_t handle, Output* output);
 
-  // Leaves the job: waits until every rank called shutdown() (requests of
-  // other ranks that needed this one fail), then stops the thread.
-  // Idempotent. Returns the error that broke the engine, if any.
+  // Ends the engine of every rank, as Horovod's shutdown does: the cycle
+  // that announces it to the others is the last of all of them, so it waits
+  // for one exchange, not for the others to call shutdown() (a rank that
+  // leaves early, after an exception, must not wait for ranks that wait
+  // for it). Requests that needed this rank fail on the others, and so does
+  // what they submit later, naming the rank. Idempotent. Returns the error
+  // that broke the engine, if any.
   Status shutdown();
+
+  // Whether cycling ended because some rank (this one or another) shut
+  // down, not because a collective failed. Only a new engine runs
+  // collectives then.
+  bool ended();
 
   // Number of fused buffers reduced so far (for tests and benchmarks).
   uint64_t fused_batches() const { return fused_batches_.load(); }
@@ -115,7 +124,7 @@ class Engine {
   struct Op;
   Engine(std::unique_ptr<CollectiveBackend> collectives, const EngineOptions& options);
   void loop();
-  // Runs one cycle; false once cycling has stopped (every rank shut down,
+  // Runs one cycle; false once cycling has stopped (some rank shut down,
   // or a collective failed). The caller holds cycle_mu_.
   bool run_cycle();
   // Runs cycles on the calling thread until `op` is done or cycling stops.
@@ -128,6 +137,7 @@ class Engine {
   Status run_one(const Ready& ready);
   void complete(const std::string& name, Status status, Output output);
   void fail_everything(const Status& status);
+  Status ended_error() const;  // why submit() refuses once ended; needs mu_
 
   std::unique_ptr<CollectiveBackend> collectives_;
   const EngineOptions options_;
@@ -152,6 +162,7 @@ class Engine {
   // change that brings its deadline before this wakes it. Guarded by mu_.
   std::chrono::steady_clock::time_point sleeping_until_ = std::chrono::steady_clock::time_point::min();
   bool stopped_ = false;                // guarded by mu_
+  int shut_down_by_ = -1;               // the rank whose shutdown ended it; guarded by mu_
   Status broken_;                       // guarded by mu_
 
   // Cycles run on the background thread, or on a thread that waits for a

@@ -372,6 +372,37 @@ TEST(EngineTest, ShutdownFailsRequestsThatWaitForTheRankThatLeft) {
   });
 }
 
+TEST(EngineTest, OneRanksShutdownEndsEveryRanksEngineWithoutWaitingForThem) {
+  // Two engines per rank, as a job with a process set has. Rank 1 leaves
+  // early (an exception skipped its last collective): it shuts down the
+  // set's engine, then the job's. Rank 0 waits in the job's engine for a
+  // request rank 1 never makes, and would shut down the set's engine only
+  // afterwards. Had shutdown() waited for every rank, both would wait
+  // forever; as in Horovod, rank 1's shutdown ends rank 0's engines.
+  ThreadGroup job_group(2), set_group(2);
+  std::vector<std::unique_ptr<Engine>> job, set;
+  for (int r = 0; r < 2; ++r) {
+    job.push_back(std::move(Engine::start(job_group.member(r), {})).value());
+    set.push_back(std::move(Engine::start(set_group.member(r), {})).value());
+  }
+  std::thread leaver([&] {
+    EXPECT_TRUE(set[1]->shutdown().is_ok());
+    EXPECT_TRUE(job[1]->shutdown().is_ok());
+  });
+  std::vector<float> x(2);
+  Status s = run(*job[0], "skipped by rank 1", allreduce_meta({2}), x.data());
+  EXPECT_NE(s.message().find("rank 1 has shut down"), std::string::npos) << s.to_string();
+  leaver.join();
+  EXPECT_TRUE(job[0]->ended());
+  Result<int64_t> later = job[0]->submit("later", allreduce_meta({2}), x.data());
+  ASSERT_FALSE(later.is_ok());
+  EXPECT_NE(later.status().message().find("rank 1 has shut down, which ends the collectives of every rank"),
+            std::string::npos)
+      << later.status().to_string();
+  EXPECT_TRUE(set[0]->shutdown().is_ok());
+  EXPECT_TRUE(job[0]->shutdown().is_ok());
+}
+
 TEST(EngineOptionsTest, FromEnvironment) {
   setenv("HOROVOD_FUSION_THRESHOLD", "1048576", 1);
   setenv("HOROVOD_CYCLE_TIME", "2.5", 1);

@@ -307,7 +307,7 @@ Result<CycleOutcome> Negotiator::decode(const std::vector<std::string_view>& mes
     out.join_completed_by = last_joiner;
     std::fill(joined_.begin(), joined_.end(), false);
   }
-  out.all_shut_down = std::all_of(shut_down_.begin(), shut_down_.end(), [](bool s) { return s; });
+  if (gone != shut_down_.end()) out.shut_down_by = static_cast<int>(gone - shut_down_.begin());
   out.anything_pending = !pending_.empty();
   return out;
 }

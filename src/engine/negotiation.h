@@ -62,7 +62,9 @@ struct CycleOutcome {
   // Set on the cycle in which the last rank joined: the rank that joined
   // last (the highest of those joining in that cycle). Joins then reset.
   std::optional<int> join_completed_by;
-  bool all_shut_down = false;
+  // The lowest rank that has announced its shutdown, if any: that cycle is
+  // the last of every rank (see Engine::shutdown).
+  std::optional<int> shut_down_by;
   bool anything_pending = false;  // names still waiting for some rank
 };
 

@@ -12,15 +12,26 @@ on wall-clock time across ranks, which the OS's scheduling decides: their
 outcome is printed with the reason and does not decide the run. It prints
 the counts and every failure or skip with its reason.
 
+A test that hangs fails the run with stacks rather than at ctest's limit
+without a word: pytest-timeout's thread method dumps the rank's stacks and
+ends it (a Python-level alarm would wait for the rank to leave native code),
+and past --deadline the whole suite's ranks print their Python stacks
+(stack_dump.py) and native ones (gdb) before the run is killed.
+
     run_test_torch.py --edtrun build/src/launcher/edtrun --np 2
 """
 import argparse
 import collections
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
+
+import psutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PINNED = os.path.join(HERE, "..", "..", "..", "tests", "third_party", "horovod", "test", "parallel")
@@ -55,12 +66,44 @@ def outcomes_of(xml_path):
     return out
 
 
-def run_suite(edtrun, np, timeout, results_dir):
+def run_suite(edtrun, np, timeout, deadline, results_dir):
+    """Runs the suite; past `deadline` seconds it prints every rank's stacks
+    (Python's through stack_dump.py, native ones through gdb when installed)
+    and the output so far, and kills the run."""
     command = [edtrun, "-np", str(np), "/bin/sh", "-c",
-               "exec %s -m pytest -q -p no:cacheprovider --timeout %d --junitxml=%s/rank$HOROVOD_RANK.xml "
-               "test_torch.py" % (sys.executable, timeout, results_dir)]
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run(command, cwd=PINNED, env=env, capture_output=True, text=True)
+               "exec %s -m pytest -q -p no:cacheprovider -p stack_dump --timeout %d --timeout-method thread "
+               "--junitxml=%s/rank$HOROVOD_RANK.xml test_torch.py" % (sys.executable, timeout, results_dir)]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", EDT_STACK_DIR=results_dir,
+               PYTHONPATH=os.pathsep.join([HERE] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    suite = subprocess.Popen(command, cwd=PINNED, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True)
+    try:
+        output, _ = suite.communicate(timeout=deadline)
+        return suite.returncode, output
+    except subprocess.TimeoutExpired:
+        print("the suite ran past %d s; the ranks' stacks follow" % deadline)
+        dump_stacks(suite.pid, results_dir)
+        os.killpg(suite.pid, signal.SIGKILL)
+        output, _ = suite.communicate()
+        print(output[-12000:])
+        return None, output
+
+
+def dump_stacks(launcher_pid, results_dir):
+    ranks = [p for p in psutil.Process(launcher_pid).children(recursive=True) if "pytest" in " ".join(p.cmdline())]
+    for rank in ranks:
+        rank.send_signal(signal.SIGUSR2)
+    time.sleep(2)
+    for name in sorted(os.listdir(results_dir)):
+        if name.startswith("stacks-"):
+            with open(os.path.join(results_dir, name)) as f:
+                print("==== %s\n%s" % (name, f.read()[-8000:]))
+    if shutil.which("gdb"):
+        for rank in ranks:
+            native = subprocess.run(["gdb", "-batch", "-p", str(rank.pid), "-ex", "thread apply all bt 15"],
+                                    capture_output=True, text=True, timeout=60)
+            threads = native.stdout[native.stdout.find("\nThread "):]
+            print("==== native stacks of %d\n%s" % (rank.pid, threads[-8000:]))
 
 
 def merge(per_rank):
@@ -99,6 +142,8 @@ def main():
     p.add_argument("--edtrun", required=True)
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--timeout", type=int, default=120, help="seconds per test (pytest-timeout)")
+    p.add_argument("--deadline", type=int, default=420,
+                   help="seconds for the whole suite, after which the ranks' stacks are printed")
     p.add_argument("--not-covered", default=os.path.join(HERE, "not_covered.txt"))
     p.add_argument("--racy", default=os.path.join(HERE, "racy.txt"))
     args = p.parse_args()
@@ -106,10 +151,12 @@ def main():
     listed = read_not_covered(args.not_covered)
     racy = read_not_covered(args.racy)
     with tempfile.TemporaryDirectory(prefix="edt-horovod-tests-") as results:
-        run = run_suite(args.edtrun, args.np, args.timeout, results)
+        returncode, output = run_suite(args.edtrun, args.np, args.timeout, args.deadline, results)
+        if returncode is None:
+            return 1
         files = [os.path.join(results, f) for f in sorted(os.listdir(results)) if f.endswith(".xml")]
         if len(files) != args.np:
-            sys.stdout.write(run.stdout[-6000:] + run.stderr[-6000:])
+            sys.stdout.write(output[-12000:])
             print("expected a result file from each of %d ranks, found %d" % (args.np, len(files)))
             return 1
         ok = report(merge(outcomes_of(f) for f in files), listed, racy, args.np)
