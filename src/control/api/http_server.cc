@@ -10,6 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -39,10 +40,12 @@ Error refusal(std::string field, std::string message, std::string fix) {
 
 // Why a request's headers could not be read; `in_request_line`: the
 // parser had not read the request line yet.
+Error too_large(size_t limit) {
+  return {Error::Kind::kTooLarge, "", "the request body is over " + format_size(limit), "send a smaller body"};
+}
+
 std::pair<int, Error> unreadable(beast::error_code ec, bool in_request_line, const HttpServerOptions& o) {
-  if (ec == http::error::body_limit)
-    return {413, {Error::Kind::kTooLarge, "", "the request body is over " + format_size(o.max_body_bytes),
-                  "send a smaller body"}};
+  if (ec == http::error::body_limit) return {413, too_large(o.max_body_bytes)};
   if (ec == http::error::header_limit && in_request_line)
     return {414, refusal("", "the request line (method, path and query) is over " + std::to_string(o.max_uri_bytes) +
                                  " bytes",
@@ -90,8 +93,8 @@ std::optional<std::pair<int, Error>> check_header(const Message& m, const HttpSe
   return std::nullopt;
 }
 
-// The message as the API's Request.
-Request to_request(Message&& m, const std::string& address) {
+// The message's head (all but the body) as the API's Request.
+Request head_of(const Message& m, const std::string& address) {
   Request r;
   r.method = std::string(m.method_string());
   if (r.method == "HEAD") r.method = "GET";
@@ -100,8 +103,14 @@ Request to_request(Message&& m, const std::string& address) {
   r.path = percent_decoded(std::string_view(r.target).substr(0, mark));
   if (mark != std::string::npos) r.params = parse_query(std::string_view(r.target).substr(mark + 1));
   for (const auto& field : m) r.headers.emplace(std::string(field.name_string().data(), field.name_string().size()), std::string(field.value()));
-  r.body = std::move(m.body());
   r.remote_addr = address;
+  return r;
+}
+
+// The message as the API's Request.
+Request to_request(Message&& m, const std::string& address) {
+  Request r = head_of(m, address);
+  r.body = std::move(m.body());
   return r;
 }
 
@@ -247,7 +256,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_header() {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
-    parser_->body_limit(options_.max_body_bytes);
+    // With a per-request limit, Content-Length is checked against it in
+    // on_header (the parser would refuse it while reading the headers).
+    parser_->body_limit(options_.body_limit ? std::numeric_limits<uint64_t>::max() : options_.max_body_bytes);
     stream_.expires_after(options_.header_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
@@ -263,6 +274,11 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const Message& m = parser_->get();
     if (auto refused = check_header(m, options_)) return refuse(refused->first, refused->second);
+    if (options_.body_limit) {
+      const size_t limit = options_.body_limit(head_of(m, address_));
+      if (parser_->content_length().value_or(0) > limit) return refuse(413, too_large(limit));
+      parser_->body_limit(limit);
+    }
     keep_alive_ = m.keep_alive();
     version_ = m.version();
     head_ = m.method() == http::verb::head;

@@ -20,7 +20,8 @@
 // max_uri_bytes (414), a header line over max_header_line_bytes or all
 // headers over max_header_bytes (431), an unknown method or unreadable
 // request (400), a POST/PATCH/PUT without Content-Length or chunked (411),
-// a body over max_body_bytes (413, before it is read). Each refusal is the
+// a body over max_body_bytes, or over what `body_limit` allows that request
+// (413, before it is read). Each refusal is the
 // API's error body (http.h) and counts in `counters->refusals`.
 #pragma once
 
@@ -52,6 +53,10 @@ struct HttpServerOptions {
   size_t workers = 16;
   size_t io_threads = 2;
   RequestCounters* counters = nullptr;  // refusals are counted here (optional)
+  // The body limit of one request, from its head (method, target, headers;
+  // no body yet), for routes that take more than max_body_bytes; unset:
+  // max_body_bytes for all. Runs on an I/O thread: it must be quick.
+  std::function<size_t(const Request& head)> body_limit;
 };
 
 // Answers a checked request; runs on a worker thread; may throw (500).
