@@ -186,6 +186,19 @@ class HttpServer::Impl {
     streams_done_.notify_all();
   }
 
+  // Reserves one of max_large_bodies; give_back_large_body() returns it.
+  bool take_large_body() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (large_bodies_ >= options_.max_large_bodies) return false;
+    ++large_bodies_;
+    return true;
+  }
+
+  void give_back_large_body() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --large_bodies_;
+  }
+
   // Runs `body` on a thread of its own, writing to `fd` (this takes it).
   void run_stream(int fd, std::string head, bool chunked, std::function<void(StreamWriter&)> body);
 
@@ -205,6 +218,7 @@ class HttpServer::Impl {
   std::mutex mu_;
   std::condition_variable streams_done_;
   size_t connections_ = 0;                       // guarded by mu_
+  size_t large_bodies_ = 0;                      // guarded by mu_
   std::map<std::string, size_t> per_address_;   // guarded by mu_
   std::set<int> streams_;                        // guarded by mu_: their sockets
   size_t stream_slots_ = 0;                      // guarded by mu_: streams reserved or running
@@ -229,6 +243,7 @@ class Session : public std::enable_shared_from_this<Session> {
       : stream_(std::move(socket)), server_(server), options_(server.options()), address_(std::move(address)),
         admitted_(admitted) {}
   ~Session() {
+    give_back_large_body();
     if (admitted_) server_.release(address_);
   }
 
@@ -277,6 +292,12 @@ class Session : public std::enable_shared_from_this<Session> {
     if (options_.body_limit) {
       const size_t limit = options_.body_limit(head_of(m, address_));
       if (parser_->content_length().value_or(0) > limit) return refuse(413, too_large(limit));
+      if (parser_->content_length().value_or(0) > options_.max_body_bytes) {
+        if (!server_.take_large_body())
+          return refuse(503, {Error::Kind::kMalformed, "", "edtd is reading as many large bodies (uploads) as it allows at once",
+                              "retry when one of the uploads under way has ended"});
+        holds_large_body_ = true;
+      }
       parser_->body_limit(limit);
     }
     keep_alive_ = m.keep_alive();
@@ -307,8 +328,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void dispatch() {
     stream_.expires_never();
     auto request = std::make_shared<Request>(to_request(parser_->release(), address_));
-    net::post(server_.workers(), [self = shared_from_this(), request] {
+    net::post(server_.workers(), [self = shared_from_this(), request]() mutable {
       Reply reply = self->server_.run(*request);
+      request.reset();  // the body's memory goes before the large-body slot does
+      self->give_back_large_body();
       net::post(self->stream_.get_executor(),
                 [self, reply = std::move(reply)]() mutable { self->respond(std::move(reply)); });
     });
@@ -378,6 +401,11 @@ class Session : public std::enable_shared_from_this<Session> {
   const HttpServerOptions& options_;
   std::string address_;
   bool admitted_;
+  std::atomic<bool> holds_large_body_{false};
+
+  void give_back_large_body() {
+    if (holds_large_body_.exchange(false)) server_.give_back_large_body();
+  }
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
