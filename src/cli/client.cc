@@ -88,6 +88,13 @@ std::optional<ApiFailure> Client::call(const std::string& method, const std::str
   return std::nullopt;
 }
 
+std::optional<ApiFailure> Client::put_bytes(const std::string& path, const std::string& bytes, json* out) {
+  httplib::Result res = http_->Put(("/api/v1" + path).c_str(), bytes, "application/octet-stream");
+  if (auto f = failure_of(res, endpoint_.api)) return f;
+  if (out) *out = json::parse(res->body, nullptr, false);
+  return std::nullopt;
+}
+
 std::optional<ApiFailure> Client::get_text(const std::string& path, std::string* out) {
   httplib::Result res = http_->Get(("/api/v1" + path).c_str());
   if (auto f = failure_of(res, endpoint_.api)) return f;

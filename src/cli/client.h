@@ -42,6 +42,8 @@ class Client {
   // Calls METHOD /api/v1<path>; the body (if any) is JSON.
   std::optional<ApiFailure> call(const std::string& method, const std::string& path, const nlohmann::json* body,
                                  nlohmann::json* out);
+  // PUTs `bytes` as they are (application/octet-stream); the answer is JSON.
+  std::optional<ApiFailure> put_bytes(const std::string& path, const std::string& bytes, nlohmann::json* out);
   // A text route (e.g. the hostfile).
   std::optional<ApiFailure> get_text(const std::string& path, std::string* out);
   // Streams a text route to `sink` as it arrives.

@@ -226,6 +226,7 @@ void add_create(CLI::App* cluster, Action* action) {
 
 struct NameOptions {
   std::string name, output, drain_timeout;
+  std::string type, since;  // events' filters
   int containers = 0;
   bool wait = false;
 };
@@ -257,7 +258,11 @@ int get_cluster(const NameOptions& o) {
 int list_events(const NameOptions& o) {
   Client client(load_endpoint());
   json out;
-  if (auto f = client.call("GET", "/clusters/" + o.name + "/events", nullptr, &out)) return fail(*f);
+  std::string query;
+  if (!o.type.empty()) query += "&type=" + query_value(o.type);
+  if (!o.since.empty()) query += "&since=" + query_value(o.since);
+  if (!query.empty()) query[0] = '?';
+  if (auto f = client.call("GET", "/clusters/" + o.name + "/events" + query, nullptr, &out)) return fail(*f);
   const json& events = out[key(api::fields::EventList::events)];
   if (print_json_if_asked(o.output, events)) return 0;
   std::vector<std::vector<std::string>> rows = {{"TIME", "TYPE", "MESSAGE"}};
@@ -319,9 +324,11 @@ void add_cluster_commands(CLI::App& app, Action* action) {
   add_output_option(add_named(cluster, "get", "show a cluster and its containers", action, get_cluster, get), &get->output);
 
   auto events = std::make_shared<NameOptions>();
-  add_output_option(add_named(cluster, "events", "what happened to a cluster (scales, drains, failures), oldest first",
-                              action, list_events, events),
-                    &events->output);
+  auto* events_cmd = add_named(cluster, "events", "what happened to a cluster (scales, drains, failures), oldest first",
+                               action, list_events, events);
+  add_output_option(events_cmd, &events->output);
+  events_cmd->add_option("--type", events->type, "only events of this type (Created, Scaling, Running, Failed, ...)");
+  events_cmd->add_option("--since", events->since, "only events at or after this UTC time, e.g. 2026-12-01T10:00:00Z");
 
   auto scale = std::make_shared<NameOptions>();
   auto* scale_cmd = add_named(cluster, "scale", "change how many containers a cluster has", action, scale_cluster, scale);

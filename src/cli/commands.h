@@ -39,6 +39,8 @@ void print_table(const std::vector<std::vector<std::string>>& rows);
 bool print_json_if_asked(const std::string& output, const nlohmann::json& list);
 // A field of an API object as a JSON key (fields come from the contract).
 inline std::string key(std::string_view field) { return std::string(field); }
+// `text` %-encoded for a URL's query value: all but letters, digits and -._~/.
+std::string query_value(std::string_view text);
 // "a, b or c".
 std::string join_choices(const std::vector<std::string>& items);
 

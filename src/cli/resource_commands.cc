@@ -1,6 +1,9 @@
-// edt volume create|list|delete, edt image list, edt gpu list.
+// edt volume create|list|delete|upload, edt image list, edt gpu list.
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "edt_api/contract.h"
@@ -11,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 struct VolumeOptions {
-  std::string name, host_path;
+  std::string name, host_path, local_file, as;
 };
 
 int create_volume(const VolumeOptions& o) {
@@ -29,6 +32,29 @@ int delete_volume(const VolumeOptions& o) {
   Client client(load_endpoint());
   if (auto f = client.call("DELETE", "/volumes/" + o.name, nullptr, nullptr)) return fail(*f);
   printf("volume %s deleted\n", o.name.c_str());
+  return 0;
+}
+
+// Sends a local file to PUT /volumes/NAME/files?path=..., named --as or by its own name.
+int upload_file(const VolumeOptions& o) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(o.local_file, ec))
+    return usage_error(o.local_file + " is not a readable file", "give the path of a file to upload");
+  if (std::filesystem::file_size(o.local_file, ec) > api::limits::VolumeFileUpload::maximum_bytes)
+    return usage_error(o.local_file + " is over " + std::to_string(api::limits::VolumeFileUpload::maximum_bytes) +
+                           " bytes, the most edtd takes in one upload",
+                       "split it, or copy it in through a container (edt ssh)");
+  std::ifstream in(o.local_file, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in) return usage_error("cannot read " + o.local_file, "check that you may read it");
+  const std::string as = o.as.empty() ? std::filesystem::path(o.local_file).filename().string() : o.as;
+  Client client(load_endpoint());
+  json out;
+  if (auto f = client.put_bytes("/volumes/" + o.name + "/files?path=" + query_value(as), bytes.str(), &out))
+    return fail(*f);
+  printf("uploaded %s to volume %s as %s (%lld bytes)\n", o.local_file.c_str(), o.name.c_str(), as.c_str(),
+         static_cast<long long>(out[key(api::fields::VolumeFile::bytes)].get<int64_t>()));
   return 0;
 }
 
@@ -113,6 +139,13 @@ void add_volume_commands(CLI::App& app, Action* action) {
   auto* delete_cmd = volume->add_subcommand("delete", "delete a volume no cluster mounts");
   delete_cmd->add_option("name", remove->name)->required();
   delete_cmd->callback([remove, action] { *action = [remove] { return delete_volume(*remove); }; });
+
+  auto upload = std::make_shared<VolumeOptions>();
+  auto* upload_cmd = volume->add_subcommand("upload", "copy a local file into a volume (replacing one of that name)");
+  upload_cmd->add_option("name", upload->name, "the volume")->required();
+  upload_cmd->add_option("file", upload->local_file, "the local file")->required();
+  upload_cmd->add_option("--as", upload->as, "its path in the volume, e.g. data/train.csv (default: the file's name)");
+  upload_cmd->callback([upload, action] { *action = [upload] { return upload_file(*upload); }; });
 }
 
 }  // namespace

@@ -576,6 +576,31 @@ TEST_F(Edtd, TokensAndUsersThroughTheCli) {
   EXPECT_EQ(edt("user delete admin").code, 1);
 }
 
+TEST_F(Edtd, AFileIsUploadedIntoAVolumeThroughTheCli) {
+  ASSERT_EQ(edt("volume create up").code, 0);
+  const std::string local = dir_ + "/upload-every-byte.bin";
+  std::string bytes;
+  for (int i = 0; i < 1024; ++i) bytes += static_cast<char>(i % 256);
+  std::ofstream(local, std::ios::binary) << bytes;
+  Output sent = edt("volume upload up " + local + " --as 'in/every byte.bin'");
+  ASSERT_EQ(sent.code, 0) << sent.text;
+  EXPECT_NE(sent.text.find("to volume up as in/every byte.bin (1024 bytes)"), std::string::npos) << sent.text;
+  std::ifstream in(dir_ + "/volumes/up/in/every byte.bin", std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), bytes);
+  ASSERT_EQ(edt("volume upload up " + local).code, 0);  // under its own name
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/volumes/up/upload-every-byte.bin"));
+  Output escape = edt("volume upload up " + local + " --as ../escape.bin");
+  EXPECT_EQ(escape.code, 1);
+  EXPECT_NE(escape.text.find("refused (400): path: the file's path '../escape.bin' has a '..' segment"),
+            std::string::npos) << escape.text;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/volumes/escape.bin"));
+  Output missing = edt("volume upload up " + dir_ + "/no-such-file");
+  EXPECT_EQ(missing.code, 2) << missing.text;
+  EXPECT_NE(missing.text.find("is not a readable file"), std::string::npos) << missing.text;
+  std::filesystem::remove(local);
+  ASSERT_EQ(edt("volume delete up").code, 0);
+}
+
 TEST_F(Edtd, FrameworkExtrasMetricsAndOpenApi) {
   auto [st, img] = request("POST", "/api/v1/images", R"({"name": "ds", "root": "/", "frameworks": ["deepspeed", "megatron"]})", token_);
   ASSERT_EQ(st, 201) << img.dump();
@@ -600,6 +625,17 @@ TEST_F(Edtd, FrameworkExtrasMetricsAndOpenApi) {
   EXPECT_EQ(types, (std::vector<std::string>{"Created", "Running", "Scaling", "Drained", "Running"})) << events.dump();
   EXPECT_NE(events["events"][2]["message"].get<std::string>().find("mg-worker-1 leaves the hostfile and drains"),
             std::string::npos) << events.dump();
+  // The CLI's filters: one type; since the Scaling event's time.
+  json scaling = json::parse(edt("cluster events mg --type Scaling -o json").text, nullptr, false);
+  ASSERT_TRUE(scaling.is_array() && scaling.size() == 1) << scaling.dump();
+  EXPECT_EQ(scaling[0], events["events"][2]);
+  const std::string since = events["events"][2]["time"];
+  json recent = json::parse(edt("cluster events mg --since " + since + " -o json").text, nullptr, false);
+  ASSERT_TRUE(recent.is_array() && recent.size() == 3) << recent.dump();
+  EXPECT_EQ(recent[0]["type"], "Scaling");
+  Output bad = edt("cluster events mg --type scaling");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.text.find("refused (400): type: 'scaling' is not an event type"), std::string::npos) << bad.text;
   // The web console's files are served at /, the API still under /api/v1.
   auto page = c.Get("/");
   ASSERT_TRUE(page);

@@ -1,7 +1,8 @@
 // The console's whole workflow in a real browser against a real edtd: sign
 // in, create tthvd, see its containers Running, use the launcher's terminal,
 // scale to 4, run a job and watch its log and chart, run a job and a terminal
-// in a chosen worker, the GPUs and their holders, volumes, users and tokens,
+// in a chosen worker, filter the cluster's jobs and events, the GPUs and their
+// holders, volumes (a file uploaded into one), users and tokens,
 // images, scale down past a drain, and every form error.
 // The tests run in order and build on each other, as a user's session does.
 // Each saves a screenshot under EDT_TEST_OUT.
@@ -226,6 +227,48 @@ step('a job and a terminal in a chosen worker: each runs in that container', asy
   assert.deepEqual(await runInTerminal('hostname'), ['tthvd-worker-0']);
 });
 
+step("the cluster page's filters: jobs by container and by state, events by type, all from the keyboard too", async () => {
+  await openApp(page, '#/clusters/tthvd');
+  const jobContainers = () => page.$$eval('#jobs-table tr[data-job] [data-col="container"]', (cells) => cells.map((c) => c.textContent));
+  await waitFor('both jobs listed', async () => (await jobContainers()).length === 2);
+  await waitFor('the worker in the container filter', async () => (await page.locator('#jobs-container option[value="tthvd-worker-1"]').count()) === 1);
+  await page.selectOption('#jobs-container', 'tthvd-worker-1');
+  await waitFor("only the worker's job", async () => (await jobContainers()).join() === 'tthvd-worker-1');
+  await page.selectOption('#jobs-container', '');
+  await page.selectOption('#jobs-state', 'Failed');
+  await waitFor('no failed job', async () => (await page.textContent('#jobs-table tbody')).includes('No jobs match the filter.'));
+  await page.selectOption('#jobs-state', 'Succeeded');
+  await waitFor('both succeeded jobs', async () => (await jobContainers()).length === 2);
+  await page.selectOption('#jobs-state', '');
+
+  await waitFor('a Scaling event among others', async () => {
+    const types = await eventTypes();
+    return types.includes('Scaling') && types.some((t) => t !== 'Scaling');
+  });
+  // Keyboard: the Type filter is in the Tab order.
+  await page.focus('#events-type');
+  await page.keyboard.press('Shift+Tab');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'events-type');
+  await page.selectOption('#events-type', 'Scaling');
+  await waitFor('only Scaling events', async () => {
+    const types = await eventTypes();
+    return types.length > 0 && types.every((t) => t === 'Scaling');
+  });
+  await screenshot('events-filtered');
+  await page.selectOption('#events-type', 'DrainTimedOut');
+  await waitFor('no DrainTimedOut event yet', async () => (await page.textContent('#events')).includes('No events match the filter.'));
+  await page.selectOption('#events-type', '');
+  await page.selectOption('#events-since', '10');
+  await waitFor('the recent events', async () => (await eventTypes()).length > 0);
+  await page.selectOption('#events-since', '0');
+  // edtd refuses what the selects cannot send, naming the parameter.
+  const refused = await edtd.api('GET', '/clusters/tthvd/events?type=scaling');
+  assert.equal(refused.status, 400);
+  assert.equal(refused.json.error.field, 'type');
+  assert.equal((await edtd.api('GET', '/clusters/tthvd/jobs?state=done')).json.error.field, 'state');
+});
+
 step('GPUs: the 4 that tthvd holds name their container and cluster, the other 4 are free', async () => {
   await openApp(page, '#/clusters');
   await page.click('#nav-gpus');
@@ -267,6 +310,29 @@ step('volumes: who mounts each, create one (a bad name is shown next to the fiel
   await page.click('#dialog-confirm');
   await waitFor('results to go', async () => (await results.count()) === 0);
   assert.equal((await edtd.api('GET', '/volumes')).json.volumes.some((v) => v.name === 'results'), false);
+});
+
+step('volumes: upload a file into data (a hostile path is refused next to the path); the launcher reads it', async () => {
+  await openApp(page, '#/volumes');
+  await waitFor('data in the upload form', async () => (await page.locator('#upload-volume option[value="data"]').count()) === 1);
+  await page.selectOption('#upload-volume', 'data');
+  await page.setInputFiles('#upload-file', { name: 'hello.txt', mimeType: 'text/plain', buffer: Buffer.from('hello from the console\n') });
+  await page.fill('#upload-path', '../escape.txt');
+  await page.click('#upload-submit');
+  await waitFor('the refusal next to the path', async () => /has a '\.\.' segment/.test(await page.textContent('#upload-path-error')));
+  assert.equal(await page.getAttribute('#upload-path', 'aria-invalid'), 'true');
+  assert.equal(await page.textContent('#upload-state'), 'Upload failed.');
+  await page.fill('#upload-path', 'inputs/hello.txt');
+  await page.click('#upload-submit');
+  await waitFor('done beside the button', async () => (await page.textContent('#upload-state')) === 'Uploaded 23 bytes to data as inputs/hello.txt.');
+  assert.equal(await page.textContent('#upload-path-error'), '');
+  await screenshot('volume-upload');
+  // The container's user reads (and may write) it where tthvd mounts data.
+  const job = await edtd.api('POST', '/clusters/tthvd/jobs', { command: 'cat /root/data/inputs/hello.txt; stat -c %a /root/data/inputs/hello.txt; echo more >> /root/data/inputs/hello.txt && echo writable' });
+  assert.equal(job.status, 201, JSON.stringify(job.json));
+  await waitFor('the job to end', async () => (await edtd.api('GET', `/jobs/${job.json.id}`)).json.state !== 'Running');
+  const log = await fetch(`${edtd.base}/api/v1/jobs/${job.json.id}/log?follow=false`, { headers: { Authorization: `Bearer ${edtd.token}` } });
+  assert.equal(await log.text(), 'hello from the console\n644\nwritable\n');
 });
 
 step('users and tokens: create alice (her token shown once, copied), list and revoke tokens, a refused delete, delete', async () => {

@@ -30,7 +30,9 @@ import urllib.request
 
 import jsonschema
 
-METHODS = ("get", "post", "patch", "delete")
+METHODS = ("get", "post", "patch", "put", "delete")
+# The body of an operation that takes raw bytes (application/octet-stream).
+RAW_EXAMPLE = b"contract bytes\n"
 CLUSTER = "contract"
 # A valid request body for each documented request schema. A new schema with
 # no example here fails the test: add one.
@@ -82,9 +84,12 @@ class Contract:
 
     def request_schema_name(self, path, method):
         body = self.operation(path, method).get("requestBody")
-        if not body:
+        if not body or "application/json" not in body["content"]:
             return None
         return body["content"]["application/json"]["schema"]["$ref"].split("/")[-1]
+
+    def takes_bytes(self, path, method):
+        return "application/octet-stream" in self.operation(path, method).get("requestBody", {}).get("content", {})
 
     def needs_token(self, path, method):
         return self.operation(path, method).get("security", self.doc["security"]) != []
@@ -206,7 +211,7 @@ class Run:
         filled = path
         for param, value in self.params(path).items():
             filled = filled.replace("{" + param + "}", value)
-        query = "?follow=false" if path.endswith("/log") else ""
+        query = "?follow=false" if path.endswith("/log") else "?path=contract/file.txt" if path.endswith("/files") else ""
         return prefix + filled + query
 
     def params(self, path):
@@ -235,7 +240,8 @@ class Run:
                 self.c.failures.append(f"{method.upper()} {path}: no example body for {schema} in contract_test.py")
                 return None
             body = EXAMPLES[schema]
-        status, text = self.send(path, method, "a valid request", body=body)
+        raw = RAW_EXAMPLE if self.c.takes_bytes(path, method) else None
+        status, text = self.send(path, method, "a valid request", body=body, raw=raw)
         self.valid_done.add((path, method))
         if status >= 300:
             self.c.failures.append(f"{method.upper()} {path}: a valid request was refused ({status}): {text[:300]}")
@@ -272,7 +278,7 @@ class Run:
                     yield path, method
 
     def sweep(self):
-        for path, method in self.operations(("get", "post", "patch")):
+        for path, method in self.operations(("get", "post", "patch", "put")):
             if (path, method) not in self.valid_done:
                 self.valid(path, method)
         for path, method in self.operations():
@@ -283,6 +289,13 @@ class Run:
                 self.send(path, method, "no token", token=False)
         self.send("/clusters/{name}", "get", "an unknown cluster", url="/api/v1/clusters/no-such-cluster")
         self.send("/jobs/{id}", "get", "an unknown job", url="/api/v1/jobs/999999")
+        events, jobs = "/clusters/{name}/events", "/clusters/{name}/jobs"
+        for path, query in ((events, "type=Scaling&since=2026-01-01T00:00:00Z"), (jobs, "state=Succeeded&container=contract-launcher"),
+                            (events, "type=scaling"), (events, "since=now"), (jobs, "state=done"), (jobs, "colour=red")):
+            self.send(path, "get", "a filter: " + query, url=self.url(path) + "?" + query)
+        files = "/volumes/{name}/files"
+        for query in ("path=../escape", "path=%2Fetc%2Fpasswd", "", "path=a&path=b"):
+            self.send(files, "put", "a bad path: " + query, raw=RAW_EXAMPLE, url=self.url(files).split("?")[0] + "?" + query)
 
     def undocumented_route(self):
         for url in ("/api/v1/no-such-route", "/api/v1/clusters/x/y/z"):

@@ -14,6 +14,11 @@ sockets so that any byte can go on the wire:
   - a POST and a PATCH without Content-Length, and a chunked one;
   - a 10 KB URL, a 100 KB Authorization header, and the bearer scheme in
     lower and upper case;
+  - a file uploaded into a volume: paths that leave it ('..', absolute,
+    encoded), control characters, over-long names, a symbolic link a
+    container left in it; a Content-Length over the upload limit (and over
+    the body limit without a token); another user's volume;
+  - filters of a cluster's events and jobs with values they do not take;
   - another user: the admin's cluster, volume and GPU holders must look to
     them as if absent, the admin's tokens are not theirs to list; a revoked
     token is refused at once, an expired one once its time is up, a deleted
@@ -380,6 +385,7 @@ class Hostile:
         self.expect("DELETE /users/admin/tokens/1 by another user",
                     request("DELETE", "/api/v1/users/admin/tokens/1", token=other), 403, "name",
                     ("/users/{name}/tokens/{id}", "delete"))
+        self.another_users_volume(other)
         self.tokens_end(other, admin)
 
     def tokens_end(self, other, admin):
@@ -403,6 +409,52 @@ class Hostile:
         self.expect("delete a user", request("DELETE", "/api/v1/users/hostile-other", token=admin), 200, None,
                     ("/users/{name}", "delete"))
         self.expect("a deleted user's token", request("GET", "/api/v1/whoami", token=other), 401, "Authorization")
+
+    def volume_files(self):
+        token, files = self.edtd.token, ("/volumes/{name}/files", "put")
+        volume_dir = os.path.join(self.edtd.dir, "data", "volumes", "hostile-vol")
+        target = "/api/v1/volumes/hostile-vol/files?path="
+        for path in ("..%2F..%2Fescape", "%2Fescape", "a%2F%2e%2e%2F%2e%2e%2F%2e%2e%2Fescape", "%2e%2e", "a%2F.%2Fb", "a%00b",
+                     "a%0d%0ab", "a%1bb", "a%7f", "a%2F%2Fb", "a%2F", "x" * 256, "ab%2F" * 400 + "c", "", "%ff"):
+            self.expect(f"PUT a file at path={path[:40]}", request("PUT", target + path, b"x", token), 400, "path", files)
+        self.expect("PUT a file with path twice", request("PUT", target + "a&path=b", b"x", token), 400, "path", files)
+        os.symlink(self.edtd.dir, os.path.join(volume_dir, "out"))
+        self.expect("PUT a file through a link in the volume", request("PUT", target + "out%2Fescape", b"x", token), 409,
+                    "path", files)
+        os.symlink(os.path.join(self.edtd.dir, "edtd.log"), os.path.join(volume_dir, "log"))
+        self.expect("PUT a file over a link in the volume", request("PUT", target + "log", b"x", token), 409, "path", files)
+        if any(os.path.exists(os.path.join(d, "escape")) for d in (self.edtd.dir, os.path.join(self.edtd.dir, "data"),
+                                                                      os.path.dirname(self.edtd.dir), "/escape")):
+            self.failures.append("an upload wrote a file outside its volume")
+        over = {"Content-Length": str(32 * 1024 * 1024 + 1)}
+        self.expect("PUT a file over the upload limit", request("PUT", target + "big", b"", token, over, False), 413, "",
+                    files)
+        self.expect("PUT 2 MiB without a token", request("PUT", target + "big", b"", None, {"Content-Length": str(2 << 20)},
+                                                         False), 413, "", files)
+        self.expect("PUT a file without Content-Length", request("PUT", target + "big", b"x", token, length=False), 411,
+                    "Content-Length", files)
+        if os.path.exists(os.path.join(volume_dir, "big")):
+            self.failures.append("a refused upload left a file")
+        data = bytes(range(256)) * 4
+        self.expect("PUT a file of every byte", request("PUT", target + "dir%2Fevery%20byte.bin", data, token), 200, None,
+                    files)
+        with open(os.path.join(volume_dir, "dir", "every byte.bin"), "rb") as f:
+            if f.read() != data:
+                self.failures.append("the uploaded file does not hold the bytes sent")
+        for path, query, field in (("/clusters/{name}/events", "type=nope", "type"), ("/clusters/{name}/events", "since=1", "since"),
+                                   ("/clusters/{name}/events", "since=2026-02-30T00:00:00Z", "since"),
+                                   ("/clusters/{name}/jobs", "state=%00", "state"), ("/clusters/{name}/jobs", "container=..", "container"),
+                                   ("/clusters/{name}/jobs", "state=Running&state=Failed", "state")):
+            self.expect(f"GET {path}?{query}", request("GET", self.target(path, {"name": CLUSTER}) + "?" + query, token=token),
+                        400, field, (path, "get"))
+
+    def another_users_volume(self, other):
+        what = "PUT a file into the admin's volume by another user"
+        theirs = self.expect(what, request("PUT", "/api/v1/volumes/hostile-vol/files?path=x", b"x", other), 404, "name",
+                             ("/volumes/{name}/files", "put"))
+        absent = self.send(request("PUT", "/api/v1/volumes/no-such/files?path=x", b"x", other))
+        if theirs.body.replace("hostile-vol", "NAME") != absent.body.replace("no-such", "NAME"):
+            self.failures.append(f"{what}: not the answer for an absent one: {theirs.body} vs {absent.body}")
 
     def setup(self):
         for method, path, body in (("POST", "/api/v1/volumes", {"name": "hostile-vol"}),
@@ -546,7 +598,7 @@ def main():
         hostile = Hostile(contract, edtd)
         hostile.setup()
         for case in (hostile.not_utf8, hostile.nesting, hostile.types, hostile.keys, hostile.framing,
-                     hostile.another_user):
+                     hostile.volume_files, hostile.another_user):
             case()
         fuzz = Fuzz(hostile, args.seed)
         seconds = fuzz.run(args.fuzz)

@@ -302,6 +302,22 @@ function toNewToken(v: unknown): NewToken {
   return { name: str(o['name']), token: str(o['token']), id: num(o['id']), expires_at: num(o['expires_at']) };
 }
 
+// What GET /clusters/{name}/events and /jobs select; an empty field selects all.
+export interface EventFilter {
+  type?: string;
+  since?: string; // UTC, as an event's time is written
+}
+export interface JobFilter {
+  state?: string;
+  container?: string;
+}
+
+// "?a=1&b=2" of the filter's non-empty fields; "" when there are none.
+export function query(filter: object): string {
+  const pairs = Object.entries(filter).filter(([, v]) => typeof v === 'string' && v !== '');
+  return pairs.length ? '?' + pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v as string)}`).join('&') : '';
+}
+
 export interface ApiOptions {
   base?: string;
   token: () => string | null;
@@ -321,14 +337,16 @@ export class Api {
     return token ? { Authorization: `Bearer ${token}`, ...extra } : extra;
   }
 
+  // body: JSON to send; a Blob (a file) is sent as it is.
   private async send(method: string, path: string, body?: unknown): Promise<Response> {
     const doFetch = this.options.fetch ?? fetch;
+    const raw = body instanceof Blob;
     let response: Response;
     try {
       response = await doFetch(this.base + path, {
         method,
-        headers: this.headers(body === undefined ? {} : { 'Content-Type': 'application/json' }),
-        body: body === undefined ? undefined : JSON.stringify(body),
+        headers: this.headers(body === undefined ? {} : { 'Content-Type': raw ? 'application/octet-stream' : 'application/json' }),
+        body: body === undefined ? undefined : raw ? body : JSON.stringify(body),
       });
     } catch (e) {
       throw new ApiError(0, `edtd did not answer (${(e as Error).message}); is it running?`);
@@ -412,6 +430,12 @@ export class Api {
     await this.send('DELETE', `/volumes/${encodeURIComponent(name)}`);
   }
 
+  // Writes the file to `path` in the volume (replacing one there); returns the bytes written.
+  async uploadFile(volume: string, path: string, file: Blob): Promise<number> {
+    const o = obj(await this.json('PUT', `/volumes/${encodeURIComponent(volume)}/files?path=${encodeURIComponent(path)}`, file));
+    return num(o['bytes']);
+  }
+
   async listUsers(): Promise<User[]> {
     return list(await this.json('GET', '/users'), 'users').map((v) => ({ name: str(obj(v)['name']), admin: obj(v)['admin'] === true }));
   }
@@ -443,8 +467,8 @@ export class Api {
     return toJob(await this.json('POST', `/clusters/${encodeURIComponent(cluster)}/jobs`, request));
   }
 
-  async listJobs(cluster: string): Promise<Job[]> {
-    return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/jobs`), 'jobs').map(toJob);
+  async listJobs(cluster: string, filter: JobFilter = {}): Promise<Job[]> {
+    return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/jobs${query(filter)}`), 'jobs').map(toJob);
   }
 
   async getJob(id: string): Promise<Job> {
@@ -483,7 +507,7 @@ export class Api {
   }
 
   // Oldest first, in the order edtd recorded them.
-  async listEvents(cluster: string): Promise<ClusterEvent[]> {
-    return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/events`), 'events').map(toEvent);
+  async listEvents(cluster: string, filter: EventFilter = {}): Promise<ClusterEvent[]> {
+    return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/events${query(filter)}`), 'events').map(toEvent);
   }
 }

@@ -1,5 +1,6 @@
 // Handlers: /api/v1/clusters and a cluster's hostfile, events and SSH access.
 #include "control/api/handlers.h"
+#include "control/model/filters.h"
 
 namespace edt::control::handlers {
 
@@ -62,8 +63,11 @@ Answer cluster_hostfile(ApiContext& ctx, const Request& req, const User& user) {
 Answer cluster_events(ApiContext& ctx, const Request& req, const User& user) {
   auto events = ctx.service->events(user, name_in_path(req));
   if (!events.ok()) return events.error();
+  EventFilter filter;
+  if (auto refused = parse_event_filter(req.params, &filter)) return *refused;
   json items = json::array();
-  for (const auto& e : *events) items.push_back(event_to_json(e));
+  for (const auto& e : *events)
+    if (filter.matches(e)) items.push_back(event_to_json(e));
   return json_reply(200, {{"events", items}});
 }
 

@@ -58,6 +58,8 @@ Answer job_log(ApiContext& ctx, const Request& req, const User& user);
 Answer list_volumes(ApiContext& ctx, const Request& req, const User& user);
 Answer create_volume(ApiContext& ctx, const Request& req, const User& user);
 Answer delete_volume(ApiContext& ctx, const Request& req, const User& user);
+// PUT /volumes/{name}/files?path=P: the raw body becomes the file P (volume_files.h)
+Answer upload_volume_file(ApiContext& ctx, const Request& req, const User& user);
 
 // images.cc: images and the GPU inventory, what clusters are made of
 Answer list_images(ApiContext& ctx, const Request& req, const User& user);

@@ -10,6 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -39,10 +40,12 @@ Error refusal(std::string field, std::string message, std::string fix) {
 
 // Why a request's headers could not be read; `in_request_line`: the
 // parser had not read the request line yet.
+Error too_large(size_t limit) {
+  return {Error::Kind::kTooLarge, "", "the request body is over " + format_size(limit), "send a smaller body"};
+}
+
 std::pair<int, Error> unreadable(beast::error_code ec, bool in_request_line, const HttpServerOptions& o) {
-  if (ec == http::error::body_limit)
-    return {413, {Error::Kind::kTooLarge, "", "the request body is over " + format_size(o.max_body_bytes),
-                  "send a smaller body"}};
+  if (ec == http::error::body_limit) return {413, too_large(o.max_body_bytes)};
   if (ec == http::error::header_limit && in_request_line)
     return {414, refusal("", "the request line (method, path and query) is over " + std::to_string(o.max_uri_bytes) +
                                  " bytes",
@@ -90,8 +93,8 @@ std::optional<std::pair<int, Error>> check_header(const Message& m, const HttpSe
   return std::nullopt;
 }
 
-// The message as the API's Request.
-Request to_request(Message&& m, const std::string& address) {
+// The message's head (all but the body) as the API's Request.
+Request head_of(const Message& m, const std::string& address) {
   Request r;
   r.method = std::string(m.method_string());
   if (r.method == "HEAD") r.method = "GET";
@@ -100,8 +103,14 @@ Request to_request(Message&& m, const std::string& address) {
   r.path = percent_decoded(std::string_view(r.target).substr(0, mark));
   if (mark != std::string::npos) r.params = parse_query(std::string_view(r.target).substr(mark + 1));
   for (const auto& field : m) r.headers.emplace(std::string(field.name_string().data(), field.name_string().size()), std::string(field.value()));
-  r.body = std::move(m.body());
   r.remote_addr = address;
+  return r;
+}
+
+// The message as the API's Request.
+Request to_request(Message&& m, const std::string& address) {
+  Request r = head_of(m, address);
+  r.body = std::move(m.body());
   return r;
 }
 
@@ -177,6 +186,19 @@ class HttpServer::Impl {
     streams_done_.notify_all();
   }
 
+  // Reserves one of max_large_bodies; give_back_large_body() returns it.
+  bool take_large_body() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (large_bodies_ >= options_.max_large_bodies) return false;
+    ++large_bodies_;
+    return true;
+  }
+
+  void give_back_large_body() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --large_bodies_;
+  }
+
   // Runs `body` on a thread of its own, writing to `fd` (this takes it).
   void run_stream(int fd, std::string head, bool chunked, std::function<void(StreamWriter&)> body);
 
@@ -196,6 +218,7 @@ class HttpServer::Impl {
   std::mutex mu_;
   std::condition_variable streams_done_;
   size_t connections_ = 0;                       // guarded by mu_
+  size_t large_bodies_ = 0;                      // guarded by mu_
   std::map<std::string, size_t> per_address_;   // guarded by mu_
   std::set<int> streams_;                        // guarded by mu_: their sockets
   size_t stream_slots_ = 0;                      // guarded by mu_: streams reserved or running
@@ -220,6 +243,7 @@ class Session : public std::enable_shared_from_this<Session> {
       : stream_(std::move(socket)), server_(server), options_(server.options()), address_(std::move(address)),
         admitted_(admitted) {}
   ~Session() {
+    give_back_large_body();
     if (admitted_) server_.release(address_);
   }
 
@@ -247,7 +271,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_header() {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
-    parser_->body_limit(options_.max_body_bytes);
+    // With a per-request limit, Content-Length is checked against it in
+    // on_header (the parser would refuse it while reading the headers).
+    parser_->body_limit(options_.body_limit ? std::numeric_limits<uint64_t>::max() : options_.max_body_bytes);
     stream_.expires_after(options_.header_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
@@ -263,6 +289,17 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const Message& m = parser_->get();
     if (auto refused = check_header(m, options_)) return refuse(refused->first, refused->second);
+    if (options_.body_limit) {
+      const size_t limit = options_.body_limit(head_of(m, address_));
+      if (parser_->content_length().value_or(0) > limit) return refuse(413, too_large(limit));
+      if (parser_->content_length().value_or(0) > options_.max_body_bytes) {
+        if (!server_.take_large_body())
+          return refuse(503, {Error::Kind::kMalformed, "", "edtd is reading as many large bodies (uploads) as it allows at once",
+                              "retry when one of the uploads under way has ended"});
+        holds_large_body_ = true;
+      }
+      parser_->body_limit(limit);
+    }
     keep_alive_ = m.keep_alive();
     version_ = m.version();
     head_ = m.method() == http::verb::head;
@@ -291,8 +328,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void dispatch() {
     stream_.expires_never();
     auto request = std::make_shared<Request>(to_request(parser_->release(), address_));
-    net::post(server_.workers(), [self = shared_from_this(), request] {
+    net::post(server_.workers(), [self = shared_from_this(), request]() mutable {
       Reply reply = self->server_.run(*request);
+      request.reset();  // the body's memory goes before the large-body slot does
+      self->give_back_large_body();
       net::post(self->stream_.get_executor(),
                 [self, reply = std::move(reply)]() mutable { self->respond(std::move(reply)); });
     });
@@ -362,6 +401,11 @@ class Session : public std::enable_shared_from_this<Session> {
   const HttpServerOptions& options_;
   std::string address_;
   bool admitted_;
+  std::atomic<bool> holds_large_body_{false};
+
+  void give_back_large_body() {
+    if (holds_large_body_.exchange(false)) server_.give_back_large_body();
+  }
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;

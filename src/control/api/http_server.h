@@ -14,13 +14,17 @@
 //   - handlers run on a pool of `workers` threads; a streamed reply (a
 //     job's log followed) runs on a thread of its own, at most `max_streams`
 //     at once (503 beyond), so streams never take a handler's thread;
+//   - a body over max_body_bytes (a route's larger `body_limit`) is read
+//     for at most `max_large_bodies` requests at once (503 beyond), so the
+//     memory large bodies take stays bounded;
 //   - responses go out with TCP_NODELAY, so keep-alive needs no delayed ACK.
 //
 // Before a handler runs, a request is checked: a request line over
 // max_uri_bytes (414), a header line over max_header_line_bytes or all
 // headers over max_header_bytes (431), an unknown method or unreadable
 // request (400), a POST/PATCH/PUT without Content-Length or chunked (411),
-// a body over max_body_bytes (413, before it is read). Each refusal is the
+// a body over max_body_bytes, or over what `body_limit` allows that request
+// (413, before it is read). Each refusal is the
 // API's error body (http.h) and counts in `counters->refusals`.
 #pragma once
 
@@ -52,6 +56,13 @@ struct HttpServerOptions {
   size_t workers = 16;
   size_t io_threads = 2;
   RequestCounters* counters = nullptr;  // refusals are counted here (optional)
+  // The body limit of one request, from its head (method, target, headers;
+  // no body yet), for routes that take more than max_body_bytes; unset:
+  // max_body_bytes for all. Runs on an I/O thread: it must be quick.
+  std::function<size_t(const Request& head)> body_limit;
+  // Requests with a body over max_body_bytes read or handled at once; more
+  // are answered 503, so large bodies held in memory stay bounded.
+  size_t max_large_bodies = 4;
 };
 
 // Answers a checked request; runs on a worker thread; may throw (500).

@@ -146,6 +146,42 @@ TEST_F(HttpServerTest, RefusesBeforeTheHandlerRuns) {
   }
 }
 
+TEST_F(HttpServerTest, ARequestsOwnBodyLimitAndABoundOnLargeBodiesAtOnce) {
+  HttpServerOptions options;
+  options.max_body_bytes = 10;
+  options.body_limit = [](const Request& head) { return head.path == "/big" ? size_t{100} : size_t{10}; };
+  options.max_large_bodies = 1;
+  start(options);
+  auto put = [](const std::string& path, size_t length, const std::string& extra = "") {
+    return "PUT " + path + " HTTP/1.1\r\nHost: h\r\nContent-Length: " + std::to_string(length) + "\r\n" + extra + "\r\n";
+  };
+  auto answer = [this](const std::string& request) {
+    const int fd = connect_from(port());
+    send_text(fd, request);
+    std::string got = receive(fd, "}");
+    ::close(fd);
+    return got.substr(0, 12);
+  };
+  EXPECT_EQ(answer(put("/big", 101)), "HTTP/1.1 413");
+  EXPECT_EQ(answer(put("/small", 11)), "HTTP/1.1 413");
+  // One large body is being read (its 100 Continue says the slot is taken): another waits its turn, 503.
+  const int first = connect_from(port());
+  send_text(first, put("/big", 50, "Expect: 100-continue\r\n"));
+  EXPECT_NE(receive(first, "\r\n\r\n").find("100 Continue"), std::string::npos);
+  const int second = connect_from(port());
+  send_text(second, put("/big", 50) + std::string(50, 'b'));
+  const std::string refused = receive(second, "}}");
+  EXPECT_EQ(refused.substr(0, 12), "HTTP/1.1 503") << refused;
+  EXPECT_NE(refused.find("large bodies"), std::string::npos) << refused;
+  ::close(second);
+  EXPECT_EQ(answer(put("/big", 5) + "small"), "HTTP/1.1 200");  // a small body needs no slot
+  send_text(first, std::string(50, 'a'));
+  EXPECT_NE(receive(first, "}").find(std::string(50, 'a')), std::string::npos);
+  ::close(first);
+  // The slot came back with the first one's answer.
+  EXPECT_EQ(answer(put("/big", 50) + std::string(50, 'c')), "HTTP/1.1 200");
+}
+
 TEST_F(HttpServerTest, BoundsConnectionsPerAddressAndAnswersOthers) {
   HttpServerOptions options;
   options.max_connections_per_address = 3;

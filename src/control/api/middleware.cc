@@ -84,25 +84,6 @@ std::optional<std::string> bearer_token(const std::string& header) {
   return header.substr(start);
 }
 
-// The user behind the request's bearer token, or why there is none.
-Outcome<User> authenticate(const Request& req, Service* service) {
-  const std::string fix = "send 'Authorization: Bearer <token>' (set EDT_TOKEN or run edt login)";
-  if (!req.has_header("Authorization"))
-    return Error{Error::Kind::kUnauthenticated, "Authorization", "no bearer token was sent", fix};
-  const std::string header = req.get_header_value("Authorization");
-  auto token = bearer_token(header);
-  if (!token) {
-    const std::string scheme = utf8::sanitized(header.substr(0, std::min(header.find(' '), size_t{20})));
-    return Error{Error::Kind::kUnauthenticated, "Authorization",
-                 "the Authorization header is not 'Bearer <token>' (its scheme is '" + scheme + "')", fix};
-  }
-  auto user = service->authenticate(*token);
-  if (!user)
-    return Error{Error::Kind::kUnauthenticated, "Authorization",
-                 "the token is not valid: no such token, or it was revoked, expired or its user deleted",
-                 "use a live token: edt token create (with one that works), from the admin, or DIR/admin.token"};
-  return *user;
-}
 
 // A query parameter (as the server decoded them) whose name or value is not UTF-8.
 Refusal check_query(const Request& req, const std::string& fix) {
@@ -143,11 +124,31 @@ Reply error_reply(const Error& error) {
 
 }  // namespace
 
+// The user behind the request's bearer token, or why there is none.
+Outcome<User> authenticate(const Request& req, Service* service) {
+  const std::string fix = "send 'Authorization: Bearer <token>' (set EDT_TOKEN or run edt login)";
+  if (!req.has_header("Authorization"))
+    return Error{Error::Kind::kUnauthenticated, "Authorization", "no bearer token was sent", fix};
+  const std::string header = req.get_header_value("Authorization");
+  auto token = bearer_token(header);
+  if (!token) {
+    const std::string scheme = utf8::sanitized(header.substr(0, std::min(header.find(' '), size_t{20})));
+    return Error{Error::Kind::kUnauthenticated, "Authorization",
+                 "the Authorization header is not 'Bearer <token>' (its scheme is '" + scheme + "')", fix};
+  }
+  auto user = service->authenticate(*token);
+  if (!user)
+    return Error{Error::Kind::kUnauthenticated, "Authorization",
+                 "the token is not valid: no such token, or it was revoked, expired or its user deleted",
+                 "use a live token: edt token create (with one that works), from the admin, or DIR/admin.token"};
+  return *user;
+}
+
 Router::Router(const std::vector<Route>& routes, Service* service, RequestCounters* counters)
     : service_(service), counters_(counters) {
   for (const auto& route : routes) {
     EDT_CHECK_MSG(route.method == "GET" || route.method == "POST" || route.method == "PATCH" ||
-                      route.method == "DELETE",
+                      route.method == "PUT" || route.method == "DELETE",
                   "unknown method " + route.method);
     Entry entry{route, {}, {}};
     entry.regex = std::regex(route_regex(route.pattern, &entry.parameters));

@@ -34,6 +34,10 @@ struct RequestCounters {
 // parameter; their names are appended to `names`.
 std::string route_regex(const std::string& pattern, std::vector<std::string>* names);
 
+// The user behind the request's "Authorization: Bearer <token>", or the
+// 401 refusal saying why there is none.
+Outcome<User> authenticate(const Request& req, Service* service);
+
 // The routes, each wrapped as above, matched by method and path in order.
 class Router {
  public:

@@ -1,9 +1,18 @@
 #include "control/api/server.h"
 
+#include <algorithm>
+#include <regex>
+
 #include "control/api/static_files.h"
 #include "edt_api/contract.h"
 
 namespace edt::control {
+
+namespace {
+
+const std::string kVolumeFiles = "/api/v1/volumes/{name}/files";
+
+}  // namespace
 
 ApiServer::ApiServer(ApiServerOptions options)
     : options_(std::move(options)),
@@ -17,6 +26,7 @@ ApiServer::ApiServer(ApiServerOptions options)
   http.max_header_line_bytes = api::limits::RequestLimits::max_header_bytes;
   http.max_header_bytes = api::limits::RequestLimits::max_headers_bytes;
   http.counters = &counters_;
+  http.body_limit = [this](const Request& head) { return body_limit(head); };
   server_ = std::make_unique<HttpServer>(http, [this](Request& request) { return answer(request); });
 }
 
@@ -27,6 +37,18 @@ Reply ApiServer::answer(Request& request) {
     if (auto file = static_file(options_.web_dir, request.path)) return std::move(*file);
   counters_.refusals++;
   return json_reply(404, error_json(404, missing("", "no such API route", "see GET /api/v1/openapi.json")));
+}
+
+// Uploads may be large, for a caller with a valid token only: no one else
+// makes edtd hold more than max_body_bytes of a request.
+size_t ApiServer::body_limit(const Request& head) const {
+  static const std::regex kUpload = [] {
+    std::vector<std::string> names;
+    return std::regex(route_regex(kVolumeFiles, &names));
+  }();
+  if (head.method != "PUT" || !std::regex_match(head.path, kUpload)) return options_.max_body_bytes;
+  if (!authenticate(head, options_.service).ok()) return options_.max_body_bytes;
+  return std::max(options_.max_upload_bytes, options_.max_body_bytes);
 }
 
 ApiServer::~ApiServer() { stop(); }
@@ -57,6 +79,7 @@ std::vector<Route> ApiServer::routes() {
       {"GET", "/api/v1/volumes", A::kUser, "", bind(h::list_volumes)},
       {"POST", "/api/v1/volumes", A::kUser, "", bind(h::create_volume)},
       {"DELETE", "/api/v1/volumes/{name}", A::kUser, "", bind(h::delete_volume)},
+      {"PUT", kVolumeFiles, A::kUser, "", bind(h::upload_volume_file)},
       {"GET", "/api/v1/images", A::kUser, "", bind(h::list_images)},
       {"POST", "/api/v1/images", A::kAdmin, "register images", bind(h::register_image)},
       {"GET", "/api/v1/gpus", A::kUser, "", bind(h::list_gpus)},

@@ -29,6 +29,9 @@ struct ApiServerOptions {
   Reconciler* reconciler = nullptr;
   JobRunner* jobs = nullptr;
   size_t max_body_bytes = api::limits::RequestLimits::maximum_bytes;  // api/openapi.json's
+  // A file uploaded into a volume may be this large; only for a request whose
+  // token is valid (checked before the body is read), else max_body_bytes.
+  size_t max_upload_bytes = api::limits::VolumeFileUpload::maximum_bytes;
   std::string web_dir;  // the console's static files, served at / (none if empty)
   HttpServerOptions http;  // bounds and timeouts; the body limit is max_body_bytes
   // Routes of other parts of edtd (the web console's), served after the
@@ -49,6 +52,8 @@ class ApiServer {
  private:
   std::vector<Route> routes();
   Reply answer(Request& request);
+  // The body limit of a request (HttpServerOptions::body_limit).
+  size_t body_limit(const Request& head) const;
 
   ApiServerOptions options_;
   RequestCounters counters_;

@@ -49,6 +49,7 @@ class ApiServerTest : public ::testing::Test {
     options.reconciler = reconciler_.get();
     options.jobs = jobs_.get();
     options.max_body_bytes = 4096;
+    options.max_upload_bytes = 65536;
     server_ = std::make_unique<ApiServer>(options);
     port_ = net::free_port("127.0.0.1").value();
     ASSERT_TRUE(server_->start("127.0.0.1", port_).is_ok());
@@ -68,7 +69,8 @@ class ApiServerTest : public ::testing::Test {
     httplib::Client c("127.0.0.1", port_);
     httplib::Headers h;
     if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
-    httplib::Result r = method == "POST"    ? c.Post(path, h, body, "application/json")
+    httplib::Result r = method == "PUT"     ? c.Put(path, h, body, "application/octet-stream")
+                        : method == "POST"  ? c.Post(path, h, body, "application/json")
                         : method == "PATCH" ? c.Patch(path, h, body, "application/json")
                         : method == "DELETE" ? c.Delete(path, h)
                                              : c.Get(path, h);
@@ -254,6 +256,65 @@ TEST_F(ApiServerTest, MetricsCountRequestsAndRefusals) {
   EXPECT_NE(metrics->body.find("edt_api_requests_total 3"), std::string::npos) << metrics->body;
   EXPECT_NE(metrics->body.find("edt_api_refusals_total 1"), std::string::npos) << metrics->body;
   EXPECT_NE(metrics->body.find("edt_gpus{state=\"total\"} 1"), std::string::npos) << metrics->body;
+}
+
+TEST_F(ApiServerTest, AFileIsUploadedIntoTheOwnersVolumeOnly) {
+  ASSERT_EQ(call("POST", "/api/v1/volumes", bob_, R"({"name": "bobs"})").first, 201);
+  ASSERT_EQ(call("POST", "/api/v1/volumes", admin_, R"({"name": "admv"})").first, 201);
+  const std::string bytes(10000, 'x');  // over max_body_bytes, under max_upload_bytes
+  auto [status, file] = call("PUT", "/api/v1/volumes/bobs/files?path=data/a%20b.txt", bob_, bytes);
+  ASSERT_EQ(status, 200) << file.dump();
+  EXPECT_EQ(file, (json{{"volume", "bobs"}, {"path", "data/a b.txt"}, {"bytes", 10000}}));
+  EXPECT_EQ(std::filesystem::file_size(dir_ / "volumes/bobs/data/a b.txt"), 10000u);
+  // The admin may upload into it; another user's volume is missing.
+  EXPECT_EQ(call("PUT", "/api/v1/volumes/bobs/files?path=by-admin", admin_, "a").first, 200);
+  expect_refused(call("PUT", "/api/v1/volumes/admv/files?path=x", bob_, "a"), 404, "name");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "volumes/admv/x"));
+  expect_refused(call("PUT", "/api/v1/volumes/none/files?path=x", bob_, "a"), 404, "name");
+}
+
+TEST_F(ApiServerTest, AnUploadsPathAndBodyAreHostile) {
+  ASSERT_EQ(call("POST", "/api/v1/volumes", bob_, R"({"name": "bobs"})").first, 201);
+  for (const std::string path : {"..%2Fescape", "%2Fetc%2Fpasswd", "a%2F..%2F..%2Fescape", "a%0Ab", "a%00b", "a//b", ""})
+    expect_refused(call("PUT", "/api/v1/volumes/bobs/files?path=" + path, bob_, "a"), 400, "path");
+  expect_refused(call("PUT", "/api/v1/volumes/bobs/files?path=%FF", bob_, "a"), 400, "path");
+  expect_refused(call("PUT", "/api/v1/volumes/bobs/files", bob_, "a"), 400, "path");
+  expect_refused(call("PUT", "/api/v1/volumes/bobs/files?path=a&path=b", bob_, "a"), 400, "path");
+  expect_refused(call("PUT", "/api/v1/volumes/bobs/files?path=a&mode=777", bob_, "a"), 400, "mode");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "volumes/escape"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "escape"));
+  std::filesystem::create_directory_symlink(dir_, dir_ / "volumes/bobs/up");
+  expect_refused(call("PUT", "/api/v1/volumes/bobs/files?path=up/edtd.db", bob_, "a"), 409, "path");
+  EXPECT_GT(std::filesystem::file_size(dir_ / "edtd.db"), 1u);
+  // Over the upload limit: 413 before the body is read, and no file.
+  expect_refused(call("PUT", "/api/v1/volumes/bobs/files?path=big", bob_, std::string(65537, 'x')), 413, "");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "volumes/bobs/big"));
+  // Without a valid token only max_body_bytes is read: 413 past it, 401 under.
+  expect_refused(call("PUT", "/api/v1/volumes/bobs/files?path=big", "edt_wrong", std::string(5000, 'x')), 413, "");
+  expect_refused(call("PUT", "/api/v1/volumes/bobs/files?path=big", "edt_wrong", "x"), 401, "Authorization");
+  // The raised limit is the upload route's alone.
+  expect_refused(call("POST", "/api/v1/volumes", bob_, std::string(5000, ' ')), 413, "");
+}
+
+TEST_F(ApiServerTest, EventsAreFilteredByTypeAndSince) {
+  ASSERT_EQ(call("POST", "/api/v1/clusters", bob_, R"({"name": "a", "framework": "horovod", "containers": 2})").first,
+            201);
+  ASSERT_EQ(call("PATCH", "/api/v1/clusters/a", bob_, R"({"containers": 3})").first, 200);
+  auto all = call("GET", "/api/v1/clusters/a/events", bob_).second["events"];
+  ASSERT_EQ(all.size(), 2u);
+  auto scaling = call("GET", "/api/v1/clusters/a/events?type=Scaling", bob_).second["events"];
+  ASSERT_EQ(scaling.size(), 1u);
+  EXPECT_EQ(scaling[0], all[1]);
+  const std::string last = all[1]["time"];
+  auto since = call("GET", "/api/v1/clusters/a/events?since=" + last, bob_).second["events"];
+  ASSERT_GE(since.size(), 1u);
+  EXPECT_EQ(since.back(), all[1]);
+  EXPECT_TRUE(call("GET", "/api/v1/clusters/a/events?since=2999-01-01T00:00:00Z", bob_).second["events"].empty());
+  expect_refused(call("GET", "/api/v1/clusters/a/events?type=scaling", bob_), 400, "type");
+  expect_refused(call("GET", "/api/v1/clusters/a/events?since=yesterday", bob_), 400, "since");
+  expect_refused(call("GET", "/api/v1/clusters/a/events?state=Running", bob_), 400, "state");
+  // Who may see the cluster is checked before the filter.
+  expect_refused(call("GET", "/api/v1/clusters/none/events?type=bad", bob_), 404, "name");
 }
 
 }  // namespace

@@ -23,4 +23,15 @@ Answer delete_volume(ApiContext& ctx, const Request& req, const User& user) {
   return json_reply(200, {{"deleted", volume->name}});
 }
 
+Answer upload_volume_file(ApiContext& ctx, const Request& req, const User& user) {
+  const std::string fix = "name the file with ?path=, e.g. PUT /api/v1/volumes/data/files?path=dir/train.csv";
+  if (req.params.count("path") != 1)
+    return malformed("path", "the query parameter 'path' is missing or given more than once", fix);
+  for (const auto& [key, value] : req.params)
+    if (key != "path") return malformed(key, "the query parameter '" + key + "' is not read here", fix);
+  auto file = ctx.service->upload_file(user, req.matches[1], req.get_param_value("path"), req.body);
+  if (!file.ok()) return file.error();
+  return json_reply(200, {{"volume", file->volume}, {"path", file->path}, {"bytes", file->bytes}});
+}
+
 }  // namespace edt::control::handlers

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "control/model/fields.h"
+#include "control/model/filters.h"
 #include "edt_api/contract.h"
 
 namespace edt::control {
@@ -13,8 +14,11 @@ using nlohmann::json;
 Answer cluster_jobs(const ConsoleOptions& options, const Request& req, const User& user) {
   auto cluster = options.service->cluster(user, req.matches[1]);
   if (!cluster.ok()) return cluster.error();
+  JobFilter filter;
+  if (auto refused = parse_job_filter(req.params, &filter)) return *refused;
   json items = json::array();
-  for (const auto& job : options.jobs->jobs_of(cluster->spec.name)) items.push_back(job_to_json(job));
+  for (const auto& job : options.jobs->jobs_of(cluster->spec.name))
+    if (filter.matches(job)) items.push_back(job_to_json(job));
   return json_reply(200, {{"jobs", items}});
 }
 

@@ -84,6 +84,16 @@ std::vector<Volume> Service::volumes(const User& by) {
   return out;
 }
 
+Outcome<VolumeFile> Service::upload_file(const User& by, const std::string& volume, const std::string& path,
+                                         std::string_view bytes) {
+  auto found = db_->lock().volume(volume);
+  if (!found || (!by.admin && found->owner != by.name))
+    return missing("name", "volume '" + volume + "' does not exist", "see edt volume list");
+  auto written = write_volume_file(found->host_path, path, bytes);
+  if (!written.ok()) return written.error();
+  return VolumeFile{volume, path, *written};
+}
+
 // Images and GPUs.
 
 Outcome<Image> Service::register_image(const User& by, const Image& image) {

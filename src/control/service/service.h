@@ -43,6 +43,7 @@
 #include "control/model/error.h"
 #include "control/model/job.h"
 #include "control/model/requests.h"
+#include "control/service/volume_files.h"
 
 namespace edt::control {
 
@@ -94,6 +95,10 @@ class Service {
   Outcome<Volume> create_volume(const User& by, const VolumeRequest& request);
   Outcome<Volume> delete_volume(const User& by, const std::string& name);
   std::vector<Volume> volumes(const User& by);
+  // Writes `bytes` to `path` in the volume (volume_files.h), for its owner
+  // or the admin; another user's volume is missing.
+  Outcome<VolumeFile> upload_file(const User& by, const std::string& volume, const std::string& path,
+                                  std::string_view bytes);
 
   // Images and GPUs.
   Outcome<Image> register_image(const User& by, const Image& image);

@@ -217,6 +217,18 @@ export type VolumeList = {
   volumes: Volume[];
 };
 
+/** a file's path relative to its volume's directory */
+export type VolumeFilePath = string;
+
+/** a file's bytes, as they are */
+export type VolumeFileUpload = string;
+
+export type VolumeFile = {
+  volume: ResourceName;
+  path: VolumeFilePath;
+  bytes: number;
+};
+
 export type Deleted = {
   deleted: string;
 };
@@ -460,6 +472,15 @@ export const contract = {
       "Succeeded",
       "Failed"
     ]
+  },
+  "VolumeFilePath": {
+    "minLength": 1,
+    "maxLength": 1024
+  },
+  "VolumeFileUpload": {
+    "bytes": {
+      "maximum": 33554432
+    }
   },
   "TokenLifetime": {
     "durationMs": {

@@ -9,6 +9,8 @@ import { age, h, keepFocus, phaseBadge, replace } from '../dom';
 import { checkContainers, parseCount } from '../validate';
 import { frameworkLabel, gpuSummary, runningCount } from './clusters';
 import { confirmDialog } from './dialog';
+import { plainMessage } from './fields';
+import { eventFilters, jobFilters } from './filters';
 
 function section(id: string, title: string, ...children: (Node | null)[]): HTMLElement {
   return h('section', { class: 'card', id, 'aria-labelledby': `${id}-title` }, h('h2', { id: `${id}-title` }, title), ...children);
@@ -42,6 +44,8 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
   const hostfile = h('pre', { class: 'hostfile', id: 'hostfile', tabindex: '0', 'aria-label': 'Hostfile' });
   const events = h('ol', { class: 'events', id: 'events' });
   const jobsBody = h('tbody');
+  const eventFilter = eventFilters(() => void loadEvents());
+  const jobFilter = jobFilters(() => void loadJobs());
 
   // Scale panel.
   const scaleInput = h('input', { type: 'number', id: 'scale-containers', min: 2, step: 1, class: 'short', value: cluster.containers, 'aria-describedby': 'scale-help scale-error' });
@@ -132,9 +136,10 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
       events,
       sorted.length
         ? sorted.map((e) => h('li', { 'data-type': e.type }, h('time', { datetime: e.time }, time(e.time)), h('span', { class: `event-type event-${e.type.toLowerCase()}` }, e.type), h('span', {}, e.message)))
-        : h('li', { class: 'muted' }, 'No events recorded.'),
+        : h('li', { class: 'muted' }, eventFilter.value().type || eventFilter.value().since ? 'No events match the filter.' : 'No events recorded.'),
     );
     renderContainerChoice();
+    jobFilter.setContainers(cluster.container_status.map((c) => c.name));
     if (launcher) openTerminal.setAttribute('href', `#/clusters/${encodeURIComponent(name)}/terminal/${encodeURIComponent(launcher.name)}`);
     const running = cluster.container_status.filter((c) => c.phase === 'Running').length;
     const draining = cluster.container_status.filter((c) => c.phase === 'Draining').length;
@@ -250,7 +255,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         ),
       ),
       section('hostfile-section', 'Hostfile (/etc/mpi/hostfile)', hostfile),
-      section('events-section', 'Events', events),
+      section('events-section', 'Events', eventFilter.el, events),
       section(
         'jobs',
         'Jobs',
@@ -258,6 +263,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         runForm,
         jobContainerError,
         jobError,
+        jobFilter.el,
         h(
           'div',
           { class: 'scroll' },
@@ -278,14 +284,35 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
       }
       throw e;
     }
-    cluster.events = await ctx.api.listEvents(name);
-    keepFocus(root, renderCluster);
+    await loadEvents();
     const text = await ctx.api.hostfile(name);
     if (hostfile.textContent !== text) hostfile.textContent = text;
   }, 1500);
 
-  ctx.poll(async () => {
-    const jobs = (await ctx.api.listJobs(name)).sort((a, b) => (b.started ?? '').localeCompare(a.started ?? ''));
-    replace(jobsBody, jobs.length ? jobs.map(jobRow) : h('tr', {}, h('td', { colspan: 6, class: 'empty' }, 'No jobs yet.')));
-  }, 3000);
+  // A filter edtd refuses (400) is shown beside the filter, and the list empties.
+  async function filtered<T>(load: () => Promise<T[]>, setError: (message: string | null) => void): Promise<T[]> {
+    try {
+      const items = await load();
+      setError(null);
+      return items;
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 400)) throw err;
+      setError(plainMessage(err));
+      return [];
+    }
+  }
+
+  async function loadEvents(): Promise<void> {
+    cluster.events = await filtered(() => ctx.api.listEvents(name, eventFilter.value()), eventFilter.setError);
+    keepFocus(root, renderCluster);
+  }
+
+  async function loadJobs(): Promise<void> {
+    const filter = jobFilter.value();
+    const jobs = (await filtered(() => ctx.api.listJobs(name, filter), jobFilter.setError)).sort((a, b) => (b.started ?? '').localeCompare(a.started ?? ''));
+    const empty = filter.state || filter.container ? 'No jobs match the filter.' : 'No jobs yet.';
+    replace(jobsBody, jobs.length ? jobs.map(jobRow) : h('tr', {}, h('td', { colspan: 6, class: 'empty' }, empty)));
+  }
+
+  ctx.poll(loadJobs, 3000);
 }

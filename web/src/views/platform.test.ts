@@ -14,7 +14,7 @@ function fakeEdtd(routes: Routes) {
   const sent: [string, unknown][] = [];
   const fetch = vi.fn(async (url: string, init?: RequestInit) => {
     const key = `${init?.method ?? 'GET'} ${url.replace('/api/v1', '')}`;
-    const body = init?.body ? JSON.parse(String(init.body)) : undefined;
+    const body = init?.body instanceof Blob ? init.body : init?.body ? JSON.parse(String(init.body)) : undefined;
     sent.push([key, body]);
     const route = routes[key];
     const answer = typeof route === 'function' ? route(body) : (route ?? { status: 404, body: { error: { message: `no route ${key}` } } });
@@ -184,5 +184,51 @@ describe('GPUs', () => {
     expect(g.root.querySelector('tr[data-gpu="0"] [data-col="cluster"] a')?.getAttribute('href')).toBe('#/clusters/tthvd');
     expect(g.text('tr[data-gpu="1"] [data-col="holder"]')).toBe("another user's");
     expect(g.root.querySelector('tr[data-gpu="2"]')?.getAttribute('data-state')).toBe('free');
+  });
+});
+
+describe('volume upload', () => {
+  const routes: Routes = {
+    ...admin,
+    'GET /volumes': { status: 200, body: { volumes: [{ name: 'data', owner: 'admin', host_path: '/v/data', managed: true }] } },
+    'GET /clusters': { status: 200, body: { clusters: [] } },
+    'PUT /volumes/data/files?path=dir%2Fa%20b.txt': { status: 200, body: { volume: 'data', path: 'dir/a b.txt', bytes: 5 } },
+    'PUT /volumes/data/files?path=..%2Fx': { status: 400, body: { error: { field: 'path', message: "the file's path '../x' has a '..' segment", fix: 'give a relative path' } } },
+    'PUT /volumes/data/files?path=big.bin': { status: 413, body: { error: { field: '', message: 'the request body is over 32 MiB', fix: 'send a smaller body' } } },
+  };
+  const choose = (root: HTMLElement, file: File) => Object.defineProperty(root.querySelector('#upload-file')!, 'files', { value: [file], configurable: true });
+
+  it('sends the file as the body to the path given and says it is done', async () => {
+    const v = await mount(volumesView, routes);
+    expect(v.root.querySelector<HTMLSelectElement>('#upload-volume')!.value).toBe('data');
+    choose(v.root, new File(['hello'], 'local.txt'));
+    v.type('#upload-path', 'dir/a b.txt');
+    await v.submit('#upload-form');
+    expect(v.text('#upload-state')).toBe('Uploaded 5 bytes to data as dir/a b.txt.');
+    const [key, body] = v.sent.find(([k]) => k.startsWith('PUT'))!;
+    expect(key).toBe('PUT /volumes/data/files?path=dir%2Fa%20b.txt');
+    expect((body as File).name).toBe('local.txt');
+    expect((body as File).size).toBe(5);
+  });
+
+  it("shows edtd's refusal next to what caused it", async () => {
+    const v = await mount(volumesView, routes);
+    choose(v.root, new File(['x'], 'x'));
+    v.type('#upload-path', '../x');
+    await v.submit('#upload-form');
+    expect(v.text('#upload-path-error')).toMatch(/has a '\.\.' segment/);
+    expect(v.text('#upload-state')).toBe('Upload failed.');
+    v.type('#upload-path', '');
+    choose(v.root, new File(['x'], 'big.bin'));
+    await v.submit('#upload-form');
+    expect(v.text('#upload-file-error')).toMatch(/over 32 MiB/);
+    expect(v.text('#upload-path-error')).toBe('');
+  });
+
+  it('asks for a file before sending anything', async () => {
+    const v = await mount(volumesView, routes);
+    await v.submit('#upload-form');
+    expect(v.text('#upload-file-error')).toBe('Choose a file to upload.');
+    expect(v.sent.some(([k]) => k.startsWith('PUT'))).toBe(false);
   });
 });

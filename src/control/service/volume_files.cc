@@ -1,0 +1,145 @@
+#include "control/service/volume_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <vector>
+
+#include "common/io.h"
+#include "common/utf8.h"
+#include "edt_api/contract.h"
+
+namespace edt::control {
+
+namespace {
+
+constexpr size_t kMaxSegmentBytes = 255;  // NAME_MAX
+constexpr mode_t kFileMode = 0644;
+constexpr mode_t kDirectoryMode = 0755;
+
+// A descriptor closed when it goes.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  Fd& operator=(Fd&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::vector<std::string> segments_of(const std::string& path) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t slash = path.find('/', start);
+    out.push_back(path.substr(start, slash - start));
+    if (slash == std::string::npos) return out;
+    start = slash + 1;
+  }
+}
+
+Error in_the_way(const std::string& where, const std::string& what) {
+  return conflict("path", "'" + where + "' in the volume is " + what,
+                  "upload to another path, or remove or rename '" + where + "' (in a container that mounts it)");
+}
+
+Error file_system(const std::string& what, int err) { return error_from_status(io_error(what, err), "path"); }
+
+// The directory `name` in `parent`, made if missing; never through a link.
+Outcome<Fd> open_directory(int parent, const std::string& name, const std::string& where) {
+  if (::mkdirat(parent, name.c_str(), kDirectoryMode) != 0 && errno != EEXIST)
+    return file_system("make the directory '" + where + "' in the volume", errno);
+  Fd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() >= 0) return fd;
+  if (errno == ELOOP || errno == ENOTDIR) return in_the_way(where, "a symbolic link or not a directory");
+  return file_system("open the directory '" + where + "' in the volume", errno);
+}
+
+// Refuses a final name that exists and is not a regular file.
+Refusal check_target(int parent, const std::string& name, const std::string& path) {
+  struct stat st {};
+  if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    return file_system("look at '" + path + "' in the volume", errno);
+  }
+  if (S_ISLNK(st.st_mode)) return in_the_way(path, "a symbolic link");
+  if (!S_ISREG(st.st_mode)) return in_the_way(path, "a directory or another non-file");
+  return std::nullopt;
+}
+
+// A name for a temporary file no other upload of this edtd uses.
+std::string temporary_name() {
+  static std::atomic<uint64_t> next{0};
+  return ".edt-upload-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
+}
+
+// Writes `bytes` to a new temporary file in `parent` and renames it to `name`.
+Outcome<int64_t> replace_file(int parent, const std::string& name, const std::string& path, std::string_view bytes) {
+  const std::string temp = temporary_name();
+  Fd fd(::openat(parent, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode));
+  if (fd.get() < 0) return file_system("make a temporary file beside '" + path + "'", errno);
+  Status st = io::write_all(fd.get(), bytes, "'" + path + "' in the volume");
+  if (st.is_ok() && ::fchmod(fd.get(), kFileMode) != 0) st = io_error("set the mode of '" + path + "'", errno);
+  if (st.is_ok() && ::fsync(fd.get()) != 0) st = io_error("sync '" + path + "'", errno);
+  if (st.is_ok() && ::renameat(parent, temp.c_str(), parent, name.c_str()) != 0)
+    st = io_error("rename the upload to '" + path + "'", errno);
+  if (!st.is_ok()) {
+    ::unlinkat(parent, temp.c_str(), 0);
+    return error_from_status(st, "path");
+  }
+  return static_cast<int64_t>(bytes.size());
+}
+
+}  // namespace
+
+Refusal check_volume_file_path(const std::string& path, const std::string& field) {
+  const std::string fix = "give a relative path such as data/train.csv: no leading '/', no '.' or '..' "
+                          "segments, no empty segment, no control characters";
+  const size_t max_length = api::limits::VolumeFilePath::max_length;
+  if (path.empty()) return malformed(field, "the file's path is empty", fix);
+  if (path.size() > max_length)
+    return malformed(field, "the file's path is over " + std::to_string(max_length) + " bytes", "give a shorter path");
+  if (!utf8::is_valid(path)) return malformed(field, "the file's path is not UTF-8", fix);
+  for (unsigned char c : path)
+    if (c < 0x20 || c == 0x7f) return malformed(field, "the file's path holds a control character", fix);
+  if (path[0] == '/') return malformed(field, "the file's path '" + path + "' is absolute", fix);
+  for (const auto& segment : segments_of(path)) {
+    if (segment.empty()) return malformed(field, "the file's path '" + path + "' has an empty segment", fix);
+    if (segment == "." || segment == "..")
+      return malformed(field, "the file's path '" + path + "' has a '" + segment + "' segment", fix);
+    if (segment.size() > kMaxSegmentBytes)
+      return malformed(field, "a segment of the file's path is over " + std::to_string(kMaxSegmentBytes) + " bytes",
+                     "give shorter names");
+  }
+  return std::nullopt;
+}
+
+Outcome<int64_t> write_volume_file(const std::string& dir, const std::string& path, std::string_view bytes) {
+  if (auto refused = check_volume_file_path(path)) return *refused;
+  Fd current(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (current.get() < 0) return file_system("open the volume's directory " + dir, errno);
+  const std::vector<std::string> segments = segments_of(path);
+  std::string where;
+  for (size_t i = 0; i + 1 < segments.size(); ++i) {
+    where += (i ? "/" : "") + segments[i];
+    auto next = open_directory(current.get(), segments[i], where);
+    if (!next.ok()) return next.error();
+    current = std::move(*next);
+  }
+  if (auto refused = check_target(current.get(), segments.back(), path)) return *refused;
+  return replace_file(current.get(), segments.back(), path, bytes);
+}
+
+}  // namespace edt::control

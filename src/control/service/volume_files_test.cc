@@ -1,0 +1,134 @@
+// Writing files into a volume's directory with hostile paths and a hostile
+// directory (links a container could have made).
+#include "control/service/volume_files.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "edt_api/contract.h"
+
+namespace edt::control {
+namespace {
+
+namespace fs = std::filesystem;
+
+class VolumeFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("edt-volume-files-" + std::to_string(getpid()));
+    fs::remove_all(root_);
+    volume_ = root_ / "volume";
+    outside_ = root_ / "outside";
+    fs::create_directories(volume_);
+    fs::create_directories(outside_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  static std::string read(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  // The names in `dir`, recursively, as relative paths.
+  static std::vector<std::string> listing(const fs::path& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) out.push_back(fs::relative(e.path(), dir).string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  Error::Kind refusal(const std::string& path) {
+    auto written = write_volume_file(volume_.string(), path, "x");
+    EXPECT_FALSE(written.ok()) << path;
+    return written.ok() ? Error::Kind::kInternal : written.error().kind;
+  }
+
+  fs::path root_, volume_, outside_;
+};
+
+TEST_F(VolumeFilesTest, WritesTheBytesWithTheModeAContainerReadsAndWrites) {
+  const std::string bytes("a\0b\xff", 4);
+  auto written = write_volume_file(volume_.string(), "data/sub/train.bin", bytes);
+  ASSERT_TRUE(written.ok()) << written.error().message;
+  EXPECT_EQ(*written, 4);
+  EXPECT_EQ(read(volume_ / "data/sub/train.bin"), bytes);
+  struct stat st {};
+  ASSERT_EQ(::stat((volume_ / "data/sub/train.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(st.st_uid, ::getuid());
+  ASSERT_EQ(::stat((volume_ / "data").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0700, 0700u);
+  // Replaced whole; no temporary file stays.
+  ASSERT_TRUE(write_volume_file(volume_.string(), "data/sub/train.bin", "new").ok());
+  EXPECT_EQ(read(volume_ / "data/sub/train.bin"), "new");
+  EXPECT_EQ(listing(volume_), (std::vector<std::string>{"data", "data/sub", "data/sub/train.bin"}));
+  ASSERT_TRUE(write_volume_file(volume_.string(), "empty", "").ok());
+  EXPECT_EQ(fs::file_size(volume_ / "empty"), 0u);
+}
+
+TEST_F(VolumeFilesTest, RefusesPathsThatLeaveTheVolumeOrAreNotNames) {
+  const std::string too_long_segment(256, 'a');
+  std::string too_long_path;
+  while (too_long_path.size() <= api::limits::VolumeFilePath::max_length) too_long_path += "abcdefgh/";
+  too_long_path += "f";
+  for (const std::string& path :
+       {std::string(""), std::string("/etc/passwd"), std::string(".."), std::string("../outside/x"),
+        std::string("a/../../outside/x"), std::string("a/./b"), std::string("."), std::string("a//b"),
+        std::string("a/"), std::string("a\nb"), std::string("a\tb"), std::string("a\x7f"), std::string("a\0b", 3),
+        std::string("\xff\xfe"), too_long_segment, too_long_path}) {
+    EXPECT_EQ(refusal(path), Error::Kind::kMalformed) << path;
+  }
+  // 255 bytes a segment is a name.
+  EXPECT_TRUE(write_volume_file(volume_.string(), std::string(255, 'b'), "x").ok());
+  EXPECT_TRUE(listing(outside_).empty());
+}
+
+TEST_F(VolumeFilesTest, NeverFollowsALinkOnTheWayOrAtTheName) {
+  fs::create_directory_symlink(outside_, volume_ / "escape");
+  fs::create_directories(volume_ / "real");
+  fs::create_directory_symlink("../../outside", volume_ / "real" / "up");
+  std::ofstream(outside_ / "target") << "host file";
+  fs::create_symlink(outside_ / "target", volume_ / "link");
+  std::ofstream(volume_ / "plain") << "a file";
+  EXPECT_EQ(refusal("escape/x"), Error::Kind::kConflict);
+  EXPECT_EQ(refusal("real/up/x"), Error::Kind::kConflict);
+  EXPECT_EQ(refusal("link"), Error::Kind::kConflict);
+  EXPECT_EQ(refusal("plain/x"), Error::Kind::kConflict);   // a file on the way
+  EXPECT_EQ(refusal("real"), Error::Kind::kConflict);      // a directory at the name
+  EXPECT_EQ(listing(outside_), (std::vector<std::string>{"target"}));
+  EXPECT_EQ(read(outside_ / "target"), "host file");
+  EXPECT_TRUE(fs::is_symlink(volume_ / "link"));
+}
+
+TEST_F(VolumeFilesTest, AFailedWriteLeavesNoPartialFile) {
+  ASSERT_TRUE(write_volume_file(volume_.string(), "dir/kept", "old").ok());
+  // A file-size limit fails the write part way (EFBIG, even for root).
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto* previous = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 2;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  auto written = write_volume_file(volume_.string(), "dir/kept", "longer than two bytes");
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::signal(SIGXFSZ, previous);
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.error().kind, Error::Kind::kInternal);
+  EXPECT_EQ(written.error().field, "path");
+  EXPECT_EQ(read(volume_ / "dir/kept"), "old");
+  EXPECT_EQ(listing(volume_ / "dir"), (std::vector<std::string>{"kept"}));
+  auto missing = write_volume_file((root_ / "gone").string(), "x", "y");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind, Error::Kind::kInternal);
+}
+
+}  // namespace
+}  // namespace edt::control
