@@ -34,6 +34,10 @@ struct RequestCounters {
 // parameter; their names are appended to `names`.
 std::string route_regex(const std::string& pattern, std::vector<std::string>* names);
 
+// The token of an "Authorization: Bearer <token>" header: the scheme in any
+// case (RFC 7235), one or more spaces; nullopt when it is not one.
+std::optional<std::string> bearer_token(const std::string& header);
+
 // The routes, each wrapped as above, matched by method and path in order.
 class Router {
  public:
