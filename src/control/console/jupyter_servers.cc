@@ -59,13 +59,16 @@ std::string JupyterServers::command(const JupyterEndpoint& e, const std::string&
   // (only if that pid is still a Jupyter server); `exec` keeps the pid.
   const std::string common = " --ip=" + e.address + " --port=" + std::to_string(e.port) +
                              " --port-retries=0 --no-browser --allow-root --notebook-dir=" + quoted(root);
+  // A terminal's shell is bash, not a login shell (Jupyter's default), whose
+  // /etc/profile would reset PATH and lose edtrun.
+  const std::string shell = "_settings=\"{'shell_command': ['/bin/bash']}\"";
   return "f=/tmp/.edt-jupyter.pid\n"
          "if [ -s $f ] && p=$(cat $f) && grep -qa jupyter /proc/$p/cmdline 2>/dev/null; then kill $p; fi\n"
          "echo $$ > $f\n"
          "if command -v jupyter-lab >/dev/null; then exec jupyter-lab" + common +
-         " --ServerApp.base_url=" + quoted(e.base_url) + " --ServerApp.allow_remote_access=True\n"
+         " --ServerApp.base_url=" + quoted(e.base_url) + " --ServerApp.allow_remote_access=True --ServerApp.terminado" + shell + "\n"
          "elif command -v jupyter-notebook >/dev/null; then exec jupyter-notebook" + common +
-         " --NotebookApp.base_url=" + quoted(e.base_url) + " --NotebookApp.allow_remote_access=True\n"
+         " --NotebookApp.base_url=" + quoted(e.base_url) + " --NotebookApp.allow_remote_access=True --NotebookApp.terminado" + shell + "\n"
          "else echo 'the image has neither jupyter-lab nor jupyter-notebook on its PATH' >&2; exit 127; fi\n";
 }
 
