@@ -1,4 +1,5 @@
-// edt ssh, edt exec and edt run: a shell or a command in a container.
+// edt ssh, edt exec and edt run: a shell or a command in a container;
+// edt jupyter: the link to the cluster's notebook server.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,12 +65,13 @@ int run_job(const std::string& cluster, const std::string& container, const std:
   return code < 0 ? 1 : code;
 }
 
-// Runs ssh with `argv`, then removes `files`; returns ssh's exit code.
-int run_ssh(std::vector<std::string> argv, const std::vector<std::string>& files) {
+// Runs the program argv[0] (ssh, xdg-open), then removes `files`; returns
+// its exit code (127: it could not be run).
+int run_program(std::vector<std::string> argv, const std::vector<std::string>& files) {
   const std::vector<char*> args = proc::c_strings(argv);  // before fork: the child only execs
   pid_t pid = fork();
   if (pid == 0) {
-    execvp("ssh", args.data());
+    execvp(args[0], args.data());
     _exit(127);
   }
   int status = 0;
@@ -118,7 +120,34 @@ int ssh_into(const SshOptions& o) {
                                    "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                                    "root@" + address};
   if (!o.command.empty()) argv.push_back(join_command(o.command));
-  return run_ssh(argv, {key_path, hosts_path});
+  return run_program(argv, {key_path, hosts_path});
+}
+
+struct JupyterOptions {
+  std::string name;
+  bool open = false;
+};
+
+// Starts the cluster's notebook server if need be and prints its one-time
+// login link (with --open, opens it in the desktop's browser too).
+int jupyter(const JupyterOptions& o) {
+  namespace session = api::fields::JupyterSession;
+  const Endpoint endpoint = load_endpoint();
+  Client client(endpoint);
+  json info;
+  const json body = json::object();
+  if (auto f = client.call("POST", "/clusters/" + o.name + "/jupyter", &body, &info)) return fail(*f);
+  std::string base = endpoint.api;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  const std::string url = base + info[key(session::url)].get<std::string>();
+  std::printf("%s\n", url.c_str());
+  std::fflush(stdout);
+  log::info("the link works once, within {} s; it leaves a session cookie in the browser",
+            info[key(session::expires_in)].get<int>());
+  if (!o.open) return 0;
+  if (run_program({"xdg-open", url}, {}) != 0)
+    return usage_error("xdg-open could not open " + url, "open the link in a browser yourself");
+  return 0;
 }
 
 int exec_in(const SshOptions& o) {
@@ -138,6 +167,12 @@ void add_exec_commands(CLI::App& app, Action* action) {
   ssh_cmd->add_option("container", ssh->container, "e.g. tthvd-worker-0");
   ssh_cmd->add_option("command", ssh->command, "a command to run instead of a shell");
   ssh_cmd->callback([ssh, action] { *action = [ssh] { return ssh_into(*ssh); }; });
+
+  auto notebook = std::make_shared<JupyterOptions>();
+  auto* jupyter_cmd = app.add_subcommand("jupyter", "print the link to Jupyter in the cluster's launcher (starts it)");
+  jupyter_cmd->add_option("name", notebook->name)->required();
+  jupyter_cmd->add_flag("--open", notebook->open, "open the link with xdg-open too");
+  jupyter_cmd->callback([notebook, action] { *action = [notebook] { return jupyter(*notebook); }; });
 
   auto exec = std::make_shared<SshOptions>();
   auto* exec_cmd = app.add_subcommand("exec", "run a command in a container: edt exec CONTAINER -- CMD...");

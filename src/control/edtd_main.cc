@@ -278,7 +278,10 @@ int serve(const Flags& flags, const Settings& settings) {
   api_options.reconciler = &reconciler;
   api_options.jobs = &jobs;
   api_options.web_dir = settings.layout.web_dir;
-  api_options.extra_routes = console_routes({&service, &backend, &jobs, &terminals});
+  JupyterServers jupyter_servers(&backend, flags.data_dir + "/jupyter", base_env);
+  JupyterProxy jupyter(jupyter_proxy_options(&service, &jupyter_servers));
+  api_options.extra_routes = console_routes({&service, &backend, &jobs, &terminals, &jupyter});
+  api_options.prefix_handlers = {{JupyterProxy::kPrefix, [&jupyter](Request& request) { return jupyter.handle(request); }}};
   ApiServer api(std::move(api_options));
 
   sigset_t signals = block_signals();

@@ -45,6 +45,7 @@ EXAMPLES = {
     "UserRequest": {"name": "contract-user-two"},
     "TokenRequest": {"expires_in": "90d", "description": "contract"},
     "TerminalRequest": {},
+    "JupyterRequest": {},
 }
 
 

@@ -63,6 +63,7 @@ BODIES = {
     "UserRequest": {"name": "hostile-user"},
     "TokenRequest": {"expires_in": "90d", "description": "hostile"},
     "TerminalRequest": {},
+    "JupyterRequest": {},
 }
 # One value of each JSON type; a field gets each that is not of its type.
 VALUES = {"string": "x", "integer": 5, "number": 2.5, "boolean": True, "null": None, "array": [1], "object": {"a": 1}}

@@ -109,3 +109,19 @@ describe('gpuModels', () => {
     ).toEqual([{ model: 'NVIDIA-P4', total: 3, free: 1, simulated: true }]);
   });
 });
+
+describe('openJupyter', () => {
+  it("posts to the cluster's jupyter route and returns the one-time link", async () => {
+    const fetch = respond(201, { url: '/c/tthvd/jupyter/?edt_login=abc', expires_in: 300 });
+    const api = new Api({ token: () => 't', fetch });
+    expect(await api.openJupyter('tthvd')).toBe('/c/tthvd/jupyter/?edt_login=abc');
+    const call = (fetch as unknown as { mock: { calls: [string, RequestInit][] } }).mock.calls[0];
+    expect(call[0]).toBe('/api/v1/clusters/tthvd/jupyter');
+    expect(call[1].method).toBe('POST');
+  });
+
+  it("passes on why the server cannot start", async () => {
+    const api = new Api({ token: () => 't', fetch: respond(409, { error: { status: 409, field: 'image', message: 'Jupyter did not start in tthvd-launcher (image bare): the image has neither jupyter-lab nor jupyter-notebook on its PATH', fix: 'use an image with jupyter-notebook' } }) });
+    await expect(api.openJupyter('tthvd')).rejects.toMatchObject({ status: 409, message: expect.stringContaining('neither jupyter-lab nor jupyter-notebook') });
+  });
+});

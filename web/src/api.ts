@@ -506,6 +506,13 @@ export class Api {
     return `${scheme}//${location.hostname}:${num(body['port'])}${str(body['path'])}`;
   }
 
+  // Starts the cluster's notebook server in its launcher if need be; returns
+  // a one-time link (a path on edtd) that opens Jupyter with a session cookie.
+  async openJupyter(cluster: string): Promise<string> {
+    const body = obj(await this.json('POST', `/clusters/${encodeURIComponent(cluster)}/jupyter`, {}));
+    return str(body['url']);
+  }
+
   // Oldest first, in the order edtd recorded them.
   async listEvents(cluster: string, filter: EventFilter = {}): Promise<ClusterEvent[]> {
     return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/events${query(filter)}`), 'events').map(toEvent);

@@ -11,6 +11,9 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "control/api/request.h"
 #include "control/model/catalog.h"
@@ -36,6 +39,14 @@ struct Reply {
   // Set for a streamed body: called instead of sending `body`; the body ends
   // when it returns. A streamed reply ends its connection.
   std::function<void(StreamWriter&)> stream;
+  // Header lines sent besides Content-Type (Set-Cookie, Location...).
+  std::vector<std::pair<std::string, std::string>> headers;
+  // Set for a reply that takes the connection (a reverse proxy): called on
+  // a thread of its own with the client's socket, once the request has been
+  // read, and `early`, the bytes the client sent after it; it writes the
+  // whole response itself and owns neither the socket nor its closing. The
+  // connection ends when it returns. It counts as a stream (max_streams).
+  std::function<void(int fd, std::string_view early)> tunnel;
 };
 
 // What a handler answers.

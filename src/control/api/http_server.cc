@@ -201,6 +201,9 @@ class HttpServer::Impl {
 
   // Runs `body` on a thread of its own, writing to `fd` (this takes it).
   void run_stream(int fd, std::string head, bool chunked, std::function<void(StreamWriter&)> body);
+  // Runs `work` on a thread of its own with the connection `fd` (this
+  // takes it, and closes it and gives back its stream slot after `work`).
+  void run_connection(int fd, std::function<void(int fd)> work);
 
   Status start(const std::string& host, int port);
   void stop();
@@ -339,9 +342,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void respond(Reply reply) {
     if (reply.stream) return start_stream(std::move(reply));
+    if (reply.tunnel) return start_tunnel(std::move(reply));
     auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(reply.status), version_);
     res->set(http::field::server, "edtd");
     res->set(http::field::content_type, reply.content_type);
+    for (const auto& [name, value] : reply.headers) res->insert(name, value);
     res->keep_alive(keep_alive_);
     res->body() = std::move(reply.body);
     res->prepare_payload();
@@ -371,6 +376,24 @@ class Session : public std::enable_shared_from_this<Session> {
       return close();
     }
     server_.run_stream(fd, std::move(head), chunked && !head_, head_ ? nullptr : std::move(reply.stream));
+  }
+
+  // Hands the connection to the reply's tunnel, on a thread of its own.
+  void start_tunnel(Reply reply) {
+    if (!server_.take_stream_slot())
+      return refuse(503, {Error::Kind::kMalformed, "", "edtd is serving as many streams as it allows at once",
+                          "close a log or event stream or a Jupyter tab you keep open, or retry later"});
+    std::string early = beast::buffers_to_string(buffer_.data());
+    stream_.expires_never();
+    beast::error_code ec;
+    const int fd = stream_.socket().release(ec);
+    if (ec) {
+      server_.give_back_stream_slot();
+      return close();
+    }
+    server_.run_connection(fd, [tunnel = std::move(reply.tunnel), early = std::move(early)](int socket) {
+      tunnel(socket, early);
+    });
   }
 
   // Ends the connection after the last reply: stops sending, then reads
@@ -451,20 +474,24 @@ class HttpServer::Impl::FdWriter : public StreamWriter {
 };
 
 void HttpServer::Impl::run_stream(int fd, std::string head, bool chunked, std::function<void(StreamWriter&)> body) {
+  run_connection(fd, [this, head = std::move(head), chunked, body = std::move(body)](int socket) {
+    FdWriter writer(*this, socket, chunked);
+    if (writer.send(head) && body) body(writer);
+    writer.finish();
+  });
+}
+
+void HttpServer::Impl::run_connection(int fd, std::function<void(int fd)> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     streams_.insert(fd);
   }
-  std::thread([this, fd, head = std::move(head), chunked, body = std::move(body)] {
-    FdWriter writer(*this, fd, chunked);
-    if (writer.send(head) && body) {
-      try {
-        body(writer);
-      } catch (const std::exception& e) {
-        log::warn("a streamed reply failed: {}", e.what());
-      }
+  std::thread([this, fd, work = std::move(work)] {
+    try {
+      work(fd);
+    } catch (const std::exception& e) {
+      log::warn("a streamed reply failed: {}", e.what());
     }
-    writer.finish();
     {
       // Out of the set before the number can be reused by another socket.
       std::lock_guard<std::mutex> lock(mu_);

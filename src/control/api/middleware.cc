@@ -19,10 +19,10 @@ namespace limits = api::limits::RequestLimits;
 
 std::string json_text(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-Reply json_reply(int status, const json& body) { return Reply{status, json_text(body), "application/json", {}}; }
+Reply json_reply(int status, const json& body) { return Reply{status, json_text(body), "application/json", {}, {}, {}}; }
 
 Reply text_reply(std::string body, std::string content_type) {
-  return Reply{200, std::move(body), std::move(content_type), {}};
+  return Reply{200, std::move(body), std::move(content_type), {}, {}, {}};
 }
 
 int http_status(Error::Kind kind) {
@@ -70,10 +70,6 @@ std::string route_regex(const std::string& pattern, std::vector<std::string>* na
   return out + pattern.substr(copied);
 }
 
-namespace {
-
-// The token of an "Authorization: Bearer <token>" header: the scheme in any
-// case (RFC 7235), one or more spaces; nullopt when it is not one.
 std::optional<std::string> bearer_token(const std::string& header) {
   const std::string scheme = "bearer";
   if (header.size() <= scheme.size() || strncasecmp(header.c_str(), scheme.c_str(), scheme.size()) != 0 ||
@@ -84,6 +80,7 @@ std::optional<std::string> bearer_token(const std::string& header) {
   return header.substr(start);
 }
 
+namespace {
 
 // A query parameter (as the server decoded them) whose name or value is not UTF-8.
 Refusal check_query(const Request& req, const std::string& fix) {

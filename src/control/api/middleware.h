@@ -38,6 +38,10 @@ std::string route_regex(const std::string& pattern, std::vector<std::string>* na
 // 401 refusal saying why there is none.
 Outcome<User> authenticate(const Request& req, Service* service);
 
+// The token of an "Authorization: Bearer <token>" header: the scheme in any
+// case (RFC 7235), one or more spaces; nullopt when it is not one.
+std::optional<std::string> bearer_token(const std::string& header);
+
 // The routes, each wrapped as above, matched by method and path in order.
 class Router {
  public:

@@ -30,9 +30,11 @@ ApiServer::ApiServer(ApiServerOptions options)
   server_ = std::make_unique<HttpServer>(http, [this](Request& request) { return answer(request); });
 }
 
-// The route's answer; else the console's file; else 404.
+// The route's answer; else a prefix handler's; else the console's file; else 404.
 Reply ApiServer::answer(Request& request) {
   if (auto reply = router_->dispatch(request)) return std::move(*reply);
+  for (const auto& [prefix, handler] : options_.prefix_handlers)
+    if (request.path.starts_with(prefix)) return handler(request);
   if (request.method == "GET" && !request.path.starts_with("/api/"))
     if (auto file = static_file(options_.web_dir, request.path)) return std::move(*file);
   counters_.refusals++;

@@ -37,6 +37,10 @@ struct ApiServerOptions {
   // Routes of other parts of edtd (the web console's), served after the
   // API's through the same middleware.
   std::vector<Route> extra_routes;
+  // Handlers of the paths under a prefix outside /api/ ("/c/": the Jupyter
+  // proxy), asked before the console's files are. Each authenticates the
+  // caller itself.
+  std::vector<std::pair<std::string, HttpHandler>> prefix_handlers;
 };
 
 class ApiServer {

@@ -50,7 +50,7 @@ std::optional<Reply> static_file(const std::string& dir, const std::string& path
   if (!in) return std::nullopt;
   std::ostringstream body;
   body << in.rdbuf();
-  return Reply{200, body.str(), content_type(real), {}};
+  return Reply{200, body.str(), content_type(real), {}, {}, {}};
 }
 
 }  // namespace edt::control

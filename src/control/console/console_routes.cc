@@ -64,6 +64,13 @@ Answer open_terminal(const ConsoleOptions& options, const Request& req, const Us
                           {"expires_in", TerminalServer::kSessionTtl.count()}});
 }
 
+Answer open_jupyter(const ConsoleOptions& options, const Request& req, const User& user) {
+  auto body = optional_json_body(req);
+  if (!body.ok()) return body.error();
+  if (auto refused = Fields(*body, "").only(api::fields::JupyterRequest::kProperties)) return *refused;
+  return options.jupyter->open(req, user);
+}
+
 }  // namespace
 
 std::vector<Route> console_routes(const ConsoleOptions& options) {
@@ -72,6 +79,8 @@ std::vector<Route> console_routes(const ConsoleOptions& options) {
        [options](const Request& req, const User& user) { return cluster_jobs(options, req, user); }},
       {"POST", "/api/v1/clusters/{name}/containers/{container}/terminal", Access::kUser, "",
        [options](const Request& req, const User& user) { return open_terminal(options, req, user); }},
+      {"POST", "/api/v1/clusters/{name}/jupyter", Access::kUser, "",
+       [options](const Request& req, const User& user) { return open_jupyter(options, req, user); }},
   };
 }
 

@@ -5,6 +5,9 @@
 //   POST /api/v1/clusters/{name}/containers/{c}/terminal
 //                                            a one-time terminal session:
 //                                            {"port", "path"} of its WebSocket
+//   POST /api/v1/clusters/{name}/jupyter     starts the cluster's notebook server
+//                                            if need be: {"url", "expires_in"}, a
+//                                            one-time login link (jupyter_proxy.h)
 //
 // They are routes of the API's table (api/http.h), served through the same
 // middleware: the same bearer token, owner rules, metrics and error bodies.
@@ -14,6 +17,7 @@
 
 #include "control/api/http.h"
 #include "control/backends/backend.h"
+#include "control/console/jupyter_proxy.h"
 #include "control/console/terminal_server.h"
 #include "control/jobs/job_runner.h"
 #include "control/service/service.h"
@@ -25,6 +29,7 @@ struct ConsoleOptions {
   Backend* backend = nullptr;
   JobRunner* jobs = nullptr;
   TerminalServer* terminals = nullptr;
+  JupyterProxy* jupyter = nullptr;
 };
 
 std::vector<Route> console_routes(const ConsoleOptions& options);

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <openssl/rand.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -18,6 +17,7 @@
 
 #include "common/io.h"
 #include "common/process.h"
+#include "control/console/random_hex.h"
 #include "control/console/websocket.h"
 
 namespace edt::control {
@@ -71,18 +71,6 @@ std::optional<std::string> read_head(int fd) {
     if (head.size() > kMaxRequestBytes) return std::nullopt;
   }
   return std::nullopt;
-}
-
-std::string random_id() {
-  unsigned char bytes[16];
-  RAND_bytes(bytes, sizeof bytes);
-  static const char* kHex = "0123456789abcdef";
-  std::string id;
-  for (unsigned char b : bytes) {
-    id.push_back(kHex[b >> 4]);
-    id.push_back(kHex[b & 15]);
-  }
-  return id;
 }
 
 // Applies a control message {"type":"resize","cols":C,"rows":R} to the pty;
@@ -183,7 +171,7 @@ std::string TerminalServer::open_session(TerminalTarget target, std::vector<std:
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = std::chrono::steady_clock::now();
   std::erase_if(pending_, [now](const auto& item) { return item.second.expires < now; });
-  std::string id = random_id();
+  std::string id = random_hex(16);
   for (auto& o : origins) o = lower(std::move(o));
   pending_[id] = {std::move(target), std::move(origins), now + kSessionTtl};
   return id;

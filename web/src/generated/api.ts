@@ -199,6 +199,16 @@ export type Terminal = {
   expires_in: number;
 };
 
+/** no fields: an empty body or {} */
+export type JupyterRequest = Record<string, unknown>;
+
+export type JupyterSession = {
+  /** path on edtd: opening it sets the Jupyter session cookie */
+  url: string;
+  /** seconds the link stays valid (it works once) */
+  expires_in: number;
+};
+
 export type VolumeRequest = {
   name: ResourceName;
   /** admin only: an existing host directory */

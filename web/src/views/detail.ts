@@ -1,4 +1,4 @@
-// One cluster: its containers (each with a terminal), the hostfile the
+// One cluster: Jupyter in its launcher, its containers (each with a terminal), the hostfile the
 // platform maintains, what happened to it, a scale panel, and its jobs, each
 // run in the container the user picks (the launcher by default).
 
@@ -213,6 +213,39 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
   });
 
   const openTerminal = h('a', { class: 'button', id: 'open-terminal', href: '#' }, 'Open terminal in launcher');
+  // Jupyter opens in a tab of its own, made at the click (a tab opened after
+  // the await would be a blocked pop-up); if it cannot start, the tab
+  // closes and the reason shows next to the button.
+  const jupyterError = h('p', { class: 'field-error', id: 'jupyter-error', role: 'alert' });
+  const openJupyter = h(
+    'button',
+    {
+      type: 'button',
+      id: 'open-jupyter',
+      onclick: async () => {
+        jupyterError.textContent = '';
+        const tab = window.open('', '_blank');
+        openJupyter.setAttribute('disabled', 'true');
+        openJupyter.textContent = 'Starting Jupyter…';
+        try {
+          const url = await ctx.api.openJupyter(name);
+          if (tab) {
+            tab.opener = null;
+            tab.location.href = url;
+          } else {
+            window.location.assign(url);
+          }
+        } catch (err) {
+          tab?.close();
+          jupyterError.textContent = `Jupyter: ${describe(err)}`;
+        } finally {
+          openJupyter.removeAttribute('disabled');
+          openJupyter.textContent = 'Open Jupyter';
+        }
+      },
+    },
+    'Open Jupyter',
+  );
   const deleteButton = h(
     'button',
     {
@@ -234,7 +267,8 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
 
   root.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/clusters' }, 'Clusters'), ' / ', name),
-    h('div', { class: 'toolbar' }, h('h1', {}, name), h('div', { class: 'actions' }, openTerminal, deleteButton)),
+    h('div', { class: 'toolbar' }, h('h1', {}, name), h('div', { class: 'actions' }, openJupyter, openTerminal, deleteButton)),
+    jupyterError,
     h(
       'div',
       { class: 'grid' },

@@ -1,0 +1,136 @@
+#include "control/console/jupyter_servers.h"
+
+#include <poll.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/net.h"
+#include "common/process.h"
+#include "control/console/random_hex.h"
+
+namespace edt::control {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// What the notebook server (Notebook 6 and Jupyter Server alike) logs once
+// it listens.
+constexpr std::string_view kServingLine = "is running at";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The last lines of a server's log, for an error message.
+std::string log_tail(const std::string& path) {
+  std::string text = read_text(path);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  size_t start = text.size();
+  for (int lines = 0; lines < 3 && start != std::string::npos && start > 0; ++lines) start = text.rfind('\n', start - 1);
+  return start == std::string::npos ? text : text.substr(start + 1);
+}
+
+// Single quotes for the shell.
+std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Where the server's files go: the first volume, else the home.
+std::string root_dir(const ClusterSpec& spec) { return spec.mounts.empty() ? "/root" : spec.mounts.front().path; }
+
+}  // namespace
+
+JupyterServers::JupyterServers(Backend* backend, std::string dir, std::map<std::string, std::string> base_env)
+    : backend_(backend), dir_(std::move(dir)), base_env_(std::move(base_env)) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+}
+
+std::string JupyterServers::command(const JupyterEndpoint& e, const std::string& root) {
+  // The pid file lets a later start end the server an earlier edtd started
+  // (only if that pid is still a Jupyter server); `exec` keeps the pid.
+  const std::string common = " --ip=" + e.address + " --port=" + std::to_string(e.port) +
+                             " --port-retries=0 --no-browser --allow-root --notebook-dir=" + quoted(root);
+  // A terminal's shell is bash, not a login shell (Jupyter's default), whose
+  // /etc/profile would reset PATH and lose edtrun.
+  const std::string shell = "_settings=\"{'shell_command': ['/bin/bash']}\"";
+  return "f=/tmp/.edt-jupyter.pid\n"
+         "if [ -s $f ] && p=$(cat $f) && grep -qa jupyter /proc/$p/cmdline 2>/dev/null; then kill $p; fi\n"
+         "echo $$ > $f\n"
+         "if command -v jupyter-lab >/dev/null; then exec jupyter-lab" + common +
+         " --ServerApp.base_url=" + quoted(e.base_url) + " --ServerApp.allow_remote_access=True --ServerApp.terminado" + shell + "\n"
+         "elif command -v jupyter-notebook >/dev/null; then exec jupyter-notebook" + common +
+         " --NotebookApp.base_url=" + quoted(e.base_url) + " --NotebookApp.allow_remote_access=True --NotebookApp.terminado" + shell + "\n"
+         "else echo 'the image has neither jupyter-lab nor jupyter-notebook on its PATH' >&2; exit 127; fi\n";
+}
+
+std::mutex& JupyterServers::start_lock(const std::string& cluster) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = starting_[cluster];
+  if (!slot) slot = std::make_unique<std::mutex>();
+  return *slot;
+}
+
+Outcome<JupyterEndpoint> JupyterServers::ensure(const Cluster& cluster, const ContainerRecord& launcher) {
+  std::lock_guard<std::mutex> starting(start_lock(cluster.spec.name));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = running_.find(cluster.spec.name);
+    if (it != running_.end() && it->second.container == launcher.sandbox && proc::alive(it->second.process))
+      return it->second.endpoint;
+    running_.erase(cluster.spec.name);
+  }
+  return start(cluster, launcher);
+}
+
+Outcome<JupyterEndpoint> JupyterServers::start(const Cluster& cluster, const ContainerRecord& launcher) {
+  const std::string& name = cluster.spec.name;
+  auto port = net::free_port(launcher.status.address);
+  if (!port.is_ok()) return conflict("name", "no free port on " + launcher.status.address + ": " + port.status().message(),
+                                     "retry; if it persists, see edtd's log");
+  JupyterEndpoint endpoint{launcher.status.address, *port, random_hex(32), base_url(name)};
+  ExecSpec exec;
+  exec.command = command(endpoint, root_dir(cluster.spec));
+  exec.log_path = dir_ + "/" + name + ".log";
+  exec.exit_path = dir_ + "/" + name + ".exit";
+  std::error_code ec;
+  fs::remove(exec.exit_path, ec);
+  std::ofstream(exec.log_path, std::ios::trunc).flush();
+  exec.env = container_env(cluster.spec, launcher.status, base_env_);
+  exec.env["JUPYTER_TOKEN"] = endpoint.token;
+  exec.env["SHELL"] = "/bin/bash";
+  auto process = backend_->exec(launcher.sandbox, exec);
+  if (!process.is_ok())
+    return conflict("name", "Jupyter could not start in " + launcher.status.name + ": " + process.status().message(),
+                    "wait until the launcher is Running");
+  if (!wait_until_serving(exec.log_path, *process)) {
+    return conflict("image",
+                    "Jupyter did not start in " + launcher.status.name + " (image " + cluster.spec.image +
+                        "): " + log_tail(exec.log_path),
+                    "use an image with jupyter-notebook (Debian: apt install jupyter-notebook python3-ipykernel "
+                    "python3-terminado) or jupyter-lab");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  running_[name] = Running{endpoint, launcher.sandbox, *process};
+  return endpoint;
+}
+
+bool JupyterServers::wait_until_serving(const std::string& log_path, const SandboxRef& process) {
+  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (read_text(log_path).find(kServingLine) != std::string::npos) return proc::alive(process);
+    if (!proc::alive(process)) return false;
+    ::poll(nullptr, 0, 50);  // the log has no event to wait on; look again
+  }
+  return false;
+}
+
+}  // namespace edt::control
