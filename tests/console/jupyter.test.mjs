@@ -166,4 +166,15 @@ step("another user's token gets 403 on the notebook URL; no credentials 401", as
   assert.equal((await fetch(`${edtd.base}${kBase}tree`)).status, 401);
   // The owner's token passes.
   assert.equal((await fetch(`${edtd.base}${kBase}api/status`, { headers: { Authorization: `Bearer ${edtd.token}` } })).status, 200);
+  // Not even the admin opens another user's notebook: its pages would run
+  // in edtd's origin, beside the admin's token.
+  const bobs = await fetch(`${edtd.base}/api/v1/clusters`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${bobToken}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ name: 'bobs', framework: 'horovod', containers: 2 }),
+  });
+  assert.equal(bobs.status, 201, await bobs.text());
+  const admin = await fetch(`${edtd.base}/c/bobs/jupyter/tree`, { headers: { Authorization: `Bearer ${edtd.token}` } });
+  assert.equal(admin.status, 403);
+  assert.match((await admin.json()).error.message, /owner only/);
 });

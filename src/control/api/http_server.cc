@@ -295,7 +295,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (options_.body_limit) {
       const size_t limit = options_.body_limit(head_of(m, address_));
       if (parser_->content_length().value_or(0) > limit) return refuse(413, too_large(limit));
-      if (parser_->content_length().value_or(0) > options_.max_body_bytes) {
+      // A chunked body's length is unknown: it may take all of `limit`.
+      if (parser_->content_length().value_or(limit) > options_.max_body_bytes) {
         if (!server_.take_large_body())
           return refuse(503, {Error::Kind::kMalformed, "", "edtd is reading as many large bodies (uploads) as it allows at once",
                               "retry when one of the uploads under way has ended"});

@@ -175,6 +175,12 @@ JupyterProxyOptions jupyter_proxy_options(Service* service, JupyterServers* serv
   options.endpoint = [service, servers](const User& user, const std::string& name) -> Outcome<JupyterEndpoint> {
     auto cluster = service->cluster(user, name);
     if (!cluster.ok()) return cluster.error();
+    // The owner only, not the admin: the notebook's pages run in edtd's
+    // origin, where the console keeps its token, and a tenant controls what
+    // its notebook server serves.
+    if (cluster->owner != user.name)
+      return forbidden("name", "Jupyter opens for the cluster's owner only: its pages share edtd's origin",
+                     "open a terminal in the cluster instead (the console's Terminal, or edt ssh " + name + ")");
     auto records = service->containers(user, name);
     if (!records.ok()) return records.error();
     for (const auto& record : *records) {
