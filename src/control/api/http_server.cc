@@ -369,14 +369,22 @@ class Session : public std::enable_shared_from_this<Session> {
                        "\r\nServer: edtd\r\nContent-Type: " + reply.content_type + "\r\nConnection: close\r\n";
     const bool chunked = version_ >= 11;
     head += chunked ? "Transfer-Encoding: chunked\r\n\r\n" : "\r\n";
+    const int fd = hand_off_socket();
+    if (fd < 0) return;
+    server_.run_stream(fd, std::move(head), chunked && !head_, head_ ? nullptr : std::move(reply.stream));
+  }
+
+  // The connection's socket, taken from Beast for a thread of its own (a
+  // stream or a tunnel, whose slot is held); -1 after giving the slot back
+  // and closing when it cannot be taken.
+  int hand_off_socket() {
     stream_.expires_never();
     beast::error_code ec;
     const int fd = stream_.socket().release(ec);
-    if (ec) {
-      server_.give_back_stream_slot();
-      return close();
-    }
-    server_.run_stream(fd, std::move(head), chunked && !head_, head_ ? nullptr : std::move(reply.stream));
+    if (!ec) return fd;
+    server_.give_back_stream_slot();
+    close();
+    return -1;
   }
 
   // Hands the connection to the reply's tunnel, on a thread of its own.
@@ -385,13 +393,8 @@ class Session : public std::enable_shared_from_this<Session> {
       return refuse(503, {Error::Kind::kMalformed, "", "edtd is serving as many streams as it allows at once",
                           "close a log or event stream or a Jupyter tab you keep open, or retry later"});
     std::string early = beast::buffers_to_string(buffer_.data());
-    stream_.expires_never();
-    beast::error_code ec;
-    const int fd = stream_.socket().release(ec);
-    if (ec) {
-      server_.give_back_stream_slot();
-      return close();
-    }
+    const int fd = hand_off_socket();
+    if (fd < 0) return;
     server_.run_connection(fd, [tunnel = std::move(reply.tunnel), early = std::move(early)](int socket) {
       tunnel(socket, early);
     });
