@@ -44,7 +44,8 @@ _CARRIER = {torch.int8: torch.int32, torch.int16: torch.int32, torch.bool: torch
 _lock = threading.Lock()
 _handles = {}  # handle -> _Pending
 _next_handle = itertools.count(1)
-_noname = {}   # (process set key, kind) -> counter for unnamed requests, and "epoch" (see _runtime.epoch)
+_noname = {}   # (process set key, kind) -> counter for unnamed requests of the current runtime
+_noname_epoch = None  # the _runtime.epoch() that _noname counts for
 
 
 class _Pending:
@@ -69,10 +70,10 @@ def _name(kind, name, group):
     if name is not None:
         return str(name)
     with _lock:
-        epoch = _runtime.epoch()
-        if _noname.get("epoch") != epoch:
+        global _noname_epoch
+        if _noname_epoch != _runtime.epoch():
             _noname.clear()
-            _noname["epoch"] = epoch
+            _noname_epoch = _runtime.epoch()
         n = _noname.get((group.key, kind), 0)
         _noname[(group.key, kind)] = n + 1
     return "%s.noname.%d" % (_KIND_NAME[kind], n)
