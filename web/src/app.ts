@@ -11,9 +11,11 @@ export interface Context {
   signOut(): void;
   signedIn(): boolean;
   setToken(token: string): void;
-  // Runs fn now and every periodMs until the view is left; errors are shown
-  // in the view's status line instead of stopping the loop.
-  poll(fn: () => Promise<void>, periodMs: number): void;
+  // Runs fn now and every periodMs until the view is left (a function is
+  // asked again after each run, so a view may poll faster while something
+  // changes); errors are shown in the view's status line instead of stopping
+  // the loop.
+  poll(fn: () => Promise<void>, periodMs: number | (() => number)): void;
   // Registers cleanup to run when the view is left.
   onLeave(fn: () => void): void;
   // Shows a message in the page's status line (role=status/alert).

@@ -152,7 +152,7 @@ function viewContext(view: Shown): Context {
             status.dataset.source = 'poll';
           }
         }
-        if (!stopped) timer = window.setTimeout(tick, periodMs);
+        if (!stopped) timer = window.setTimeout(tick, typeof periodMs === 'function' ? periodMs() : periodMs);
       };
       onLeave(() => {
         stopped = true;

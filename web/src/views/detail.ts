@@ -35,12 +35,31 @@ export function jobRow(job: Job): HTMLElement {
   );
 }
 
+// What changed between two renders of the containers, in words for the
+// live region: "kb-worker-2 is Creating." for each container whose phase is
+// new, "kb-worker-3 left." for each one gone. Nothing on the first render.
+export function phaseChanges(before: Map<string, string> | null, containers: { name: string; phase: string }[]): string {
+  if (!before) return '';
+  const now = new Map(containers.map((c) => [c.name, c.phase]));
+  const changed = containers.filter((c) => before.get(c.name) !== c.phase).map((c) => `${c.name} is ${c.phase}.`);
+  const gone = [...before.keys()].filter((n) => !now.has(n)).map((n) => `${n} left.`);
+  return [...changed, ...gone].join(' ');
+}
+
+// Settled: every container Running and as many as asked for.
+function settled(cluster: Cluster): boolean {
+  return cluster.phase === 'Running' && cluster.container_status.length === cluster.containers && cluster.container_status.every((c) => c.phase === 'Running');
+}
+
 export async function detailView(ctx: Context, root: HTMLElement, params: Record<string, string>): Promise<void> {
   const name = params['name'];
   let cluster: Cluster = await ctx.api.getCluster(name);
 
   const summary = h('dl', { class: 'summary' });
   const containersBody = h('tbody');
+  // Each container's phase change, said by screen readers as it happens.
+  const containersLive = h('p', { class: 'help', id: 'containers-live', role: 'status', 'aria-live': 'polite' });
+  let shownPhases: Map<string, string> | null = null;
   const hostfile = h('pre', { class: 'hostfile', id: 'hostfile', tabindex: '0', 'aria-label': 'Hostfile' });
   const events = h('ol', { class: 'events', id: 'events' });
   const jobsBody = h('tbody');
@@ -130,6 +149,9 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         ),
       ),
     );
+    const changes = phaseChanges(shownPhases, cluster.container_status);
+    if (changes) containersLive.textContent = changes;
+    shownPhases = new Map(cluster.container_status.map((c) => [c.name, c.phase]));
     // Newest first; edtd's order, not the times, which may tie to the millisecond.
     const sorted = [...cluster.events].reverse();
     replace(
@@ -279,7 +301,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         'Containers',
         h(
           'div',
-          { class: 'scroll' },
+          { class: 'scroll', role: 'region', 'aria-labelledby': 'containers-title', tabindex: '0' },
           h(
             'table',
             { class: 'list', id: 'containers-table' },
@@ -287,6 +309,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
             containersBody,
           ),
         ),
+        containersLive,
       ),
       section('hostfile-section', 'Hostfile (/etc/mpi/hostfile)', hostfile),
       section('events-section', 'Events', eventFilter.el, events),
@@ -300,7 +323,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         jobFilter.el,
         h(
           'div',
-          { class: 'scroll' },
+          { class: 'scroll', role: 'region', 'aria-labelledby': 'jobs-title', tabindex: '0' },
           h('table', { class: 'list', id: 'jobs-table' }, h('thead', {}, h('tr', {}, ['Job', 'Container', 'Command', 'Phase', 'Exit', 'Started'].map((t) => h('th', { scope: 'col' }, t)))), jobsBody),
         ),
       ),
@@ -321,7 +344,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
     await loadEvents();
     const text = await ctx.api.hostfile(name);
     if (hostfile.textContent !== text) hostfile.textContent = text;
-  }, 1500);
+  }, () => (settled(cluster) ? 1500 : 400));
 
   // A filter edtd refuses (400) is shown beside the filter, and the list empties.
   async function filtered<T>(load: () => Promise<T[]>, setError: (message: string | null) => void): Promise<T[]> {

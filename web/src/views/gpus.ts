@@ -38,7 +38,7 @@ export function gpusView(ctx: Context, root: HTMLElement): void {
     h('div', { class: 'toolbar' }, h('h1', { id: 'gpus-title' }, 'GPUs'), summary),
     h(
       'section',
-      { class: 'scroll', 'aria-labelledby': 'gpus-title' },
+      { class: 'scroll', 'aria-labelledby': 'gpus-title', tabindex: '0' },
       h('table', { class: 'list', id: 'gpus-table' }, h('thead', {}, h('tr', {}, ['GPU', 'Model', 'State', 'Held by container', 'Cluster'].map((t) => h('th', { scope: 'col' }, t)))), body),
       h('p', { class: 'help' }, "A GPU held by another user's container is shown as held, without naming it; the admin sees every holder."),
     ),

@@ -41,7 +41,7 @@ export async function imagesView(ctx: Context, root: HTMLElement): Promise<void>
       { class: 'stack' },
       h(
         'section',
-        { class: 'scroll', 'aria-labelledby': 'images-title' },
+        { class: 'scroll', 'aria-labelledby': 'images-title', tabindex: '0' },
         h('table', { class: 'list', id: 'images-table' }, h('thead', {}, h('tr', {}, ['Name', 'Frameworks', 'Root', 'Built in'].map((t) => h('th', { scope: 'col' }, t)))), body),
       ),
       me.admin ? imageForm(ctx, () => images, load) : h('p', { class: 'help' }, 'The admin registers images.'),

@@ -110,7 +110,7 @@ export async function usersView(ctx: Context, root: HTMLElement): Promise<void> 
       { class: 'stack' },
       h(
         'section',
-        { class: 'scroll', 'aria-labelledby': 'users-title' },
+        { class: 'scroll', 'aria-labelledby': 'users-title', tabindex: '0' },
         h('table', { class: 'list', id: 'users-table' }, h('thead', {}, h('tr', {}, ['Name', 'Role', 'Tokens', ''].map((t) => h('th', { scope: 'col' }, t)))), body),
       ),
       form,
@@ -200,7 +200,7 @@ export async function tokensView(ctx: Context, root: HTMLElement, params: Record
       { class: 'stack' },
       h(
         'section',
-        { class: 'scroll', 'aria-labelledby': 'tokens-title' },
+        { class: 'scroll', 'aria-labelledby': 'tokens-title', tabindex: '0' },
         h('table', { class: 'list', id: 'tokens-table' }, h('thead', {}, h('tr', {}, ['ID', 'Description', 'Created', 'Expires', 'State', ''].map((t) => h('th', { scope: 'col' }, t)))), body),
         h('p', { class: 'help' }, 'The tokens themselves are never listed: edtd keeps only their hashes. An expired token is refused and listed until revoked.'),
       ),

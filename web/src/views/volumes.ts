@@ -101,7 +101,7 @@ export async function volumesView(ctx: Context, root: HTMLElement): Promise<void
       { class: 'stack' },
       h(
         'section',
-        { class: 'scroll', 'aria-labelledby': 'volumes-title' },
+        { class: 'scroll', 'aria-labelledby': 'volumes-title', tabindex: '0' },
         h(
           'table',
           { class: 'list', id: 'volumes-table' },
