@@ -60,7 +60,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
   // Each container's phase change, said by screen readers as it happens.
   const containersLive = h('p', { class: 'help', id: 'containers-live', role: 'status', 'aria-live': 'polite' });
   let shownPhases: Map<string, string> | null = null;
-  const hostfile = h('pre', { class: 'hostfile', id: 'hostfile', tabindex: '0', 'aria-label': 'Hostfile' });
+  const hostfile = h('pre', { class: 'hostfile', id: 'hostfile', tabindex: '0', role: 'region', 'aria-label': 'Hostfile' });
   const events = h('ol', { class: 'events', id: 'events' });
   const jobsBody = h('tbody');
   const eventFilter = eventFilters(() => void loadEvents());
@@ -301,11 +301,11 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         'Containers',
         h(
           'div',
-          { class: 'scroll', role: 'region', 'aria-labelledby': 'containers-title', tabindex: '0' },
+          { class: 'scroll', role: 'region', 'aria-label': 'Containers table', tabindex: '0' },
           h(
             'table',
             { class: 'list', id: 'containers-table' },
-            h('thead', {}, h('tr', {}, ['Name', 'Role', 'Phase', 'Hostname', 'Address', 'GPUs', ''].map((t) => h('th', { scope: 'col' }, t)))),
+            h('thead', {}, h('tr', {}, ['Name', 'Role', 'Phase', 'Hostname', 'Address', 'GPUs', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions'))))),
             containersBody,
           ),
         ),
@@ -323,7 +323,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         jobFilter.el,
         h(
           'div',
-          { class: 'scroll', role: 'region', 'aria-labelledby': 'jobs-title', tabindex: '0' },
+          { class: 'scroll', role: 'region', 'aria-label': 'Jobs table', tabindex: '0' },
           h('table', { class: 'list', id: 'jobs-table' }, h('thead', {}, h('tr', {}, ['Job', 'Container', 'Command', 'Phase', 'Exit', 'Started'].map((t) => h('th', { scope: 'col' }, t)))), jobsBody),
         ),
       ),

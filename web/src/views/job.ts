@@ -16,7 +16,7 @@ export async function jobView(ctx: Context, root: HTMLElement, params: Record<st
   let job: Job = await ctx.api.getJob(id);
 
   const info = h('dl', { class: 'summary' });
-  const log = h('pre', { class: 'log', id: 'job-log', tabindex: '0', 'aria-label': 'Job log', 'aria-live': 'off' });
+  const log = h('pre', { class: 'log', id: 'job-log', tabindex: '0', role: 'region', 'aria-label': 'Job log', 'aria-live': 'off' });
   const charts = h('div', { class: 'charts', id: 'job-charts' });
   const follow = h('input', { type: 'checkbox', id: 'follow', checked: true });
   const parser = new MetricsParser();

@@ -111,7 +111,7 @@ export async function usersView(ctx: Context, root: HTMLElement): Promise<void> 
       h(
         'section',
         { class: 'scroll', 'aria-labelledby': 'users-title', tabindex: '0' },
-        h('table', { class: 'list', id: 'users-table' }, h('thead', {}, h('tr', {}, ['Name', 'Role', 'Tokens', ''].map((t) => h('th', { scope: 'col' }, t)))), body),
+        h('table', { class: 'list', id: 'users-table' }, h('thead', {}, h('tr', {}, ['Name', 'Role', 'Tokens', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions'))))), body),
       ),
       form,
     ),
@@ -201,7 +201,7 @@ export async function tokensView(ctx: Context, root: HTMLElement, params: Record
       h(
         'section',
         { class: 'scroll', 'aria-labelledby': 'tokens-title', tabindex: '0' },
-        h('table', { class: 'list', id: 'tokens-table' }, h('thead', {}, h('tr', {}, ['ID', 'Description', 'Created', 'Expires', 'State', ''].map((t) => h('th', { scope: 'col' }, t)))), body),
+        h('table', { class: 'list', id: 'tokens-table' }, h('thead', {}, h('tr', {}, ['ID', 'Description', 'Created', 'Expires', 'State', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions'))))), body),
         h('p', { class: 'help' }, 'The tokens themselves are never listed: edtd keeps only their hashes. An expired token is refused and listed until revoked.'),
       ),
       form,

@@ -105,7 +105,7 @@ export async function volumesView(ctx: Context, root: HTMLElement): Promise<void
         h(
           'table',
           { class: 'list', id: 'volumes-table' },
-          h('thead', {}, h('tr', {}, ['Name', 'Owner', 'Directory', 'Mounted by', ''].map((t) => h('th', { scope: 'col' }, t)))),
+          h('thead', {}, h('tr', {}, ['Name', 'Owner', 'Directory', 'Mounted by', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions'))))),
           body,
         ),
         h('p', { class: 'help' }, 'Sizes are not reported by edtd. Upload a file below, or write files from a cluster that mounts the volume (its terminal or a job).'),
