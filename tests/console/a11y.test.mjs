@@ -34,9 +34,9 @@ function step(name, fn) {
   });
 }
 
-async function screenshot(name, target = page) {
+async function screenshot(name, target = page, { fullPage = true } = {}) {
   const file = path.join(outputDir(), `a11y-${name}.png`);
-  await target.screenshot({ path: file, fullPage: true });
+  await target.screenshot({ path: file, fullPage });
   return file;
 }
 
@@ -248,10 +248,18 @@ step('scale 2 -> 4 with the keyboard: each new container shows its phases as the
   await screenshot('cluster-4-1280x720');
 });
 
-step('the terminal, a job and its log pass axe; the cluster page and the log survive a reload and open in a fresh tab', async () => {
+step('the terminal (which Escape, Tab leaves), a job and its log pass axe; the cluster page and the log survive a reload and open in a fresh tab', async () => {
   await openApp(page, '#/clusters/kb/terminal/kb-launcher');
   await waitFor('the terminal to connect', async () => (await page.textContent('#terminal-state')) === 'Connected');
   await axe('terminal');
+  // The shell keeps Tab; Escape first lets Shift+Tab (or Tab) leave it.
+  await waitFor('the focus in the terminal', () => page.evaluate(() => document.activeElement?.classList.contains('xterm-helper-textarea')));
+  await page.keyboard.press('Shift+Tab');
+  assert.equal(await page.evaluate(() => document.activeElement?.classList.contains('xterm-helper-textarea')), true, 'Tab alone stays in the shell');
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('Shift+Tab');
+  assert.equal(await page.evaluate(() => Boolean(document.activeElement?.closest('#terminal'))), false, 'Escape, then Shift+Tab leaves the terminal');
+  await assertFocusVisible('the control before the terminal');
 
   const job = await edtd.api('POST', '/clusters/kb/jobs', { command: "echo 'epoch=1 loss=0.5'; echo 'epoch=2 loss=0.25'" });
   assert.equal(job.status, 201, JSON.stringify(job.json));
@@ -380,7 +388,7 @@ for (const [size, viewport, scheme] of [
         assert.deepEqual(await tablesScrollInside(target), [], `${hash} at ${size}: a wide table scrolls inside its own box`);
         await axe(`${name} at ${size} (${scheme})`, target);
         await tabThrough(`${name} at ${size}`, target);
-        await screenshot(`${name}-${size}`, target);
+        await screenshot(`${name}-${size}`, target, { fullPage: false });
       }
       // The navigation wraps instead of hiding behind a menu: every link is
       // on screen, and the keyboard reaches and follows it.
@@ -393,7 +401,7 @@ for (const [size, viewport, scheme] of [
       await target.locator('body').focus();
       await tabTo('Volumes in the navigation', (a) => a.id === 'nav-volumes', { target });
       await assertFocusVisible('Volumes in the navigation', target);
-      await screenshot(`nav-${size}`, target);
+      await screenshot(`nav-${size}`, target, { fullPage: false });
       await target.keyboard.press('Enter');
       await target.waitForURL(/#\/volumes$/);
     } finally {

@@ -46,9 +46,11 @@ export function phaseChanges(before: Map<string, string> | null, containers: { n
   return [...changed, ...gone].join(' ');
 }
 
-// Settled: every container Running and as many as asked for.
+// Settled: neither the cluster nor any container is on its way somewhere
+// (a Failed one is settled too: nothing more comes by polling faster).
+const kMoving = new Set(['Pending', 'Creating', 'Scaling', 'Deleting', 'Draining', 'Stopping']);
 function settled(cluster: Cluster): boolean {
-  return cluster.phase === 'Running' && cluster.container_status.length === cluster.containers && cluster.container_status.every((c) => c.phase === 'Running');
+  return !kMoving.has(cluster.phase) && cluster.container_status.length === cluster.containers && cluster.container_status.every((c) => !kMoving.has(c.phase));
 }
 
 export async function detailView(ctx: Context, root: HTMLElement, params: Record<string, string>): Promise<void> {
@@ -198,7 +200,8 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
     });
     if (!ok) return;
     try {
-      cluster = await ctx.api.scaleCluster(name, target);
+      // The answer has no events; the list stays until the next poll.
+      cluster = { ...(await ctx.api.scaleCluster(name, target)), events: cluster.events };
       renderCluster();
       ctx.notify(`Scaling ${name} to ${target} containers.`);
     } catch (err) {

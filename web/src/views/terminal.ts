@@ -45,15 +45,17 @@ export async function terminalView(ctx: Context, root: HTMLElement, params: Reco
   term.loadAddon(fit);
   term.open(screen);
   fit.fit();
-  // The terminal keeps Tab for the shell; Escape first lets Tab leave it, so
+  // The terminal keeps Tab for the shell; Escape first lets Tab (or
+  // Shift+Tab: the Shift pressed in between does not count) leave it, so
   // keyboard users are never trapped.
   let escaped = false;
   term.attachCustomKeyEventHandler((e) => {
-    if (e.type === 'keydown' && e.key === 'Escape') escaped = true;
-    else if (e.type === 'keydown' && e.key === 'Tab' && escaped) {
+    if (e.type !== 'keydown' || ['Shift', 'Control', 'Alt', 'Meta'].includes(e.key)) return true;
+    if (e.key === 'Escape') escaped = true;
+    else if (e.key === 'Tab' && escaped) {
       escaped = false;
       return false;
-    } else if (e.type === 'keydown') escaped = false;
+    } else escaped = false;
     return true;
   });
 
