@@ -387,8 +387,8 @@ for (const [size, viewport, scheme] of [
         assert.ok(overflow <= 0, `${hash} at ${size} is ${overflow}px wider than the window`);
         assert.deepEqual(await tablesScrollInside(target), [], `${hash} at ${size}: a wide table scrolls inside its own box`);
         await axe(`${name} at ${size} (${scheme})`, target);
-        await tabThrough(`${name} at ${size}`, target);
         await screenshot(`${name}-${size}`, target, { fullPage: false });
+        await tabThrough(`${name} at ${size}`, target);
       }
       // The navigation wraps instead of hiding behind a menu: every link is
       // on screen, and the keyboard reaches and follows it.
