@@ -9,16 +9,16 @@ and its stdin/stdout/stderr, and gets a worker forked from this interpreter,
 with torch already imported, in place of a fresh `python3 train.py`.
 
 The worker is made to be what a fresh process started by the client would
-be: it enters the client's namespaces (mount, UTS, IPC, network, PID) and
-root directory, takes its working directory, user, groups, capabilities and
+be: it joins the client's container cgroups (its pids and memory bounds),
+enters its namespaces (mount, UTS, IPC, network, PID) and root directory, takes its working directory, user, groups, capabilities and
 resource limits, gets the client's environment, argv and standard streams,
 a new session, fresh random seeds, default signal handling, and runs the
 script as `__main__`. The client relays signals to it and exits with its
 status. Requests that cannot be served exactly (another interpreter, Python
 options other than -u, -B and -m, start-up variables that differ, a
 PYTHONPATH that would import another torch, a client in its own user
-namespace, cgroup or under a seccomp filter other than edtd's containers'
-(--seccomp), which the worker loads) are answered "cold": the client then
+namespace, in a cgroup other than the server's and a container's own, or
+under a seccomp filter other than edtd's containers' (--seccomp), which the worker loads) are answered "cold": the client then
 starts the command itself, as it would without this server.
 
 Fork safety: the server stays single-threaded (it checks before each fork)
@@ -77,7 +77,7 @@ STARTUP_VARIABLES = (
 )
 STATUS_FIELDS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
                  "Seccomp_filters")
-NAMESPACES = ("ipc", "uts", "net", "mnt")  # pid is entered by the relay, user and cgroup must match
+NAMESPACES = ("ipc", "uts", "net", "mnt")  # pid is entered by the relay, user must match
 
 libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_NAME, PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP = 15, 1, 8, 24
@@ -256,7 +256,8 @@ class Peer:
         self.limits = read_limits(base + "limits")
         if not own_namespace(self.ns["user"], "user"):
             raise Cold("the client is in a user namespace of its own")
-        if read_text(base + "cgroup") != read_text("/proc/self/cgroup"):
+        self.cgroups = read_text(base + "cgroup")
+        if not same_cgroups_but_a_containers(self.cgroups):
             raise Cold("the client is in another cgroup")
         # Filters are inherited and never removed: a client under the
         # server's filters and no more has as many as the server; one more
@@ -281,13 +282,15 @@ class Peer:
         pidfd = os.pidfd_open(container.pid)
         ns = {kind: os.open(base + "ns/" + kind, os.O_RDONLY | os.O_CLOEXEC) for kind in NAMESPACES + ("pid", "user")}
         root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        if not own_namespace(ns["user"], "user") or read_text(base + "cgroup") != read_text("/proc/self/cgroup"):
+        cgroups = read_text(base + "cgroup")
+        if not own_namespace(ns["user"], "user") or not same_cgroups_but_a_containers(cgroups):
             raise Cold("%s is in a user namespace or cgroup of its own" % container.name)
         if os.fstat(ns["pid"]).st_ino != container.pid_ns or select.select([pidfd], [], [], 0)[0]:
             raise Cold("%s stopped" % container.name)
         for fd in list(self.ns.values()) + [self.root, self.cwd]:
             os.close(fd)
         self.ns, self.root, self.cwd, self.container_env = ns, root, None, container.env
+        self.cgroups = cgroups
 
 
 # ---- another container of the client's cluster ----------------------------------
@@ -359,6 +362,39 @@ def cluster_container(containers, host, client):
 def read_text(path):
     with open(path) as f:
         return f.read()
+
+
+# ---- cgroups: a container's bounds (edtd's cgroups.h) -----------------------
+
+def container_cgroups(text):
+    """The cgroups of a /proc/<pid>/cgroup text that are a container's (edtd
+    makes them under edt-<key>): {controllers: path}, "" for cgroup v2."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[1] in ("", "pids", "memory") and parts[2].startswith("/edt-"):
+            out[parts[1]] = parts[2]
+    return out
+
+
+def same_cgroups_but_a_containers(text):
+    """Whether a process in cgroups `text` is where this one is, but for a
+    container's own cgroups, which its worker joins."""
+    mine, theirs = read_text("/proc/self/cgroup").splitlines(), text.splitlines()
+    if len(mine) != len(theirs):
+        return False
+    edt = container_cgroups(text)
+    return all(a == b or b.split(":", 2)[1] in edt for a, b in zip(mine, theirs))
+
+
+def join_cgroups(text, fs_root="/sys/fs/cgroup"):
+    """Moves this process into the container's cgroups of `text`."""
+    for controllers, path in container_cgroups(text).items():
+        if "/.." in path:
+            raise Cold("a cgroup path with '..': %r" % path)
+        where = fs_root + ("/" + controllers if controllers else "") + path + "/cgroup.procs"
+        with open(where, "w") as f:
+            f.write("0")  # the writer
 
 
 def read_status(path):
@@ -510,6 +546,7 @@ def become_worker(peer, request, command, server):
     options, kind, target, args = command
     os.setsid()
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    join_cgroups(peer.cgroups)  # before the mount namespace hides the host's /sys/fs/cgroup
     enter_namespaces(peer)
     env = request.env
     if request.host is not None:

@@ -22,8 +22,8 @@ std::vector<std::string> framework_choices() {
   return {api::limits::Framework::values.begin(), api::limits::Framework::values.end()};
 }
 
-// Checks --shm's unit is one the API reads; "" when it is.
-std::string check_shm_unit(const std::string& text) {
+// Checks a size's unit (--shm, --memory) is one the API reads; "" when it is.
+std::string check_size_unit(const std::string& text) {
   size_t digits = text.find_first_not_of("0123456789.");
   std::string unit = digits == std::string::npos ? "" : text.substr(digits);
   for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -112,6 +112,8 @@ void print_cluster(const json& c) {
          text(c[key(cluster_field::framework)]).c_str(), text(c[key(cluster_field::image)]).c_str(),
          text(status[key(status_field::phase)]).c_str(), text(status[key(status_field::message)]).c_str());
   printf("shm:        %s\n", text(c[key(cluster_field::shm)]).c_str());
+  const json& memory = c[key(cluster_field::memory)];
+  printf("memory:     %s\n", memory.is_null() ? "no bound" : (text(memory) + " per container").c_str());
   printf("drain:      %s (a container leaving on scale-down waits at most this for its edtrun workers)\n",
          text(c[key(cluster_field::drain_timeout)]).c_str());
   const json& gpu = c[key(cluster_field::gpu)];
@@ -130,7 +132,7 @@ void print_cluster(const json& c) {
 }
 
 struct CreateOptions {
-  std::string name, framework = std::string(api::limits::Framework::values[0]), image, gpu, shm, drain_timeout, output;
+  std::string name, framework = std::string(api::limits::Framework::values[0]), image, gpu, shm, memory, drain_timeout, output;
   int containers = 0;
   bool wait = false;
   std::vector<std::string> mounts, env;
@@ -168,6 +170,7 @@ int create_request(const CreateOptions& o, json* body) {
   *body = {{key(spec::name), o.name}, {key(spec::framework), o.framework}, {key(spec::containers), o.containers}};
   if (!o.image.empty()) (*body)[key(spec::image)] = o.image;
   if (!o.shm.empty()) (*body)[key(spec::shm)] = o.shm;
+  if (!o.memory.empty()) (*body)[key(spec::memory)] = o.memory;
   if (!o.drain_timeout.empty()) (*body)[key(spec::drain_timeout)] = o.drain_timeout;
   if (!o.gpu.empty() && !gpu_request(o.gpu, &(*body)[key(spec::gpu)]))
     return usage_error("--gpu '" + o.gpu + "' is not MODEL:COUNT", "write e.g. --gpu NVIDIA-P4:1");
@@ -215,7 +218,11 @@ void add_create(CLI::App* cluster, Action* action) {
                                        std::to_string(limits::GpuCount::maximum) + ")");
   cmd->add_option("--shm", o->shm, "size of /dev/shm, e.g. 1Gi (" + format_size(limits::ShmSize::minimum_bytes) +
                                        " to " + format_size(limits::ShmSize::maximum_bytes) + ")")
-      ->check(check_shm_unit);
+      ->check(check_size_unit);
+  cmd->add_option("--memory", o->memory,
+                  "the most memory each container may use, processes and /dev/shm together, e.g. 8Gi (at least " +
+                      format_size(limits::MemoryLimit::minimum_bytes) + " and " + format_size(limits::MemoryLimit::headroom_bytes) + " over --shm; default: no bound)")
+      ->check(check_size_unit);
   cmd->add_option("--drain-timeout", o->drain_timeout, drain_help())->check(check_drain_timeout);
   cmd->add_option("--mount", o->mounts, "VOLUME:PATH[:ro] (PATH may be empty: /root/VOLUME)");
   cmd->add_option("--env", o->env, "KEY=VALUE in every container");

@@ -193,11 +193,12 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   ASSERT_EQ(edt("volume create data").code, 0);
   std::ofstream(dir_ + "/volumes/data/hello.txt") << "from the host\n";
   Output created = edt("cluster create tthvd --framework horovod --containers 2 --gpu NVIDIA-P4:1 --shm 128M "
-                       "--mount data: --wait");
+                       "--memory 2Gi --mount data: --wait");
   ASSERT_EQ(created.code, 0) << created.text;
 
   json c = get("/api/v1/clusters/tthvd");
   ASSERT_EQ(c["status"]["phase"], "Running") << c.dump();
+  EXPECT_EQ(c["memory"], "2 GiB");
   std::set<std::string> addresses;
   for (const auto& k : c["status"]["containers"]) {
     EXPECT_EQ(k["phase"], "Running");
@@ -233,19 +234,26 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   ASSERT_EQ(tools.code, 0) << tools.text;
   EXPECT_EQ(lines(tools.text)[0], EDT_CLI);
   EXPECT_EQ(lines(tools.text)[1], "1");
+  // A job runs in the container's cgroups too (its pids and memory bounds).
+  Output cgroup = edt("run tthvd -- sh -c 'diff /proc/self/cgroup /proc/1/cgroup && grep -c :/edt- /proc/self/cgroup'");
+  ASSERT_EQ(cgroup.code, 0) << cgroup.text;
+  EXPECT_NE(lines(cgroup.text).at(0), "0") << cgroup.text;
 
   // A Python worker started through edt-warm-run (as edtrun starts them) is
   // forked from edtd's warm interpreter into this container: torch is
   // already imported, and it runs in the container's PID namespace and file
-  // system. `import horovod.torch` works in the container as well.
+  // system, in its cgroups (those of the container's init, edtd's
+  // edt-<key> ones). `import horovod.torch` works in the container as well.
   std::ofstream(dir_ + "/volumes/data/warm.py")
-      << "import os, sys\nprint('torch' in sys.modules, os.getpid() < 1000, open('/etc/hostname').read().strip())\n";
+      << "import os, sys\ncg = lambda p: open('/proc/%s/cgroup' % p).read()\n"
+         "print('torch' in sys.modules, os.getpid() < 1000, open('/etc/hostname').read().strip(),\n"
+         "      cg('self') == cg(1) and '/edt-' in cg(1))\n";
   std::ofstream(dir_ + "/volumes/data/hvd.py") << "import horovod.torch as hvd\nprint(hvd.__name__)\n";
   Output warm = edt("run tthvd -- sh -c 'cd /root/data; i=0; while [ ! -S /run/edt-warm/python.sock ] && "
                     "[ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; edt-warm-run python3 warm.py; python3 hvd.py'");
   ASSERT_EQ(warm.code, 0) << warm.text;
   ASSERT_EQ(lines(warm.text).size(), 2u) << warm.text;
-  EXPECT_EQ(lines(warm.text)[0], "True True tthvd-launcher") << "not forked warm into the container";
+  EXPECT_EQ(lines(warm.text)[0], "True True tthvd-launcher True") << "not forked warm into the container";
   EXPECT_EQ(lines(warm.text)[1], "horovod.torch");
   // edtrun's worker in the other container is forked there too, without
   // ssh: in that container's PID namespace and directory, with its session

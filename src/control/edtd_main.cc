@@ -44,6 +44,7 @@ struct Flags {
   std::string log_level;        // empty: EDT_LOG_LEVEL's, else info
   std::string log_format = "text";
   std::string warm_start = "on";
+  int64_t container_pids_max = 16384;
   bool fault_points = false;  // print them and exit
 };
 
@@ -255,7 +256,7 @@ int serve(const Flags& flags, const Settings& settings) {
   LocalBackend backend({flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
                         {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", flags.data_dir + "/containers",
                          base_env, /*seccomp_path: the backend's*/ ""},
-                        /*enter_program: edtd itself*/ ""});
+                        /*enter_program: edtd itself*/ "", flags.container_pids_max});
   backend.keep_warm();
   JobRunner jobs(db.get(), &backend, flags.data_dir, base_env);
   ReconcilerOptions reconciler_options;
@@ -342,6 +343,10 @@ int main(int argc, char** argv) {
                  "on: a warm Python interpreter (torch imported) starts Python workers that join a job in "
                  "containers; off: they start Python afresh")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--container-pids-max", flags.container_pids_max,
+                 "the most tasks (processes and threads) each container may have, in its cgroup; 0: no bound")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 22))
       ->capture_default_str();
   app.add_flag("--fault-points", flags.fault_points,
                "print the named points where EDT_FAULT=<name> makes edtd abort (for crash tests), and exit");

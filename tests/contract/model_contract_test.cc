@@ -40,7 +40,7 @@ std::set<std::string> property_names(const std::string& name) { return keys(sche
 json full_spec() {
   return {{"name", "tthvd"},      {"framework", "horovod"}, {"containers", 2},
           {"image", "edt"},       {"gpu", {{"model", "NVIDIA-P4"}, {"count", 1}}},
-          {"shm", "1Gi"},         {"mounts", json::array({{{"volume", "data"}, {"path", "/data"}, {"read_only", true}}})},
+          {"shm", "1Gi"},         {"memory", "512Gi"},      {"mounts", json::array({{{"volume", "data"}, {"path", "/data"}, {"read_only", true}}})},
           {"env", {{"A", "b"}}},   {"drain_timeout", "90s"}};
 }
 
@@ -117,6 +117,26 @@ TEST(ModelContract, ShmLimitsAndUnitsAreTheDocuments) {
     }
   }
   EXPECT_FALSE(parse_size("3q").is_ok());
+}
+
+TEST(ModelContract, MemoryLimitsAreTheDocuments) {
+  const json& bytes = schema("MemoryLimit").at("x-edt-bytes");
+  const uint64_t least = bytes.at("minimum"), most = bytes.at("maximum"), headroom = bytes.at("headroom");
+  EXPECT_EQ(least, kMinMemoryBytes);
+  EXPECT_EQ(headroom, kMemoryHeadroomBytes);
+  auto parse = [](uint64_t shm, uint64_t memory) {
+    json body = full_spec();
+    body["shm"] = shm;
+    body["memory"] = memory;
+    ClusterSpec spec;
+    return parse_cluster_spec(body, &spec);
+  };
+  EXPECT_FALSE(parse(kMinShmBytes, least));
+  EXPECT_FALSE(parse(kMinShmBytes, most));
+  EXPECT_TRUE(parse(kMinShmBytes, least - 1));
+  EXPECT_TRUE(parse(kMinShmBytes, most + 1));
+  EXPECT_FALSE(parse(1ull << 30, (1ull << 30) + headroom));
+  EXPECT_TRUE(parse(1ull << 30, (1ull << 30) + headroom - 1));
 }
 
 TEST(ModelContract, DrainTimeoutLimitsAndUnitsAreTheDocuments) {

@@ -16,11 +16,15 @@ below tries:
     password), sshd's host keys, gshadow, and edtd's data dir (admin token,
     keys, the store), the host's /var;
   - writing outside its own directories: /usr, /etc, /etc/mpi (edtd's
-    files), /run/edt (its sshd config), the tool tree;
+    files), /run/edt (its sshd config), the tool tree, and the host's root
+    cgroups (leaving its own cgroups' bounds);
   - seeing or tracing a process outside: edtd's pid, and bob's processes;
   - links planted where edtd writes (/root/.ssh/*, /etc/mpi/*.tmp) toward
     a host file, then the container restarted (its sshd killed) and the
-    cluster scaled, which makes edtd write those files again.
+    cluster scaled, which makes edtd write those files again;
+  - a fork bomb, which must end at the container's pids bound, and 1 GiB
+    of memory in a container bounded to 512 MiB, which the kernel must
+    kill there (while 256 MiB fits).
 Afterwards: the host's canary file, edtd's admin token and the host's
 shadow are unchanged, and bob's cluster still Running.
 Also: env values sshd_config would misread are refused (422) before
@@ -29,6 +33,7 @@ anything is made.
   isolation_test.py --edtd build/src/control/edtd
 """
 import argparse
+import glob
 import hashlib
 import json
 import os
@@ -42,6 +47,29 @@ import contract_test  # noqa: E402
 
 ADDRESSES = "127.89.0.0/24"  # this test's own block (grep --address-range for the others)
 TIMEOUT = 60
+PIDS_MAX = 256  # each container's bound on tasks (--container-pids-max)
+MEMORY = "512Mi"  # alice's containers' memory bound
+
+# Forks parked children until the kernel refuses; prints how many and why.
+FORK_BOMB = r'''
+import errno, os, signal
+children = []
+why = "no refusal"
+for _ in range(4 * PIDS_MAX):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        why = errno.errorcode.get(e.errno, str(e.errno))
+        break
+    if pid == 0:
+        signal.pause()
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+print(len(children), why)
+'''.replace("PIDS_MAX", str(PIDS_MAX))
 
 # Run inside a container with python3; prints one JSON object.
 ATTACKS = r'''
@@ -88,9 +116,13 @@ def read(path):
 
 for path in sys.argv[3:]:
     out["reads"][path] = read(path)
-for path in ["/usr/edt-x", "/etc/edt-x", "/etc/mpi/edt-x", "/run/edt/edt-x", "/run/host/etc/edt-x", sys.argv[2] + "-x"]:
+# The cgroup.procs files: "0" there would move this process out of its
+# container's cgroups (its pids and memory bounds) into the host's root.
+for path in ["/usr/edt-x", "/etc/edt-x", "/etc/mpi/edt-x", "/run/edt/edt-x", "/run/host/etc/edt-x", sys.argv[2] + "-x",
+             "/sys/fs/cgroup/pids/cgroup.procs", "/sys/fs/cgroup/memory/cgroup.procs", "/sys/fs/cgroup/cgroup.procs"]:
     try:
-        open(path, "w").close()
+        with open(path, "w") as f:
+            f.write("0")
         out["writes"][path] = "ok"
     except OSError as e:
         out["writes"][path] = errno.errorcode.get(e.errno, "?")
@@ -240,6 +272,20 @@ class Isolation:
             self.failures.append("the launcher was not restarted after its sshd was killed")
         self.wait_running("alice-c", token, 2)
 
+    def bounded(self, address):
+        """A fork bomb ends at the container's pids bound, and a process
+        over its memory bound is killed inside the container; the container
+        goes on."""
+        bomb = self.ssh("alice-c", address, "python3 -", stdin=FORK_BOMB)
+        made, why = (bomb.stdout.split() + ["?", "?"])[:2]
+        self.check(why == "EAGAIN" and made.isdigit() and 0 < int(made) < PIDS_MAX,
+                   f"a fork bomb made {made} processes ({why}), not fewer than {PIDS_MAX}: {bomb.stderr[-500:]}")
+        hog = self.ssh("alice-c", address, "python3 -c 'b = b\"x\" * (1 << 30); print(len(b))'; echo status $?")
+        self.check(hog.stdout.split() == ["status", "137"],  # 128 + SIGKILL, from the kernel's OOM killer
+                   f"1 GiB in a container bounded to {MEMORY}: exit {hog.returncode}, {hog.stdout!r} {hog.stderr[-300:]!r}")
+        fits = self.ssh("alice-c", address, "python3 -c 'b = b\"x\" * (256 << 20); print(len(b))'")
+        self.check(fits.stdout.strip() == str(256 << 20), f"256 MiB under the {MEMORY} bound: {fits.stdout!r} {fits.stderr[-300:]!r}")
+
     def run(self):
         host_before = {p: digest(p) for p in (self.canary, "/etc/shadow", os.path.join(self.edtd.dir, "data", "admin.token"))}
         alice, bob = self.make_user("alice"), self.make_user("bob")
@@ -247,8 +293,10 @@ class Isolation:
                                                       "env": {"X": "a\nPermitRootLogin yes"}}, alice)
         self.check(status == 422 and body["error"]["field"] == "env.X", f"an env value with a newline: {status} {body}")
         for user, token in (("alice", alice), ("bob", bob)):
-            status, body = self.api("POST", "/clusters", {"name": f"{user}-c", "framework": "horovod", "containers": 2},
-                                    token)
+            spec = {"name": f"{user}-c", "framework": "horovod", "containers": 2}
+            if user == "alice":
+                spec["memory"] = MEMORY
+            status, body = self.api("POST", "/clusters", spec, token)
             if status != 201:
                 raise RuntimeError(f"create {user}-c: {status} {body}")
         cluster = self.wait_running("alice-c", alice, 2)
@@ -256,6 +304,7 @@ class Isolation:
         launcher = cluster["status"]["containers"][0]["address"]
         self.attack_over_ssh(launcher)
         self.attack_as_job(alice)
+        self.bounded(launcher)
         self.plant_links_and_restart(alice, launcher)
         for size in (3, 2):
             status, body = self.api("PATCH", "/clusters/alice-c", {"containers": size}, alice)
@@ -269,18 +318,30 @@ class Isolation:
         self.check(alive.stdout.strip() == "alive", f"the restarted launcher does not answer: {alive.stderr}")
 
 
+def cgroups_of(data_dir):
+    """The cgroup directories edtd of `data_dir` made (edt-<key>, as cgroups.cc names them)."""
+    key = 14695981039346656037
+    for byte in os.path.realpath(data_dir).encode():
+        key = ((key ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    name = "edt-%012x" % (key & 0xFFFFFFFFFFFF)
+    return glob.glob("/sys/fs/cgroup/*/" + name) + glob.glob("/sys/fs/cgroup/" + name)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edtd", required=True)
     args = parser.parse_args()
-    edtd = contract_test.Edtd(args.edtd, ADDRESSES)
+    edtd = contract_test.Edtd(args.edtd, ADDRESSES, ["--container-pids-max", str(PIDS_MAX)])
     test = Isolation(edtd)
+    data_dir = os.path.join(edtd.dir, "data")
     try:
         test.run()
+        test.check(cgroups_of(data_dir), "no cgroup of alice's and bob's containers was found")
     finally:
         edtd.stop()
         os.unlink(test.canary)
         os.rmdir(test.canary_dir)
+    test.check(not cgroups_of(data_dir), f"cgroups left after every cluster was deleted: {cgroups_of(data_dir)}")
     for failure in test.failures:
         print("FAIL:", failure)
     print(f"{test.checks} isolation checks, {len(test.failures)} failed")

@@ -14,12 +14,20 @@ namespace {
 // Row mappers: the columns each type is read from, and the function that
 // reads them, shared by every query of that type.
 
-// A spec is kept as its API form plus the exact shm size (the API's "shm"
-// is written for people and not read back).
+// A spec is kept as its API form plus the exact shm and memory sizes (the
+// API's "shm" and "memory" are written for people and not read back).
 std::string spec_to_text(const ClusterSpec& spec) {
   json j = spec_to_json(spec);
   j["shm_bytes"] = spec.shm_bytes;
+  j["memory_bytes"] = spec.memory_bytes;
   return j.dump();
+}
+
+// The exact size `key` of a stored spec, taken out of it; 0 if absent.
+uint64_t take_bytes(json& j, const char* key) {
+  uint64_t bytes = j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint64_t>() : 0;
+  j.erase(key);
+  return bytes;
 }
 
 // A stored spec passed parse_cluster_spec() when it was made, so one that no
@@ -28,11 +36,12 @@ std::string spec_to_text(const ClusterSpec& spec) {
 ClusterSpec spec_from_text(const std::string& name, const std::string& text) {
   json j = json::parse(text, nullptr, false);
   ClusterSpec spec;
-  uint64_t shm_bytes = kDefaultShmBytes;
+  uint64_t shm_bytes = kDefaultShmBytes, memory_bytes = 0;
   if (j.is_object()) {
-    if (j.contains("shm_bytes") && j["shm_bytes"].is_number_unsigned()) shm_bytes = j["shm_bytes"].get<uint64_t>();
-    j.erase("shm_bytes");
+    if (uint64_t bytes = take_bytes(j, "shm_bytes")) shm_bytes = bytes;
+    memory_bytes = take_bytes(j, "memory_bytes");
     j.erase("shm");
+    j.erase("memory");
   }
   if (Refusal r = parse_cluster_spec(j, &spec)) {
     log::error("the stored spec of cluster {} is damaged ({}: {})", name, r->field, r->message);
@@ -41,6 +50,7 @@ ClusterSpec spec_from_text(const std::string& name, const std::string& text) {
     return spec;
   }
   spec.shm_bytes = shm_bytes;
+  spec.memory_bytes = memory_bytes;
   return spec;
 }
 

@@ -66,25 +66,35 @@ bool is_under(const std::string& path, const std::string& dir) {
   return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
 }
 
-Refusal parse_shm(const json& value, uint64_t* out) {
+// A size (bytes, or a number with a unit) between `min` and `max`.
+Refusal parse_bytes(const json& value, const std::string& field, uint64_t min, uint64_t max, uint64_t* out) {
   if (value.is_number_unsigned()) {
     *out = value.get<uint64_t>();
   } else if (value.is_string()) {
     auto size = parse_size(value.get<std::string>());
     if (!size.is_ok())
-      return invalid("shm", "shm: " + size.status().message(), "write a size such as \"512M\" or \"2Gi\"");
+      return invalid(field, field + ": " + size.status().message(), "write a size such as \"512M\" or \"2Gi\"");
     *out = size.value();
   } else {
-    return invalid("shm", "shm must be a size such as \"512M\", not " + std::string(value.type_name()),
-                         "write a size such as \"512M\" or \"2Gi\"");
+    return invalid(field, field + " must be a size such as \"512M\", not " + std::string(value.type_name()),
+                   "write a size such as \"512M\" or \"2Gi\"");
   }
-  if (*out < kMinShmBytes || *out > kMaxShmBytes)
-    return invalid("shm",
-                   "shm of " + std::to_string(*out) + " bytes is outside " + format_size(kMinShmBytes) + ".." +
-                       format_size(kMaxShmBytes),
-                   "ask for a size between " + format_size(kMinShmBytes) + " and " + format_size(kMaxShmBytes) +
-                       ", e.g. \"1Gi\"");
+  if (*out < min || *out > max)
+    return invalid(field,
+                   field + " of " + std::to_string(*out) + " bytes is outside " + format_size(min) + ".." +
+                       format_size(max),
+                   "ask for a size between " + format_size(min) + " and " + format_size(max) + ", e.g. \"1Gi\"");
   return std::nullopt;
+}
+
+// A memory bound must hold /dev/shm and the container's processes.
+Refusal check_memory(const ClusterSpec& spec) {
+  if (spec.memory_bytes == 0 || spec.memory_bytes >= spec.shm_bytes + kMemoryHeadroomBytes) return std::nullopt;
+  return invalid("memory",
+                 "memory of " + format_size(spec.memory_bytes) + " cannot hold the shm of " +
+                     format_size(spec.shm_bytes) + " and the container's processes",
+                 "ask for at least " + std::to_string((spec.shm_bytes + kMemoryHeadroomBytes + (1 << 20) - 1) >> 20) +
+                     "Mi (shm plus " + format_size(kMemoryHeadroomBytes) + "), or a smaller shm");
 }
 
 Refusal parse_gpu(const json& value, GpuRequest* out) {
@@ -299,14 +309,18 @@ Refusal check_framework(const std::string& framework) {
   return std::nullopt;
 }
 
-// The spec's optional parts: image, gpu, shm, mounts, env, drain_timeout.
+// The spec's optional parts: image, gpu, shm, memory, mounts, env, drain_timeout.
 Refusal parse_cluster_options(const Fields& body, const json& object, ClusterSpec* spec) {
   if (auto r = body.text("image", &spec->image, Presence::kOptional)) return r;
   if (spec->image.empty()) spec->image = "edt";
   if (body.has("gpu"))
     if (auto r = parse_gpu(object["gpu"], &spec->gpu)) return r;
   if (body.has("shm"))
-    if (auto r = parse_shm(object["shm"], &spec->shm_bytes)) return r;
+    if (auto r = parse_bytes(object["shm"], "shm", kMinShmBytes, kMaxShmBytes, &spec->shm_bytes)) return r;
+  if (body.has("memory") && !object["memory"].is_null())
+    if (auto r = parse_bytes(object["memory"], "memory", kMinMemoryBytes, kMaxMemoryBytes, &spec->memory_bytes))
+      return r;
+  if (auto r = check_memory(*spec)) return r;
   const json* mounts = nullptr;
   if (auto r = body.array("mounts", &mounts, Presence::kOptional)) return r;
   if (mounts)
@@ -364,6 +378,7 @@ json spec_to_json(const ClusterSpec& spec) {
             {"image", spec.image},       {"shm", format_size(spec.shm_bytes)}, {"mounts", mounts},
             {"env", spec.env},           {"drain_timeout", format_duration(spec.drain_timeout)}};
   j["gpu"] = spec.gpu.count > 0 ? json{{"model", spec.gpu.model}, {"count", spec.gpu.count}} : json(nullptr);
+  j["memory"] = spec.memory_bytes > 0 ? json(format_size(spec.memory_bytes)) : json(nullptr);
   return j;
 }
 

@@ -29,6 +29,10 @@ inline constexpr int kMaxContainers = api::limits::ContainerCount::maximum;
 inline constexpr uint64_t kDefaultShmBytes = api::limits::ShmSize::default_bytes;
 inline constexpr uint64_t kMinShmBytes = api::limits::ShmSize::minimum_bytes;
 inline constexpr uint64_t kMaxShmBytes = api::limits::ShmSize::maximum_bytes;
+inline constexpr uint64_t kMinMemoryBytes = api::limits::MemoryLimit::minimum_bytes;
+inline constexpr uint64_t kMaxMemoryBytes = api::limits::MemoryLimit::maximum_bytes;
+// What a memory bound must hold beyond /dev/shm: the container's own processes.
+inline constexpr uint64_t kMemoryHeadroomBytes = api::limits::MemoryLimit::headroom_bytes;
 inline constexpr int kMaxGpusPerContainer = api::limits::GpuCount::maximum;
 inline constexpr std::chrono::milliseconds kDefaultDrainTimeout{api::limits::DrainTimeout::default_ms};
 inline constexpr std::chrono::milliseconds kMaxDrainTimeout{api::limits::DrainTimeout::maximum_ms};
@@ -56,6 +60,7 @@ struct ClusterSpec {
   std::string image = "edt";
   GpuRequest gpu;
   uint64_t shm_bytes = kDefaultShmBytes;
+  uint64_t memory_bytes = 0;  // per container; 0: no bound
   std::vector<Mount> mounts;
   std::map<std::string, std::string> env;
   // How long a container leaving on scale-down may stay Draining (out of

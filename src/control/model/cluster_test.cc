@@ -1,5 +1,6 @@
 #include "control/model/cluster.h"
 #include "control/model/catalog.h"
+#include "common/units.h"
 
 #include <gtest/gtest.h>
 
@@ -124,6 +125,41 @@ TEST(ClusterSpec, RefusesBadShm) {
     body["shm"] = shm;
     expect_refused(body, Kind::kInvalid, "shm");
   }
+}
+
+TEST(ClusterSpec, ReadsAMemoryBoundAndWritesItBack) {
+  ClusterSpec spec;
+  ASSERT_FALSE(parse_cluster_spec(valid_body(), &spec).has_value());
+  EXPECT_EQ(spec.memory_bytes, 0u);
+  EXPECT_TRUE(spec_to_json(spec)["memory"].is_null());
+  for (auto [in, bytes] : {std::pair{json("8Gi"), 8ull << 30}, {json(1ull << 28), 1ull << 28}, {json(nullptr), 0ull}}) {
+    json body = valid_body();
+    body["memory"] = in;
+    ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value()) << in;
+    EXPECT_EQ(spec.memory_bytes, bytes) << in;
+    // Written for people, as shm is (the store keeps the bytes).
+    json written = spec_to_json(spec);
+    EXPECT_EQ(written["memory"], bytes ? json(format_size(bytes)) : json(nullptr));
+  }
+}
+
+TEST(ClusterSpec, RefusesAMemoryBoundThatCannotHoldShm) {
+  for (json memory : {json("lots"), json("64Mi"), json("17Ti"), json(true), json(-1)}) {
+    json body = valid_body();
+    body["memory"] = memory;
+    expect_refused(body, Kind::kInvalid, "memory");
+  }
+  json body = valid_body();
+  body["shm"] = "1Gi";
+  body["memory"] = "1Gi";
+  ClusterSpec spec;
+  Refusal r = parse_cluster_spec(body, &spec);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "memory");
+  EXPECT_NE(r->message.find("cannot hold the shm of 1 GiB"), std::string::npos) << r->message;
+  EXPECT_NE(r->fix.find("at least 1088Mi"), std::string::npos) << r->fix;
+  body["memory"] = "1088Mi";
+  EXPECT_FALSE(parse_cluster_spec(body, &spec).has_value());
 }
 
 TEST(ClusterSpec, RefusesBadMountPaths) {

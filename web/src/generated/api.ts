@@ -41,6 +41,9 @@ export type GpuRequest = {
   count?: GpuCount;
 } | null;
 
+/** the most memory each container may use, its processes and its /dev/shm together (beyond it the kernel's OOM killer stops a process of that container): bytes, or a number with a binary unit as for shm, e.g. 8Gi; at least minimum bytes and 64Mi more than shm; absent or null: no bound */
+export type MemoryLimit = string | number | null;
+
 /** the size of /dev/shm: bytes, or a number with a binary unit (case does not matter), e.g. 512M or 1Gi; between minimum and maximum bytes */
 export type ShmSize = string | number;
 
@@ -70,6 +73,7 @@ export type ClusterSpec = {
   image?: string;
   gpu?: GpuRequest;
   shm?: ShmSize;
+  memory?: MemoryLimit;
   mounts?: Mount[];
   env?: Env;
   drain_timeout?: DrainTimeout;
@@ -114,6 +118,8 @@ export type Cluster = {
   gpu: GpuRequest;
   /** as edtd writes sizes, e.g. 64Mi */
   shm: string;
+  /** each container's memory bound as edtd writes sizes, e.g. 8Gi; null: no bound */
+  memory: string | null;
   mounts: Mount[];
   env: Env;
   /** as edtd writes durations, e.g. 60s or 1500ms */
@@ -373,6 +379,13 @@ export const contract = {
   "GpuCount": {
     "minimum": 0,
     "maximum": 16
+  },
+  "MemoryLimit": {
+    "bytes": {
+      "minimum": 134217728,
+      "maximum": 17592186044416,
+      "headroom": 67108864
+    }
   },
   "ShmSize": {
     "bytes": {

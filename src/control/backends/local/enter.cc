@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "control/backends/local/cgroups.h"
 #include "control/backends/local/sandbox_policy.h"
 
 namespace edt::control {
@@ -86,6 +87,8 @@ int enter_container_main(int argc, char** argv) {
   sigemptyset(&signals);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&signals, sig);
   sigprocmask(SIG_BLOCK, &signals, &old);
+  // Its cgroups first: the host's /sys/fs/cgroup is out of sight inside.
+  if (Status st = join_cgroups_of(pid); !st.is_ok()) return fail("join the container's cgroups: " + st.message());
   if (int rc = enter(std::string(pid_text)); rc != 0) return rc;
   if (Status st = confine_self(); !st.is_ok()) return fail(st.message());
   // The PID namespace applies to children only.

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/io.h"
+#include "common/log.h"
 #include "common/process.h"
 #include "control/backends/fault_points.h"
 #include "control/backends/local/enter.h"
@@ -104,13 +105,22 @@ Status run_quiet(const std::vector<std::string>& argv) {
   return Status::ok();
 }
 
+// In a forked child: moves itself into the cgroup whose cgroup.procs file
+// is `path` ("0" names the writer); async-signal-safe.
+bool join_cgroup(const char* path) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  bool ok = fd >= 0 && ::write(fd, "0", 1) == 1;
+  if (fd >= 0) ::close(fd);
+  return ok;
+}
+
 // Starts argv in a session of its own, not as our child: it keeps running
 // when edtd exits or is killed. Its stdout and stderr go to `log_path`,
 // `fd3_path` (if any) is its fd 3, written; `fd4_path` (if any) its fd 4,
-// read. Returns its pid.
+// read. It joins the cgroups of `cgroup_procs` before it execs. Returns its pid.
 Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                                const std::string& log_path, const std::string& fd3_path,
-                               const std::string& fd4_path = "") {
+                               const std::string& fd4_path = "", const std::vector<std::string>& cgroup_procs = {}) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return io_error("pipe", errno);
   // Everything the child needs is made before fork: after it, only
@@ -143,6 +153,13 @@ Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::
       if (in < 0 || dup2(in, next++) < 0) _exit(126);
     }
     close_range(next, ~0u, 0);
+    for (const auto& procs : cgroup_procs) {
+      if (!join_cgroup(procs.c_str())) {
+        static constexpr char kWhy[] = "edtd: could not join the container's cgroup\n";
+        (void)!::write(2, kWhy, sizeof(kWhy) - 1);
+        _exit(125);
+      }
+    }
     execve(args[0], args.data(), envp.data());
     _exit(127);
   }
@@ -309,8 +326,13 @@ std::string quote_env(const std::string& key, const std::string& value) {
 
 LocalBackend::LocalBackend(LocalBackendOptions options)
     : options_(std::move(options)), home_(fs::weakly_canonical(fs::absolute(options_.data_dir)).string()),
-      warm_(with_seccomp(options_.warm, seccomp_path())), seccomp_(seccomp_program()) {
+      warm_(with_seccomp(options_.warm, seccomp_path())), seccomp_(seccomp_program()),
+      cgroups_(options_.cgroup_root, cgroup_key(home_)) {
   std::error_code ec;
+  if (std::string why = cgroups_.unavailable({options_.pids_max, 0}); options_.pids_max > 0 && !why.empty()) {
+    log::warn("containers get no bound on their number of tasks: {}", why);
+    options_.pids_max = 0;
+  }
   if (options_.enter_program.empty()) options_.enter_program = fs::read_symlink("/proc/self/exe", ec).string();
   // bwrap reads the filter from this file, and so does the warm interpreter.
   if (seccomp_.is_ok()) {
@@ -483,7 +505,9 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
                                         std::string(kLabelCluster) + "=" + spec.cluster,
                                         std::string(kLabelContainer) + "=" + spec.name};
   if (!seccomp_.is_ok()) return fail(seccomp_.status());
-  auto monitor = spawn_detached(bwrap_args(spec, dir), env, dir + "/log", info_path, seccomp_path());
+  auto cgroups = cgroups_.make(spec.name, {options_.pids_max, spec.memory_bytes});
+  if (!cgroups.is_ok()) return fail(cgroups.status());
+  auto monitor = spawn_detached(bwrap_args(spec, dir), env, dir + "/log", info_path, seccomp_path(), *cgroups);
   if (!monitor.is_ok()) return fail(monitor.status());
   fault_point("start.spawned");
   // bwrap writes the pid of the sandbox's init to its info fd once the
@@ -565,6 +589,8 @@ Result<int> LocalBackend::end_sandboxes_except(const std::vector<SandboxRef>& ke
 }
 
 Status LocalBackend::remove(const std::string& name) {
+  // Its PID namespace ended, so its processes are gone or on their way out.
+  if (Status st = cgroups_.remove(name); !st.is_ok()) log::warn("{}", st.message());
   std::error_code ec;
   fs::remove_all(container_dir(name), ec);
   if (ec) return Status(StatusCode::kIoError, "remove " + container_dir(name) + ": " + ec.message());

@@ -13,8 +13,9 @@
 // (hostname), PID and IPC namespaces and shares the host's network: sshd
 // listens on the container's own 127.x address, and the SSH client binds
 // that address, so peers see connections from it. Every process in it runs
-// under sandbox_policy.h's limits (capabilities, no_new_privs, seccomp);
-// exec() enters it through enter.h, under the same limits.
+// under sandbox_policy.h's limits (capabilities, no_new_privs, seccomp) and
+// in the container's cgroup (cgroups.h: its pids and memory bounds); exec()
+// enters it through enter.h, under the same limits.
 //
 // Layout under the data dir:
 //   clusters/<cluster>/mpi/      hosts, hostfile, discover_hosts.sh, known_hosts
@@ -46,6 +47,7 @@
 #include <vector>
 
 #include "control/backends/backend.h"
+#include "control/backends/local/cgroups.h"
 #include "control/backends/local/warm_interpreter.h"
 
 namespace edt::control {
@@ -64,6 +66,10 @@ struct LocalBackendOptions {
   // `enter-container` to enter_container_main() (enter.h); empty: this
   // process's own program (edtd).
   std::string enter_program;
+  // Every container's bound on tasks (cgroups.h); 0: none. Where this
+  // machine has no pids cgroup edtd may write, it is dropped with a warning.
+  int64_t pids_max = 0;
+  std::string cgroup_root = "/sys/fs/cgroup";
 };
 
 class LocalBackend : public Backend {
@@ -103,6 +109,7 @@ class LocalBackend : public Backend {
   std::string home_;  // the data dir, absolute: the label's EDT_SANDBOX_HOME
   WarmInterpreter warm_;
   Result<std::string> seccomp_;  // the filter (sandbox_policy.h), made once
+  ContainerCgroups cgroups_;
 };
 
 }  // namespace edt::control
