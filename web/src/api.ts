@@ -48,6 +48,7 @@ export interface Cluster {
   image?: string;
   gpu?: GpuRequest;
   shm?: string;
+  memory?: string; // per container; absent: no bound
   drain_timeout?: string;
   mounts?: Mount[];
   env?: Record<string, string>;
@@ -219,6 +220,7 @@ export function toCluster(v: unknown): Cluster {
     image: str(spec['image']) || undefined,
     gpu: str(gpu['model']) ? { model: str(gpu['model']), count: num(gpu['count']) } : undefined,
     shm: str(spec['shm']) || str(spec['shm_size']) || undefined,
+    memory: str(spec['memory']) || undefined,
     drain_timeout: str(spec['drain_timeout']) || undefined,
     mounts: arr(spec['mounts']).map((m) => {
       const o = obj(m);

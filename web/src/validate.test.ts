@@ -88,6 +88,17 @@ describe('validate', () => {
     expect(validate({ ...good(), shm_enabled: true, shm: '256Gi' }, inventory).shm).toBeUndefined();
   });
 
+  it('checks a memory bound against its range and the shared memory, and sends it only when given', () => {
+    expect(validate(good(), inventory).memory).toBeUndefined();
+    expect(toSpec(good()).memory).toBeUndefined();
+    expect(validate({ ...good(), memory: 'lots' }, inventory).memory).toContain('is not a size');
+    expect(validate({ ...good(), memory: '64Mi' }, inventory).memory).toContain('outside 128M to 16Ti');
+    expect(validate({ ...good(), memory: '128Mi' }, inventory).memory).toBeUndefined();
+    expect(validate({ ...good(), shm_enabled: true, shm: '1Gi', memory: '1Gi' }, inventory).memory).toContain('ask for at least 1088M');
+    expect(validate({ ...good(), shm_enabled: true, shm: '1Gi', memory: '1088Mi' }, inventory).memory).toBeUndefined();
+    expect(toSpec({ ...good(), memory: ' 8Gi ' }).memory).toBe('8Gi');
+  });
+
   it('reads drain timeouts as edtd does and sends only a changed one', () => {
     expect(parseDuration('60s')).toBe(60000);
     expect(parseDuration('500ms')).toBe(500);

@@ -24,6 +24,10 @@ const kNamePattern = new RegExp(contract.ClusterName.pattern);
 const kMaxGpusPerContainer = contract.GpuCount.maximum;
 const kMinShm = contract.ShmSize.bytes.minimum;
 const kMaxShm = contract.ShmSize.bytes.maximum;
+const kDefaultShm = contract.ShmSize.bytes.default;
+const kMinMemory = contract.MemoryLimit.bytes.minimum;
+const kMaxMemory = contract.MemoryLimit.bytes.maximum;
+const kMemoryHeadroom = contract.MemoryLimit.bytes.headroom;
 // Size suffixes (lower case) and their bytes.
 const kSizeUnits: Record<string, number> = contract.ShmSize.sizeUnits;
 const kMaxDrainMs = contract.DrainTimeout.durationMs.maximum;
@@ -35,8 +39,9 @@ const kDurationUnits: Record<string, number> = contract.DrainTimeout.durationUni
 // them from the host (read-only) or manages them itself.
 export const kSystemDirs: readonly string[] = contract.MountPath.systemDirectories;
 
-// A size as the API's messages write it: 1M, 64M, 256Gi.
+// A size as the API's messages write it: 1M, 64M, 256Gi, 16Ti.
 export function formatSize(bytes: number): string {
+  if (bytes % 1024 ** 4 === 0 && bytes >= 1024 ** 4) return `${bytes / 1024 ** 4}Ti`;
   if (bytes % 1024 ** 3 === 0 && bytes >= 1024 ** 3) return `${bytes / 1024 ** 3}Gi`;
   if (bytes % 1024 ** 2 === 0) return `${bytes / 1024 ** 2}M`;
   return `${bytes}`;
@@ -63,6 +68,7 @@ export interface ClusterForm {
   gpu_count: string;
   shm_enabled: boolean;
   shm: string;
+  memory: string; // per container; empty: no bound
   drain_timeout: string;
   mounts: MountForm[];
 }
@@ -87,6 +93,7 @@ export function emptyForm(): ClusterForm {
     gpu_count: '1',
     shm_enabled: false,
     shm: '1Gi',
+    memory: '',
     drain_timeout: kDefaultDrain,
     mounts: [],
   };
@@ -203,6 +210,7 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
     else if (bytes < kMinShm || bytes > kMaxShm) set('shm', `${form.shm.trim()} is outside ${formatSize(kMinShm)} to ${formatSize(kMaxShm)}; ask for a size in that range, e.g. 1Gi.`);
   }
 
+  set('memory', checkMemory(form));
   set('drain_timeout', checkDrainTimeout(form.drain_timeout));
 
   form.mounts.forEach((m, i) => {
@@ -216,6 +224,18 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
   return errors;
 }
 
+// What is wrong with the form's memory bound, or null: it must hold the
+// shm (the asked one, or edtd's default) and 64 MiB more.
+function checkMemory(form: ClusterForm): string | null {
+  if (form.memory.trim() === '') return null;
+  const bytes = parseSize(form.memory);
+  if (bytes === null) return `"${form.memory}" is not a size; write a number with a unit, e.g. 8Gi, or leave it empty for no bound.`;
+  if (bytes < kMinMemory || bytes > kMaxMemory) return `${form.memory.trim()} is outside ${formatSize(kMinMemory)} to ${formatSize(kMaxMemory)}; ask for a size in that range, e.g. 8Gi.`;
+  const shm = (form.shm_enabled ? parseSize(form.shm) : null) ?? kDefaultShm;
+  if (bytes < shm + kMemoryHeadroom) return `${form.memory.trim()} cannot hold the shared memory of ${formatSize(shm)} and the container's processes; ask for at least ${formatSize(shm + kMemoryHeadroom)}.`;
+  return null;
+}
+
 // The request body of a valid form.
 export function toSpec(form: ClusterForm): ClusterSpec {
   const spec: ClusterSpec = {
@@ -226,6 +246,7 @@ export function toSpec(form: ClusterForm): ClusterSpec {
   };
   if (form.gpu_enabled) spec.gpu = { model: form.gpu_model, count: parseCount(form.gpu_count) ?? 0 };
   if (form.shm_enabled) spec.shm = form.shm.trim();
+  if (form.memory.trim() !== '') spec.memory = form.memory.trim();
   if (form.drain_timeout.trim() !== kDefaultDrain) spec.drain_timeout = form.drain_timeout.trim();
   if (form.mounts.length) spec.mounts = form.mounts.map((m) => ({ volume: m.volume, path: m.path, read_only: m.read_only }));
   return spec;

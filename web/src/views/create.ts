@@ -1,5 +1,5 @@
 // The create-cluster form, as the product brief draws it: framework, name,
-// containers, image, GPU, shared memory, volumes. Mistakes are shown next to
+// containers, image, GPU, shared memory, a memory bound, volumes. Mistakes are shown next to
 // their field before submitting; edtd's errors land in the same places.
 
 import { ApiError, type GpuModel, type Image, type Volume } from '../api';
@@ -268,6 +268,19 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
               fieldError('shm'),
             )
           : null,
+      ),
+
+      h(
+        'div',
+        { class: 'field' },
+        h('label', { for: controlId('memory') }, 'Memory per container'),
+        control(
+          'memory',
+          h('input', { type: 'text', class: 'short', value: form.memory, placeholder: 'no bound', spellcheck: 'false', oninput: onInput((t) => (form.memory = t.value)) }),
+          'memory',
+        ),
+        help('memory', 'The most memory each container may use, its processes and shared memory together, e.g. 8Gi; empty: no bound. Beyond it the kernel stops a process of that container.'),
+        fieldError('memory'),
       ),
 
       h(

@@ -125,6 +125,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         ['Image', cluster.image ?? '—'],
         ['GPUs', gpuSummary(cluster)],
         ['Shared memory', cluster.shm ?? '—'],
+        ['Memory per container', cluster.memory ?? 'no bound'],
         ['Drain timeout', cluster.drain_timeout ?? '—'],
         ['Volumes', cluster.mounts?.length ? cluster.mounts.map((m) => `${m.volume} → ${m.path}${m.read_only ? ' (ro)' : ''}`).join(', ') : '—'],
         ['Created', time(cluster.created)],
