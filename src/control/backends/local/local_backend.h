@@ -10,9 +10,14 @@
 // once in every container and no container can plant a link in it); its own
 // writable /root, /tmp and /var; a /dev/shm tmpfs of the asked size; the
 // volumes; then the root is remounted read-only. It has its own UTS
-// (hostname), PID and IPC namespaces and shares the host's network: sshd
-// listens on the container's own 127.x address, and the SSH client binds
-// that address, so peers see connections from it. Every process in it runs
+// (hostname), PID and IPC namespaces. Its network is one of two modes:
+// loopback (the default), where it shares the host's network namespace and
+// sshd listens on the container's own 127.x address; or bridge
+// (LocalBackendOptions::network set), where it has a namespace of its own
+// on edtd's bridge (container_network.h): bwrap holds the sandbox (its
+// --block-fd) until edtd has given it its interface, so sshd never starts
+// without its address. Either way the SSH client binds the container's
+// address, so peers see connections from it. Every process in it runs
 // under sandbox_policy.h's limits (capabilities, no_new_privs, seccomp);
 // exec() enters it through enter.h, under the same limits.
 //
@@ -42,10 +47,13 @@
 // running_sandboxes() finds the inits of this data dir's sandboxes by it.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "control/backends/backend.h"
+#include "control/backends/local/container_network.h"
 #include "control/backends/local/warm_interpreter.h"
 
 namespace edt::control {
@@ -64,6 +72,9 @@ struct LocalBackendOptions {
   // `enter-container` to enter_container_main() (enter.h); empty: this
   // process's own program (edtd).
   std::string enter_program;
+  // Bridge mode: each container in a network namespace of its own on this
+  // bridge (container_network.h); nullopt: the host's namespace (loopback).
+  std::optional<ContainerNetworkOptions> network;
 };
 
 class LocalBackend : public Backend {
@@ -98,11 +109,15 @@ class LocalBackend : public Backend {
   // The container's host key in `conf`, and its certificate from the cluster's CA.
   Status make_host_key(const SandboxSpec& spec, const std::string& conf);
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
+  // Bridge mode: gives the sandbox `ref` its interface, then lets it go on
+  // (a byte on `release`, bwrap's block fd). On failure it kills the sandbox.
+  Status attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release);
 
   LocalBackendOptions options_;
   std::string home_;  // the data dir, absolute: the label's EDT_SANDBOX_HOME
   WarmInterpreter warm_;
   Result<std::string> seccomp_;  // the filter (sandbox_policy.h), made once
+  std::unique_ptr<ContainerNetwork> network_;  // bridge mode only
 };
 
 }  // namespace edt::control
