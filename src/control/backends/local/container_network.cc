@@ -147,38 +147,59 @@ std::string ContainerNetwork::host_interface(const std::string& address) {
   return name;
 }
 
-Status ContainerNetwork::ensure_bridge() {
+// Runs `commands` (`ip` commands without the `ip`) in one `ip -batch`, in
+// the network namespace at `netns` if it is not empty; `file` holds them.
+Status run_batch(const std::vector<std::string>& commands, const std::string& file, const std::string& netns) {
+  std::string text;
+  for (const auto& command : commands) text += command + "\n";
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << text;
+    if (!out.flush()) return Status(StatusCode::kIoError, "write " + file);
+  }
+  if (netns.empty()) return run_status({kIp, "-batch", file});
+  return run_status({kNsenter, "--net=" + netns, kIp, "-batch", file});
+}
+
+// The commands that make the bridge, when it is missing or this edtd has
+// not set it up yet (an earlier edtd's may lack its address).
+std::vector<std::string> ContainerNetwork::bridge_commands() {
   const std::string& br = options_.bridge;
+  std::vector<std::string> commands;
   std::error_code ec;
-  if (!fs::exists("/sys/class/net/" + br, ec))
-    EDT_RETURN_IF_ERROR(run_status({kIp, "link", "add", br, "type", "bridge"}).with_context("make bridge " + br));
-  const std::string gateway = options_.gateway + "/" + std::to_string(options_.prefix);
-  EDT_RETURN_IF_ERROR(run_status({kIp, "addr", "replace", gateway, "dev", br}).with_context("address bridge " + br));
-  return run_status({kIp, "link", "set", br, "up"}).with_context("bring up bridge " + br);
+  const bool exists = fs::exists("/sys/class/net/" + br, ec);
+  if (exists && bridge_ready_) return commands;
+  if (!exists) commands.push_back("link add " + br + " type bridge");
+  commands.push_back("addr replace " + options_.gateway + "/" + std::to_string(options_.prefix) + " dev " + br);
+  commands.push_back("link set " + br + " up");
+  return commands;
 }
 
 Status ContainerNetwork::attach(const std::string& cluster, const std::string& name, const std::string& address,
                                 pid_t init_pid) {
-  std::lock_guard<std::mutex> lock(mu_);
-  EDT_RETURN_IF_ERROR(ensure_bridge());
-  const std::string host = host_interface(address), netns = "--net=/proc/" + std::to_string(init_pid) + "/ns/net";
+  const std::string dir = options_.containers_dir + "/" + name, host = host_interface(address);
+  const std::string what = "give container " + name + " its interface", pid = std::to_string(init_pid);
+  std::error_code ec;
   // A pair left by an earlier container at this address whose namespace is
   // still going away.
-  (void)run({kIp, "link", "del", host});
-  const std::string what = "give container " + name + " its interface";
-  EDT_RETURN_IF_ERROR(run_status({kIp, "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns",
-                                  std::to_string(init_pid)}).with_context(what));
-  EDT_RETURN_IF_ERROR(run_status({kIp, "link", "set", host, "master", options_.bridge, "up"}).with_context(what));
-  const std::string cidr = address + "/" + std::to_string(options_.prefix);
-  for (const std::vector<std::string>& command : {std::vector<std::string>{"addr", "add", cidr, "dev", "eth0"},
-                                                  {"link", "set", "eth0", "up"},
-                                                  {"link", "set", "lo", "up"},
-                                                  {"route", "add", "default", "via", options_.gateway}}) {
-    std::vector<std::string> argv = {kNsenter, netns, kIp};
-    argv.insert(argv.end(), command.begin(), command.end());
-    EDT_RETURN_IF_ERROR(run_status(argv).with_context(what));
+  if (fs::exists("/sys/class/net/" + host, ec)) (void)run({kIp, "link", "del", host});
+  {
+    // The bridge made and the container counted in one step: forget()
+    // removes the bridge only when no container is counted.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> host_side = bridge_commands();
+    host_side.push_back("link add " + host + " type veth peer name eth0 netns " + pid);
+    host_side.push_back("link set " + host + " master " + options_.bridge + " up");
+    std::ofstream(dir + "/network") << cluster << " " << address << "\n";
+    EDT_RETURN_IF_ERROR(run_batch(host_side, dir + "/network-host.ip", "").with_context(what));
+    bridge_ready_ = true;
   }
-  std::ofstream(options_.containers_dir + "/" + name + "/network") << cluster << " " << address << "\n";
+  // The default route last: the sandbox starts sshd once it is there.
+  EDT_RETURN_IF_ERROR(run_batch({"addr add " + address + "/" + std::to_string(options_.prefix) + " dev eth0",
+                                 "link set eth0 up", "link set lo up", "route add default via " + options_.gateway},
+                                dir + "/network-ns.ip", "/proc/" + pid + "/ns/net")
+                          .with_context(what));
+  std::lock_guard<std::mutex> lock(mu_);
   return sync_filter();
 }
 
@@ -230,7 +251,8 @@ Status ContainerNetwork::sync_filter() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.containers_dir, ec))
     any = any || fs::exists(entry.path() / "network", ec);
-  const std::string path = options_.containers_dir + "/../network.nft";
+  // Beside the containers' directory, which may not exist yet.
+  const std::string path = (fs::path(options_.containers_dir).parent_path() / "network.nft").string();
   {
     std::ofstream out(path, std::ios::trunc);
     out << ruleset(!any);
@@ -239,6 +261,7 @@ Status ContainerNetwork::sync_filter() {
   EDT_RETURN_IF_ERROR(run_status({kNft, "-f", path}).with_context("load the containers' filter"));
   if (any) return Status::ok();
   std::error_code gone;
+  bridge_ready_ = false;
   if (!fs::exists("/sys/class/net/" + options_.bridge, gone)) return Status::ok();
   return run_status({kIp, "link", "del", options_.bridge}).with_context("remove bridge " + options_.bridge);
 }

@@ -36,6 +36,7 @@
 
 #include <mutex>
 #include <string>
+#include <vector>
 #include <sys/types.h>
 
 #include "edt/status.h"
@@ -73,12 +74,13 @@ class ContainerNetwork {
   static std::string host_interface(const std::string& address);
 
  private:
-  Status ensure_bridge();
-  Status sync_filter();  // with mu_ held
+  std::vector<std::string> bridge_commands();  // with mu_ held
+  Status sync_filter();                        // with mu_ held
   std::string ruleset(bool empty) const;
 
   ContainerNetworkOptions options_;
   std::mutex mu_;
+  bool bridge_ready_ = false;  // set up by this edtd since it was last removed; under mu_
 };
 
 }  // namespace edt::control
