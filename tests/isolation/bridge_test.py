@@ -9,7 +9,9 @@ two containers each, then checks:
     with its address and a route to its peers through eth0;
   - ssh between the containers of a cluster works by name (the cluster's
     /etc/hosts), and its bytes go through eth0 (its counters grow by what
-    was sent); mpirun across them, a job and `edt exec` run inside;
+    was sent); mpirun across them, a job and `edt exec` run inside; from the
+    host, `edt ssh` reaches a worker and Jupyter (in the launcher's own
+    namespace, on its fixed port) serves its page through edtd's proxy;
   - from alice's launcher: bob's sshd, edtd's API port and a listener the
     test opens on the host's 0.0.0.0 (at the gateway) are unreachable, while
     alice's worker's sshd is reachable; binding bob's or alice's worker's
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
 import contract_test  # noqa: E402
@@ -209,6 +212,21 @@ class Bridge:
         self.check(ex.returncode == 0 and f"inet {containers[1]['address']}/24" in ex.stdout,
                    f"edt exec in the worker: {ex.returncode} {ex.stdout} {ex.stderr}")
 
+    def from_host(self, token, containers):
+        """edt ssh and Jupyter: the host opens the connections, the replies
+        come back through the filter."""
+        ssh = self.cli(token, "ssh", "alice-c", containers[1]["name"], "hostname")
+        self.check(ssh.returncode == 0 and ssh.stdout.strip() == containers[1]["name"],
+                   f"edt ssh to the worker: {ssh.returncode} {ssh.stdout} {ssh.stderr}")
+        link = self.cli(token, "jupyter", "alice-c")
+        if link.returncode != 0:
+            self.failures.append(f"edt jupyter: {link.returncode} {link.stdout} {link.stderr}")
+            return
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        with opener.open(link.stdout.strip(), timeout=TIMEOUT) as page:
+            body = page.read().decode(errors="replace")
+            self.check(page.status == 200 and "jupyter" in body.lower(), f"Jupyter's page: {page.status} {body[:300]}")
+
     def overlap_refused(self):
         with tempfile.TemporaryDirectory(prefix="edt-bridge-overlap-") as d:
             r = subprocess.run([self.edtd.proc.args[0], "--data-dir", d + "/data", "--listen", "127.0.0.1:1",
@@ -234,6 +252,7 @@ class Bridge:
         self.inside_alice(alice, bob, listener_port)
         self.inside_bob(alice, bob)
         self.jobs(alice_token, alice)
+        self.from_host(alice_token, alice)
         self.overlap_refused()
         third = None
         for size in (3, 2):
