@@ -31,6 +31,7 @@ constexpr const char* kNsenter = "/usr/bin/nsenter";
 // printed, stdout and stderr together; an error holds that output.
 Result<std::string> run(const std::vector<std::string>& argv) {
   const std::vector<char*> args = proc::c_strings(argv);  // before fork: edtd has threads
+  const std::string missing = "cannot execute " + argv[0] + ": install its Debian package (iproute2, nftables)\n";
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return io_error("pipe", errno);
   pid_t pid = fork();
@@ -47,6 +48,7 @@ Result<std::string> run(const std::vector<std::string>& argv) {
     if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) _exit(126);
     close_range(3, ~0u, 0);
     execv(args[0], args.data());
+    (void)!::write(1, missing.data(), missing.size());
     _exit(127);
   }
   ::close(out[1]);
