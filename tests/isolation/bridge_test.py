@@ -19,6 +19,8 @@ two containers each, then checks:
     alice's sshd is unreachable;
   - a second edtd asked for an overlapping block is refused, naming the
     bridge's address;
+  - edtd restarted on the same bridge and block comes back (its own
+    bridge's address is no overlap), and a worker added then is reached;
   - a container gone (scaled 2 -> 3 -> 2) leaves no host-side veth; the clusters
     deleted, neither the bridge, any veth of the block nor edtd's nft tables
     are left.
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -235,6 +238,24 @@ class Bridge:
             self.check(r.returncode != 0 and f"{GATEWAY}/24 on {BRIDGE}" in r.stderr and
                        not os.path.exists(d + "/data"), f"an overlapping block: {r.returncode} {r.stderr}")
 
+    def restart_edtd(self):
+        """edtd stopped and started again on the same data dir, bridge and
+        block: its own bridge's address is no overlap, and the containers
+        run on."""
+        self.edtd.proc.send_signal(signal.SIGTERM)
+        self.edtd.proc.wait(timeout=TIMEOUT)
+        self.edtd.proc = subprocess.Popen(self.edtd.proc.args, stdout=self.edtd.log, stderr=self.edtd.log)
+        deadline = time.time() + TIMEOUT
+        while True:
+            try:
+                if self.edtd.send("GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            if time.time() > deadline or self.edtd.proc.poll() is not None:
+                raise RuntimeError("edtd did not come back; its log:\n" + self.edtd.read_log())
+            time.sleep(0.05)
+
     def wait_gone(self, interface, what):
         deadline = time.time() + TIMEOUT
         while interface in host_links():
@@ -254,11 +275,17 @@ class Bridge:
         self.jobs(alice_token, alice)
         self.from_host(alice_token, alice)
         self.overlap_refused()
+        self.restart_edtd()
         third = None
         for size in (3, 2):
             status, body = self.api("PATCH", "/clusters/alice-c", {"containers": size}, alice_token)
             self.check(status == 200, f"scale alice-c to {size}: {status} {body}")
-            third = third or self.wait_running("alice-c", alice_token, size)["status"]["containers"][2]
+            now = self.wait_running("alice-c", alice_token, size)["status"]["containers"]
+            if size == 3:
+                third = now[2]
+                got = self.probe("alice-c", alice[0]["address"], {"connect": [[third["address"], self.edtd.ssh_port]],
+                                                                  "bind": [], "timeout": BLOCKED_WAIT})
+                self.check(set(got["connect"].values()) == {"ok"}, f"launcher -> a worker added after a restart: {got}")
         self.wait_gone(veth_of(third["address"]), "the worker scaled away")
         for name, token in (("alice-c", alice_token), ("bob-c", bob_token)):
             self.api("DELETE", "/clusters/" + name, token=token)
