@@ -46,7 +46,8 @@ double percentile(std::vector<double> v, double p) {
 
 class Bench {
  public:
-  Bench(std::string edtd, std::string dir) : edtd_(std::move(edtd)), dir_(std::move(dir)) {}
+  Bench(std::string edtd, std::string dir, std::string network)
+      : edtd_(std::move(edtd)), dir_(std::move(dir)), network_(std::move(network)) {}
 
   bool start() {
     std::filesystem::remove_all(dir_);
@@ -58,8 +59,10 @@ class Bench {
     if (pid_ == 0) {
       int log = open((dir_ + "/edtd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
       dup2(log, 2);
-      execl(edtd_.c_str(), "edtd", "--data-dir", dir_.c_str(), "--listen", listen.c_str(), "--address-range",
-            "127.81.0.0/16", "--ssh-port", ssh.c_str(), "--grace", "2s", nullptr);
+      // A bridge's block is this bench's own too (198.18.81.0/24).
+      const char* range = network_ == "loopback" ? "127.81.0.0/16" : "198.18.81.0/24";
+      execl(edtd_.c_str(), "edtd", "--data-dir", dir_.c_str(), "--listen", listen.c_str(), "--network",
+            network_.c_str(), "--address-range", range, "--ssh-port", ssh.c_str(), "--grace", "2s", nullptr);
       _exit(127);
     }
     for (int i = 0; i < 100; ++i) {
@@ -114,7 +117,7 @@ class Bench {
   }
 
  private:
-  std::string edtd_, dir_, token_;
+  std::string edtd_, dir_, network_, token_;
   int port_ = 0;
   pid_t pid_ = -1;
 };
@@ -194,7 +197,7 @@ void print_closed_loop(const char* what, const LoadResult& load) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string edtd = EDTD_PATH, dir = "/tmp/edt-control-bench";
+  std::string edtd = EDTD_PATH, dir = "/tmp/edt-control-bench", network = "loopback";
   int runs = 10, clusters = 100, rate = 500, seconds = 10, threads = 16, hold = 0;
   CLI::App app{"edt control-plane benchmark"};
   app.add_option("--edtd", edtd, "the edtd binary")->capture_default_str();
@@ -204,10 +207,11 @@ int main(int argc, char** argv) {
   app.add_option("--rate", rate, "GET /api/v1/clusters per second")->capture_default_str();
   app.add_option("--seconds", seconds, "length of the GET load")->capture_default_str();
   app.add_option("--threads", threads, "connections of the GET load")->capture_default_str();
+  app.add_option("--network", network, "edtd's --network: loopback, or bridge:NAME (as root)")->capture_default_str();
   app.add_option("--hold", hold, "seconds to keep edtd up after the load (for wrk; prints URL and token)");
   CLI11_PARSE(app, argc, argv);
 
-  Bench bench(edtd, dir);
+  Bench bench(edtd, dir, network);
   if (!bench.start()) {
     fprintf(stderr, "control_bench: edtd did not start; see %s/edtd.log\n", dir.c_str());
     return 1;

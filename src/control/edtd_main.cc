@@ -36,7 +36,8 @@ struct Flags {
   std::string data_dir = "/var/lib/edt";
   std::string listen = "127.0.0.1:7470";
   std::string gpus;
-  std::string address_range = "127.77.0.0/16";
+  std::string network = "loopback";
+  std::string address_range;  // empty: the mode's default
   int ssh_port = 2222;
   std::string grace = "10s";
   std::string web_dir;
@@ -160,6 +161,7 @@ Result<net::HostPort> parse_listen_flag(const std::string& flag, const std::stri
 struct Settings {
   std::optional<log::Level> log_level;  // nullopt: EDT_LOG_LEVEL's
   log::Format log_format = log::Format::kText;
+  std::string bridge;  // empty: loopback networking
   AddressRange range;
   std::chrono::milliseconds grace{};
   net::HostPort listen;
@@ -168,6 +170,29 @@ struct Settings {
   bool simulated_gpus = false;
   Layout layout;
 };
+
+// The address block of each network mode when --address-range is not
+// given. A bridge's: inside 198.18.0.0/15 (RFC 2544's benchmarking block),
+// which no host is handed by DHCP, Docker (172.17/16 and up), home and
+// office networks (192.168/16, 10/8) or carrier-grade NAT and Tailscale
+// (100.64/10) use; its upper half, as some proxies' fake-IP mode takes
+// 198.18.0.0/16.
+constexpr const char* kLoopbackRange = "127.77.0.0/16";
+constexpr const char* kBridgeRange = "198.19.0.0/16";
+
+// --network and --address-range; in bridge mode the range is checked
+// against the host's addresses and routes.
+Status check_network(const Flags& flags, Settings& settings) {
+  EDT_ASSIGN_OR_RETURN(settings.bridge, ContainerNetwork::parse_mode(flags.network));
+  const NetworkMode mode = settings.bridge.empty() ? NetworkMode::kLoopback : NetworkMode::kBridge;
+  const std::string cidr =
+      !flags.address_range.empty() ? flags.address_range : (settings.bridge.empty() ? kLoopbackRange : kBridgeRange);
+  auto range = AddressRange::parse(cidr, mode);
+  if (!range.is_ok()) return range.status().with_context("--address-range");
+  settings.range = *range;
+  if (mode == NetworkMode::kLoopback) return Status::ok();
+  return ContainerNetwork::check_range_free(range->cidr(), range->base, range->size, settings.bridge);
+}
 
 Result<Settings> check_flags(const Flags& flags) {
   Settings settings;
@@ -181,9 +206,7 @@ Result<Settings> check_flags(const Flags& flags) {
   if (flags.log_format != "text" && flags.log_format != "json")
     return invalid_argument("--log-format '" + flags.log_format + "' is not text or json; write --log-format json");
   settings.log_format = flags.log_format == "json" ? log::Format::kJson : log::Format::kText;
-  auto range = AddressRange::parse(flags.address_range);
-  if (!range.is_ok()) return range.status().with_context("--address-range");
-  settings.range = *range;
+  EDT_RETURN_IF_ERROR(check_network(flags, settings));
   auto grace = parse_duration(flags.grace);
   if (!grace.is_ok()) return grace.status().with_context("--grace");
   settings.grace = *grace;
@@ -253,10 +276,14 @@ int serve(const Flags& flags, const Settings& settings) {
   std::map<std::string, std::string> base_env = {{"PATH", LocalBackend::container_path(settings.layout.tool_path)},
                                                  {"LANG", "C.UTF-8"}};
   if (!settings.layout.python_path.empty()) base_env["PYTHONPATH"] = settings.layout.python_path;
+  std::optional<ContainerNetworkOptions> network;
+  if (!settings.bridge.empty())
+    network = ContainerNetworkOptions{settings.bridge, settings.range.gateway(), settings.range.prefix(),
+                                      flags.data_dir + "/containers"};
   LocalBackend backend({flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
                         {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", flags.data_dir + "/containers",
                          base_env, /*seccomp_path: the backend's*/ ""},
-                        /*enter_program: edtd itself*/ "", flags.container_pids_max});
+                        /*enter_program: edtd itself*/ "", network, flags.container_pids_max});
   backend.keep_warm();
   JobRunner jobs(db.get(), &backend, flags.data_dir, base_env);
   ReconcilerOptions reconciler_options;
@@ -327,8 +354,13 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", flags.data_dir, "where the store, keys, containers and volumes live")->capture_default_str();
   app.add_option("--listen", flags.listen, "HOST:PORT of the API")->capture_default_str();
   app.add_option("--gpus", flags.gpus, "declare simulated GPUs, MODEL=COUNT[,MODEL=COUNT...] (default: nvidia-smi)");
-  app.add_option("--address-range", flags.address_range, "addresses given to containers, inside 127.0.0.0/8")
+  app.add_option("--network", flags.network,
+                 "loopback: containers share the host's network, each on a 127.x address; bridge[:NAME]: each "
+                 "container in a network namespace of its own on bridge NAME (default edt0), which edtd makes")
       ->capture_default_str();
+  app.add_option("--address-range", flags.address_range,
+                 "addresses given to containers (default: 127.77.0.0/16 with --network loopback, inside 127.0.0.0/8; "
+                 "198.19.0.0/16 with a bridge, outside 127/8 and apart from the host's addresses and routes)");
   app.add_option("--ssh-port", flags.ssh_port, "port of sshd on each container's address")->capture_default_str();
   app.add_option("--grace", flags.grace, "SIGTERM to SIGKILL when a container goes")->capture_default_str();
   app.add_option("--web-dir", flags.web_dir,

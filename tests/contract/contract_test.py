@@ -127,7 +127,7 @@ class Contract:
 
 
 class Edtd:
-    def __init__(self, binary, addresses=None, extra_args=()):
+    def __init__(self, binary, addresses=None, extra=()):
         self.dir = tempfile.mkdtemp(prefix="edt-contract-")
         self.port = free_port()
         self.ssh_port = free_port()
@@ -142,7 +142,7 @@ class Edtd:
         self.proc = subprocess.Popen(
             [binary, "--data-dir", os.path.join(self.dir, "data"), "--listen", f"127.0.0.1:{self.port}",
              "--address-range", addresses or f"127.{second}.0.0/24", "--ssh-port", str(self.ssh_port), "--gpus", "NVIDIA-P4=4",
-             "--grace", "2s", "--web-dir", web, *extra_args],
+             "--grace", "2s", "--web-dir", web, *extra],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
         while True:

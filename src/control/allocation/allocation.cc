@@ -7,9 +7,30 @@
 
 namespace edt::control {
 
-Result<AddressRange> AddressRange::parse(const std::string& cidr) {
+namespace {
+
+// The checks of a range that depend on the mode; "" when it is good.
+std::string refusal(uint32_t base, uint32_t size, NetworkMode mode) {
+  const uint32_t top = base >> 24;
+  if (mode == NetworkMode::kLoopback) {
+    if (top != 127) return "is outside 127.0.0.0/8";
+    if (base <= 0x7f000001 && 0x7f000001 < base + size) return "contains 127.0.0.1";
+    return "";
+  }
+  if (top == 127) return "is loopback, which a bridge cannot carry";
+  if (top == 0 || top >= 224) return "is not a unicast block";
+  if (top == 169 && ((base >> 16) & 0xff) == 254) return "is link-local";
+  return "";
+}
+
+}  // namespace
+
+Result<AddressRange> AddressRange::parse(const std::string& cidr, NetworkMode mode) {
   auto slash = cidr.find('/');
-  const std::string fix = "; write a block inside 127.0.0.0/8 such as 127.77.0.0/16";
+  const std::string fix = mode == NetworkMode::kLoopback
+                              ? "; write a block inside 127.0.0.0/8 such as 127.77.0.0/16"
+                              : "; write a unicast block outside 127.0.0.0/8 that the host does not use, such as "
+                                "198.19.0.0/16";
   if (slash == std::string::npos) return invalid_argument("address range '" + cidr + "' has no /prefix" + fix);
   in_addr addr{};
   if (inet_pton(AF_INET, cidr.substr(0, slash).c_str(), &addr) != 1)
@@ -18,13 +39,15 @@ Result<AddressRange> AddressRange::parse(const std::string& cidr) {
   const char* end = cidr.data() + cidr.size();
   auto [ptr, ec] = std::from_chars(cidr.data() + slash + 1, end, prefix);
   if (ec != std::errc() || ptr != end) prefix = -1;
-  if (prefix < 8 || prefix > 30) return invalid_argument("address range '" + cidr + "' needs a prefix from /8 to /30" + fix);
+  const int longest = mode == NetworkMode::kLoopback ? 30 : 29;  // a bridge's block also holds its gateway
+  if (prefix < 8 || prefix > longest)
+    return invalid_argument("address range '" + cidr + "' needs a prefix from /8 to /" + std::to_string(longest) + fix);
   AddressRange range;
   range.size = 1u << (32 - prefix);
   range.base = ntohl(addr.s_addr) & ~(range.size - 1);
-  if ((range.base >> 24) != 127) return invalid_argument("address range '" + cidr + "' is outside 127.0.0.0/8" + fix);
-  if (range.base <= 0x7f000001 && 0x7f000001 < range.base + range.size)
-    return invalid_argument("address range '" + cidr + "' contains 127.0.0.1" + fix);
+  range.first = mode == NetworkMode::kLoopback ? 1 : 2;
+  if (std::string why = refusal(range.base, range.size, mode); !why.empty())
+    return invalid_argument("address range '" + cidr + "' " + why + fix);
   return range;
 }
 
@@ -36,12 +59,12 @@ std::string AddressRange::address(uint32_t offset) const {
   return text;
 }
 
-std::string AddressRange::cidr() const { return address(0) + "/" + std::to_string(32 - __builtin_ctz(size)); }
+std::string AddressRange::cidr() const { return address(0) + "/" + std::to_string(prefix()); }
 
 Outcome<std::vector<std::string>> pick_addresses(const AddressRange& range, const std::set<std::string>& taken,
                                                  int count) {
   std::vector<std::string> picked;
-  for (uint32_t offset = 1; offset + 1 < range.size && static_cast<int>(picked.size()) < count; ++offset) {
+  for (uint32_t offset = range.first; offset + 1 < range.size && static_cast<int>(picked.size()) < count; ++offset) {
     std::string candidate = range.address(offset);
     if (!taken.count(candidate)) picked.push_back(std::move(candidate));
   }

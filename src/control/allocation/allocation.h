@@ -3,8 +3,11 @@
 // that reads what is taken and records what they pick, so two requests
 // cannot pick the same address or GPU.
 //
-// Addresses come from a block inside 127.0.0.0/8 (AddressRange), lowest
-// free first; the block's first and last addresses are never given out.
+// Addresses come from a block (AddressRange), lowest free first; the
+// block's first and last addresses are never given out. With loopback
+// networking the block lies inside 127.0.0.0/8; with a bridge
+// (container_network.h) it is any unicast block outside 127/8, and its
+// second address is the bridge's (the gateway), not given out either.
 // GPUs are whole devices of one model, lowest free index first, the same
 // count for every container.
 #pragma once
@@ -20,12 +23,18 @@
 
 namespace edt::control {
 
-// A block of addresses in 127.0.0.0/8 that containers are given, e.g.
-// "127.77.0.0/16".
+// How containers are networked: each on its own 127.x address in the host's
+// namespace, or each in a namespace of its own on a bridge.
+enum class NetworkMode { kLoopback, kBridge };
+
+// A block of addresses that containers are given, e.g. "127.77.0.0/16".
 struct AddressRange {
   uint32_t base = 0;  // host order
   uint32_t size = 0;
-  static Result<AddressRange> parse(const std::string& cidr);
+  uint32_t first = 1;  // the lowest offset given out: 2 on a bridge, whose gateway is offset 1
+  static Result<AddressRange> parse(const std::string& cidr, NetworkMode mode = NetworkMode::kLoopback);
+  std::string gateway() const { return address(1); }  // on a bridge
+  int prefix() const { return 32 - __builtin_ctz(size); }
   std::string address(uint32_t offset) const;
   std::string cidr() const;  // "127.77.0.0/16"
 };

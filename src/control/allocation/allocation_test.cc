@@ -19,6 +19,24 @@ TEST(AddressRange, ParsesAndRefuses) {
   EXPECT_FALSE(AddressRange::parse("127.77.0.0/2x").is_ok());
 }
 
+TEST(AddressRange, ABridgesRangeIsOutsideLoopbackAndKeepsItsGateway) {
+  auto r = AddressRange::parse("198.19.4.0/24", NetworkMode::kBridge);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->gateway(), "198.19.4.1");
+  EXPECT_EQ(r->prefix(), 24);
+  auto picked = pick_addresses(*r, {}, 2);
+  ASSERT_TRUE(picked.ok());
+  EXPECT_EQ(*picked, (std::vector<std::string>{"198.19.4.2", "198.19.4.3"}));  // never the gateway
+  EXPECT_TRUE(pick_addresses(*r, {}, 253).ok());
+  EXPECT_FALSE(pick_addresses(*r, {}, 254).ok());
+  for (const char* bad : {"127.77.0.0/16", "224.1.0.0/16", "0.1.0.0/16", "169.254.0.0/16", "198.19.0.0/30"}) {
+    auto refused = AddressRange::parse(bad, NetworkMode::kBridge);
+    ASSERT_FALSE(refused.is_ok()) << bad;
+    EXPECT_NE(refused.status().message().find("198.19.0.0/16"), std::string::npos) << refused.status().message();
+  }
+  EXPECT_FALSE(AddressRange::parse("198.19.0.0/16").is_ok());  // loopback mode: inside 127/8 only
+}
+
 TEST(PickAddresses, LowestFreeFirstSkippingTheBlocksEnds) {
   const AddressRange range = AddressRange::parse("127.90.0.0/29").value();  // .1 to .6 usable
   auto picked = pick_addresses(range, {"127.90.0.1", "127.90.0.3"}, 3);

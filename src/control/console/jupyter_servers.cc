@@ -91,9 +91,15 @@ Outcome<JupyterEndpoint> JupyterServers::ensure(const Cluster& cluster, const Co
   return start(cluster, launcher);
 }
 
+constexpr uint16_t kOwnNamespacePort = 8888;
+
 Outcome<JupyterEndpoint> JupyterServers::start(const Cluster& cluster, const ContainerRecord& launcher) {
   const std::string& name = cluster.spec.name;
-  auto port = net::free_port(launcher.status.address);
+  // A 127.x address is in edtd's own network namespace (loopback mode), where
+  // any port may be taken; any other is a launcher's own namespace on a
+  // bridge (container_network.h), where a fixed port is the server's.
+  const bool own_namespace = !launcher.status.address.starts_with("127.");
+  auto port = own_namespace ? Result<uint16_t>(kOwnNamespacePort) : net::free_port(launcher.status.address);
   if (!port.is_ok()) return conflict("name", "no free port on " + launcher.status.address + ": " + port.status().message(),
                                      "retry; if it persists, see edtd's log");
   JupyterEndpoint endpoint{launcher.status.address, *port, random_hex(32), base_url(name)};

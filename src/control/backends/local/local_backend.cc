@@ -114,13 +114,28 @@ bool join_cgroup(const char* path) {
   return ok;
 }
 
+// A pipe whose ends close with it.
+struct Pipe {
+  int fds[2] = {-1, -1};
+  void close_end(int end) {
+    if (fds[end] >= 0) ::close(fds[end]);
+    fds[end] = -1;
+  }
+  ~Pipe() {
+    close_end(0);
+    close_end(1);
+  }
+};
+
 // Starts argv in a session of its own, not as our child: it keeps running
 // when edtd exits or is killed. Its stdout and stderr go to `log_path`,
 // `fd3_path` (if any) is its fd 3, written; `fd4_path` (if any) its fd 4,
-// read. It joins the cgroups of `cgroup_procs` before it execs. Returns its pid.
+// read; `fd5` (if not -1) its fd 5. It joins the cgroups of `cgroup_procs`
+// before it execs. Returns its pid.
 Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                                const std::string& log_path, const std::string& fd3_path,
-                               const std::string& fd4_path = "", const std::vector<std::string>& cgroup_procs = {}) {
+                               const std::string& fd4_path = "", int fd5 = -1,
+                               const std::vector<std::string>& cgroup_procs = {}) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return io_error("pipe", errno);
   // Everything the child needs is made before fork: after it, only
@@ -152,6 +167,7 @@ Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::
       int in = ::open(fd4_path.c_str(), O_RDONLY);
       if (in < 0 || dup2(in, next++) < 0) _exit(126);
     }
+    if (fd5 >= 0 && dup2(fd5, next++) < 0) _exit(126);
     close_range(next, ~0u, 0);
     for (const auto& procs : cgroup_procs) {
       if (!join_cgroup(procs.c_str())) {
@@ -339,6 +355,7 @@ LocalBackend::LocalBackend(LocalBackendOptions options)
     fs::create_directories(options_.data_dir, ec);
     if (Status st = write_file_atomic(seccomp_path(), *seccomp_, 0644); !st.is_ok()) seccomp_ = st;
   }
+  if (options_.network) network_ = std::make_unique<ContainerNetwork>(*options_.network);
 }
 
 std::string LocalBackend::seccomp_path() const { return options_.data_dir + "/seccomp.bpf"; }
@@ -461,6 +478,8 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
   std::vector<std::string> a = {"/usr/bin/bwrap", "--info-fd", "3", "--seccomp", "4", "--unshare-uts",
                                 "--unshare-pid", "--unshare-ipc", "--hostname", spec.name, "--cap-drop", "ALL"};
   for (const auto& cap : kept_capabilities()) a.insert(a.end(), {"--cap-add", cap});
+  // Bridge mode: start() gives the namespace its interface, then writes fd 5.
+  if (network_) a.insert(a.end(), {"--unshare-net", "--block-fd", "5"});
   a.insert(a.end(), {"--ro-bind", root + "/usr", "/usr"});
   for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
     const std::string host = root + "/" + top;
@@ -484,9 +503,24 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
     a.insert(a.end(), {"--ro-bind", warm_.socket_dir(), "/run/edt-warm"});
   for (const auto& bind : options_.tool_binds) a.insert(a.end(), {"--ro-bind", bind, bind});
   for (const auto& m : spec.mounts) a.insert(a.end(), {m.read_only ? "--ro-bind" : "--bind", m.host_path, m.path});
-  a.insert(a.end(), {"--remount-ro", "/", "--chdir", "/root", "/usr/sbin/sshd", "-D", "-e", "-f",
-                     "/run/edt/sshd_config"});
+  a.insert(a.end(), {"--remount-ro", "/", "--chdir", "/root"});
+  // Bridge mode: bwrap also goes on when edtd dies before writing fd 5 (an
+  // EOF), and sshd would listen on an address the namespace lacks; so sshd
+  // starts only once eth0 has its default route, edtd's last step.
+  if (network_)
+    a.insert(a.end(), {"/bin/sh", "-c",
+                       "while read -r dev dst rest; do [ \"$dev $dst\" = 'eth0 00000000' ] && exec \"$@\"; "
+                       "done < /proc/net/route; echo 'edt: eth0 was not configured' >&2; exit 1",
+                       "sh"});
+  a.insert(a.end(), {"/usr/sbin/sshd", "-D", "-e", "-f", "/run/edt/sshd_config"});
   return a;
+}
+
+Status LocalBackend::attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release) {
+  Status st = network_->attach(spec.cluster, spec.name, spec.address, static_cast<pid_t>(ref.pid));
+  if (st.is_ok() && ::write(release, "1", 1) != 1) st = io_error("release the sandbox of " + spec.name, errno);
+  if (!st.is_ok()) ::kill(static_cast<pid_t>(ref.pid), SIGKILL);
+  return st;
 }
 
 Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
@@ -507,7 +541,11 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   if (!seccomp_.is_ok()) return fail(seccomp_.status());
   auto cgroups = cgroups_.make(spec.name, {options_.pids_max, spec.memory_bytes});
   if (!cgroups.is_ok()) return fail(cgroups.status());
-  auto monitor = spawn_detached(bwrap_args(spec, dir), env, dir + "/log", info_path, seccomp_path(), *cgroups);
+  Pipe block;  // bridge mode: holds the sandbox until its interface is up
+  if (network_ && pipe2(block.fds, O_CLOEXEC) != 0) return fail(io_error("pipe", errno));
+  auto monitor =
+      spawn_detached(bwrap_args(spec, dir), env, dir + "/log", info_path, seccomp_path(), block.fds[0], *cgroups);
+  block.close_end(0);
   if (!monitor.is_ok()) return fail(monitor.status());
   fault_point("start.spawned");
   // bwrap writes the pid of the sandbox's init to its info fd once the
@@ -518,6 +556,9 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
     if (!parsed.is_discarded() && parsed.contains("child-pid")) {
       auto ref = parsed["child-pid"].is_number_integer() ? proc::identify(parsed["child-pid"].get<int64_t>())
                                                          : std::nullopt;
+      if (ref && network_) {
+        if (Status st = attach_network(spec, *ref, block.fds[1]); !st.is_ok()) return fail(st);
+      }
       if (ref) return *ref;
       break;
     }
@@ -594,7 +635,7 @@ Status LocalBackend::remove(const std::string& name) {
   std::error_code ec;
   fs::remove_all(container_dir(name), ec);
   if (ec) return Status(StatusCode::kIoError, "remove " + container_dir(name) + ": " + ec.message());
-  return Status::ok();
+  return network_ ? network_->forget() : Status::ok();
 }
 
 Status LocalBackend::write_cluster_files(const std::string& cluster, const ClusterFiles& files) {

@@ -10,12 +10,17 @@
 // once in every container and no container can plant a link in it); its own
 // writable /root, /tmp and /var; a /dev/shm tmpfs of the asked size; the
 // volumes; then the root is remounted read-only. It has its own UTS
-// (hostname), PID and IPC namespaces and shares the host's network: sshd
-// listens on the container's own 127.x address, and the SSH client binds
-// that address, so peers see connections from it. Every process in it runs
+// (hostname), PID and IPC namespaces. Its network is one of two modes:
+// loopback (the default), where it shares the host's network namespace and
+// sshd listens on the container's own 127.x address; or bridge
+// (LocalBackendOptions::network set), where it has a namespace of its own
+// on edtd's bridge (container_network.h): bwrap holds the sandbox (its
+// --block-fd) until edtd has given it its interface, so sshd never starts
+// without its address. Either way the SSH client binds the container's
+// address, so peers see connections from it. Every process in it runs
 // under sandbox_policy.h's limits (capabilities, no_new_privs, seccomp) and
-// in the container's cgroup (cgroups.h: its pids and memory bounds); exec()
-// enters it through enter.h, under the same limits.
+// in the container's cgroup (cgroups.h: its pids and memory bounds);
+// exec() enters it through enter.h, under the same limits.
 //
 // Layout under the data dir:
 //   clusters/<cluster>/mpi/      hosts, hostfile, discover_hosts.sh, known_hosts
@@ -43,11 +48,14 @@
 // running_sandboxes() finds the inits of this data dir's sandboxes by it.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "control/backends/backend.h"
 #include "control/backends/local/cgroups.h"
+#include "control/backends/local/container_network.h"
 #include "control/backends/local/warm_interpreter.h"
 
 namespace edt::control {
@@ -66,6 +74,9 @@ struct LocalBackendOptions {
   // `enter-container` to enter_container_main() (enter.h); empty: this
   // process's own program (edtd).
   std::string enter_program;
+  // Bridge mode: each container in a network namespace of its own on this
+  // bridge (container_network.h); nullopt: the host's namespace (loopback).
+  std::optional<ContainerNetworkOptions> network;
   // Every container's bound on tasks (cgroups.h); 0: none. Where this
   // machine has no pids cgroup edtd may write, it is dropped with a warning.
   int64_t pids_max = 0;
@@ -104,12 +115,16 @@ class LocalBackend : public Backend {
   // The container's host key in `conf`, and its certificate from the cluster's CA.
   Status make_host_key(const SandboxSpec& spec, const std::string& conf);
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
+  // Bridge mode: gives the sandbox `ref` its interface, then lets it go on
+  // (a byte on `release`, bwrap's block fd). On failure it kills the sandbox.
+  Status attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release);
 
   LocalBackendOptions options_;
   std::string home_;  // the data dir, absolute: the label's EDT_SANDBOX_HOME
   WarmInterpreter warm_;
   Result<std::string> seccomp_;  // the filter (sandbox_policy.h), made once
   ContainerCgroups cgroups_;
+  std::unique_ptr<ContainerNetwork> network_;  // bridge mode only
 };
 
 }  // namespace edt::control

@@ -1,0 +1,271 @@
+#include "control/backends/local/container_network.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "common/process.h"
+
+namespace edt::control {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kIp = "/usr/sbin/ip";
+constexpr const char* kNft = "/usr/sbin/nft";
+constexpr const char* kNsenter = "/usr/bin/nsenter";
+
+// Runs argv (a program of the host, by absolute path) and returns what it
+// printed, stdout and stderr together; an error holds that output.
+Result<std::string> run(const std::vector<std::string>& argv) {
+  const std::vector<char*> args = proc::c_strings(argv);  // before fork: edtd has threads
+  const std::string missing = "cannot execute " + argv[0] + ": install its Debian package (iproute2, nftables)\n";
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return io_error("pipe", errno);
+  pid_t pid = fork();
+  if (pid < 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    return io_error("fork", errno);
+  }
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    int null = ::open("/dev/null", O_RDONLY);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) _exit(126);
+    close_range(3, ~0u, 0);
+    execv(args[0], args.data());
+    (void)!::write(1, missing.data(), missing.size());
+    _exit(127);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof(buf))) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string command;
+    for (const auto& a : argv) command += (command.empty() ? "" : " ") + a;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return internal_error("`" + command + "` failed (status " + std::to_string(status) + "): " + text);
+  }
+  return text;
+}
+
+Status run_status(const std::vector<std::string>& argv) { return run(argv).status(); }
+
+// "a.b.c.d[/len]" as [first, last] in host order; nullopt if not IPv4.
+std::optional<std::pair<uint32_t, uint32_t>> block_of(const std::string& text, int default_len) {
+  const auto slash = text.find('/');
+  in_addr addr{};
+  if (inet_pton(AF_INET, text.substr(0, slash).c_str(), &addr) != 1) return std::nullopt;
+  int len = default_len;
+  if (slash != std::string::npos) {
+    auto [ptr, ec] = std::from_chars(text.data() + slash + 1, text.data() + text.size(), len);
+    if (ec != std::errc() || len < 0 || len > 32) return std::nullopt;
+  }
+  const uint32_t size_minus_one = len == 0 ? ~0u : (len == 32 ? 0u : (1u << (32 - len)) - 1);
+  const uint32_t first = ntohl(addr.s_addr) & ~size_minus_one;
+  return std::pair{first, first + size_minus_one};
+}
+
+// What of the host's (addresses and routes, outside `bridge`) overlaps
+// [first, last]: a description, or "" when nothing does.
+Result<std::string> host_overlap(uint32_t first, uint32_t last, const std::string& bridge) {
+  auto overlaps = [&](const std::string& text, int len) {
+    auto block = block_of(text, len);
+    return block && block->first <= last && first <= block->second;
+  };
+  EDT_ASSIGN_OR_RETURN(std::string addrs, run({kIp, "-j", "addr"}));
+  auto links = nlohmann::json::parse(addrs, nullptr, false);
+  for (const auto& link : links.is_array() ? links : nlohmann::json::array()) {
+    if (link.value("ifname", "") == bridge) continue;
+    for (const auto& a : link.value("addr_info", nlohmann::json::array())) {
+      if (a.value("family", "") != "inet") continue;
+      const std::string cidr = a.value("local", "") + "/" + std::to_string(a.value("prefixlen", 32));
+      if (overlaps(cidr, 32)) return "address " + cidr + " on " + link.value("ifname", "?");
+    }
+  }
+  EDT_ASSIGN_OR_RETURN(std::string routes, run({kIp, "-j", "route"}));
+  auto table = nlohmann::json::parse(routes, nullptr, false);
+  for (const auto& r : table.is_array() ? table : nlohmann::json::array()) {
+    const std::string dst = r.value("dst", "");
+    if (dst == "default" || r.value("dev", "") == bridge) continue;
+    if (overlaps(dst, 32)) return "route " + dst + " via " + r.value("dev", "?");
+  }
+  return std::string();
+}
+
+}  // namespace
+
+Result<std::string> ContainerNetwork::parse_mode(const std::string& flag) {
+  if (flag == "loopback") return std::string();
+  if (flag == "bridge") return std::string("edt0");
+  const std::string fix = "; write --network loopback, --network bridge or --network bridge:NAME (NAME: up to 15 "
+                          "letters, digits or '_', e.g. edt0)";
+  if (!flag.starts_with("bridge:")) return invalid_argument("--network '" + flag + "' is not a network mode" + fix);
+  const std::string name = flag.substr(7);
+  bool good = !name.empty() && name.size() <= 15;
+  for (char c : name) good = good && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!good) return invalid_argument("--network '" + flag + "': '" + name + "' cannot name a bridge" + fix);
+  return name;
+}
+
+Status ContainerNetwork::check_range_free(const std::string& cidr, uint32_t base, uint32_t size,
+                                          const std::string& bridge) {
+  EDT_ASSIGN_OR_RETURN(std::string clash, host_overlap(base, base + (size - 1), bridge));
+  if (clash.empty()) return Status::ok();
+  return invalid_argument("--address-range " + cidr + " overlaps the host's " + clash +
+                          ": containers could not reach it and it could not reach them; give a block the host does "
+                          "not use (e.g. --address-range 198.19.0.0/16)");
+}
+
+std::string ContainerNetwork::host_interface(const std::string& address) {
+  in_addr addr{};
+  inet_pton(AF_INET, address.c_str(), &addr);
+  char name[16];
+  std::snprintf(name, sizeof(name), "edtv%08x", ntohl(addr.s_addr));
+  return name;
+}
+
+// Runs `commands` (`ip` commands without the `ip`) in one `ip -batch`, in
+// the network namespace at `netns` if it is not empty; `file` holds them.
+Status run_batch(const std::vector<std::string>& commands, const std::string& file, const std::string& netns) {
+  std::string text;
+  for (const auto& command : commands) text += command + "\n";
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << text;
+    if (!out.flush()) return Status(StatusCode::kIoError, "write " + file);
+  }
+  if (netns.empty()) return run_status({kIp, "-batch", file});
+  return run_status({kNsenter, "--net=" + netns, kIp, "-batch", file});
+}
+
+// The commands that make the bridge, when it is missing or this edtd has
+// not set it up yet (an earlier edtd's may lack its address).
+std::vector<std::string> ContainerNetwork::bridge_commands() {
+  const std::string& br = options_.bridge;
+  std::vector<std::string> commands;
+  std::error_code ec;
+  const bool exists = fs::exists("/sys/class/net/" + br, ec);
+  if (exists && bridge_ready_) return commands;
+  if (!exists) commands.push_back("link add " + br + " type bridge");
+  commands.push_back("addr replace " + options_.gateway + "/" + std::to_string(options_.prefix) + " dev " + br);
+  commands.push_back("link set " + br + " up");
+  return commands;
+}
+
+Status ContainerNetwork::attach(const std::string& cluster, const std::string& name, const std::string& address,
+                                pid_t init_pid) {
+  const std::string dir = options_.containers_dir + "/" + name, host = host_interface(address);
+  const std::string what = "give container " + name + " its interface", pid = std::to_string(init_pid);
+  std::error_code ec;
+  // A pair left by an earlier container at this address whose namespace is
+  // still going away.
+  if (fs::exists("/sys/class/net/" + host, ec)) (void)run({kIp, "link", "del", host});
+  {
+    // The bridge made and the container counted in one step: forget()
+    // removes the bridge only when no container is counted.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> host_side = bridge_commands();
+    host_side.push_back("link add " + host + " type veth peer name eth0 netns " + pid);
+    host_side.push_back("link set " + host + " master " + options_.bridge + " up");
+    std::ofstream(dir + "/network") << cluster << " " << address << "\n";
+    EDT_RETURN_IF_ERROR(run_batch(host_side, dir + "/network-host.ip", "").with_context(what));
+    bridge_ready_ = true;
+  }
+  // The default route last: the sandbox starts sshd once it is there.
+  EDT_RETURN_IF_ERROR(run_batch({"addr add " + address + "/" + std::to_string(options_.prefix) + " dev eth0",
+                                 "link set eth0 up", "link set lo up", "route add default via " + options_.gateway},
+                                dir + "/network-ns.ip", "/proc/" + pid + "/ns/net")
+                          .with_context(what));
+  std::lock_guard<std::mutex> lock(mu_);
+  return sync_filter();
+}
+
+Status ContainerNetwork::forget() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sync_filter();
+}
+
+std::string ContainerNetwork::ruleset(bool empty) const {
+  const std::string table = "edt_" + options_.bridge, br = "\"" + options_.bridge + "\"";
+  // The inet forward chain drops what is routed between the bridge and
+  // another interface; frames bridged between two ports also pass it (in
+  // and out the bridge) where br_netfilter is loaded, and are judged by the
+  // bridge table instead.
+  std::string text = "table bridge " + table + "\ndelete table bridge " + table + "\ntable inet " + table +
+                     "\ndelete table inet " + table + "\n";
+  if (empty) return text;
+  std::map<std::string, std::vector<std::string>> clusters;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.containers_dir, ec)) {
+    std::ifstream in(entry.path() / "network");
+    std::string cluster, address;
+    if (in >> cluster >> address) clusters[cluster].push_back(address);
+  }
+  // Only frames between this bridge's ports are judged: another bridge's
+  // (another edtd's, Docker's) pass this table untouched.
+  std::string ports, sets, rules;
+  int index = 0;
+  for (const auto& [cluster, addresses] : clusters) {
+    for (const auto& address : addresses) ports += (ports.empty() ? " \"" : ", \"") + host_interface(address) + "\"";
+    const std::string set = "c" + std::to_string(index++);
+    sets += "  set " + set + " { type ipv4_addr; comment \"" + cluster + "\"; elements = {";
+    for (size_t i = 0; i < addresses.size(); ++i) sets += (i ? ", " : " ") + addresses[i];
+    sets += " } }\n";
+    rules += "    ip saddr @" + set + " ip daddr @" + set + " accept\n";
+  }
+  text += "table bridge " + table + " {\n  set ports { type ifname; elements = {" + ports + " } }\n" + sets +
+          "  chain forward {\n    type filter hook forward priority 0; policy accept;\n"
+          "    iifname != @ports accept\n    ether type arp accept\n" + rules + "    drop\n  }\n}\n";
+  text += "table inet " + table + " {\n  chain input {\n    type filter hook input priority 0; policy accept;\n"
+          "    iifname " + br + " ct state established,related accept\n    iifname " + br + " drop\n  }\n"
+          "  chain forward {\n    type filter hook forward priority 0; policy accept;\n"
+          "    iifname " + br + " oifname != " + br + " drop\n    oifname " + br + " iifname != " + br + " drop\n  }\n}\n";
+  return text;
+}
+
+Status ContainerNetwork::sync_filter() {
+  bool any = false;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.containers_dir, ec))
+    any = any || fs::exists(entry.path() / "network", ec);
+  // Beside the containers' directory, which may not exist yet.
+  const std::string path = (fs::path(options_.containers_dir).parent_path() / "network.nft").string();
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << ruleset(!any);
+    if (!out.flush()) return Status(StatusCode::kIoError, "write " + path);
+  }
+  EDT_RETURN_IF_ERROR(run_status({kNft, "-f", path}).with_context("load the containers' filter"));
+  if (any) return Status::ok();
+  std::error_code gone;
+  bridge_ready_ = false;
+  if (!fs::exists("/sys/class/net/" + options_.bridge, gone)) return Status::ok();
+  return run_status({kIp, "link", "del", options_.bridge}).with_context("remove bridge " + options_.bridge);
+}
+
+}  // namespace edt::control

@@ -1,0 +1,86 @@
+// ContainerNetwork: in edtd's bridge mode (`--network bridge[:NAME]`), each
+// container has a network namespace of its own, joined to a bridge on the
+// host that edtd owns.
+//
+// Terms: the bridge (default edt0) carries the gateway, the first usable
+// address of the range (offset 1), with the range's prefix; it is the host's
+// only address there. Each container gets a veth pair: the host end
+// (edtv<address in hex>) is a port of the bridge, the other end is eth0 in
+// the container's namespace with the container's address, a default route
+// via the gateway, and lo up.
+//
+// Filtering, in two nftables tables named edt_<bridge> that edtd owns and
+// rewrites whole (one `nft -f`, atomic) whenever a container joins or
+// leaves:
+//   bridge family, forward: from a container's port (the set of host ends),
+//     ARP, and IPv4 only
+//     from an address of a cluster to an address of the same cluster; the
+//     rest is dropped (other clusters, whoever the user; IPv6).
+//   inet family, input: from the bridge only replies to connections the host
+//     opened (edtd's API, host sshd, anything on 0.0.0.0 is unreachable);
+//     forward: nothing is routed between the bridge and another interface
+//     (no way out, no NAT); frames bridged between ports, which pass here
+//     too where br_netfilter is loaded, are left to the bridge table.
+// A container has no CAP_NET_ADMIN or CAP_NET_RAW (sandbox_policy.h), so it
+// cannot change its address or forge packets from another.
+//
+// Who belongs: each container directory that holds a `network` file
+// ("<cluster> <address>"), written by attach(); a directory removed is a
+// container gone. When none is left (the last cluster deleted, or scaled to
+// nothing), the tables and the bridge are removed. The veth pair goes with the container's namespace, which
+// ends with the sandbox's init.
+//
+// Threads: every method may be called from any thread; a mutex orders them.
+// Errors: a failed `ip` or `nft` returns its stderr, with what was being done.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+#include <sys/types.h>
+
+#include "edt/status.h"
+
+namespace edt::control {
+
+struct ContainerNetworkOptions {
+  std::string bridge;  // the bridge's name: letters, digits, '_'; at most 15
+  std::string gateway;  // the bridge's address on the host
+  int prefix = 0;       // the range's prefix length
+  std::string containers_dir;  // <data dir>/containers
+};
+
+class ContainerNetwork {
+ public:
+  explicit ContainerNetwork(ContainerNetworkOptions options) : options_(std::move(options)) {}
+
+  // "loopback" -> "" (no bridge), "bridge" -> "edt0", "bridge:NAME" -> NAME.
+  // Refuses anything else, or a name an interface cannot have.
+  static Result<std::string> parse_mode(const std::string& flag);
+  // Refuses `cidr` when it overlaps an address or a route of the host (`ip
+  // -j addr`, `ip -j route`), naming both; the bridge's own address and
+  // route (an earlier edtd's) do not count, nor the default route.
+  static Status check_range_free(const std::string& cidr, uint32_t base, uint32_t size, const std::string& bridge);
+
+  // Makes the bridge if it is missing, then gives the namespace of
+  // `init_pid` its interface and `address`, and lets it reach the rest of
+  // `cluster` (and nothing else).
+  Status attach(const std::string& cluster, const std::string& name, const std::string& address, pid_t init_pid);
+  // Rewrites the filter after a container's directory is gone; with no
+  // container left, removes the tables and the bridge.
+  Status forget();
+
+  // The host end of the pair of the container at `address`.
+  static std::string host_interface(const std::string& address);
+
+ private:
+  std::vector<std::string> bridge_commands();  // with mu_ held
+  Status sync_filter();                        // with mu_ held
+  std::string ruleset(bool empty) const;
+
+  ContainerNetworkOptions options_;
+  std::mutex mu_;
+  bool bridge_ready_ = false;  // set up by this edtd since it was last removed; under mu_
+};
+
+}  // namespace edt::control

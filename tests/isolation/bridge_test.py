@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""Containers on edtd's bridge (`--network bridge:NAME`): each in a network
+namespace of its own, reaching its own cluster and nothing else
+(docs/security.md, "The network").
+
+An edtd with its own bridge and address block makes two users' clusters of
+two containers each, then checks:
+  - the containers are Running, each sees only lo and eth0 (/proc/net/dev),
+    with its address and a route to its peers through eth0;
+  - ssh between the containers of a cluster works by name (the cluster's
+    /etc/hosts), and its bytes go through eth0 (its counters grow by what
+    was sent); mpirun across them, a job and `edt exec` run inside; from the
+    host, `edt ssh` reaches a worker and Jupyter (in the launcher's own
+    namespace, on its fixed port) serves its page through edtd's proxy;
+  - from alice's launcher: bob's sshd, edtd's API port and a listener the
+    test opens on the host's 0.0.0.0 (at the gateway) are unreachable, while
+    alice's worker's sshd is reachable; binding bob's or alice's worker's
+    address fails (the container does not have them); from bob's launcher,
+    alice's sshd is unreachable;
+  - a second edtd asked for an overlapping block is refused, naming the
+    bridge's address;
+  - edtd restarted on the same bridge and block comes back (its own
+    bridge's address is no overlap), and a worker added then is reached;
+  - a container gone (scaled 2 -> 3 -> 2) leaves no host-side veth; the clusters
+    deleted, neither the bridge, any veth of the block nor edtd's nft tables
+    are left.
+Prints create-to-Running of alice's 2-container cluster.
+
+Needs root; run under flock /tmp/edt-integration.lock.
+  bridge_test.py --edtd build/src/control/edtd --edt build/src/cli/edt
+"""
+import argparse
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
+import contract_test  # noqa: E402
+
+BRIDGE = "edtnettest0"
+BLOCK = "198.18.213.0/24"  # this test's own block; its gateway is .1
+GATEWAY = "198.18.213.1"
+TIMEOUT = 60
+BLOCKED_WAIT = 2.0  # a connect that gets no answer: how long one is given
+
+# Run inside a container: prints one JSON object.
+PROBE = r'''
+import errno, json, socket, subprocess, sys
+spec = json.loads(sys.argv[1])
+
+def counters():
+    for line in open("/proc/net/dev").readlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip() == "eth0":
+            fields = rest.split()
+            return int(fields[0]), int(fields[8])
+    return 0, 0
+
+out = {"interfaces": sorted(l.partition(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]),
+       "connect": {}, "bind": {}}
+for host, port in spec["connect"]:
+    s = socket.socket()
+    s.settimeout(spec["timeout"])
+    try:
+        s.connect((host, port))
+        out["connect"]["%s:%d" % (host, port)] = "ok"
+    except socket.timeout:
+        out["connect"]["%s:%d" % (host, port)] = "timeout"
+    except OSError as e:
+        out["connect"]["%s:%d" % (host, port)] = errno.errorcode.get(e.errno, str(e))
+    s.close()
+for address in spec["bind"]:
+    s = socket.socket()
+    try:
+        s.bind((address, 0))
+        out["bind"][address] = "ok"
+    except OSError as e:
+        out["bind"][address] = errno.errorcode.get(e.errno, str(e))
+    s.close()
+if spec.get("peer"):
+    out["route"] = subprocess.run(["ip", "route", "get", spec["peer_address"]], capture_output=True, text=True).stdout
+    before = counters()
+    r = subprocess.run(["ssh", spec["peer"], "wc -c; hostname; echo $SSH_CONNECTION"], input=b"\0" * spec["bytes"],
+                       capture_output=True)
+    after = counters()
+    out["ssh"] = {"code": r.returncode, "stdout": r.stdout.decode(), "stderr": r.stderr.decode()[-500:],
+                  "tx": after[1] - before[1]}
+print(json.dumps(out))
+'''
+
+
+def host_links():
+    return {link["ifname"]: link for link in json.loads(subprocess.check_output(["ip", "-j", "link"]))}
+
+
+def nft_tables():
+    return subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=True).stdout
+
+
+def veth_of(address):
+    return "edtv%08x" % int.from_bytes(socket.inet_aton(address), "big")
+
+
+class Bridge:
+    def __init__(self, edtd, edt):
+        self.edtd = edtd
+        self.edt = edt
+        self.failures = []
+        self.checks = 0
+        self.figures = []
+
+    def check(self, ok, what):
+        self.checks += 1
+        if not ok:
+            self.failures.append(what)
+
+    def api(self, method, path, body=None, token=None):
+        status, _, text = self.edtd.send(method, "/api/v1" + path, body, token or self.edtd.token)
+        return status, (json.loads(text) if text.startswith("{") else text)
+
+    def wait_running(self, name, token, size):
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline:
+            status, c = self.api("GET", "/clusters/" + name, token=token)
+            phases = [x["phase"] for x in c.get("status", {}).get("containers", [])] if status == 200 else []
+            if c.get("status", {}).get("phase") == "Running" and len(phases) == size and set(phases) == {"Running"}:
+                return c
+            time.sleep(0.05)
+        raise RuntimeError(f"cluster {name} not Running with {size} containers within {TIMEOUT} s: {c}\n"
+                           + self.edtd.read_log())
+
+    def make_user(self, name):
+        status, body = self.api("POST", "/users", {"name": name})
+        if status != 201:
+            raise RuntimeError(f"POST /users {name}: {status} {body}")
+        return body["token"]
+
+    def cli(self, token, *args):
+        env = dict(os.environ, EDT_API=self.edtd.base, EDT_TOKEN=token)
+        return subprocess.run([self.edt, *args], capture_output=True, text=True, timeout=TIMEOUT, env=env)
+
+    def probe(self, cluster, address, spec):
+        key = os.path.join(self.edtd.dir, "data", "clusters", cluster, "ssh", "id_ed25519")
+        argv = ["ssh", "-i", key, "-p", str(self.edtd.ssh_port), "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", f"root@{address}",
+                "python3 - " + shlex.quote(json.dumps(spec))]
+        r = subprocess.run(argv, input=PROBE, capture_output=True, text=True, timeout=TIMEOUT)
+        if r.returncode != 0:
+            raise RuntimeError(f"the probe in {address} failed: {r.stderr[-2000:]}")
+        return json.loads(r.stdout)
+
+    def make_clusters(self):
+        alice, bob = self.make_user("alice"), self.make_user("bob")
+        clusters = {}
+        for user, token in (("alice", alice), ("bob", bob)):
+            t0 = time.monotonic()
+            status, body = self.api("POST", "/clusters", {"name": f"{user}-c", "framework": "horovod",
+                                                          "containers": 2}, token)
+            if status != 201:
+                raise RuntimeError(f"create {user}-c: {status} {body}")
+            clusters[user] = self.wait_running(f"{user}-c", token, 2)
+            self.figures.append(f"create-to-Running, {user}-c (2 containers, bridge): {time.monotonic() - t0:.2f} s")
+        return (alice, clusters["alice"]["status"]["containers"]), (bob, clusters["bob"]["status"]["containers"])
+
+    def inside_alice(self, alice, bob, listener_port):
+        (launcher, worker), (bob_launcher, _) = alice, bob
+        for c in alice + bob:
+            self.check(c["address"].startswith("198.18.213."), f"{c['name']} has address {c['address']}")
+            self.check(veth_of(c["address"]) in host_links(), f"{c['name']}: no host end {veth_of(c['address'])}")
+        port = self.edtd.ssh_port
+        targets = [[worker["address"], port], [bob_launcher["address"], port], [GATEWAY, self.edtd.port],
+                   [GATEWAY, listener_port]]
+        got = self.probe("alice-c", launcher["address"], {
+            "connect": targets, "bind": [bob_launcher["address"], worker["address"]], "timeout": BLOCKED_WAIT,
+            "peer": worker["name"], "peer_address": worker["address"], "bytes": 2_000_000})
+        self.check(got["interfaces"] == ["eth0", "lo"], f"alice's launcher sees interfaces {got['interfaces']}")
+        connect = got["connect"]
+        self.check(connect[f"{worker['address']}:{port}"] == "ok", f"launcher -> own worker's sshd: {connect}")
+        for host, p in targets[1:]:
+            self.check(connect[f"{host}:{p}"] != "ok", f"alice's launcher reached {host}:{p}: {connect}")
+        for address, result in got["bind"].items():
+            self.check(result == "EADDRNOTAVAIL", f"alice's launcher binding {address}: {result}")
+        self.check(f"dev eth0 src {launcher['address']}" in got["route"], f"route to the worker: {got['route']}")
+        ssh = got["ssh"]
+        lines = ssh["stdout"].split()
+        self.check(ssh["code"] == 0 and lines[:3] == ["2000000", worker["name"], launcher["address"]],
+                   f"ssh to the worker by name: {ssh}")
+        self.check(ssh["tx"] >= 2_000_000, f"2 MB sent to the worker but eth0 sent {ssh['tx']} bytes")
+
+    def inside_bob(self, alice, bob):
+        got = self.probe("bob-c", bob[0]["address"], {"connect": [[alice[0]["address"], self.edtd.ssh_port],
+                                                                  [bob[1]["address"], self.edtd.ssh_port]],
+                                                      "bind": [], "timeout": BLOCKED_WAIT})
+        self.check(got["connect"][f"{bob[1]['address']}:{self.edtd.ssh_port}"] == "ok", f"bob -> bob: {got}")
+        self.check(got["connect"][f"{alice[0]['address']}:{self.edtd.ssh_port}"] != "ok", f"bob -> alice: {got}")
+
+    def jobs(self, token, containers):
+        mpi = self.cli(token, "run", "alice-c", "--", "mpirun", "--allow-run-as-root", "--hostfile",
+                       "/etc/mpi/hostfile", "-np", "2", "hostname")
+        names = {line for line in mpi.stdout.splitlines() if line and not line.startswith("[")}
+        self.check(mpi.returncode == 0 and names == {c["name"] for c in containers},
+                   f"mpirun across alice-c: {mpi.returncode} {mpi.stdout} {mpi.stderr}")
+        job = self.cli(token, "run", "alice-c", "--", "cat", "/proc/net/dev")
+        interfaces = sorted(line.partition(":")[0].strip() for line in job.stdout.splitlines() if ":" in line)
+        self.check(job.returncode == 0 and interfaces == ["eth0", "lo"],
+                   f"a job's interfaces: {job.stdout} {job.stderr}")
+        ex = self.cli(token, "exec", containers[1]["name"], "--", "sh", "-c", "ip -o -4 addr show dev eth0")
+        self.check(ex.returncode == 0 and f"inet {containers[1]['address']}/24" in ex.stdout,
+                   f"edt exec in the worker: {ex.returncode} {ex.stdout} {ex.stderr}")
+
+    def from_host(self, token, containers):
+        """edt ssh and Jupyter: the host opens the connections, the replies
+        come back through the filter."""
+        ssh = self.cli(token, "ssh", "alice-c", containers[1]["name"], "hostname")
+        self.check(ssh.returncode == 0 and ssh.stdout.strip() == containers[1]["name"],
+                   f"edt ssh to the worker: {ssh.returncode} {ssh.stdout} {ssh.stderr}")
+        link = self.cli(token, "jupyter", "alice-c")
+        if link.returncode != 0:
+            self.failures.append(f"edt jupyter: {link.returncode} {link.stdout} {link.stderr}")
+            return
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        with opener.open(link.stdout.strip(), timeout=TIMEOUT) as page:
+            body = page.read().decode(errors="replace")
+            self.check(page.status == 200 and "jupyter" in body.lower(), f"Jupyter's page: {page.status} {body[:300]}")
+
+    def overlap_refused(self):
+        with tempfile.TemporaryDirectory(prefix="edt-bridge-overlap-") as d:
+            r = subprocess.run([self.edtd.proc.args[0], "--data-dir", d + "/data", "--listen", "127.0.0.1:1",
+                                "--network", "bridge:edtnettest1", "--address-range", "198.18.213.128/25"],
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            self.check(r.returncode != 0 and f"{GATEWAY}/24 on {BRIDGE}" in r.stderr and
+                       not os.path.exists(d + "/data"), f"an overlapping block: {r.returncode} {r.stderr}")
+
+    def restart_edtd(self):
+        """edtd stopped and started again on the same data dir, bridge and
+        block: its own bridge's address is no overlap, and the containers
+        run on."""
+        self.edtd.proc.send_signal(signal.SIGTERM)
+        self.edtd.proc.wait(timeout=TIMEOUT)
+        self.edtd.proc = subprocess.Popen(self.edtd.proc.args, stdout=self.edtd.log, stderr=self.edtd.log)
+        deadline = time.time() + TIMEOUT
+        while True:
+            try:
+                if self.edtd.send("GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            if time.time() > deadline or self.edtd.proc.poll() is not None:
+                raise RuntimeError("edtd did not come back; its log:\n" + self.edtd.read_log())
+            time.sleep(0.05)
+
+    def wait_gone(self, interface, what):
+        deadline = time.time() + TIMEOUT
+        while interface in host_links():
+            if time.time() > deadline:
+                self.failures.append(f"{what}: {interface} still on the host after {TIMEOUT} s")
+                return
+            time.sleep(0.05)
+
+    def run(self, listener_port):
+        (alice_token, alice), (bob_token, bob) = self.make_clusters()
+        self.check(BRIDGE in host_links() and f"edt_{BRIDGE}" in nft_tables(), "no bridge or nft tables")
+        # The host itself reaches the listener at the gateway: what the
+        # containers cannot is their filter's doing.
+        socket.create_connection((GATEWAY, listener_port), timeout=TIMEOUT).close()
+        self.inside_alice(alice, bob, listener_port)
+        self.inside_bob(alice, bob)
+        self.jobs(alice_token, alice)
+        self.from_host(alice_token, alice)
+        self.overlap_refused()
+        self.restart_edtd()
+        third = None
+        for size in (3, 2):
+            status, body = self.api("PATCH", "/clusters/alice-c", {"containers": size}, alice_token)
+            self.check(status == 200, f"scale alice-c to {size}: {status} {body}")
+            now = self.wait_running("alice-c", alice_token, size)["status"]["containers"]
+            if size == 3:
+                third = now[2]
+                got = self.probe("alice-c", alice[0]["address"], {"connect": [[third["address"], self.edtd.ssh_port]],
+                                                                  "bind": [], "timeout": BLOCKED_WAIT})
+                self.check(set(got["connect"].values()) == {"ok"}, f"launcher -> a worker added after a restart: {got}")
+        self.wait_gone(veth_of(third["address"]), "the worker scaled away")
+        for name, token in (("alice-c", alice_token), ("bob-c", bob_token)):
+            self.api("DELETE", "/clusters/" + name, token=token)
+        deadline = time.time() + TIMEOUT
+        while self.api("GET", "/clusters")[1].get("clusters"):
+            if time.time() > deadline:
+                raise RuntimeError("the clusters were not deleted within 60 s")
+            time.sleep(0.05)
+        for c in alice + bob:
+            self.wait_gone(veth_of(c["address"]), c["name"])
+        self.wait_gone(BRIDGE, "the bridge, the last cluster deleted")
+        self.check(f"edt_{BRIDGE}" not in nft_tables(), f"nft tables left: {nft_tables()}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--edtd", required=True)
+    parser.add_argument("--edt", required=True)
+    args = parser.parse_args()
+    if BRIDGE in host_links():
+        print(f"a bridge {BRIDGE} is already on this host (left by an earlier run?): remove it with "
+              f"`ip link del {BRIDGE}` and `nft delete table bridge edt_{BRIDGE}; nft delete table inet edt_{BRIDGE}`")
+        return 1
+    listener = socket.socket()
+    listener.bind(("0.0.0.0", 0))
+    listener.listen()
+    edtd = contract_test.Edtd(args.edtd, BLOCK, extra=["--network", f"bridge:{BRIDGE}"])
+    test = Bridge(edtd, args.edt)
+    try:
+        test.run(listener.getsockname()[1])
+    finally:
+        edtd.stop()
+        listener.close()
+    for figure in test.figures:
+        print(figure)
+    for failure in test.failures:
+        print("FAIL:", failure)
+    print(f"{test.checks} network checks, {len(test.failures)} failed")
+    return 1 if test.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
