@@ -9,7 +9,10 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { after, before, test } from 'node:test';
-import { Edtd, launchBrowser, outputDir, waitFor } from './harness.mjs';
+import { Edtd, containerPhases as phasesIn, launchBrowser, outputDir, waitAllRunning as allRunningIn, waitFor } from './harness.mjs';
+
+const containerPhases = (target = page) => phasesIn(target);
+const waitAllRunning = (n, target = page) => allRunningIn(target, n);
 
 const kViewport = { width: 1280, height: 720 };
 const kPhone = { width: 390, height: 844 };
@@ -62,19 +65,6 @@ async function assertPhasesInText(target = page) {
   const badges = await target.$$eval('[data-phase]', (els) => els.map((e) => [e.getAttribute('data-phase'), e.textContent.trim()]));
   assert.ok(badges.length > 0, 'the page shows phases');
   for (const [phase, text] of badges) assert.equal(text, phase, `the ${phase} badge carries its phase as text`);
-}
-
-async function containerPhases(target = page) {
-  return target.$$eval('#containers-table tbody tr[data-container]', (rows) =>
-    Object.fromEntries(rows.map((r) => [r.getAttribute('data-container'), r.querySelector('[data-phase]')?.getAttribute('data-phase')])),
-  );
-}
-
-async function waitAllRunning(n, target = page) {
-  await waitFor(`${n} containers Running in the page`, async () => {
-    const phases = Object.values(await containerPhases(target));
-    return phases.length === n && phases.every((p) => p === 'Running');
-  }, { timeoutMs: 60000 });
 }
 
 const activeInfo = (target = page) =>

@@ -9,7 +9,10 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { Edtd, launchBrowser, outputDir, waitFor } from './harness.mjs';
+import { Edtd, containerPhases as phasesIn, launchBrowser, outputDir, waitAllRunning as allRunningIn, waitFor } from './harness.mjs';
+
+const containerPhases = () => phasesIn(page);
+const waitAllRunning = (n) => allRunningIn(page, n);
 
 const kViewport = { width: 1280, height: 800 };
 const kHostfileLine = /^tthvd-(launcher|worker-\d+) slots=\d+$/;
@@ -48,12 +51,6 @@ function rowsIn(selector) {
   return page.locator(`${selector} tbody tr`);
 }
 
-// The phases of the containers table, by container name.
-async function containerPhases() {
-  return page.$$eval('#containers-table tbody tr[data-container]', (rows) =>
-    Object.fromEntries(rows.map((r) => [r.getAttribute('data-container'), r.querySelector('[data-phase]')?.getAttribute('data-phase')])),
-  );
-}
 
 // The event types the page lists, newest first.
 async function eventTypes() {
@@ -64,12 +61,6 @@ async function waitEvents(types) {
   await waitFor(`the events ${types.join(', ')}`, async () => (await eventTypes()).join() === types.join());
 }
 
-async function waitAllRunning(n) {
-  await waitFor(`${n} containers Running in the page`, async () => {
-    const phases = Object.values(await containerPhases());
-    return phases.length === n && phases.every((p) => p === 'Running');
-  }, { timeoutMs: 60000 });
-}
 
 // Runs a command in the open terminal and returns the lines it printed,
 // between markers the shell computes (so the echoed command never matches).

@@ -111,6 +111,21 @@ export class Edtd {
   }
 }
 
+// The phases the cluster page's containers table shows, by container name.
+export async function containerPhases(page) {
+  return page.$$eval('#containers-table tbody tr[data-container]', (rows) =>
+    Object.fromEntries(rows.map((r) => [r.getAttribute('data-container'), r.querySelector('[data-phase]')?.getAttribute('data-phase')])),
+  );
+}
+
+// Waits until the cluster page shows `n` containers, all Running.
+export async function waitAllRunning(page, n) {
+  await waitFor(`${n} containers Running in the page`, async () => {
+    const phases = Object.values(await containerPhases(page));
+    return phases.length === n && phases.every((p) => p === 'Running');
+  }, { timeoutMs: 60000 });
+}
+
 export async function launchBrowser() {
   const require = createRequire(path.join(env('EDT_WEB_SOURCE'), 'package.json'));
   const { chromium } = require('playwright-core');
