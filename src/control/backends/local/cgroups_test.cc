@@ -56,9 +56,12 @@ TEST(CgroupsTest, AProcessInAContainersCgroupIsBoundedByIt) {
   ASSERT_FALSE(procs->empty());
   for (const auto& file : *procs) {
     const std::string dir = fs::path(file).parent_path().string();
-    if (fs::exists(dir + "/memory.limit_in_bytes")) EXPECT_EQ(read_file(dir + "/memory.limit_in_bytes"), "268435456\n");
-    if (fs::exists(dir + "/memory.max")) EXPECT_EQ(read_file(dir + "/memory.max"), "268435456\n");
-    if (fs::exists(dir + "/pids.max")) EXPECT_EQ(read_file(dir + "/pids.max"), "8\n");
+    for (const auto& [file, value] : {std::pair{"memory.limit_in_bytes", "268435456\n"},
+                                      {"memory.max", "268435456\n"}, {"pids.max", "8\n"}}) {
+      if (fs::exists(dir + "/" + file)) {
+        EXPECT_EQ(read_file(dir + "/" + file), value) << dir << "/" << file;
+      }
+    }
   }
   int report[2];
   ASSERT_EQ(pipe(report), 0);
