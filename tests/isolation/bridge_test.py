@@ -43,11 +43,12 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
 import contract_test  # noqa: E402
+import tenants  # noqa: E402
+from tenants import TIMEOUT  # noqa: E402
 
 BRIDGE = "edtnettest0"
 BLOCK = "198.18.213.0/24"  # this test's own block; its gateway is .1
 GATEWAY = "198.18.213.1"
-TIMEOUT = 60
 BLOCKED_WAIT = 2.0  # a connect that gets no answer: how long one is given
 
 # Run inside a container: prints one JSON object.
@@ -108,50 +109,18 @@ def veth_of(address):
     return "edtv%08x" % int.from_bytes(socket.inet_aton(address), "big")
 
 
-class Bridge:
+class Bridge(tenants.Tenants):
     def __init__(self, edtd, edt):
-        self.edtd = edtd
+        super().__init__(edtd)
         self.edt = edt
-        self.failures = []
-        self.checks = 0
         self.figures = []
-
-    def check(self, ok, what):
-        self.checks += 1
-        if not ok:
-            self.failures.append(what)
-
-    def api(self, method, path, body=None, token=None):
-        status, _, text = self.edtd.send(method, "/api/v1" + path, body, token or self.edtd.token)
-        return status, (json.loads(text) if text.startswith("{") else text)
-
-    def wait_running(self, name, token, size):
-        deadline = time.time() + TIMEOUT
-        while time.time() < deadline:
-            status, c = self.api("GET", "/clusters/" + name, token=token)
-            phases = [x["phase"] for x in c.get("status", {}).get("containers", [])] if status == 200 else []
-            if c.get("status", {}).get("phase") == "Running" and len(phases) == size and set(phases) == {"Running"}:
-                return c
-            time.sleep(0.05)
-        raise RuntimeError(f"cluster {name} not Running with {size} containers within {TIMEOUT} s: {c}\n"
-                           + self.edtd.read_log())
-
-    def make_user(self, name):
-        status, body = self.api("POST", "/users", {"name": name})
-        if status != 201:
-            raise RuntimeError(f"POST /users {name}: {status} {body}")
-        return body["token"]
 
     def cli(self, token, *args):
         env = dict(os.environ, EDT_API=self.edtd.base, EDT_TOKEN=token)
         return subprocess.run([self.edt, *args], capture_output=True, text=True, timeout=TIMEOUT, env=env)
 
     def probe(self, cluster, address, spec):
-        key = os.path.join(self.edtd.dir, "data", "clusters", cluster, "ssh", "id_ed25519")
-        argv = ["ssh", "-i", key, "-p", str(self.edtd.ssh_port), "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", f"root@{address}",
-                "python3 - " + shlex.quote(json.dumps(spec))]
-        r = subprocess.run(argv, input=PROBE, capture_output=True, text=True, timeout=TIMEOUT)
+        r = self.ssh(cluster, address, "python3 - " + shlex.quote(json.dumps(spec)), stdin=PROBE)
         if r.returncode != 0:
             raise RuntimeError(f"the probe in {address} failed: {r.stderr[-2000:]}")
         return json.loads(r.stdout)

@@ -37,16 +37,16 @@ import glob
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
 import contract_test  # noqa: E402
+import tenants  # noqa: E402
+from tenants import TIMEOUT  # noqa: E402
 
 ADDRESSES = "127.89.0.0/24"  # this test's own block (grep --address-range for the others)
-TIMEOUT = 60
 PIDS_MAX = 256  # each container's bound on tasks (--container-pids-max)
 MEMORY = "512Mi"  # alice's containers' memory bound
 
@@ -147,47 +147,14 @@ def digest(path):
         return hashlib.sha256(f.read()).hexdigest(), oct(os.stat(path).st_mode)
 
 
-class Isolation:
+class Isolation(tenants.Tenants):
     def __init__(self, edtd):
-        self.edtd = edtd
-        self.failures = []
-        self.checks = 0
+        super().__init__(edtd)
         self.canary_dir = tempfile.mkdtemp(prefix="edt-isolation-canary-")
         self.canary = os.path.join(self.canary_dir, "canary")
         with open(self.canary, "w") as f:
             f.write("the host's file\n")
         os.chmod(self.canary, 0o600)
-
-    def check(self, ok, what):
-        self.checks += 1
-        if not ok:
-            self.failures.append(what)
-
-    def api(self, method, path, body=None, token=None):
-        status, _, text = self.edtd.send(method, "/api/v1" + path, body, token or self.edtd.token)
-        return status, (json.loads(text) if text.startswith("{") else text)
-
-    def wait_running(self, name, token, size):
-        deadline = time.time() + TIMEOUT
-        while time.time() < deadline:
-            status, c = self.api("GET", "/clusters/" + name, token=token)
-            phases = [x["phase"] for x in c.get("status", {}).get("containers", [])] if status == 200 else []
-            if c.get("status", {}).get("phase") == "Running" and len(phases) == size and set(phases) == {"Running"}:
-                return c
-            time.sleep(0.1)
-        raise RuntimeError(f"cluster {name} not Running with {size} containers within {TIMEOUT} s: {c}")
-
-    def make_user(self, name):
-        status, body = self.api("POST", "/users", {"name": name})
-        if status != 201:
-            raise RuntimeError(f"POST /users {name}: {status} {body}")
-        return body["token"]
-
-    def ssh(self, cluster, address, command, stdin=None):
-        key = os.path.join(self.edtd.dir, "data", "clusters", cluster, "ssh", "id_ed25519")
-        argv = ["ssh", "-i", key, "-p", str(self.edtd.ssh_port), "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", f"root@{address}", command]
-        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=TIMEOUT)
 
     def secrets(self):
         data = os.path.join(self.edtd.dir, "data")
