@@ -1,12 +1,7 @@
 #include "control/backends/local/container_network.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -15,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "common/process.h"
+#include "control/backends/local/host_command.h"
 
 namespace edt::control {
 
@@ -27,50 +22,9 @@ constexpr const char* kIp = "/usr/sbin/ip";
 constexpr const char* kNft = "/usr/sbin/nft";
 constexpr const char* kNsenter = "/usr/bin/nsenter";
 
-// Runs argv (a program of the host, by absolute path) and returns what it
-// printed, stdout and stderr together; an error holds that output.
+// The network's programs, with the packages that bring them.
 Result<std::string> run(const std::vector<std::string>& argv) {
-  const std::vector<char*> args = proc::c_strings(argv);  // before fork: edtd has threads
-  const std::string missing = "cannot execute " + argv[0] + ": install its Debian package (iproute2, nftables)\n";
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return io_error("pipe", errno);
-  pid_t pid = fork();
-  if (pid < 0) {
-    ::close(out[0]);
-    ::close(out[1]);
-    return io_error("fork", errno);
-  }
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    int null = ::open("/dev/null", O_RDONLY);
-    if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) _exit(126);
-    close_range(3, ~0u, 0);
-    execv(args[0], args.data());
-    (void)!::write(1, missing.data(), missing.size());
-    _exit(127);
-  }
-  ::close(out[1]);
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(out[0], buf, sizeof(buf))) != 0) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(out[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::string command;
-    for (const auto& a : argv) command += (command.empty() ? "" : " ") + a;
-    while (!text.empty() && text.back() == '\n') text.pop_back();
-    return internal_error("`" + command + "` failed (status " + std::to_string(status) + "): " + text);
-  }
-  return text;
+  return run_host_command(argv, "iproute2, nftables, util-linux");
 }
 
 Status run_status(const std::vector<std::string>& argv) { return run(argv).status(); }

@@ -24,6 +24,7 @@
 #include "common/process.h"
 #include "control/backends/fault_points.h"
 #include "control/backends/local/enter.h"
+#include "control/backends/local/host_command.h"
 #include "control/backends/local/sandbox_policy.h"
 
 namespace edt::control {
@@ -72,38 +73,6 @@ Status make_dirs(const std::string& path, mode_t mode) {
   return Status::ok();
 }
 
-// In a child between fork and exec: edtd blocks SIGTERM and SIGINT in
-// every thread (sigwait takes them), and a program must not inherit that.
-void unblock_signals() {
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-}
-
-Status run_quiet(const std::vector<std::string>& argv) {
-  // Made before fork (edtd has threads): an allocation in the child can
-  // wait forever on a lock that another thread held at the fork.
-  const std::vector<char*> args = proc::c_strings(argv);
-  pid_t pid = fork();
-  if (pid < 0) return io_error("fork", errno);
-  if (pid == 0) {
-    unblock_signals();
-    int null = ::open("/dev/null", O_RDWR);
-    if (null < 0) _exit(126);
-    dup2(null, 0);
-    dup2(null, 1);
-    dup2(null, 2);
-    close_range(3, ~0u, 0);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return internal_error(argv[0] + " failed with status " + std::to_string(status));
-  return Status::ok();
-}
 
 // In a forked child: moves itself into the cgroup whose cgroup.procs file
 // is `path` ("0" names the writer); async-signal-safe.
@@ -385,8 +354,10 @@ Status LocalBackend::prepare_cluster(const std::string& cluster) {
     if (fs::exists(path) && fs::exists(path + ".pub")) continue;
     fs::remove(path);
     fs::remove(path + ".pub");
-    EDT_RETURN_IF_ERROR(run_quiet({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
-                                   "edt-" + cluster + (key == std::string("host_ca") ? "-host-ca" : ""), "-f", path})
+    EDT_RETURN_IF_ERROR(run_host_command({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
+                                          "edt-" + cluster + (key == std::string("host_ca") ? "-host-ca" : ""), "-f",
+                                          path})
+                            .status()
                             .with_context("make the SSH keys of cluster " + cluster));
   }
   EDT_ASSIGN_OR_RETURN(std::string known_hosts, ssh_known_hosts(cluster));
@@ -395,12 +366,15 @@ Status LocalBackend::prepare_cluster(const std::string& cluster) {
 
 Status LocalBackend::make_host_key(const SandboxSpec& spec, const std::string& conf) {
   const std::string key = conf + "/host_ed25519";
-  EDT_RETURN_IF_ERROR(run_quiet({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", spec.name, "-f", key})
-                          .with_context("make the SSH host key of " + spec.name));
+  EDT_RETURN_IF_ERROR(
+      run_host_command({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", spec.name, "-f", key})
+          .status()
+          .with_context("make the SSH host key of " + spec.name));
   // A host certificate for the names clients use: the container's name and
   // address (ssh checks the one it was given against these).
-  return run_quiet({"/usr/bin/ssh-keygen", "-q", "-s", cluster_dir(spec.cluster) + "/ssh/host_ca", "-I", spec.name,
-                    "-h", "-n", spec.name + "," + spec.address, key + ".pub"})
+  return run_host_command({"/usr/bin/ssh-keygen", "-q", "-s", cluster_dir(spec.cluster) + "/ssh/host_ca", "-I",
+                           spec.name, "-h", "-n", spec.name + "," + spec.address, key + ".pub"})
+      .status()
       .with_context("sign the SSH host key of " + spec.name);
 }
 
