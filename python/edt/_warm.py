@@ -10,15 +10,17 @@ with torch already imported, in place of a fresh `python3 train.py`.
 
 The worker is made to be what a fresh process started by the client would
 be: it joins the client's container cgroups (its pids and memory bounds),
-enters its namespaces (mount, UTS, IPC, network, PID) and root directory, takes its working directory, user, groups, capabilities and
-resource limits, gets the client's environment, argv and standard streams,
+enters its namespaces (mount, UTS, IPC, network, PID) and root directory,
+takes its working directory, user, groups, capabilities and resource
+limits, gets the client's environment, argv and standard streams,
 a new session, fresh random seeds, default signal handling, and runs the
 script as `__main__`. The client relays signals to it and exits with its
 status. Requests that cannot be served exactly (another interpreter, Python
 options other than -u, -B and -m, start-up variables that differ, a
 PYTHONPATH that would import another torch, a client in its own user
 namespace, in a cgroup other than the server's and a container's own, or
-under a seccomp filter other than edtd's containers' (--seccomp), which the worker loads) are answered "cold": the client then
+under a seccomp filter other than edtd's containers' (--seccomp), which
+the worker loads) are answered "cold": the client then
 starts the command itself, as it would without this server.
 
 Fork safety: the server stays single-threaded (it checks before each fork)

@@ -13,8 +13,8 @@
 // where the key tells apart the edtd instances of different data dirs.
 //
 // A process joins by writing "0" (itself) into each of the container's
-// cgroup.procs files (what make() returns): the sandbox's first process does so
-// before it execs bubblewrap, so everything in the container is inside;
+// cgroup.procs files (what make() returns): the sandbox's first process
+// does so before it execs bubblewrap, so everything in the container is inside;
 // edtd enter-container and the warm interpreter's workers join the cgroups
 // of the container's init (join_cgroups_of()) before they enter its
 // namespaces.
@@ -46,14 +46,13 @@ class ContainerCgroups {
   std::string unavailable(const ContainerLimits& limits) const;
 
   // Makes (or remakes) the container's cgroups and writes its limits; the
-  // cgroup.procs files a process writes its pid into to join them. None
+  // cgroup.procs files a process writes "0" into to join them. None
   // when `limits` bounds nothing.
   Result<std::vector<std::string>> make(const std::string& container, const ContainerLimits& limits) const;
 
   // Removes the container's cgroups once they are empty (waiting up to 2 s
   // for processes still exiting); one that is missing is fine.
   Status remove(const std::string& container) const;
-
 
  private:
   bool unified() const;

@@ -54,12 +54,12 @@ TEST(CgroupsTest, AProcessInAContainersCgroupIsBoundedByIt) {
   auto procs = cgroups.make("c", limits);
   ASSERT_TRUE(procs.is_ok()) << procs.status().message();
   ASSERT_FALSE(procs->empty());
-  for (const auto& file : *procs) {
-    const std::string dir = fs::path(file).parent_path().string();
-    for (const auto& [file, value] : {std::pair{"memory.limit_in_bytes", "268435456\n"},
-                                      {"memory.max", "268435456\n"}, {"pids.max", "8\n"}}) {
-      if (fs::exists(dir + "/" + file)) {
-        EXPECT_EQ(read_file(dir + "/" + file), value) << dir << "/" << file;
+  for (const auto& procs_file : *procs) {
+    const std::string dir = fs::path(procs_file).parent_path().string();
+    for (const auto& [control, value] : {std::pair{"memory.limit_in_bytes", "268435456\n"},
+                                         {"memory.max", "268435456\n"}, {"pids.max", "8\n"}}) {
+      if (fs::exists(dir + "/" + control)) {
+        EXPECT_EQ(read_file(dir + "/" + control), value) << dir << "/" << control;
       }
     }
   }
