@@ -8,8 +8,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { after, before, test } from 'node:test';
-import { Edtd, containerPhases as phasesIn, launchBrowser, outputDir, waitAllRunning as allRunningIn, waitFor } from './harness.mjs';
+import { after, before } from 'node:test';
+import { containerPhases as phasesIn, Edtd, launchBrowser, outputDir, Steps, waitAllRunning as allRunningIn, waitFor } from './harness.mjs';
 
 const containerPhases = (target = page) => phasesIn(target);
 const waitAllRunning = (n, target = page) => allRunningIn(target, n);
@@ -21,21 +21,12 @@ const kAxePath = createRequire(path.join(process.env.EDT_WEB_SOURCE ?? '', 'pack
 let edtd;
 let browser;
 let page;
-let failed = false;
 const pageErrors = [];
 const checked = [];
 const minor = new Set();
 
-function step(name, fn) {
-  test(name, async () => {
-    try {
-      await fn();
-    } catch (e) {
-      failed = true;
-      throw e;
-    }
-  });
-}
+const steps = new Steps();
+const step = steps.step;
 
 async function screenshot(name, target = page, { fullPage = true } = {}) {
   const file = path.join(outputDir(), `a11y-${name}.png`);
@@ -109,11 +100,10 @@ before(async () => {
 });
 
 after(async () => {
-  if (failed) console.error(`edtd's log (${edtd?.logPath}):\n${edtd?.log().slice(-4000)}`);
   if (checked.length) console.log(`axe-core found no serious or critical violation in: ${checked.join(', ')}`);
   if (minor.size) console.log(`axe-core's moderate and minor findings (reported, not failed):\n  ${[...minor].join('\n  ')}`);
   await browser?.close();
-  await edtd?.stop({ keepData: failed });
+  await steps.end(edtd);
 });
 
 step('sign in with the keyboard only; the sign-in page (with its error) passes axe', async () => {

@@ -8,8 +8,8 @@
 // Each saves a screenshot under EDT_TEST_OUT.
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
-import { Edtd, containerPhases as phasesIn, launchBrowser, outputDir, waitAllRunning as allRunningIn, waitFor } from './harness.mjs';
+import { after, before } from 'node:test';
+import { containerPhases as phasesIn, Edtd, launchBrowser, outputDir, Steps, waitAllRunning as allRunningIn, waitFor } from './harness.mjs';
 
 const containerPhases = () => phasesIn(page);
 const waitAllRunning = (n) => allRunningIn(page, n);
@@ -21,20 +21,11 @@ let edtd;
 let browser;
 let page;
 let shot = 0;
-let failed = false;
 const pageErrors = [];
 
 // A test that records its failure, so the end can keep edtd's data and log.
-function step(name, fn) {
-  test(name, async () => {
-    try {
-      await fn();
-    } catch (e) {
-      failed = true;
-      throw e;
-    }
-  });
-}
+const steps = new Steps();
+const step = steps.step;
 
 async function screenshot(name, target = page) {
   shot += 1;
@@ -96,9 +87,8 @@ before(async () => {
 });
 
 after(async () => {
-  if (failed) console.error(`edtd's log (${edtd?.logPath}):\n${edtd?.log().slice(-4000)}`);
   await browser?.close();
-  await edtd?.stop({ keepData: failed });
+  await steps.end(edtd);
 });
 
 step('sign in: a wrong token is refused next to the field, the admin token signs in', async () => {

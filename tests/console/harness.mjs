@@ -7,6 +7,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { test } from 'node:test';
 
 const env = (name, fallback) => {
   const value = process.env[name] ?? fallback;
@@ -124,6 +125,35 @@ export async function waitAllRunning(page, n) {
     const phases = Object.values(await containerPhases(page));
     return phases.length === n && phases.every((p) => p === 'Running');
   }, { timeoutMs: 60000 });
+}
+
+// A suite's tests, run in order and building on each other as a user's
+// session does. A failure is remembered (`failed`), so that end() prints
+// edtd's log and keeps its data; `onFailure(name)` may add more (a screenshot).
+export class Steps {
+  failed = false;
+
+  constructor(onFailure = async () => {}) {
+    this.onFailure = onFailure;
+  }
+
+  step = (name, fn) => {
+    test(name, async () => {
+      try {
+        await fn();
+      } catch (e) {
+        this.failed = true;
+        await this.onFailure(name);
+        throw e;
+      }
+    });
+  };
+
+  // Stops edtd; after a failure its log is printed and its data kept.
+  async end(edtd) {
+    if (this.failed) console.error(`edtd's log (${edtd?.logPath}):\n${edtd?.log().slice(-4000)}`);
+    await edtd?.stop({ keepData: this.failed });
+  }
 }
 
 export async function launchBrowser() {

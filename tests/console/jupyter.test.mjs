@@ -5,8 +5,8 @@
 // user's token is refused 403 on the notebook URL. The tests run in order.
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
-import { Edtd, launchBrowser, outputDir, waitFor } from './harness.mjs';
+import { after, before } from 'node:test';
+import { Edtd, launchBrowser, outputDir, Steps, waitFor } from './harness.mjs';
 
 const kSource = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const kTrain = path.join(kSource, 'examples/mnist/train_mnist.py');
@@ -17,19 +17,11 @@ let browser;
 let page;
 let jupyter; // the Jupyter tab
 let bobToken;
-let failed = false;
 
-function step(name, fn) {
-  test(name, async () => {
-    try {
-      await fn();
-    } catch (e) {
-      failed = true;
-      if (jupyter) await screenshot(`failed-${name.slice(0, 20).replace(/\W+/g, '-')}`, jupyter).catch(() => {});
-      throw e;
-    }
-  });
-}
+const steps = new Steps(async (name) => {
+  if (jupyter) await screenshot(`failed-${name.slice(0, 20).replace(/\W+/g, '-')}`, jupyter).catch(() => {});
+});
+const step = steps.step;
 
 async function screenshot(name, target) {
   await target.screenshot({ path: path.join(outputDir(), `jupyter-${name}.png`), fullPage: true });
@@ -67,7 +59,7 @@ async function runCell(source, done, timeoutMs) {
 }
 
 before(async () => {
-  failed = true; // until the setup is done
+  steps.failed = true; // until the setup is done
   edtd = await Edtd.start();
   assert.equal((await edtd.api('POST', '/volumes', { name: 'data' })).status, 201);
   const created = await edtd.api('POST', '/clusters', {
@@ -80,13 +72,12 @@ before(async () => {
   await waitFor('tthvd Running', async () => (await edtd.api('GET', '/clusters/tthvd')).json?.status?.phase === 'Running', { timeoutMs: 60000 });
   browser = await launchBrowser();
   page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-  failed = false;
+  steps.failed = false;
 });
 
 after(async () => {
-  if (failed) console.error(`edtd's log (${edtd?.logPath}):\n${edtd?.log().slice(-4000)}`);
   await browser?.close();
-  await edtd?.stop({ keepData: failed });
+  await steps.end(edtd);
 });
 
 step("the cluster page's Open Jupyter opens Jupyter Notebook in a new tab, rooted at the volume", async () => {
