@@ -64,7 +64,7 @@ def epoch(mode, model, optimizer, train_x, train_y, indices, batch_size):
         batch = indices[b:b + batch_size]
         t0 = time.perf_counter()
         optimizer.zero_grad()
-        loss = F.cross_entropy(model(train_x[batch]), train_y[batch])
+        loss = F.cross_entropy(model(train_mnist.inputs(train_x[batch])), train_y[batch])
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()

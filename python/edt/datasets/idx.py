@@ -27,23 +27,39 @@ def write(path, array):
 
 
 def read(path):
-    """The array in the IDX file `path` (or `path`.gz)."""
+    """The array in the IDX file `path` (or `path`.gz), writable, read
+    straight into its own buffer (no copy of the file's bytes)."""
     if not os.path.exists(path) and os.path.exists(path + ".gz"):
         path += ".gz"
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
-        data = f.read()
-    if len(data) < 4 or data[0] != 0 or data[1] != 0:
-        raise ValueError("%s: not an IDX file (bad magic number)" % path)
-    if data[2] != 0x08:
-        raise ValueError("%s: IDX element type 0x%02x is not unsigned byte (0x08)" % (path, data[2]))
-    ndim = data[3]
-    shape = struct.unpack(">%dI" % ndim, data[4:4 + 4 * ndim])
-    body = data[4 + 4 * ndim:]
-    if len(body) != int(np.prod(shape)):
-        raise ValueError("%s: header says shape %s (%d bytes) but the file holds %d bytes"
-                         % (path, list(shape), int(np.prod(shape)), len(body)))
+        head = f.read(4)
+        if len(head) < 4 or head[0] != 0 or head[1] != 0:
+            raise ValueError("%s: not an IDX file (bad magic number)" % path)
+        if head[2] != 0x08:
+            raise ValueError("%s: IDX element type 0x%02x is not unsigned byte (0x08)" % (path, head[2]))
+        dims = f.read(4 * head[3])
+        if len(dims) != 4 * head[3]:
+            raise ValueError("%s: the header ends inside its %d dimensions" % (path, head[3]))
+        shape = struct.unpack(">%dI" % head[3], dims)
+        body = bytearray(int(np.prod(shape)))
+        got = _read_into(f, body)
+        extra = len(f.read(1))
+    if got != len(body) or extra:
+        raise ValueError("%s: header says shape %s (%d bytes) but the file holds %s bytes"
+                         % (path, list(shape), len(body), "more" if extra else got))
     return np.frombuffer(body, dtype=np.uint8).reshape(shape)
+
+
+def _read_into(f, buffer):
+    """Fills `buffer` from `f` as far as the file goes; the bytes read."""
+    view, got = memoryview(buffer), 0
+    while got < len(buffer):
+        n = f.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
 
 
 def present(directory):
