@@ -74,6 +74,8 @@ class Backend {
   // Makes the cluster's shared directory and SSH keys; idempotent.
   virtual Status prepare_cluster(const std::string& cluster) = 0;
   // Starts a container, detached from edtd. Fails without leaving anything.
+  // The reconciler starts the containers of a scale at once, from several
+  // threads.
   virtual Result<SandboxRef> start(const SandboxSpec& spec) = 0;
   virtual SandboxState observe(const std::string& name, const SandboxRef& ref) = 0;
   // SIGTERM reaches every process of the container; SIGKILL ends it.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <future>
 
 #include "common/log.h"
 #include "control/backends/fault_points.h"
@@ -294,7 +295,7 @@ Result<bool> Reconciler::drain(Pass& pass, const ContainerRecord& r) {
 
 Result<bool> Reconciler::start_and_observe(Pass& pass) {
   const std::string& name = pass.cluster.spec.name;
-  const Catalog catalog = db_->lock().catalog(std::nullopt);
+  std::vector<ContainerRecord*> missing;
   for (auto& r : pass.records) {
     if (r.status.leaving) continue;
     SandboxState state = backend_->observe(r.status.name, r.sandbox);
@@ -309,19 +310,7 @@ Result<bool> Reconciler::start_and_observe(Pass& pass) {
         EDT_RETURN_IF_ERROR(db_->lock().add_event(name, EventType::kRestarted,
                                                   r.status.name + " stopped and was started again", pass.now));
       }
-      auto ref = backend_->start(sandbox_spec(pass.cluster, r, catalog));
-      if (!ref.is_ok()) {
-        EDT_RETURN_IF_ERROR(fail_start(pass, ref.status().message()));
-        return false;
-      }
-      fault_point("start.before_record");
-      r.sandbox = *ref;
-      r.status.phase = Phase::kCreating;
-      r.status.started_at = 0;
-      r.creating_since_ms = pass.now;
-      EDT_RETURN_IF_ERROR(save(r));
-      fault_point("start.recorded");
-      pass.settled = false;
+      missing.push_back(&r);
     } else if (state == SandboxState::kStarting) {
       if (pass.now - r.creating_since_ms > options_.start_timeout.count()) {
         EDT_RETURN_IF_ERROR(fail_start(pass, "container " + r.status.name + " did not start within " +
@@ -335,7 +324,41 @@ Result<bool> Reconciler::start_and_observe(Pass& pass) {
       EDT_RETURN_IF_ERROR(save(r));
     }
   }
-  return true;
+  return start_missing(pass, missing);
+}
+
+// A start mostly waits (ssh-keygen, bubblewrap making the namespaces), so
+// the containers of a scale start at once; they are recorded in order.
+Result<bool> Reconciler::start_missing(Pass& pass, const std::vector<ContainerRecord*>& missing) {
+  if (missing.empty()) return true;
+  const Catalog catalog = db_->lock().catalog(std::nullopt);
+  std::vector<std::future<Result<SandboxRef>>> starts;
+  for (const ContainerRecord* r : missing)
+    starts.push_back(std::async(std::launch::async, [this, spec = sandbox_spec(pass.cluster, *r, catalog)] {
+      return backend_->start(spec);
+    }));
+  std::vector<Result<SandboxRef>> refs;
+  for (auto& start : starts) refs.push_back(start.get());
+  std::string failure;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (!refs[i].is_ok()) {
+      if (failure.empty()) failure = refs[i].status().message();
+      continue;
+    }
+    ContainerRecord& r = *missing[i];
+    fault_point("start.before_record");
+    r.sandbox = *refs[i];
+    r.status.phase = Phase::kCreating;
+    r.status.started_at = 0;
+    r.creating_since_ms = pass.now;
+    EDT_RETURN_IF_ERROR(save(r));
+    fault_point("start.recorded");
+    pass.settled = false;
+  }
+  if (failure.empty()) return true;
+  // The others of the batch are recorded, so the undo stops them too.
+  EDT_RETURN_IF_ERROR(fail_start(pass, failure));
+  return false;
 }
 
 Status Reconciler::record_phase(Pass& pass) {

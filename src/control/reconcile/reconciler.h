@@ -124,6 +124,9 @@ class Reconciler {
   // Starts missing containers and records the ones that became Running.
   // Returns false when a start failed (the create or scale was undone).
   Result<bool> start_and_observe(Pass& pass);
+  // Starts the containers in `missing` (pass.records') concurrently and
+  // records each that started; false, with the batch undone, if one failed.
+  Result<bool> start_missing(Pass& pass, const std::vector<ContainerRecord*>& missing);
   Status record_phase(Pass& pass);
   SandboxSpec sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog);
   // A container failed to start: undo the create or the scale that made it.

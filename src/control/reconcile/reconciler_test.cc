@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -20,7 +22,18 @@ namespace {
 class FakeBackend : public Backend {
  public:
   Status prepare_cluster(const std::string&) override { return Status::ok(); }
+  // Called for several containers at once; with `meet` set, a start waits
+  // (up to 2 s) until another has begun.
   Result<SandboxRef> start(const SandboxSpec& spec) override {
+    std::unique_lock lock(start_mu);
+    ++starting;
+    most_at_once = std::max(most_at_once, starting);
+    started_cv.notify_all();
+    if (meet) started_cv.wait_for(lock, std::chrono::seconds(2), [&] { return starting >= 2; });
+    struct Done {
+      int& n;
+      ~Done() { --n; }
+    } done{starting};
     events.push_back("start " + spec.name);
     if (fail_start == spec.name) {
       // A start cut short may leave a process of the sandbox behind.
@@ -96,6 +109,11 @@ class FakeBackend : public Backend {
   bool stubborn = false;
   ClusterFiles files;
   int64_t next_pid = 100;
+  std::mutex start_mu;
+  std::condition_variable started_cv;
+  bool meet = false;
+  int starting = 0;
+  int most_at_once = 0;
 };
 
 class ReconcilerTest : public ::testing::Test {
@@ -276,6 +294,7 @@ TEST_F(ReconcilerTest, FailedScaleGoesBackToTheFormerSize) {
   EXPECT_EQ(c->containers.size(), 2u);
   EXPECT_NE(c->message.find("scale to 4 failed"), std::string::npos) << c->message;
   EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\na-worker-0 slots=1\n");
+  EXPECT_EQ(backend_.state.size(), 2u) << "a-worker-1, started with a-worker-2, was left running";
   // The failure stays the message while it runs at the former size...
   EXPECT_EQ(settle("a"), 1);
   EXPECT_EQ(db_->lock().cluster("a")->message, c->message);
@@ -287,6 +306,21 @@ TEST_F(ReconcilerTest, FailedScaleGoesBackToTheFormerSize) {
   std::vector<std::string> types;
   for (const auto& e : db_->lock().events("a")) types.push_back(to_string(e.type));
   EXPECT_EQ(types, (std::vector<std::string>{"Created", "Running", "Scaling", "Failed", "Running", "Scaling", "Running"}));
+}
+
+TEST_F(ReconcilerTest, TheContainersOfAScaleStartAtOnce) {
+  create("a", 2);
+  settle("a");
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok());
+  backend_.meet = true;
+  backend_.most_at_once = 0;
+  ASSERT_TRUE(reconciler_->reconcile("a").is_ok());
+  EXPECT_EQ(backend_.most_at_once, 2) << "the two new containers started one after the other";
+  EXPECT_EQ(phase_of("a-worker-1"), Phase::kCreating);
+  EXPECT_EQ(phase_of("a-worker-2"), Phase::kCreating);
+  EXPECT_NE(pid_of("a-worker-1"), pid_of("a-worker-2"));
+  settle("a");
+  EXPECT_EQ(db_->lock().cluster("a")->message, "4 of 4 containers Running");
 }
 
 TEST_F(ReconcilerTest, RestartsAContainerThatDiedAndDeletes) {
