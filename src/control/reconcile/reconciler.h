@@ -125,7 +125,9 @@ class Reconciler {
   // Returns false when a start failed (the create or scale was undone).
   Result<bool> start_and_observe(Pass& pass);
   Status record_phase(Pass& pass);
-  SandboxSpec sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog);
+  // controller_address: the launcher's, where a slurm cluster's slurmctld is.
+  SandboxSpec sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog,
+                           const std::string& controller_address);
   // A container failed to start: undo the create or the scale that made it.
   Status fail_start(const Pass& pass, const std::string& reason);
   Status save(const ContainerRecord& record);

@@ -112,6 +112,8 @@ class LocalBackend : public Backend {
   std::string container_dir(const std::string& name) const;
   std::string seccomp_path() const;  // the filter, as bwrap reads it
   Status make_container_dir(const SandboxSpec& spec, const std::string& dir);
+  // A slurm cluster's /etc/slurm and munge key, and the container's gres.conf.
+  Status write_slurm_files(const SandboxSpec& spec, const std::string& dir);
   // The container's host key in `conf`, and its certificate from the cluster's CA.
   Status make_host_key(const SandboxSpec& spec, const std::string& conf);
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
