@@ -14,6 +14,9 @@ An edtd (simulated GPUs NVIDIA-P4=4) makes cluster `ts` of 2 containers,
     edt.torch without edtrun: each of the 2 workers 5000 samples;
   - the munge key is the cluster's own, mode 0400;
   - scaled to 4: sinfo shows 4 idle nodes, srun -N 4 hostname all four;
+    MNIST under srun -N 4 and under `salloc -N 4 edtrun -np 4` (hosts from
+    the allocation): each of the 4 workers 2500 samples; the hostfile
+    lists 4;
   - scaled to 2: the two highest nodes leave Slurm (sinfo shows 2);
   - deleted: no munged, slurmctld or slurmd of this edtd is left.
 
@@ -186,6 +189,17 @@ def main():
         names4 = names2 + ["%s-worker-1" % NAME, "%s-worker-2" % NAME]
         t.check(run.returncode == 0 and sorted(run.stdout.split()) == sorted(names4),
                 "srun -N 4 hostname: %s %s" % (run.stdout, run.stderr))
+        train = t.sh("cd ~/work && srun -N 4 --ntasks-per-node 1 python3 train_mnist.py --epochs 1", timeout=400)
+        lines = re.findall(r"epoch=1 rank=(\d) size=(\d) samples=(\d+)", train.stdout)
+        t.check(train.returncode == 0 and sorted(lines) == [(str(r), "4", "2500") for r in range(4)],
+                "srun MNIST on 4 nodes, 2500 samples each: %s\n%s" % (lines, train.stdout[-2000:] + train.stderr[-2000:]))
+        print("\n".join(l for l in train.stdout.splitlines() if l.startswith("epoch=")), flush=True)
+        # edtrun in an allocation, without a hostfile: the allocation's nodes.
+        train = t.sh("cd ~/work && salloc -N 4 edtrun -np 4 python3 train_mnist.py --epochs 1", timeout=400)
+        lines = re.findall(r"epoch=1 rank=(\d) size=(\d) samples=(\d+)", train.stdout)
+        t.check(train.returncode == 0 and sorted(lines) == [(str(r), "4", "2500") for r in range(4)],
+                "salloc -N 4 edtrun -np 4 MNIST, 2500 samples each: %s\n%s"
+                % (lines, train.stdout[-2000:] + train.stderr[-2000:]))
         hostfile = t.sh("cat /etc/mpi/hostfile").stdout
         t.check(len(hostfile.splitlines()) == 4, "the hostfile lists 4: " + hostfile)
 
