@@ -20,7 +20,10 @@ An edtd (simulated GPUs NVIDIA-P4=4) makes cluster `ts` of 2 containers,
   - scaled to 2: the two highest nodes leave Slurm (sinfo shows 2);
   - deleted: no munged, slurmctld or slurmd of this edtd is left.
 
-  slurm_cluster_test.py --edtd build/src/control/edtd --build build
+The same with --bridge: each container in its own network namespace on
+edtd's bridge (edtd --network bridge).
+
+  slurm_cluster_test.py --edtd build/src/control/edtd --build build [--bridge]
 """
 import argparse
 import os
@@ -37,6 +40,8 @@ import contract_test  # noqa: E402
 import tenants  # noqa: E402
 
 ADDRESSES = "127.83.0.0/24"  # this test's own block (grep --address-range for the others)
+BRIDGE = "edtslurm0"  # --bridge: edtd's bridge, and its own block (its gateway is .1)
+BRIDGE_ADDRESSES = "198.18.183.0/24"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAME = "ts"
 
@@ -102,8 +107,12 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--edtd", required=True)
     p.add_argument("--build", required=True, help="the build dir (its mnist-data, if made, is used)")
+    p.add_argument("--bridge", action="store_true", help="containers on edtd's bridge (--network bridge)")
     args = p.parse_args()
-    edtd = contract_test.Edtd(args.edtd, addresses=ADDRESSES)
+    if args.bridge:
+        edtd = contract_test.Edtd(args.edtd, addresses=BRIDGE_ADDRESSES, extra=["--network", "bridge:" + BRIDGE])
+    else:
+        edtd = contract_test.Edtd(args.edtd, addresses=ADDRESSES)
     t = SlurmTest(edtd)
     data_dir = os.path.realpath(os.path.join(edtd.dir, "data"))
     try:
