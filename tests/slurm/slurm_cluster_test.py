@@ -17,7 +17,8 @@ An edtd (simulated GPUs NVIDIA-P4=4) makes cluster `ts` of 2 containers,
     MNIST under srun -N 4 and under `salloc -N 4 edtrun -np 4` (hosts from
     the allocation): each of the 4 workers 2500 samples; the hostfile
     lists 4;
-  - scaled to 2: the two highest nodes leave Slurm (sinfo shows 2);
+  - scaled to 2: the two highest nodes leave Slurm (sinfo shows 2), and a
+    batch job that ran on all 4 is requeued (pending, Restarts=1);
   - deleted: no munged, slurmctld or slurmd of this edtd is left.
 
 The same with --bridge: each container in its own network namespace on
@@ -212,9 +213,15 @@ def main():
         hostfile = t.sh("cat /etc/mpi/hostfile").stdout
         t.check(len(hostfile.splitlines()) == 4, "the hostfile lists 4: " + hostfile)
 
+        # A batch job on the nodes that leave is requeued.
+        wide = t.sh("sbatch --parsable -N 4 --wrap 'sleep 300'").stdout.strip()
+        t.wait_for("squeue -h -j %s -o %%T" % wide, lambda o: o.strip() == "RUNNING", "the 4-node job runs")
         t.scale(2)
         t.wait_for("sinfo -h -N -o %N | sort | tr '\\n' ' '", lambda o: o.split() == names2,
                    "the two highest nodes leave Slurm on the scale to 2", 20)
+        t.wait_for("scontrol show job %s" % wide, lambda o: "Restarts=1" in o and "JobState=PENDING" in o,
+                   "the job on the nodes that left is requeued", 20)
+        t.sh("scancel %s" % wide)
 
         status, _ = t.api("DELETE", "/clusters/" + NAME)
         t.check(status in (200, 202), "delete: %s" % status)
