@@ -93,8 +93,9 @@ def _join_elastic(_edt):
 def init():
     global _runtime
     with _lock:
-        from edt import _edt
+        from edt import _edt, _slurm
         try:
+            _slurm.apply(_edt)  # a task of srun, without edtrun
             if elastic_mode():
                 _join_elastic(_edt)
                 return _runtime

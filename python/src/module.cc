@@ -24,6 +24,7 @@
 #include "edt/communicator.h"
 #include "edt/elastic.h"
 #include "edt/store.h"
+#include "edt/tcp_store.h"
 #include "engine/communicator_collectives.h"
 #include "engine/engine.h"
 
@@ -252,6 +253,15 @@ PYBIND11_MODULE(_edt, m) {
       PyErr_SetObject(error.ptr(), py::make_tuple(e.code, e.message).ptr());
     }
   });
+
+  // The job's rendezvous store when no edtrun hosts one (under srun, rank 0
+  // serves it; edt/_slurm.py). Serves until the object is collected.
+  py::class_<edt::TcpStoreServer, std::unique_ptr<edt::TcpStoreServer>>(m, "StoreServer")
+      .def(py::init([](const std::string& host, uint16_t port) {
+             return edt::python::value_or_throw(edt::TcpStoreServer::start({host, port}));
+           }),
+           py::arg("host"), py::arg("port"))
+      .def_property_readonly("port", &edt::TcpStoreServer::port);
 
   py::class_<Runtime, std::shared_ptr<Runtime>>(m, "Runtime")
       .def(py::init<>())

@@ -116,6 +116,10 @@ void print_cluster(const json& c) {
   printf("memory:     %s\n", memory.is_null() ? "no bound" : (text(memory) + " per container").c_str());
   printf("drain:      %s (a container leaving on scale-down waits at most this for its edtrun workers)\n",
          text(c[key(cluster_field::drain_timeout)]).c_str());
+  if (text(c[key(cluster_field::framework)]) == "slurm")
+    printf("slurm:      every container is a node (slurmctld in the launcher); a container leaving on scale-down "
+           "leaves Slurm at once: its node goes DOWN (batch jobs on it are requeued, steps on it end) and is "
+           "deleted\n");
   const json& gpu = c[key(cluster_field::gpu)];
   if (!gpu.is_null())
     printf("gpu:        %d x %s per container\n", gpu[key(api::fields::GpuRequest::count)].get<int>(),

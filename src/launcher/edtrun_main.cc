@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "launcher/elastic_flags.h"
+#include "launcher/slurm_allocation.h"
 #include "launcher/static_driver.h"
 
 namespace edt::launcher {
@@ -92,6 +93,11 @@ Status read_hosts(const Flags& f, JobOptions& options) {
   } else if (!f.host_list.empty()) {
     EDT_ASSIGN_OR_RETURN(options.hosts, parse_host_list(f.host_list));
     options.hosts_source = "-H";
+  } else if (in_slurm_allocation(options.launcher_env)) {
+    // Inside salloc or sbatch: the allocation's nodes, its tasks as slots.
+    EDT_ASSIGN_OR_RETURN(options.hosts, slurm_allocation_hosts(options.launcher_env));
+    options.hosts_source = "the Slurm allocation (SLURM_JOB_NODELIST " +
+                           options.launcher_env.at("SLURM_JOB_NODELIST") + ")";
   } else {
     options.hosts = {HostSlots{"localhost", std::max(f.np, 1)}};
   }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,17 @@ struct SandboxMount {
   bool read_only = false;
 };
 
+// Slurm in a container of a slurm cluster (control/model/slurm.h): the
+// cluster's /etc/slurm and munge key, and its daemons, started before sshd.
+struct SandboxSlurm {
+  std::string slurm_conf;   // /etc/slurm/slurm.conf, the same in every container of the cluster
+  std::string daemons_conf; // /etc/slurm/slurm-daemons.conf, likewise
+  std::string cgroup_conf;  // /etc/slurm/cgroup.conf
+  std::string gres_conf;    // /etc/slurm/gres.conf, this container's own
+  std::string node_conf;    // slurmd -Z --conf
+  bool controller = false;  // slurmctld runs here too
+};
+
 struct SandboxSpec {
   std::string cluster;
   std::string name;  // its hostname too
@@ -39,6 +51,10 @@ struct SandboxSpec {
   std::vector<SandboxMount> mounts;
   std::map<std::string, std::string> env;  // every session and job in it sees these
   bool job_dir = false;                     // DeepSpeed: the hostfile also at /job/hostfile
+  // Its GPUs (the host's indices): /dev/nvidia<i> in it, the host's device
+  // where there is one, else a stand-in character device (/dev/null's).
+  std::vector<int> gpus;
+  std::optional<SandboxSlurm> slurm;
 };
 
 enum class SandboxState {

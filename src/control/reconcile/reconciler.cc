@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "control/backends/fault_points.h"
+#include "control/model/slurm.h"
 
 namespace edt::control {
 
@@ -159,7 +160,8 @@ void Reconciler::run() {
 
 Status Reconciler::save(const ContainerRecord& record) { return db_->lock().update_container(record); }
 
-SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog) {
+SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog,
+                                     const std::string& controller_address) {
   const ClusterSpec& spec = cluster.spec;
   SandboxSpec s;
   s.cluster = spec.name;
@@ -175,6 +177,17 @@ SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerReco
   }
   s.env = container_env(spec, record.status, options_.base_env);
   s.job_dir = spec.framework == "deepspeed";
+  s.gpus = record.status.gpus;
+  if (spec.framework == "slurm") {
+    SandboxSlurm slurm_files;
+    slurm_files.slurm_conf = slurm::render_slurm_conf(spec, controller_address, false);
+    slurm_files.daemons_conf = slurm::render_slurm_conf(spec, controller_address, true);
+    slurm_files.cgroup_conf = slurm::render_cgroup_conf();
+    slurm_files.gres_conf = slurm::render_gres_conf(spec, record.status.gpus);
+    slurm_files.node_conf = slurm::node_conf(spec, record.status.gpus);
+    slurm_files.controller = record.status.index == 0;
+    s.slurm = std::move(slurm_files);
+  }
   return s;
 }
 
@@ -332,9 +345,14 @@ Result<bool> Reconciler::start_and_observe(Pass& pass) {
 Result<bool> Reconciler::start_missing(Pass& pass, const std::vector<ContainerRecord*>& missing) {
   if (missing.empty()) return true;
   const Catalog catalog = db_->lock().catalog(std::nullopt);
+  // The launcher's address: where a slurm cluster's slurmctld listens.
+  std::string launcher_address;
+  for (const auto& r : pass.records)
+    if (r.status.index == 0) launcher_address = r.status.address;
   std::vector<std::future<Result<SandboxRef>>> starts;
   for (const ContainerRecord* r : missing)
-    starts.push_back(std::async(std::launch::async, [this, spec = sandbox_spec(pass.cluster, *r, catalog)] {
+    starts.push_back(std::async(std::launch::async, [this, spec = sandbox_spec(pass.cluster, *r, catalog,
+                                                                               launcher_address)] {
       return backend_->start(spec);
     }));
   std::vector<Result<SandboxRef>> refs;

@@ -128,7 +128,9 @@ class Reconciler {
   // records each that started; false, with the batch undone, if one failed.
   Result<bool> start_missing(Pass& pass, const std::vector<ContainerRecord*>& missing);
   Status record_phase(Pass& pass);
-  SandboxSpec sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog);
+  // controller_address: the launcher's, where a slurm cluster's slurmctld is.
+  SandboxSpec sandbox_spec(const Cluster& cluster, const ContainerRecord& record, const Catalog& catalog,
+                           const std::string& controller_address);
   // A container failed to start: undo the create or the scale that made it.
   Status fail_start(const Pass& pass, const std::string& reason);
   Status save(const ContainerRecord& record);

@@ -172,6 +172,9 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
       cluster.phase === 'Scaling' || running !== cluster.containers
         ? `Scaling to ${cluster.containers}: ${running} of ${cluster.containers} Running${draining ? `, ${draining} Draining (waiting for their edtrun workers to leave the job)` : ''}.`
         : `Now ${cluster.containers} containers (1 launcher, ${cluster.containers - 1} worker${cluster.containers > 2 ? 's' : ''}). New workers join the hostfile once Running; removed ones leave it first and are Draining until their edtrun workers have left the job (at most ${cluster.drain_timeout ?? 'the drain timeout'}).`;
+    if (cluster.framework === 'slurm')
+      scaleHelp.textContent +=
+        ' Each container is a Slurm node: a new one registers with slurmctld; a removed one leaves Slurm at once (its node goes DOWN and is deleted: batch jobs on it are requeued, job steps on it end).';
   }
 
   scaleForm.addEventListener('submit', async (e) => {

@@ -402,10 +402,15 @@ Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
     if (name == "hosts" || name == "hostname" || name == "mpi" || name == "shadow" ||
         !world_readable(entry.symlink_status(status_ec)))
       continue;
+    // A slurm cluster's own /etc/slurm and /etc/munge are bound there.
+    if (spec.slurm && (name == "slurm" || name == "munge")) continue;
     fs::create_symlink("/run/host/etc/" + name, dir + "/etc/" + name, ec);
     if (ec) return Status(StatusCode::kIoError, "link " + dir + "/etc/" + name + ": " + ec.message());
   }
   if (ec) return Status(StatusCode::kIoError, "read " + image_etc + ": " + ec.message());
+  if (spec.slurm) {
+    for (const char* sub : {"/etc/slurm", "/etc/munge", "/munge-run"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
+  }
   fs::create_symlink("mpi/hosts", dir + "/etc/hosts", ec);
   EDT_RETURN_IF_ERROR(write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
   return write_file(dir + "/etc/shadow", shadow_for(read_file(image_etc + "/passwd")), 0600);
@@ -473,6 +478,17 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
                      "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs", "/dev/shm",
                      "--dir", "/run/sshd", "--ro-bind", dir + "/conf", "/run/edt"});
   if (spec.job_dir) a.insert(a.end(), {"--ro-bind", cluster_dir(spec.cluster) + "/mpi", "/job"});
+  for (int gpu : spec.gpus) {
+    const std::string device = "/dev/nvidia" + std::to_string(gpu);
+    std::error_code ec;
+    a.insert(a.end(), {"--dev-bind", fs::exists(device, ec) ? device : "/dev/null", device});
+  }
+  if (spec.slurm) {
+    const std::string cluster = cluster_dir(spec.cluster);
+    a.insert(a.end(), {"--ro-bind", cluster + "/slurm", "/etc/slurm", "--ro-bind", dir + "/conf/gres.conf",
+                       "/etc/slurm/gres.conf", "--ro-bind", cluster + "/munge", "/etc/munge", "--bind",
+                       dir + "/munge-run", "/run/munge"});
+  }
   if (std::error_code ec; !warm_.socket_dir().empty() && fs::is_directory(warm_.socket_dir(), ec))
     a.insert(a.end(), {"--ro-bind", warm_.socket_dir(), "/run/edt-warm"});
   for (const auto& bind : options_.tool_binds) a.insert(a.end(), {"--ro-bind", bind, bind});
@@ -486,8 +502,74 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
                        "while read -r dev dst rest; do [ \"$dev $dst\" = 'eth0 00000000' ] && exec \"$@\"; "
                        "done < /proc/net/route; echo 'edt: eth0 was not configured' >&2; exit 1",
                        "sh"});
+  if (spec.slurm) {
+    // munged, slurmctld (the launcher) and slurmd daemonize; sshd then
+    // starts as in any container. A daemon that fails to start ends the
+    // container, and its error is in the container's log.
+    a.insert(a.end(),
+             {"/bin/sh", "-c",
+              "set -e; conf=$1; controller=$2; name=$3; address=$4; shift 4\n"
+              "mkdir -p -m 0700 /var/lib/munge /var/log/munge\n"
+              "mkdir -p /var/log/slurm /var/spool/slurmd /var/spool/slurmctld\n"
+              "munged --force\n"
+              "daemons=/etc/slurm/slurm-daemons.conf\n"
+              "if [ \"$controller\" = 1 ]; then slurmctld -f $daemons; fi\n"
+              "slurmd -f $daemons -Z ${conf:+--conf \"$conf\"}\n"
+              // The node registered from 127.0.0.1 in loopback mode (see
+              // control/model/slurm.h); it is reached at its own address.
+              "i=0; until scontrol update NodeName=$name NodeAddr=$address 2>/dev/null; do\n"
+              "  i=$((i+1)); [ $i -lt 600 ] || { echo \"edt: slurmd of $name did not register with slurmctld "
+              "within 60 s; see /var/log/slurm in it and in the launcher\" >&2; exit 1; }\n"
+              "  sleep 0.1\n"
+              "done\n"
+              // In the launcher: a container that leaves the hostfile
+              // (edtd takes it out before it stops it: scale-down, or a
+              // restart) leaves Slurm too: its node goes DOWN (its batch
+              // jobs are requeued, its steps end) and is deleted. A new
+              // container is in the hostfile once Running, after its node
+              // registered; so only a node seen in it is removed.
+              "if [ \"$controller\" = 1 ]; then (set +e; seen=''; gone=''\n"
+              "  while :; do\n"
+              "    now=\" $(cut -d' ' -f1 /etc/mpi/hostfile | tr '\\n' ' ')\"\n"
+              "    for n in $seen; do case \"$now\" in *\" $n \"*) ;; *) gone=\"$gone $n\";; esac; done\n"
+              "    left=''\n"
+              "    for n in $gone; do\n"
+              "      case \"$now\" in *\" $n \"*) continue;; esac\n"
+              "      scontrol show node $n >/dev/null 2>&1 || continue\n"
+              "      scontrol update NodeName=$n State=DOWN Reason='edt: its container left the cluster'\n"
+              "      scontrol delete NodeName=$n && echo \"$(date -Is) node $n left\" || left=\"$left $n\"\n"
+              "    done\n"
+              "    gone=$left; seen=$now\n"
+              "    sleep 0.5\n"
+              "  done) </dev/null >>/var/log/slurm/edt-nodes.log 2>&1 &\n"
+              "fi\n"
+              "exec \"$@\"",
+              "edt-slurm", spec.slurm->node_conf, spec.slurm->controller ? "1" : "0", spec.name, spec.address});
+  }
   a.insert(a.end(), {"/usr/sbin/sshd", "-D", "-e", "-f", "/run/edt/sshd_config"});
   return a;
+}
+
+Status LocalBackend::write_slurm_files(const SandboxSpec& spec, const std::string& dir) {
+  EDT_RETURN_IF_ERROR(write_file(dir + "/conf/gres.conf", spec.slurm->gres_conf, 0644));
+  const std::string cluster = cluster_dir(spec.cluster);
+  std::lock_guard<std::mutex> lock(cluster_files_mu_);
+  EDT_RETURN_IF_ERROR(make_dirs(cluster + "/slurm", 0755));
+  EDT_RETURN_IF_ERROR(write_file_atomic(cluster + "/slurm/slurm.conf", spec.slurm->slurm_conf, 0644));
+  EDT_RETURN_IF_ERROR(write_file_atomic(cluster + "/slurm/slurm-daemons.conf", spec.slurm->daemons_conf, 0644));
+  EDT_RETURN_IF_ERROR(write_file_atomic(cluster + "/slurm/cgroup.conf", spec.slurm->cgroup_conf, 0644));
+  // Where each container's own gres.conf is bound.
+  EDT_RETURN_IF_ERROR(write_file_atomic(cluster + "/slurm/gres.conf", "", 0644));
+  // The cluster's munge key: made once, readable by the containers' root
+  // only, and bound into this cluster's containers alone.
+  EDT_RETURN_IF_ERROR(make_dirs(cluster + "/munge", 0700));
+  const std::string key = cluster + "/munge/munge.key";
+  if (std::error_code ec; fs::exists(key, ec)) return Status::ok();
+  std::string bytes(1024, '\0');
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  if (!random.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    return internal_error("read /dev/urandom for the munge key of cluster " + spec.cluster);
+  return write_file_atomic(key, bytes, 0400);
 }
 
 Status LocalBackend::attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release) {
@@ -507,6 +589,9 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
     return status.with_context("start container " + spec.name);
   };
   if (Status st = make_container_dir(spec, dir); !st.is_ok()) return fail(st);
+  if (spec.slurm) {
+    if (Status st = write_slurm_files(spec, dir); !st.is_ok()) return fail(st);
+  }
   fault_point("start.before_spawn");
   const std::string info_path = dir + "/info.json";
   const std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", std::string(kLabelHome) + "=" + home_,

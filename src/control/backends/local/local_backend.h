@@ -49,6 +49,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -112,6 +113,8 @@ class LocalBackend : public Backend {
   std::string container_dir(const std::string& name) const;
   std::string seccomp_path() const;  // the filter, as bwrap reads it
   Status make_container_dir(const SandboxSpec& spec, const std::string& dir);
+  // A slurm cluster's /etc/slurm and munge key, and the container's gres.conf.
+  Status write_slurm_files(const SandboxSpec& spec, const std::string& dir);
   // The container's host key in `conf`, and its certificate from the cluster's CA.
   Status make_host_key(const SandboxSpec& spec, const std::string& conf);
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
@@ -125,6 +128,9 @@ class LocalBackend : public Backend {
   Result<std::string> seccomp_;  // the filter (sandbox_policy.h), made once
   ContainerCgroups cgroups_;
   std::unique_ptr<ContainerNetwork> network_;  // bridge mode only
+  // The files a cluster's containers share (its slurm.conf, its munge key):
+  // written by one of the containers starting at once.
+  std::mutex cluster_files_mu_;
 };
 
 }  // namespace edt::control

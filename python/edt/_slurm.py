@@ -1,0 +1,144 @@
+"""A job started by Slurm's srun, without edtrun: `srun -N 2
+--ntasks-per-node 1 python3 train.py` forms the job from what Slurm gives
+each task, as Horovod and torch users expect under srun.
+
+Slurm gives every task SLURM_PROCID (its rank), SLURM_NTASKS (the size),
+SLURM_LOCALID, SLURM_NODEID, SLURMD_NODENAME and the step's node list
+(SLURM_STEP_NODELIST; SLURM_JOB_NODELIST in an allocation's shell) in
+Slurm's compact form ("tt-worker-[0-2,5],tt-launcher"). Rank 0 runs on
+the first node of the step (srun's block and cyclic distributions both
+start there) and serves the job's rendezvous store on that node's address;
+its port comes from the job and step ids (EDT_SLURM_PORT overrides it), so
+every task computes the same address without talking to the others.
+
+apply() turns that into the EDT_* variables edtrun would have given; it does
+nothing when edtrun's are there (EDT_SIZE) or Slurm's are not (a plain
+`python3 train.py` stays a job of one)."""
+
+import os
+import re
+import socket
+
+# A host expression, one of: a plain name, or a prefix with a bracketed
+# list of numbers and ranges (zero-padded like the lowest), and a suffix.
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+
+_server = None  # rank 0's StoreServer, alive as long as the process
+
+
+class SlurmEnvironmentError(RuntimeError):
+    pass
+
+
+def _split_top_level(nodelist):
+    """Splits at the commas outside brackets."""
+    parts, depth, current = [], 0, ""
+    for ch in nodelist:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise SlurmEnvironmentError("node list %r: ']' without '['" % nodelist)
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    if depth != 0:
+        raise SlurmEnvironmentError("node list %r: '[' without ']'" % nodelist)
+    parts.append(current)
+    return parts
+
+
+def _expand_range(item, nodelist):
+    if "-" in item:
+        low, high = item.split("-", 1)
+    else:
+        low = high = item
+    if not (low.isdigit() and high.isdigit()) or int(high) < int(low):
+        raise SlurmEnvironmentError("node list %r: %r is not a number or a range low-high" % (nodelist, item))
+    width = len(low) if low.startswith("0") else 0
+    return [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
+
+
+def _expand_host(host, nodelist):
+    match = _BRACKET.search(host)
+    if match is None:
+        return [host]
+    prefix, rest = host[:match.start()], host[match.end():]
+    numbers = []
+    for item in match.group(1).split(","):
+        numbers.extend(_expand_range(item, nodelist))
+    # A suffix may hold a bracket of its own (a[1-2]-b[3-4]).
+    return [prefix + n + tail for n in numbers for tail in _expand_host(rest, nodelist)]
+
+
+def expand_nodelist(nodelist):
+    """The host names of a node list in Slurm's compact form, in order, as
+    `scontrol show hostnames` prints them."""
+    if not nodelist or not nodelist.strip():
+        raise SlurmEnvironmentError("the node list is empty")
+    hosts = []
+    for part in _split_top_level(nodelist.strip()):
+        if not part:
+            raise SlurmEnvironmentError("node list %r: an empty name" % nodelist)
+        hosts.extend(_expand_host(part, nodelist))
+    return hosts
+
+
+def _int(env, name):
+    value = env.get(name, "")
+    if not value.isdigit():
+        raise SlurmEnvironmentError("%s=%r is not a number; is this a task of srun?" % (name, value))
+    return int(value)
+
+
+def coordinator_port(env):
+    if env.get("EDT_SLURM_PORT"):
+        return _int(env, "EDT_SLURM_PORT")
+    job, step = _int(env, "SLURM_JOB_ID"), int(env.get("SLURM_STEP_ID", "0") or 0)
+    # 20000-39999, apart per job and step.
+    return 20000 + (job * 16 + step) % 20000
+
+
+def under_srun(env):
+    return "EDT_SIZE" not in env and "SLURM_PROCID" in env and "SLURM_STEP_ID" in env
+
+
+def job_environment(env):
+    """The EDT_* variables for this task of an srun step (a dict), from
+    Slurm's variables in `env`."""
+    rank, size = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS")
+    if rank >= size:
+        raise SlurmEnvironmentError("SLURM_PROCID=%d is not below SLURM_NTASKS=%d" % (rank, size))
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "")
+    nodes = expand_nodelist(nodelist)
+    node = env.get("SLURMD_NODENAME") or socket.gethostname()
+    if node not in nodes:
+        raise SlurmEnvironmentError("this node, %s, is not in the step's node list %s" % (node, nodelist))
+    return {
+        "EDT_RANK": str(rank),
+        "EDT_SIZE": str(size),
+        "EDT_HOSTNAME": node,
+        "EDT_COORDINATOR": "%s:%d" % (nodes[0], coordinator_port(env)),
+        "EDT_GENERATION": "slurm-%s.%s" % (env.get("SLURM_JOB_ID", "0"), env.get("SLURM_STEP_ID", "0")),
+    }
+
+
+def apply(_edt):
+    """Under srun without edtrun: sets the EDT_* variables and, on rank 0,
+    starts the rendezvous store. Returns whether it did."""
+    global _server
+    env = os.environ
+    if not under_srun(env):
+        return False
+    job = job_environment(env)
+    if job["EDT_RANK"] == "0" and _server is None:
+        host, port = job["EDT_COORDINATOR"].rsplit(":", 1)
+        if job["EDT_HOSTNAME"] != host:
+            raise SlurmEnvironmentError("rank 0 runs on %s, not on the step's first node %s; use srun's block or "
+                                        "cyclic distribution" % (job["EDT_HOSTNAME"], host))
+        _server = _edt.StoreServer(socket.gethostbyname(host), int(port))
+    env.update(job)
+    return True
