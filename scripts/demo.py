@@ -116,6 +116,8 @@ class Demo:
         self.edtd_bin = os.path.join(self.build, "src/control/edtd")
         self.data_dir = tempfile.mkdtemp(prefix="edt-demo-")
         self.api = "http://127.0.0.1:%d" % free_port()
+        self.addresses = ADDRESSES
+        self.network = []  # edtd's --network flag, when not its default (loopback)
         self.edtd = None
         self.env = dict(os.environ)
         self.figures = {}
@@ -148,11 +150,13 @@ class Demo:
         flags = ["--gpus", "SIMULATED-GPU=4"] if simulated else []
         label = ("4 simulated GPUs (this machine has none; edtd hands them out like real ones)" if simulated
                  else "the GPUs nvidia-smi lists")
-        say("starting edtd: data dir %s, API %s, containers in %s, %s" % (self.data_dir, self.api, ADDRESSES, label))
+        say("starting edtd: data dir %s, API %s, containers in %s%s, %s"
+            % (self.data_dir, self.api, self.addresses, " (" + " ".join(self.network) + ")" if self.network else "",
+               label))
         log = open(os.path.join(self.data_dir, "edtd.log"), "w")
         self.edtd = subprocess.Popen([self.edtd_bin, "--data-dir", self.data_dir, "--listen", self.api[7:],
-                                      "--address-range", ADDRESSES, "--ssh-port", str(free_port()), "--grace", "2s",
-                                      *flags], stdout=log, stderr=log)
+                                      "--address-range", self.addresses, "--ssh-port", str(free_port()), "--grace",
+                                      "2s", *self.network, *flags], stdout=log, stderr=log)
         for _ in range(100):
             try:
                 urllib.request.urlopen(self.api + "/healthz", timeout=1)

@@ -124,6 +124,12 @@ void print_cluster(const json& c) {
   if (!gpu.is_null())
     printf("gpu:        %d x %s per container\n", gpu[key(api::fields::GpuRequest::count)].get<int>(),
            text(gpu[key(api::fields::GpuRequest::model)]).c_str());
+  if (c.contains(key(cluster_field::megatron)) && c[key(cluster_field::megatron)].is_object()) {
+    const json& m = c[key(cluster_field::megatron)];
+    auto size = [&m](std::string_view field) { return m.contains(key(field)) ? m[key(field)].get<int>() : 1; };
+    printf("megatron:   tensor parallel %d x pipeline parallel %d\n",
+           size(api::fields::MegatronParallel::tensor_parallel), size(api::fields::MegatronParallel::pipeline_parallel));
+  }
   for (const auto& m : c[key(cluster_field::mounts)])
     printf("mount:      %s at %s%s\n", text(m[key(api::fields::Mount::volume)]).c_str(),
            text(m[key(api::fields::Mount::path)]).c_str(), m[key(api::fields::Mount::read_only)].get<bool>() ? " (read-only)" : "");
@@ -138,6 +144,7 @@ void print_cluster(const json& c) {
 struct CreateOptions {
   std::string name, framework = std::string(api::limits::Framework::values[0]), image, gpu, shm, memory, drain_timeout, output;
   int containers = 0;
+  int tensor_parallel = 0, pipeline_parallel = 0;  // 0: not given
   bool wait = false;
   std::vector<std::string> mounts, env;
 };
@@ -176,6 +183,11 @@ int create_request(const CreateOptions& o, json* body) {
   if (!o.shm.empty()) (*body)[key(spec::shm)] = o.shm;
   if (!o.memory.empty()) (*body)[key(spec::memory)] = o.memory;
   if (!o.drain_timeout.empty()) (*body)[key(spec::drain_timeout)] = o.drain_timeout;
+  // edtd checks them against the framework and the GPUs, naming the field.
+  if (o.tensor_parallel > 0)
+    (*body)[key(spec::megatron)][key(api::fields::MegatronParallel::tensor_parallel)] = o.tensor_parallel;
+  if (o.pipeline_parallel > 0)
+    (*body)[key(spec::megatron)][key(api::fields::MegatronParallel::pipeline_parallel)] = o.pipeline_parallel;
   if (!o.gpu.empty() && !gpu_request(o.gpu, &(*body)[key(spec::gpu)]))
     return usage_error("--gpu '" + o.gpu + "' is not MODEL:COUNT", "write e.g. --gpu NVIDIA-P4:1");
   (*body)[key(spec::mounts)] = json::array();
@@ -228,6 +240,12 @@ void add_create(CLI::App* cluster, Action* action) {
                       format_size(limits::MemoryLimit::minimum_bytes) + " and " + format_size(limits::MemoryLimit::headroom_bytes) + " over --shm; default: no bound)")
       ->check(check_size_unit);
   cmd->add_option("--drain-timeout", o->drain_timeout, drain_help())->check(check_drain_timeout);
+  const std::string parallel = " (megatron: the cluster's GPUs must divide by tensor x pipeline; 1 to " +
+                               std::to_string(limits::ParallelSize::maximum) + ")";
+  cmd->add_option("--tensor-parallel", o->tensor_parallel, "Megatron-LM's tensor-model-parallel size" + parallel)
+      ->check(CLI::Range(1, static_cast<int>(limits::ParallelSize::maximum)));
+  cmd->add_option("--pipeline-parallel", o->pipeline_parallel, "Megatron-LM's pipeline-model-parallel size" + parallel)
+      ->check(CLI::Range(1, static_cast<int>(limits::ParallelSize::maximum)));
   cmd->add_option("--mount", o->mounts, "VOLUME:PATH[:ro] (PATH may be empty: /root/VOLUME)");
   cmd->add_option("--env", o->env, "KEY=VALUE in every container");
   cmd->add_flag("--wait", o->wait, "wait until every container is Running");

@@ -614,9 +614,12 @@ TEST_F(Edtd, FrameworkExtrasMetricsAndOpenApi) {
   ASSERT_EQ(st, 201) << img.dump();
   ASSERT_EQ(edt("cluster create ds --framework deepspeed --image ds --containers 2 --wait").code, 0);
   EXPECT_EQ(edt("exec ds-worker-0 -- cat /job/hostfile").text, "ds-launcher slots=1\nds-worker-0 slots=1\n");
+  EXPECT_EQ(edt("exec ds-launcher -- sh -c 'cat /job/hostnames; echo $PDSH_RCMD_TYPE $WCOLL'").text,
+            "ds-launcher\nds-worker-0\nssh /job/hostnames\n");
   ASSERT_EQ(edt("cluster create mg --framework megatron --image ds --containers 3 --env FOO=bar --wait").code, 0);
-  EXPECT_EQ(edt("exec mg-worker-1 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT $NNODES $NODE_RANK $FOO'").text,
-            "mg-launcher 6000 3 2 bar\n");
+  EXPECT_EQ(edt("exec mg-worker-1 -- sh -c 'echo $MASTER_ADDR $MASTER_PORT $NODE_RANK $GPUS_PER_NODE "
+                "$CUDA_DEVICE_MAX_CONNECTIONS $FOO'").text,
+            "mg-launcher 6000 2 1 1 bar\n");
   httplib::Client c(api_);
   auto metrics = c.Get("/api/v1/metrics", auth(token_));
   ASSERT_TRUE(metrics);

@@ -292,7 +292,7 @@ int serve(const Flags& flags, const Settings& settings) {
   reconciler_options.on_resync = [&jobs] { jobs.refresh_running(); };
   Reconciler reconciler(db.get(), &backend, reconciler_options);
   Service service(db.get(), {settings.range, flags.data_dir, [&reconciler](const std::string& c) { reconciler.enqueue(c); }});
-  if (Status st = service.set_inventory({"edt", "/", {"horovod", "slurm"}, true}, gpus); !st.is_ok()) return fail(st);
+  if (Status st = service.set_inventory({"edt", "/", {"horovod", "deepspeed", "megatron", "slurm"}, true}, gpus); !st.is_ok()) return fail(st);
   if (Status st = ensure_admin(service, flags.data_dir); !st.is_ok()) return fail(st);
 
   std::error_code ec;

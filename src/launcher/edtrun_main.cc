@@ -25,6 +25,7 @@ struct Flags {
   std::string host_list, hostfile, identity_file, output_dir, start_timeout = "30s", log_level;
   int ssh_port = 0;
   bool verbose = false;
+  bool per_host = false;
   std::vector<std::string> exports, ssh_options;
   ElasticFlags elastic;
   std::vector<std::string> command;
@@ -56,7 +57,10 @@ int fail(const std::string& message, int code) {
 }
 
 void add_flags(CLI::App& app, Flags& f) {
-  app.add_option("--num-proc,-n", f.np, "Number of workers (also -np)")->required();
+  app.add_option("--num-proc,-n", f.np, "Number of workers (also -np); with --per-host, default: one per host");
+  app.add_flag("--per-host", f.per_host,
+               "One worker per host, told NNODES (and NUM_NODES), NODE_RANK and GPUS_PER_NODE (the host's slots): for a launcher "
+               "such as torchrun that starts the host's processes itself");
   app.add_option("-H,--hosts", f.host_list, "Hosts and slots: host1:N,host2:M (a bare host has 1 slot)");
   app.add_option("--hostfile", f.hostfile, "Hostfile: lines 'host slots=N', 'host:N' or 'host' (also -hostfile)");
   app.add_option("-p,--ssh-port", f.ssh_port, "SSH port of the remote hosts")->check(CLI::Range(1, 65535));
@@ -113,6 +117,15 @@ Result<JobOptions> job_options(const Flags& f) {
   options.launcher_env = current_environment();
   options.cwd = std::filesystem::current_path().string();
   EDT_RETURN_IF_ERROR(read_hosts(f, options));
+  if (f.per_host) {
+    for (auto& host : options.hosts) {
+      options.node_slots.push_back(host.slots);
+      host.slots = 1;
+    }
+    if (f.np == 0) options.np = static_cast<int>(options.hosts.size());
+  } else if (f.np <= 0) {
+    return invalid_argument("-np is missing; give the number of workers, e.g. -np 2 (or --per-host for one per host)");
+  }
   auto timeout = parse_duration(f.start_timeout);
   if (!timeout.is_ok() || timeout.value().count() <= 0) {
     return invalid_argument("--start-timeout " + f.start_timeout +
@@ -171,6 +184,9 @@ int run(int argc, char** argv) {
   }
   auto options = job_options(flags);
   if (!options.is_ok()) return fail(options.status().message(), kUsageError);
+  if (flags.elastic.enabled() && flags.per_host)
+    return fail("--per-host is for a fixed set of hosts; it cannot be elastic (drop --min-np/--max-np or --per-host)",
+                kUsageError);
   if (flags.elastic.enabled()) return run_elastic(std::move(options).value(), flags.hostfile, flags.elastic);
   return run_static(std::move(options).value());
 }

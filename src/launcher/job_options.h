@@ -26,6 +26,9 @@ struct JobOptions {
   Environment exports;       // -x
   Environment launcher_env;  // edtrun's environment
   std::string cwd;           // where workers start, on every host
+  // --per-host: one worker per host (`hosts` then has 1 slot each); the
+  // slots each host had, by position, for its GPUS_PER_NODE. Empty otherwise.
+  std::vector<int> node_slots;
   LocalIdentity local = LocalIdentity::of_this_machine();
 };
 

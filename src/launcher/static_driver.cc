@@ -53,6 +53,17 @@ Status StaticDriver::start_rendezvous() {
   EDT_ASSIGN_OR_RETURN(store_, TcpStoreServer::start(TcpStoreServerOptions{}));
   bool rank0_local = !remote(slots_.front());
   EDT_ASSIGN_OR_RETURN(int master_port, free_tcp_port());
+  // torchrun (the usual worker of --per-host) hands node 0's --master_addr
+  // on to the processes of every node, so there each host is told one
+  // address they all reach: this machine's toward a remote host.
+  std::string shared_master;
+  if (rank0_local && !options_.node_slots.empty()) {
+    for (const auto& slot : slots_) {
+      if (!remote(slot)) continue;
+      EDT_ASSIGN_OR_RETURN(shared_master, address_toward(slot.host));
+      break;
+    }
+  }
   for (const auto& slot : slots_) {
     if (rendezvous_.count(slot.host)) continue;
     std::string here = "127.0.0.1";
@@ -61,7 +72,7 @@ Status StaticDriver::start_rendezvous() {
     }
     Rendezvous r;
     r.coordinator = net::format_host_port(here, store_->port());
-    r.master_addr = rank0_local ? here : slots_.front().host;
+    r.master_addr = !rank0_local ? slots_.front().host : shared_master.empty() ? here : shared_master;
     r.master_port = master_port;
     rendezvous_[slot.host] = r;
   }
@@ -74,6 +85,7 @@ Status StaticDriver::launch(const SlotInfo& slot) {
   inputs.launcher_env = &options_.launcher_env;
   inputs.exports = &options_.exports;
   inputs.remote = remote(slot);
+  if (!options_.node_slots.empty()) inputs.node_slots = &options_.node_slots;
   WorkerSpec spec{slot.rank, name_of(slot), slot.host, inputs.remote,
                   worker_environment(slot, rendezvous_.at(slot.host), inputs)};
   log::debug("{}{}, EDT_COORDINATOR={} MASTER_ADDR={}", spec.name, spec.remote ? ": ssh " + slot.host : ": local",

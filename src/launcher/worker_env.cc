@@ -61,6 +61,14 @@ Environment placement_variables(const SlotInfo& slot, const Rendezvous& rendezvo
   return env;
 }
 
+Environment per_host_variables(const SlotInfo& slot, const std::vector<int>& node_slots) {
+  const size_t index = static_cast<size_t>(slot.host_index);
+  return {{"NNODES", std::to_string(slot.size)},
+          {"NUM_NODES", std::to_string(slot.size)},
+          {"NODE_RANK", std::to_string(slot.host_index)},
+          {"GPUS_PER_NODE", std::to_string(index < node_slots.size() ? node_slots[index] : 1)}};
+}
+
 bool is_host_specific(const std::string& name) {
   static const char* const kNames[] = {
       "HOSTNAME", "HOST", "PWD", "OLDPWD", "SHLVL", "_", "HOME", "USER", "LOGNAME", "MAIL", "SHELL",
@@ -102,6 +110,8 @@ Environment worker_environment(const SlotInfo& slot, const Rendezvous& rendezvou
   for (const auto& [name, value] : *inputs.exports) env[name] = value;
   env.emplace("OMP_NUM_THREADS", "1");  // only if the user did not set it
   for (auto& [name, value] : placement_variables(slot, rendezvous)) env[name] = std::move(value);
+  if (inputs.node_slots)
+    for (auto& [name, value] : per_host_variables(slot, *inputs.node_slots)) env[name] = std::move(value);
   return env;
 }
 

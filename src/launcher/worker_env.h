@@ -7,6 +7,12 @@
 //   HOROVOD_RANK ... HOROVOD_HOSTNAME (the same values)
 //   RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK (the host index)
 //   MASTER_ADDR MASTER_PORT
+// With `edtrun --per-host` (one worker per host, which is itself a launcher
+// such as torchrun), also what torchrun's command line wants, named as
+// Megatron-LM's scripts name it:
+//   NNODES and NUM_NODES (the hosts of the job; Megatron-LM's older
+//   scripts say the one, its newer the other) NODE_RANK (this host's index)
+//   GPUS_PER_NODE (the slots this host had in the host list)
 // OMP_NUM_THREADS is 1 unless the user set it (as torchrun does: N workers
 // on one host should not each start a thread per core).
 //
@@ -47,6 +53,10 @@ struct Rendezvous {
 // The variables that place `slot` in the job.
 Environment placement_variables(const SlotInfo& slot, const Rendezvous& rendezvous);
 
+// --per-host's NNODES, NODE_RANK and GPUS_PER_NODE for `slot`, whose host
+// had node_slots[slot.host_index] slots.
+Environment per_host_variables(const SlotInfo& slot, const std::vector<int>& node_slots);
+
 // Whether `name` describes the launching host or session and so is not
 // copied to other hosts.
 bool is_host_specific(const std::string& name);
@@ -58,6 +68,7 @@ struct WorkerEnvironmentInputs {
   const Environment* launcher_env = nullptr;  // edtrun's own environment
   const Environment* exports = nullptr;       // from -x
   bool remote = false;                        // forward only what is not host-specific
+  const std::vector<int>* node_slots = nullptr;  // --per-host: each host's slots, by host index
 };
 
 // The full environment of the worker of `slot`.

@@ -79,5 +79,22 @@ TEST(WorkerEnv, RemoteWorkersGetTheForwardedPart) {
   }
 }
 
+TEST(WorkerEnv, PerHostWorkersAreToldTorchrunsArguments) {
+  SlotInfo slot = example_slot();  // host index 1 of a job of 8 hosts
+  std::vector<int> node_slots = {4, 2, 1, 1, 1, 1, 1, 1};
+  const Environment kEmpty;
+  Environment plain = worker_environment(slot, example_rendezvous(), {&kEmpty, &kEmpty, true});
+  EXPECT_EQ(plain.count("NNODES"), 0u);
+  EXPECT_EQ(plain.count("NODE_RANK"), 0u);
+  WorkerEnvironmentInputs inputs{&kEmpty, &kEmpty, true, &node_slots};
+  Environment env = worker_environment(slot, example_rendezvous(), inputs);
+  EXPECT_EQ(env["NNODES"], "8");
+  EXPECT_EQ(env["NUM_NODES"], "8");
+  EXPECT_EQ(env["NODE_RANK"], "1");
+  EXPECT_EQ(env["GPUS_PER_NODE"], "2");
+  EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "4001");
+}
+
 }  // namespace
 }  // namespace edt::launcher

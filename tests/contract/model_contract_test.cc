@@ -38,10 +38,11 @@ std::set<std::string> property_names(const std::string& name) { return keys(sche
 
 // A create request with every field the document lists, valid as written.
 json full_spec() {
-  return {{"name", "tthvd"},      {"framework", "horovod"}, {"containers", 2},
+  return {{"name", "tthvd"},      {"framework", "megatron"}, {"containers", 2},
           {"image", "edt"},       {"gpu", {{"model", "NVIDIA-P4"}, {"count", 1}}},
           {"shm", "1Gi"},         {"memory", "512Gi"},      {"mounts", json::array({{{"volume", "data"}, {"path", "/data"}, {"read_only", true}}})},
-          {"env", {{"A", "b"}}},   {"drain_timeout", "90s"}};
+          {"env", {{"A", "b"}}},   {"drain_timeout", "90s"},
+          {"megatron", {{"tensor_parallel", 1}, {"pipeline_parallel", 2}}}};
 }
 
 Refusal parse_with(const std::string& key, const json& value) {
@@ -98,6 +99,29 @@ TEST(ModelContract, GpuCountLimitsAreTheDocuments) {
   EXPECT_FALSE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", least}}));
   EXPECT_TRUE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", most + 1}}));
   EXPECT_TRUE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", least - 1}}));
+}
+
+TEST(ModelContract, ParallelSizeLimitsAreTheDocuments) {
+  const int most = schema("ParallelSize").at("maximum");
+  const int least = schema("ParallelSize").at("minimum");
+  EXPECT_EQ(most, kMaxParallelSize);
+  // `most` containers of one GPU each are divisible by a size of `most`.
+  auto parse = [](int size, int containers) {
+    json body = full_spec();
+    body["containers"] = containers;
+    body["megatron"] = {{"tensor_parallel", size}};
+    ClusterSpec spec;
+    return parse_cluster_spec(body, &spec);
+  };
+  EXPECT_FALSE(parse(least, 2));
+  EXPECT_TRUE(parse(least - 1, 2));
+  EXPECT_TRUE(parse(most + 1, 2));
+  json body = full_spec();
+  body["gpu"]["count"] = 16;
+  body["containers"] = most / 16;
+  body["megatron"] = {{"pipeline_parallel", most}};
+  ClusterSpec spec;
+  EXPECT_FALSE(parse_cluster_spec(body, &spec)) << body.dump();
 }
 
 TEST(ModelContract, ShmLimitsAndUnitsAreTheDocuments) {
@@ -179,6 +203,7 @@ TEST(ModelContract, CreateRequestFieldsAreTheDocuments) {
   }
   EXPECT_EQ(keys(full_spec()["gpu"]), property_names("GpuRequest"));
   EXPECT_EQ(keys(full_spec()["mounts"][0]), property_names("Mount"));
+  EXPECT_EQ(keys(full_spec()["megatron"]), property_names("MegatronParallel"));
 }
 
 TEST(ModelContract, ClusterJsonHasTheDocumentedFields) {

@@ -154,3 +154,31 @@ describe('validate', () => {
     expect(errors['mounts[2].path']).toContain('is relative');
   });
 });
+
+describe('megatron parallel sizes', () => {
+  const megatron = () => ({ ...good(), framework: 'megatron', image: 'ds', containers: '4' });
+
+  it('accepts sizes that divide the GPUs and sends only the given ones', () => {
+    const form = { ...megatron(), gpu_enabled: true, gpu_model: 'NVIDIA-P4', gpu_count: '1', pipeline_parallel: '2' };
+    expect(validate(form, inventory)).toEqual({});
+    expect(toSpec(form).megatron).toEqual({ pipeline_parallel: 2 });
+    expect(toSpec({ ...form, tensor_parallel: '2' }).megatron).toEqual({ tensor_parallel: 2, pipeline_parallel: 2 });
+    expect(toSpec(megatron()).megatron).toBeUndefined();
+  });
+
+  it('refuses sizes that do not divide the GPUs, naming counts that fit', () => {
+    const form = { ...megatron(), containers: '3', tensor_parallel: '2' };
+    expect(validate(form, inventory).megatron).toBe(
+      '3 containers × 1 GPU = 3 GPUs, which tensor × pipeline = 2 does not divide; ask for 2, 4, 6 … containers, or other sizes.',
+    );
+  });
+
+  it('refuses sizes that are not whole numbers in range, and ignores them for other frameworks', () => {
+    expect(validate({ ...megatron(), tensor_parallel: '0' }, inventory)['megatron.tensor_parallel']).toContain('from 1 to 1024');
+    expect(validate({ ...megatron(), pipeline_parallel: 'x' }, inventory)['megatron.pipeline_parallel']).toContain('whole number');
+    const horovod = { ...good(), containers: '3', tensor_parallel: '2' };
+    expect(validate(horovod, inventory)).toEqual({});
+    expect(toSpec(horovod).megatron).toBeUndefined();
+  });
+});
+

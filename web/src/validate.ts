@@ -22,6 +22,7 @@ export const kMaxContainers = contract.ContainerCount.maximum;
 const kMaxName = contract.ClusterName.maxLength;
 const kNamePattern = new RegExp(contract.ClusterName.pattern);
 const kMaxGpusPerContainer = contract.GpuCount.maximum;
+const kMaxParallel = contract.ParallelSize.maximum;
 const kMinShm = contract.ShmSize.bytes.minimum;
 const kMaxShm = contract.ShmSize.bytes.maximum;
 const kDefaultShm = contract.ShmSize.bytes.default;
@@ -71,6 +72,9 @@ export interface ClusterForm {
   memory: string; // per container; empty: no bound
   drain_timeout: string;
   mounts: MountForm[];
+  // Megatron-LM only; empty: not given (1).
+  tensor_parallel: string;
+  pipeline_parallel: string;
 }
 
 export interface Inventory {
@@ -96,6 +100,8 @@ export function emptyForm(): ClusterForm {
     memory: '',
     drain_timeout: kDefaultDrain,
     mounts: [],
+    tensor_parallel: '',
+    pipeline_parallel: '',
   };
 }
 
@@ -210,6 +216,7 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
     else if (bytes < kMinShm || bytes > kMaxShm) set('shm', `${form.shm.trim()} is outside ${formatSize(kMinShm)} to ${formatSize(kMaxShm)}; ask for a size in that range, e.g. 1Gi.`);
   }
 
+  if (form.framework === 'megatron') checkParallel(form, containers, set);
   set('memory', checkMemory(form));
   set('drain_timeout', checkDrainTimeout(form.drain_timeout));
 
@@ -222,6 +229,36 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
     if (other >= 0) set(`mounts[${i}].path`, `${m.path} overlaps volume ${other + 1} at ${form.mounts[other].path}; choose a separate path.`);
   });
   return errors;
+}
+
+// edtd's check of a Megatron-LM cluster: each size a whole number in the
+// contract's range, and the cluster's GPUs (1 per container without GPUs)
+// divisible by tensor x pipeline.
+function checkParallel(form: ClusterForm, containers: number, set: (field: string, message: string | null) => void): void {
+  const sizes: [string, string][] = [
+    ['megatron.tensor_parallel', form.tensor_parallel],
+    ['megatron.pipeline_parallel', form.pipeline_parallel],
+  ];
+  let product = 1;
+  for (const [field, text] of sizes) {
+    if (text.trim() === '') continue;
+    const n = parseCount(text);
+    if (n === null || n < 1 || n > kMaxParallel) {
+      set(field, `Enter a whole number from 1 to ${kMaxParallel}, or leave it empty for 1.`);
+      return;
+    }
+    product *= n;
+  }
+  const perContainer = form.gpu_enabled ? parseCount(form.gpu_count) ?? 1 : 1;
+  const gpus = containers * perContainer;
+  if (containers < kMinContainers || gpus % product === 0) return;
+  const fits: number[] = [];
+  for (let n = kMinContainers; n <= kMaxContainers && fits.length < 3; n++) if ((n * perContainer) % product === 0) fits.push(n);
+  set(
+    'megatron',
+    `${containers} containers × ${perContainer} GPU${perContainer > 1 ? 's' : ''} = ${gpus} GPUs, which tensor × pipeline = ${product} does not divide; ` +
+      (fits.length ? `ask for ${fits.join(', ')} … containers, or other sizes.` : 'choose smaller sizes.'),
+  );
 }
 
 // What is wrong with the form's memory bound, or null: it must hold the
@@ -248,6 +285,12 @@ export function toSpec(form: ClusterForm): ClusterSpec {
   if (form.shm_enabled) spec.shm = form.shm.trim();
   if (form.memory.trim() !== '') spec.memory = form.memory.trim();
   if (form.drain_timeout.trim() !== kDefaultDrain) spec.drain_timeout = form.drain_timeout.trim();
+  if (form.framework === 'megatron') {
+    const megatron: { tensor_parallel?: number; pipeline_parallel?: number } = {};
+    if (form.tensor_parallel.trim() !== '') megatron.tensor_parallel = parseCount(form.tensor_parallel) ?? 0;
+    if (form.pipeline_parallel.trim() !== '') megatron.pipeline_parallel = parseCount(form.pipeline_parallel) ?? 0;
+    if (Object.keys(megatron).length) spec.megatron = megatron;
+  }
   if (form.mounts.length) spec.mounts = form.mounts.map((m) => ({ volume: m.volume, path: m.path, read_only: m.read_only }));
   return spec;
 }

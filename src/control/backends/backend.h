@@ -68,6 +68,7 @@ struct ClusterFiles {
   std::string hosts;     // /etc/hosts
   std::string hostfile;  // /etc/mpi/hostfile
   std::string discover;  // lines "name:slots" that /etc/mpi/discover_hosts.sh prints
+  std::string hostnames;  // /etc/mpi/hostnames: the hostfile's names alone, one a line (pdsh -w ^FILE, WCOLL)
 };
 
 // A sandbox found by its label, whether or not the store holds its ref.

@@ -295,12 +295,55 @@ Refusal parse_drain_timeout(const json& value, const std::string& field, std::ch
   return std::nullopt;
 }
 
+Refusal check_megatron_parallel(const ClusterSpec& spec, int containers, const std::string& field) {
+  if (!spec.megatron.given()) return std::nullopt;
+  const int per_container = std::max(spec.gpu.count, 1);
+  const int gpus = containers * per_container;
+  const int model = spec.megatron.product();
+  if (gpus % model == 0) return std::nullopt;
+  std::string fits;
+  for (int n = kMinContainers, found = 0; n <= kMaxContainers && found < 3; ++n)
+    if (n * per_container % model == 0) fits += (found++ ? ", " : "") + std::to_string(n);
+  const std::string sizes = "tensor_parallel " + std::to_string(std::max(spec.megatron.tensor_parallel, 1)) +
+                            " x pipeline_parallel " + std::to_string(std::max(spec.megatron.pipeline_parallel, 1));
+  return invalid(field,
+                 std::to_string(containers) + " containers of " + std::to_string(per_container) + " GPU" +
+                     (per_container == 1 ? "" : "s") + " make " + std::to_string(gpus) + " GPUs, which " + sizes +
+                     " = " + std::to_string(model) + " does not divide",
+                 fits.empty() ? "choose smaller parallel sizes or more GPUs per container"
+                              : "ask for a container count such as " + fits + ", or other parallel sizes");
+}
+
 std::string format_duration(std::chrono::milliseconds duration) {
   const int64_t ms = duration.count();
   return ms % 1000 == 0 ? std::to_string(ms / 1000) + "s" : std::to_string(ms) + "ms";
 }
 
 namespace {
+
+// spec.megatron from the request's "megatron": {tensor_parallel?, pipeline_parallel?}.
+Refusal parse_megatron(const json& value, ClusterSpec* spec) {
+  if (value.is_null()) return std::nullopt;
+  Fields megatron(value, "megatron");
+  if (auto r = megatron.only(api::fields::MegatronParallel::kProperties)) return r;
+  const std::pair<const char*, int*> sizes[] = {{"tensor_parallel", &spec->megatron.tensor_parallel},
+                                                {"pipeline_parallel", &spec->megatron.pipeline_parallel}};
+  for (const auto& [key, out] : sizes) {
+    if (!megatron.has(key)) continue;
+    const std::string field = std::string("megatron.") + key;
+    int64_t size = 0;
+    if (auto r = megatron.integer(key, &size, Presence::kRequired)) return r;
+    if (size < 1 || size > kMaxParallelSize)
+      return invalid(field, field + " must be a whole number from 1 to " + std::to_string(kMaxParallelSize) +
+                                ", not " + std::to_string(size),
+                     "give the degree the job will use, e.g. 2");
+    *out = static_cast<int>(size);
+  }
+  if (spec->megatron.given() && spec->framework != "megatron")
+    return invalid("megatron", "megatron parallel sizes are given for a " + spec->framework + " cluster",
+                   "drop 'megatron', or make the cluster with framework megatron");
+  return check_megatron_parallel(*spec, spec->containers, "megatron");
+}
 
 Refusal check_framework(const std::string& framework) {
   const auto& frameworks = known_frameworks();
@@ -331,6 +374,8 @@ Refusal parse_cluster_options(const Fields& body, const json& object, ClusterSpe
     if (auto r = parse_env(*env, &spec->env)) return r;
   if (body.has("drain_timeout"))
     if (auto r = parse_drain_timeout(object["drain_timeout"], "drain_timeout", &spec->drain_timeout)) return r;
+  if (body.has("megatron"))
+    if (auto r = parse_megatron(object["megatron"], spec)) return r;
   return std::nullopt;
 }
 
@@ -379,6 +424,12 @@ json spec_to_json(const ClusterSpec& spec) {
             {"env", spec.env},           {"drain_timeout", format_duration(spec.drain_timeout)}};
   j["gpu"] = spec.gpu.count > 0 ? json{{"model", spec.gpu.model}, {"count", spec.gpu.count}} : json(nullptr);
   j["memory"] = spec.memory_bytes > 0 ? json(format_size(spec.memory_bytes)) : json(nullptr);
+  if (spec.megatron.given()) {
+    json m = json::object();
+    if (spec.megatron.tensor_parallel > 0) m["tensor_parallel"] = spec.megatron.tensor_parallel;
+    if (spec.megatron.pipeline_parallel > 0) m["pipeline_parallel"] = spec.megatron.pipeline_parallel;
+    j["megatron"] = m;
+  }
   return j;
 }
 
@@ -420,11 +471,30 @@ std::map<std::string, std::string> container_env(const ClusterSpec& spec, const 
   std::string devices;
   for (int gpu : container.gpus) devices += (devices.empty() ? "" : ",") + std::to_string(gpu);
   env["CUDA_VISIBLE_DEVICES"] = devices;
+  if (spec.framework == "deepspeed") {
+    // DeepSpeed's launcher starts every node with pdsh; over ssh, as on
+    // the sites it was written for (rsh is pdsh's own default).
+    env["PDSH_RCMD_TYPE"] = "ssh";
+    // A bare `pdsh CMD` runs on every container: pdsh's host list file
+    // wants names alone, not the hostfile's "name slots=N".
+    env["WCOLL"] = "/job/hostnames";
+    // Its OpenMPI runner calls mpirun without --allow-run-as-root, and a
+    // container's user is root.
+    env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+    env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  }
   if (spec.framework == "megatron") {
+    // torchrun's arguments as Megatron-LM's example scripts name them. No
+    // NNODES here: this environment is fixed when a container starts and
+    // a scale would leave it wrong in the others; `edtrun --per-host`
+    // gives it (and a free MASTER_PORT) from the hostfile of the moment.
     env["MASTER_ADDR"] = container_name(spec.name, 0);
     env["MASTER_PORT"] = "6000";
-    env["NNODES"] = std::to_string(spec.containers);
     env["NODE_RANK"] = std::to_string(container.index);
+    env["GPUS_PER_NODE"] = std::to_string(container.gpus.empty() ? 1 : container.gpus.size());
+    // Megatron-LM orders its overlapped communication and computation on
+    // one CUDA stream connection; its scripts all set this.
+    env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1";
   }
   for (const auto& [key, value] : spec.env) env[key] = value;
   return env;

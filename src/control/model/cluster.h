@@ -7,6 +7,7 @@
 // body of the wrong shape is a Refusal naming the field.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -38,6 +39,7 @@ inline constexpr std::chrono::milliseconds kDefaultDrainTimeout{api::limits::Dra
 inline constexpr std::chrono::milliseconds kMaxDrainTimeout{api::limits::DrainTimeout::maximum_ms};
 // Longest cluster name: "<name>-worker-NN" must stay a DNS label (63).
 inline constexpr size_t kMaxClusterNameLength = api::limits::ClusterName::max_length;
+inline constexpr int kMaxParallelSize = api::limits::ParallelSize::maximum;
 
 // The frameworks a cluster may be made for, in the order the API lists them.
 const std::vector<std::string>& known_frameworks();
@@ -45,6 +47,17 @@ const std::vector<std::string>& known_frameworks();
 struct GpuRequest {
   std::string model;  // empty: no GPUs
   int count = 0;      // whole devices per container
+};
+
+// A Megatron-LM cluster's model-parallel sizes, when its user gives them:
+// its GPUs must divide by their product (Megatron-LM's data-parallel size
+// is the GPUs over tensor x pipeline). 0: not given.
+struct MegatronParallel {
+  int tensor_parallel = 0;
+  int pipeline_parallel = 0;
+
+  bool given() const { return tensor_parallel > 0 || pipeline_parallel > 0; }
+  int product() const { return std::max(tensor_parallel, 1) * std::max(pipeline_parallel, 1); }
 };
 
 struct Mount {
@@ -67,6 +80,7 @@ struct ClusterSpec {
   // the hostfile, waiting for the workers of edtrun jobs in it to leave)
   // before it is stopped anyway.
   std::chrono::milliseconds drain_timeout = kDefaultDrainTimeout;
+  MegatronParallel megatron;  // framework megatron only
 };
 
 struct ContainerStatus {
@@ -130,6 +144,11 @@ Refusal parse_cluster_spec(const nlohmann::json& body, ClusterSpec* out);
 // Checks a container count for a create or a scale.
 Refusal check_container_count(const nlohmann::json& value, const std::string& field, int* out);
 
+// Whether `containers` containers of `spec` (its GPUs per container, 1
+// without) give a GPU count that divides by spec.megatron's tensor x
+// pipeline parallel sizes; a refusal names `field` and says which counts do.
+Refusal check_megatron_parallel(const ClusterSpec& spec, int containers, const std::string& field);
+
 // Mount paths: absolute, normalised, not over a system directory.
 Refusal check_mount_path(const std::string& path, const std::string& field);
 
@@ -161,8 +180,9 @@ nlohmann::json event_to_json(const ClusterEvent& event);
 // "name slots=N", N its GPUs (1 without).
 std::string render_hostfile(const std::vector<ContainerStatus>& containers);
 // The environment of a container: `base` (edt's PATH, PYTHONPATH), then
-// edt's own variables, CUDA_VISIBLE_DEVICES, the framework's (Megatron:
-// MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK), then the spec's env.
+// edt's own variables, CUDA_VISIBLE_DEVICES, the framework's (DeepSpeed:
+// PDSH_RCMD_TYPE=ssh, WCOLL, OMPI_ALLOW_RUN_AS_ROOT*; Megatron-LM: MASTER_ADDR, MASTER_PORT, NODE_RANK,
+// GPUS_PER_NODE, CUDA_DEVICE_MAX_CONNECTIONS=1), then the spec's env.
 std::map<std::string, std::string> container_env(const ClusterSpec& spec, const ContainerStatus& container,
                                                  const std::map<std::string, std::string>& base);
 

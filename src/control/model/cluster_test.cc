@@ -284,5 +284,99 @@ TEST(Hostfile, ListsLauncherFirstWithSlotsFromGpus) {
   EXPECT_EQ(container_name("t", 3), "t-worker-2");
 }
 
+TEST(ContainerEnv, EachFrameworkGetsWhatItsLauncherReads) {
+  ClusterSpec spec;
+  spec.name = "t";
+  spec.containers = 3;
+  spec.env = {{"FOO", "bar"}};
+  ContainerStatus worker;
+  worker.name = "t-worker-1";
+  worker.index = 2;
+  worker.gpus = {4, 5};
+  spec.framework = "deepspeed";
+  auto env = container_env(spec, worker, {{"PATH", "/bin"}});
+  EXPECT_EQ(env["PDSH_RCMD_TYPE"], "ssh");
+  EXPECT_EQ(env["WCOLL"], "/job/hostnames");
+  EXPECT_EQ(env["OMPI_ALLOW_RUN_AS_ROOT"], "1");
+  EXPECT_EQ(env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"], "1");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "4,5");
+  EXPECT_EQ(env["PATH"], "/bin");
+  EXPECT_EQ(env.count("MASTER_ADDR"), 0u);
+  spec.framework = "megatron";
+  env = container_env(spec, worker, {});
+  EXPECT_EQ(env["MASTER_ADDR"], "t-launcher");
+  EXPECT_EQ(env["MASTER_PORT"], "6000");
+  EXPECT_EQ(env["NODE_RANK"], "2");
+  EXPECT_EQ(env["GPUS_PER_NODE"], "2");
+  EXPECT_EQ(env["CUDA_DEVICE_MAX_CONNECTIONS"], "1");
+  EXPECT_EQ(env.count("NNODES"), 0u);  // a scale would leave it wrong: edtrun --per-host gives it
+  EXPECT_EQ(env.count("PDSH_RCMD_TYPE"), 0u);
+  EXPECT_EQ(env["FOO"], "bar");
+  spec.env["CUDA_DEVICE_MAX_CONNECTIONS"] = "8";  // the user's env wins
+  EXPECT_EQ(container_env(spec, worker, {})["CUDA_DEVICE_MAX_CONNECTIONS"], "8");
+  spec.framework = "horovod";
+  env = container_env(spec, worker, {});
+  EXPECT_EQ(env.count("MASTER_ADDR") + env.count("PDSH_RCMD_TYPE") + env.count("NODE_RANK"), 0u);
+}
+
+TEST(ClusterSpec, ReadsMegatronParallelSizesAndWritesThemBack) {
+  ClusterSpec spec;
+  json body = json::parse(R"({"name": "m", "framework": "megatron", "containers": 4,
+    "gpu": {"model": "P4", "count": 2}, "megatron": {"tensor_parallel": 2, "pipeline_parallel": 4}})");
+  ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value());
+  EXPECT_EQ(spec.megatron.tensor_parallel, 2);
+  EXPECT_EQ(spec.megatron.pipeline_parallel, 4);
+  json out = spec_to_json(spec);
+  EXPECT_EQ(out["megatron"], json::parse(R"({"tensor_parallel": 2, "pipeline_parallel": 4})"));
+  ClusterSpec again;
+  ASSERT_FALSE(parse_cluster_spec(json{{"name", "m"}, {"framework", "megatron"}, {"containers", 4},
+                                       {"gpu", out["gpu"]}, {"megatron", out["megatron"]}},
+                                  &again)
+                   .has_value());
+  EXPECT_EQ(again.megatron.product(), 8);
+  // Only one size given: the other is 1. Without GPUs a container counts as 1.
+  ASSERT_FALSE(parse_cluster_spec(json::parse(R"({"name": "m", "framework": "megatron", "containers": 4,
+    "megatron": {"pipeline_parallel": 2}})"), &spec).has_value());
+  EXPECT_EQ(spec.megatron.tensor_parallel, 0);
+  EXPECT_EQ(spec_to_json(spec)["megatron"], json::parse(R"({"pipeline_parallel": 2})"));
+  // None given: no "megatron" in the answer.
+  ASSERT_FALSE(parse_cluster_spec(valid_body(), &spec).has_value());
+  EXPECT_FALSE(spec_to_json(spec).contains("megatron"));
+}
+
+TEST(ClusterSpec, RefusesMegatronSizesThatDoNotDivideTheGpus) {
+  json body = json::parse(R"({"name": "m", "framework": "megatron", "containers": 3,
+    "gpu": {"model": "P4", "count": 2}, "megatron": {"tensor_parallel": 2, "pipeline_parallel": 2}})");
+  ClusterSpec spec;
+  Refusal r = parse_cluster_spec(body, &spec);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "megatron");
+  EXPECT_EQ(r->message,
+            "3 containers of 2 GPUs make 6 GPUs, which tensor_parallel 2 x pipeline_parallel 2 = 4 does not divide");
+  EXPECT_EQ(r->fix, "ask for a container count such as 2, 4, 6, or other parallel sizes");
+  body["containers"] = 4;
+  ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value());
+  // A scale is checked the same way, naming its own field.
+  r = check_megatron_parallel(spec, 5, "containers");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "containers");
+  EXPECT_FALSE(check_megatron_parallel(spec, 6, "containers").has_value());
+  // Bad values, and sizes for another framework.
+  for (auto [megatron, field] : {std::pair{json{{"tensor_parallel", 0}}, "megatron.tensor_parallel"},
+                                 {json{{"pipeline_parallel", kMaxParallelSize + 1}}, "megatron.pipeline_parallel"},
+                                 {json{{"tensor_parallel", "2"}}, "megatron.tensor_parallel"},
+                                 {json{{"data_parallel", 2}}, "megatron.data_parallel"},
+                                 {json(2), "megatron"}}) {
+    json bad = body;
+    bad["megatron"] = megatron;
+    expect_refused(bad, Kind::kInvalid, field);
+  }
+  json other = valid_body();
+  other["megatron"] = {{"tensor_parallel", 2}};
+  expect_refused(other, Kind::kInvalid, "megatron");
+  other["megatron"] = nullptr;  // null: none given, for any framework
+  EXPECT_FALSE(parse_cluster_spec(other, &spec).has_value());
+}
+
 }  // namespace
 }  // namespace edt::control

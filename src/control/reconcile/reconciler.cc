@@ -35,8 +35,10 @@ ClusterFiles cluster_files(const std::vector<ContainerRecord>& records) {
   }
   const std::vector<ContainerStatus> running = running_containers(present);
   files.hostfile = render_hostfile(running);
-  for (const auto& c : running)
+  for (const auto& c : running) {
     files.discover += c.name + ":" + std::to_string(c.gpus.empty() ? 1 : c.gpus.size()) + "\n";
+    files.hostnames += c.name + "\n";
+  }
   return files;
 }
 

@@ -228,6 +228,7 @@ TEST_F(ReconcilerTest, CreatesThenIsIdempotent) {
   for (const auto& k : c->containers) EXPECT_EQ(k.phase, Phase::kRunning);
   EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\na-worker-0 slots=1\n");
   EXPECT_EQ(backend_.files.discover, "a-launcher:1\na-worker-0:1\n");
+  EXPECT_EQ(backend_.files.hostnames, "a-launcher\na-worker-0\n");
   EXPECT_NE(backend_.files.hosts.find(c->containers[1].address + "\ta-worker-0"), std::string::npos);
   EXPECT_EQ(backend_.specs["a-worker-0"].env["CUDA_VISIBLE_DEVICES"], "1");
   EXPECT_EQ(backend_.specs["a-worker-0"].env["PATH"], "/usr/bin");
@@ -328,7 +329,7 @@ TEST_F(ReconcilerTest, RestartsAContainerThatDiedAndDeletes) {
   settle("m");
   EXPECT_EQ(backend_.specs["m-worker-1"].env["NODE_RANK"], "2");
   EXPECT_EQ(backend_.specs["m-worker-1"].env["MASTER_ADDR"], "m-launcher");
-  EXPECT_EQ(backend_.specs["m-worker-1"].env["NNODES"], "3");
+  EXPECT_EQ(backend_.specs["m-worker-1"].env["GPUS_PER_NODE"], "1");
   backend_.state.erase(db_->lock().containers("m")[1].sandbox.pid);  // m-worker-0 died
   settle("m");
   EXPECT_EQ(db_->lock().containers("m")[1].status.message, "restarted after it stopped");

@@ -109,6 +109,7 @@ Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name,
                       "wait until the cluster is Running, then scale again");
   }
   ClusterSpec spec = cluster->spec;
+  if (auto r = check_megatron_parallel(spec, containers, "containers")) return *r;
   if (drain_timeout) spec.drain_timeout = *drain_timeout;
   const std::string drain = drain_note(*cluster, spec.drain_timeout, containers);
   if (containers > present) {

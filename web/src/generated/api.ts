@@ -41,6 +41,15 @@ export type GpuRequest = {
   count?: GpuCount;
 } | null;
 
+/** a Megatron-LM model-parallel degree: how many GPUs share one copy of the model along that dimension */
+export type ParallelSize = number;
+
+/** framework megatron only: the tensor and pipeline parallel sizes the job will use (each 1 when absent); edtd refuses a cluster, or a scale, whose GPUs (containers x GPUs per container, 1 per container without GPUs) do not divide by tensor_parallel x pipeline_parallel */
+export type MegatronParallel = {
+  tensor_parallel?: ParallelSize;
+  pipeline_parallel?: ParallelSize;
+} | null;
+
 /** the most memory each container may use, its processes and its /dev/shm together (beyond it the kernel's OOM killer stops a process of that container): bytes, or a number with a binary unit as for shm, e.g. 8Gi; at least minimum bytes and 64Mi more than shm; absent or null: no bound */
 export type MemoryLimit = string | number | null;
 
@@ -77,6 +86,7 @@ export type ClusterSpec = {
   mounts?: Mount[];
   env?: Env;
   drain_timeout?: DrainTimeout;
+  megatron?: MegatronParallel;
 };
 
 /** drain_timeout, when given, becomes the cluster's setting from this scale on */
@@ -124,6 +134,7 @@ export type Cluster = {
   env: Env;
   /** as edtd writes durations, e.g. 60s or 1500ms */
   drain_timeout: string;
+  megatron?: MegatronParallel;
   owner: string;
   /** unix seconds */
   created_at: number;
@@ -379,6 +390,10 @@ export const contract = {
   "GpuCount": {
     "minimum": 0,
     "maximum": 16
+  },
+  "ParallelSize": {
+    "minimum": 1,
+    "maximum": 1024
   },
   "MemoryLimit": {
     "bytes": {

@@ -13,7 +13,7 @@ function fakeEdtd(createAnswer: { status: number; body: unknown }) {
       posted.push(JSON.parse(String(init.body)));
       return json(createAnswer.body, createAnswer.status);
     }
-    if (url.endsWith('/images')) return json([{ name: 'edt', frameworks: ['horovod'] }]);
+    if (url.endsWith('/images')) return json([{ name: 'edt', frameworks: ['horovod', 'deepspeed', 'megatron'] }]);
     if (url.endsWith('/gpus')) return json({ gpus: [0, 1, 2, 3].map((index) => ({ index, model: 'NVIDIA-P4', simulated: true, holder: index ? '' : 'old-launcher' })) });
     if (url.endsWith('/volumes')) return json([{ name: 'data' }]);
     if (url.endsWith('/clusters')) return json([{ name: 'old', framework: 'horovod', containers: 2 }]);
@@ -96,5 +96,25 @@ describe('create form', () => {
     ok.type('name', 'tthvd');
     await ok.submit();
     expect(ok.navigate).toHaveBeenCalledWith('#/clusters/tthvd');
+  });
+  it('explains the chosen type and shows the Megatron-LM sizes only for it', async () => {
+    const f = await mount({ status: 201, body: { name: 'tmg', framework: 'megatron', containers: 2 } });
+    expect(f.root.querySelector('#framework-guide')?.textContent).toContain('edtrun');
+    expect(f.root.querySelector('[data-field="megatron.tensor_parallel"]')).toBeNull();
+    (f.root.querySelector('#framework-deepspeed') as HTMLInputElement).click();
+    expect(f.root.querySelector('#framework-guide')?.textContent).toContain('/job/hostfile');
+    expect(f.root.querySelector('[data-field="megatron.tensor_parallel"]')).toBeNull();
+    (f.root.querySelector('#framework-megatron') as HTMLInputElement).click();
+    expect(f.root.querySelector('#framework-guide')?.textContent).toContain('NODE_RANK');
+    f.type('name', 'tmg');
+    f.type('containers', '3');
+    f.type('megatron.pipeline_parallel', '2');
+    await f.submit();
+    expect(f.errorOf('megatron')).toContain('3 GPUs, which tensor × pipeline = 2 does not divide');
+    expect(f.posted).toEqual([]);
+    f.type('containers', '2');
+    await f.submit();
+    expect(f.posted).toEqual([{ name: 'tmg', framework: 'megatron', containers: 2, image: 'edt', megatron: { pipeline_parallel: 2 } }]);
+    expect(f.navigate).toHaveBeenCalledWith('#/clusters/tmg');
   });
 });

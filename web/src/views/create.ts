@@ -21,6 +21,32 @@ const kServerFieldAliases: Record<string, string> = {
   spec: 'form',
 };
 
+// Each cluster type in a line, and what a cluster of it gives
+// (docs/cluster-types.md says more).
+export const kFrameworkGuide: Record<string, { line: string; gives: string[] }> = {
+  horovod: {
+    line: 'Horovod-style jobs with edtrun or mpirun, elastic: a job can grow and shrink with the cluster.',
+    gives: ['/etc/mpi/hostfile and discover_hosts.sh, kept current', 'ssh between containers', 'edtrun and mpirun'],
+  },
+  deepspeed: {
+    line: "DeepSpeed's own launcher: deepspeed --hostfile /job/hostfile train.py starts every container over pdsh.",
+    gives: [
+      '/job/hostfile (host slots=GPUs)',
+      'pdsh over ssh to every container',
+      '~/.deepspeed_env exported to every node',
+      'mpirun over eth0 for its OpenMPI runner',
+    ],
+  },
+  megatron: {
+    line: "Megatron-LM's torchrun on every container at once: edtrun --per-host torchrun … pretrain_gpt.py.",
+    gives: [
+      'MASTER_ADDR, MASTER_PORT, NODE_RANK, GPUS_PER_NODE and CUDA_DEVICE_MAX_CONNECTIONS=1',
+      'NNODES and a free port from edtrun --per-host, right after every scale',
+      'tensor × pipeline parallel sizes checked against the GPUs',
+    ],
+  },
+};
+
 function gpuLabel(g: GpuModel): string {
   return `${g.model} — ${g.free} of ${g.total} free${g.simulated ? ' (simulated)' : ''}`;
 }
@@ -92,6 +118,47 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
     return `At least ${kMinContainers}. One is the launcher (${name}-launcher), the rest are workers${workers}.`;
   }
 
+  function frameworkGuide(): HTMLElement | null {
+    const guide = kFrameworkGuide[form.framework];
+    if (!guide) return null;
+    return h('div', { class: 'help', id: 'framework-guide' }, h('p', {}, guide.line), h('ul', {}, guide.gives.map((g) => h('li', {}, g))));
+  }
+
+  function sizeField(field: 'tensor_parallel' | 'pipeline_parallel', label: string): HTMLElement {
+    const key = `megatron.${field}`;
+    return h(
+      'div',
+      { class: 'field' },
+      h('label', { for: controlId(key) }, label),
+      control(
+        key,
+        h('input', {
+          type: 'number',
+          min: 1,
+          step: 1,
+          class: 'short',
+          placeholder: '1',
+          value: form[field],
+          oninput: onInput((t) => (form[field] = t.value)),
+        }),
+      ),
+      fieldError(key),
+    );
+  }
+
+  // Megatron-LM's model-parallel sizes; only for that framework.
+  function megatronFields(): HTMLElement | null {
+    if (form.framework !== 'megatron') return null;
+    return h(
+      'fieldset',
+      { class: 'field', id: controlId('megatron'), 'data-field': 'megatron', 'aria-describedby': `${controlId('megatron')}-help ${controlId('megatron')}-error` },
+      h('legend', {}, 'Model parallelism (optional)'),
+      h('div', { class: 'row' }, sizeField('tensor_parallel', 'Tensor parallel'), sizeField('pipeline_parallel', 'Pipeline parallel')),
+      help('megatron', "The sizes your job passes to Megatron-LM; the cluster's GPUs (1 per container without GPUs) must divide by tensor × pipeline, now and after every scale."),
+      fieldError('megatron'),
+    );
+  }
+
   function render(): void {
     const offered = imagesFor(form.framework, images);
     const model = gpus.find((g) => g.model === form.gpu_model);
@@ -127,6 +194,7 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
             ),
           ),
         ),
+        frameworkGuide(),
         fieldError('framework'),
       ),
 
@@ -238,6 +306,8 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
             )
           : null,
       ),
+
+      megatronFields(),
 
       h(
         'fieldset',

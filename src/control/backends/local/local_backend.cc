@@ -701,6 +701,7 @@ Status LocalBackend::write_cluster_files(const std::string& cluster, const Clust
   const std::string mpi = cluster_dir(cluster) + "/mpi/";
   EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "hosts", files.hosts, 0644));
   EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "hostfile", files.hostfile, 0644));
+  EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "hostnames", files.hostnames, 0644));
   EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "discover_hosts.sh",
                                         "#!/bin/sh\n# The Running containers of cluster " + cluster +
                                             ", as name:slots.\ncat <<'EOF'\n" + files.discover + "EOF\n",
