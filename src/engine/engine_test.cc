@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <functional>
+#include <future>
 #include <numeric>
 #include <thread>
 
@@ -314,16 +315,22 @@ TEST(EngineTest, JoinLetsOtherRanksReduceAndReturnsLastRank) {
 }
 
 TEST(EngineTest, DuplicateNameInFlightIsRefused) {
-  run_ranks(2, [](int rank, Engine& e) {
+  // Rank 1 submits only after rank 0's second try, so the first is still in
+  // flight then (it cannot complete without rank 1).
+  std::promise<void> tried;
+  std::shared_future<void> tried_done = tried.get_future().share();
+  run_ranks(2, [&](int rank, Engine& e) {
     std::vector<float> x(1), y(1);
     if (rank == 0) {
       auto h = e.submit("same", allreduce_meta({1}), x.data());
       ASSERT_TRUE(h.is_ok());
       auto again = e.submit("same", allreduce_meta({1}), y.data());
+      tried.set_value();
       ASSERT_FALSE(again.is_ok());
       EXPECT_NE(again.status().message().find("same name as another tensor"), std::string::npos);
       ASSERT_TRUE(e.wait(*h, nullptr).is_ok());
     } else {
+      tried_done.wait();
       ASSERT_TRUE(run(e, "same", allreduce_meta({1}), x.data()).is_ok());
     }
   });
