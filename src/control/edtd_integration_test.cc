@@ -475,6 +475,8 @@ TEST_F(Edtd, EveryBadInputIsRefusedAndChangesNothing) {
   auto [made, bob] = request("POST", "/api/v1/users", R"({"name": "bob"})", token_);
   ASSERT_EQ(made, 201);
   const std::string bob_token = bob["token"];
+  ASSERT_EQ(request("POST", "/api/v1/images", R"({"name": "hvd", "root": "/", "frameworks": ["horovod"]})", token_).first,
+            201);
   json before = get("/api/v1/clusters");
 
   struct Case {
@@ -489,7 +491,7 @@ TEST_F(Edtd, EveryBadInputIsRefusedAndChangesNothing) {
       {"POST", "/api/v1/clusters", R"({"name": "mine", )" + base + "}", 409, "name"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "framework": "caffe", "containers": 2})", 422, "framework"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "image": "nope", )" + base + "}", 422, "image"},
-      {"POST", "/api/v1/clusters", R"({"name": "a", "framework": "deepspeed", "containers": 2})", 422, "image"},
+      {"POST", "/api/v1/clusters", R"({"name": "a", "image": "hvd", "framework": "deepspeed", "containers": 2})", 422, "image"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "mounts": [{"volume": "nope"}], )" + base + "}", 422, "mounts[0].volume"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "gpu": {"model": "H100", "count": 1}, )" + base + "}", 422, "gpu.model"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "gpu": {"model": "NVIDIA-P4", "count": 2}, )" + base + "}", 409, "gpu.count"},
