@@ -474,32 +474,37 @@ def main():
     for binary in ("src/cli/edt", "src/control/edtd", "src/launcher/edtrun"):
         if not os.access(os.path.join(args.build, binary), os.X_OK):
             sys.exit("demo: %s/%s is missing; build first (make build BUILD=%s)" % (args.build, binary, args.build))
-    demo = Demo(args)
+    run_scenario(Demo(args), "demo")
+
+
+def run_scenario(scenario, name):
+    """Runs `scenario` (run(), then always teardown()); exits 1 if a step
+    failed, else prints its summary."""
     start = time.time()
-    # SIGTERM and SIGHUP end the demo like Ctrl-C: with the teardown.
+    # SIGTERM and SIGHUP end it like Ctrl-C: with the teardown.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.default_int_handler)
     ok = False
     try:
-        demo.run()
+        scenario.run()
         ok = True
     except Failed as e:
-        print("demo: FAILED: %s" % e, file=sys.stderr, flush=True)
+        print("%s: FAILED: %s" % (name, e), file=sys.stderr, flush=True)
     except KeyboardInterrupt:
-        print("demo: interrupted", file=sys.stderr)
+        print("%s: interrupted" % name, file=sys.stderr)
     except BrokenPipeError:
         # The reader went away; clean up all the same, quietly.
         sys.stdout = sys.stderr = open(os.devnull, "w")
     finally:
         try:
-            demo.teardown(failed=not ok)
+            scenario.teardown(failed=not ok)
         except Failed as e:
-            print("demo: FAILED: %s" % e, file=sys.stderr)
+            print("%s: FAILED: %s" % (name, e), file=sys.stderr)
             ok = False
     if not ok:
         sys.exit(1)
-    demo.summary()
-    print("\ndemo: all steps passed in %.0f s" % (time.time() - start))
+    scenario.summary()
+    print("\n%s: all steps passed in %.0f s" % (name, time.time() - start))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 
 import demo
 from demo import Failed, check, say, show
@@ -242,26 +241,7 @@ def main():
     for tool in ("pdsh", "mpirun"):
         if not shutil.which(tool):
             sys.exit("demo_cluster_types: %s is not installed; run make deps (scripts/debian-packages.txt)" % tool)
-    scenario = ClusterTypes(args)
-    start = time.time()
-    ok = False
-    try:
-        scenario.run()
-        ok = True
-    except Failed as e:
-        print("demo_cluster_types: FAILED: %s" % e, file=sys.stderr, flush=True)
-    except KeyboardInterrupt:
-        print("demo_cluster_types: interrupted", file=sys.stderr)
-    finally:
-        try:
-            scenario.teardown(failed=not ok)
-        except Failed as e:
-            print("demo_cluster_types: FAILED: %s" % e, file=sys.stderr)
-            ok = False
-    if not ok:
-        sys.exit(1)
-    scenario.summary()
-    print("\ndemo_cluster_types: all steps passed in %.0f s" % (time.time() - start))
+    demo.run_scenario(ClusterTypes(args), "demo_cluster_types")
 
 
 if __name__ == "__main__":

@@ -29,21 +29,17 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from edt.datasets import idx
-from train_mnist import Net
+import train_mnist
+from train_mnist import Net, inputs
 
 
 def load(data_dir):
+    """train_mnist's data set; here the files must exist (no ranks to agree
+    on who writes them)."""
     if not idx.present(data_dir):
         raise SystemExit("no MNIST files in %s: make them with python3 -m edt.datasets.mnist_synthetic --out %s"
                          % (data_dir, data_dir))
-
-    def images(name):
-        return torch.from_numpy(idx.read(os.path.join(data_dir, name)).copy()).float().div_(255).unsqueeze(1)
-
-    def labels(name):
-        return torch.from_numpy(idx.read(os.path.join(data_dir, name)).astype("int64"))
-
-    return images(idx.TRAIN_IMAGES), labels(idx.TRAIN_LABELS), images(idx.TEST_IMAGES), labels(idx.TEST_LABELS)
+    return train_mnist.load(data_dir)
 
 
 def evaluate(model, test_x, test_y, rank, size):
@@ -51,7 +47,7 @@ def evaluate(model, test_x, test_y, rank, size):
     model.eval()
     share = torch.arange(rank, len(test_y), size)
     with torch.no_grad():
-        correct = (model(test_x[share]).argmax(1) == test_y[share]).sum()
+        correct = (model(inputs(test_x[share])).argmax(1) == test_y[share]).sum()
     model.train()
     totals = torch.tensor([float(correct), float(len(share))])
     dist.all_reduce(totals)
@@ -89,7 +85,7 @@ def main():
         for b in range(0, len(indices), args.batch_size):
             batch = indices[b:b + args.batch_size]
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(train_x[batch]), train_y[batch])
+            loss = F.cross_entropy(model(inputs(train_x[batch])), train_y[batch])
             loss.backward()
             optimizer.step()
             samples += len(batch)
