@@ -21,7 +21,7 @@ constexpr int kUsageError = 2;
 
 // What the command line says, before it is checked.
 struct Flags {
-  int np = 0;
+  std::optional<int> np;  // -np; unset: one per host with --per-host, else an error
   std::string host_list, hostfile, identity_file, output_dir, start_timeout = "30s", log_level;
   int ssh_port = 0;
   bool verbose = false;
@@ -103,7 +103,7 @@ Status read_hosts(const Flags& f, JobOptions& options) {
     options.hosts_source = "the Slurm allocation (SLURM_JOB_NODELIST " +
                            options.launcher_env.at("SLURM_JOB_NODELIST") + ")";
   } else {
-    options.hosts = {HostSlots{"localhost", std::max(f.np, 1)}};
+    options.hosts = {HostSlots{"localhost", std::max(f.np.value_or(1), 1)}};
   }
   return Status::ok();
 }
@@ -111,7 +111,7 @@ Status read_hosts(const Flags& f, JobOptions& options) {
 // The checked options of every job; an error is a usage error.
 Result<JobOptions> job_options(const Flags& f) {
   JobOptions options;
-  options.np = f.np;
+  options.np = f.np.value_or(0);
   options.command = f.command;
   options.output_dir = f.output_dir;
   options.launcher_env = current_environment();
@@ -122,8 +122,8 @@ Result<JobOptions> job_options(const Flags& f) {
       options.node_slots.push_back(host.slots);
       host.slots = 1;
     }
-    if (f.np == 0) options.np = static_cast<int>(options.hosts.size());
-  } else if (f.np <= 0) {
+    if (!f.np) options.np = static_cast<int>(options.hosts.size());
+  } else if (!f.np) {
     return invalid_argument("-np is missing; give the number of workers, e.g. -np 2 (or --per-host for one per host)");
   }
   auto timeout = parse_duration(f.start_timeout);
