@@ -19,6 +19,7 @@ MNIST's IDX files are read from --data-dir (make them with
 """
 
 import argparse
+import gc
 import os
 import socket
 import time
@@ -95,6 +96,16 @@ def main():
         acc = evaluate(model, test_x, test_y, rank, size)
         print("epoch=%d rank=%d size=%d samples=%d loss=%.4f acc=%.4f time=%.2f"
               % (epoch, rank, size, samples, loss_sum / max(batches, 1), acc, seconds), flush=True)
+    # The model goes first, while the group still holds the process group:
+    # with torch 1.13 (Debian 12's), a DDP model freed after
+    # destroy_process_group() takes the Gloo process group down with it
+    # while holding the GIL, and ~ProcessGroupGloo joins a Gloo worker that
+    # is waiting for the GIL to free a tensor of the last collective, so the
+    # process hangs at exit. Freed here, only the process group's own
+    # Python object holds it, and that one lets go of the GIL while it is
+    # destroyed. (gc.collect(): in case a reference cycle holds the model.)
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 
