@@ -24,7 +24,7 @@ refused, then torchrun on every container at once through
 
 Each step is checked (hosts, ranks, world sizes, samples per worker, the
 accuracy); it removes everything it made and exits non-zero at the first
-step that fails.
+step that fails. ctest runs it as cluster_types_scenario.
 """
 
 import argparse
