@@ -30,6 +30,9 @@ class SlurmEnvironmentError(RuntimeError):
     pass
 
 
+MAX_HOSTS = 100000  # in one host expression
+
+
 def _split_top_level(nodelist):
     """Splits at the commas outside brackets."""
     parts, depth, current = [], 0, ""
@@ -58,6 +61,8 @@ def _expand_range(item, nodelist):
         low = high = item
     if not (low.isdigit() and high.isdigit()) or int(high) < int(low):
         raise SlurmEnvironmentError("node list %r: %r is not a number or a range low-high" % (nodelist, item))
+    if int(high) - int(low) > MAX_HOSTS:
+        raise SlurmEnvironmentError("node list %r: the range %r is too large" % (nodelist, item))
     width = len(low) if low.startswith("0") else 0
     return [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
 
@@ -71,7 +76,10 @@ def _expand_host(host, nodelist):
     for item in match.group(1).split(","):
         numbers.extend(_expand_range(item, nodelist))
     # A suffix may hold a bracket of its own (a[1-2]-b[3-4]).
-    return [prefix + n + tail for n in numbers for tail in _expand_host(rest, nodelist)]
+    tails = _expand_host(rest, nodelist)
+    if len(numbers) * len(tails) > MAX_HOSTS:
+        raise SlurmEnvironmentError("node list %r: %r names more than %d hosts" % (nodelist, host, MAX_HOSTS))
+    return [prefix + n + tail for n in numbers for tail in tails]
 
 
 def expand_nodelist(nodelist):

@@ -34,6 +34,8 @@ def test_expands_the_compact_form(nodelist, hosts):
     ("n[2-1]", "'2-1' is not a number or a range"),
     ("n[a-b]", "'a-b' is not a number"),
     ("n1,,n2", "an empty name"),
+    ("n[0-999999]", "too large"),
+    ("a[0-999]-b[0-999]", "names more than 100000 hosts"),
 ])
 def test_refuses_a_malformed_list_naming_it(nodelist, words):
     with pytest.raises(SlurmEnvironmentError) as error:

@@ -6,6 +6,8 @@ namespace edt::launcher {
 
 namespace {
 
+constexpr size_t kMaxHosts = 100000;  // in one host expression
+
 Status bad_list(std::string_view list, const std::string& why) {
   return invalid_argument("Slurm node list '" + std::string(list) + "': " + why);
 }
@@ -23,7 +25,7 @@ Status expand_range(std::string_view item, std::string_view list, std::vector<st
   long from = 0, to = 0;
   if (!parse_number(low, &from) || !parse_number(high, &to) || to < from)
     return bad_list(list, "'" + std::string(item) + "' is not a number or a range low-high");
-  if (to - from > 100000) return bad_list(list, "the range '" + std::string(item) + "' is too large");
+  if (to - from > static_cast<long>(kMaxHosts)) return bad_list(list, "the range '" + std::string(item) + "' is too large");
   const size_t width = low.size() > 1 && low[0] == '0' ? low.size() : 0;
   for (long n = from; n <= to; ++n) {
     std::string digits = std::to_string(n);
@@ -54,6 +56,8 @@ Status expand_host(std::string_view host, std::string_view list, std::vector<std
   }
   std::vector<std::string> tails;
   EDT_RETURN_IF_ERROR(expand_host(host.substr(close + 1), list, &tails));
+  if (numbers.size() * tails.size() > kMaxHosts)
+    return bad_list(list, "'" + std::string(host) + "' names more than " + std::to_string(kMaxHosts) + " hosts");
   const std::string prefix(host.substr(0, open));
   for (const auto& n : numbers)
     for (const auto& tail : tails) out->push_back(prefix + n + tail);

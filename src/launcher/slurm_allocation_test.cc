@@ -32,6 +32,7 @@ TEST(SlurmNodelist, RefusesMalformedListsNamingThem) {
       {"n[a]", "'a' is not a number"},
       {"n1,,n2", "an empty name"},
       {"n[0-999999]", "too large"},
+      {"a[0-999]-b[0-999]", "names more than 100000 hosts"},
   };
   for (const auto& [list, words] : cases) {
     auto r = expand_nodelist(list);
