@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "common/log.h"
@@ -20,6 +21,7 @@ namespace edt::control {
 namespace {
 
 constexpr std::chrono::seconds kRestartInterval{60};
+constexpr std::chrono::seconds kStopTimeout{5};
 
 // Starts the server as edtd's child: it gets SIGTERM when edtd dies.
 pid_t spawn_server(const WarmInterpreterOptions& o) {
@@ -88,8 +90,17 @@ void WarmInterpreter::stop() {
   std::lock_guard lock(mu_);
   if (pid_ == 0) return;
   kill(pid_, SIGTERM);
+  // It exits at once; edtd's own stop never waits on it for long.
+  const auto deadline = std::chrono::steady_clock::now() + kStopTimeout;
   int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(pid_, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (waitpid(pid_, &status, WNOHANG) == 0) {
+    log::warn("the warm Python interpreter (pid {}) did not end within {} s of SIGTERM; killing it", pid_,
+              kStopTimeout.count());
+    kill(pid_, SIGKILL);
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   pid_ = 0;
 }
