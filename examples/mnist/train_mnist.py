@@ -113,9 +113,10 @@ def evaluate(model, test_x, test_y):
     return (totals[0] / totals[1]).item()
 
 
-def train_epoch(args, model, optimizer, train_x, train_y, indices, on_batch=None):
-    """One pass over `indices`; returns (samples, mean loss)."""
-    show = hvd.rank() == 0 and sys.stdout.isatty()
+def train_epoch(args, model, optimizer, train_x, train_y, indices, on_batch=None, rank=None):
+    """One pass over `indices`; returns (samples, mean loss). `rank`: this
+    worker's, where it is not hvd.rank() (a torch.distributed script)."""
+    show = (hvd.rank() if rank is None else rank) == 0 and sys.stdout.isatty()
     start = time.time()
     samples, loss_sum, batches = 0, 0.0, 0
     for b in range(0, len(indices), args.batch_size):

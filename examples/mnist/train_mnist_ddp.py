@@ -26,7 +26,6 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from edt.datasets import idx
@@ -82,20 +81,11 @@ def main():
         sampler.set_epoch(epoch)
         indices = torch.tensor(list(iter(sampler)))
         start = time.time()
-        samples, loss_sum, batches = 0, 0.0, 0
-        for b in range(0, len(indices), args.batch_size):
-            batch = indices[b:b + args.batch_size]
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(inputs(train_x[batch])), train_y[batch])
-            loss.backward()
-            optimizer.step()
-            samples += len(batch)
-            loss_sum += loss.item()
-            batches += 1
+        samples, loss = train_mnist.train_epoch(args, model, optimizer, train_x, train_y, indices, rank=rank)
         seconds = time.time() - start
         acc = evaluate(model, test_x, test_y, rank, size)
         print("epoch=%d rank=%d size=%d samples=%d loss=%.4f acc=%.4f time=%.2f"
-              % (epoch, rank, size, samples, loss_sum / max(batches, 1), acc, seconds), flush=True)
+              % (epoch, rank, size, samples, loss, acc, seconds), flush=True)
     # The model goes first, while the group still holds the process group:
     # with torch 1.13 (Debian 12's), a DDP model freed after
     # destroy_process_group() takes the Gloo process group down with it
