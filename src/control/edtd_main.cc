@@ -46,6 +46,7 @@ struct Flags {
   std::string log_format = "text";
   std::string warm_start = "on";
   int64_t container_pids_max = 16384;
+  std::string user_namespaces = "off";
   bool fault_points = false;  // print them and exit
 };
 
@@ -169,7 +170,26 @@ struct Settings {
   std::vector<Gpu> gpus;
   bool simulated_gpus = false;
   Layout layout;
+  uint32_t first_subordinate_id = 0;  // 0: no user namespaces
 };
+
+// The host's first subordinate id of --user-namespaces: the default's
+// ranges (2^28 and up, 61,440 users) are clear of /etc/subuid's usual
+// 100000.. ranges of the host's own users.
+constexpr uint32_t kFirstSubordinateId = 1u << 28;
+
+Result<uint32_t> parse_user_namespaces(const std::string& text) {
+  if (text == "off") return 0u;
+  if (text == "on") return kFirstSubordinateId;
+  uint64_t first = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), first);
+  if (ec != std::errc() || ptr != text.data() + text.size() || first == 0 || first % 65536 != 0 ||
+      first > (uint64_t{1} << 32) - 2 * 65536)
+    return invalid_argument("--user-namespaces '" + text +
+                            "' is not off, on or a host uid to start the subordinate ranges at (a multiple of "
+                            "65536 below 2^32); write e.g. --user-namespaces on");
+  return static_cast<uint32_t>(first);
+}
 
 // The address block of each network mode when --address-range is not
 // given. A bridge's: inside 198.18.0.0/15 (RFC 2544's benchmarking block),
@@ -192,6 +212,23 @@ Status check_network(const Flags& flags, Settings& settings) {
   settings.range = *range;
   if (mode == NetworkMode::kLoopback) return Status::ok();
   return ContainerNetwork::check_range_free(range->cidr(), range->base, range->size, settings.bridge);
+}
+
+// With user namespaces a container's root binds its files from the data dir
+// as an unprivileged uid: every directory above it must let others pass.
+Status check_passable_above(const std::string& data_dir) {
+  std::error_code ec;
+  for (fs::path dir = fs::absolute(data_dir, ec).parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    struct stat st {};
+    std::array<char, 8> mode{};
+    if (::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0 &&
+        std::snprintf(mode.data(), mode.size(), "%o", st.st_mode & 07777) > 0)
+      return invalid_argument("--user-namespaces: other users cannot pass through " + dir.string() + " (mode " +
+                              mode.data() + "), above --data-dir " + data_dir +
+                              "; run chmod o+x " + dir.string() + ", or choose a data dir under /var/lib");
+    if (dir == dir.root_path()) break;
+  }
+  return Status::ok();
 }
 
 Result<Settings> check_flags(const Flags& flags) {
@@ -223,6 +260,8 @@ Result<Settings> check_flags(const Flags& flags) {
     EDT_ASSIGN_OR_RETURN(settings.gpus, parse_gpu_flag(flags.gpus));
     settings.simulated_gpus = true;
   }
+  EDT_ASSIGN_OR_RETURN(settings.first_subordinate_id, parse_user_namespaces(flags.user_namespaces));
+  if (settings.first_subordinate_id != 0) EDT_RETURN_IF_ERROR(check_passable_above(flags.data_dir));
   std::error_code ec;
   if (fs::exists(flags.data_dir, ec) && !fs::is_directory(flags.data_dir, ec))
     return invalid_argument("--data-dir " + flags.data_dir + " exists and is not a directory; give a directory");
@@ -250,6 +289,8 @@ Result<std::unique_ptr<Database>> open_database(const Flags& flags) {
   if (ec) return Status(StatusCode::kIoError, "--data-dir " + flags.data_dir + ": " + ec.message());
   ::chmod(flags.data_dir.c_str(), 0700);
   EDT_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::open(flags.data_dir + "/edtd.db"));
+  // SQLite makes its -wal and -shm files with the database's mode.
+  ::chmod((flags.data_dir + "/edtd.db").c_str(), 0600);
   return db;
 }
 
@@ -283,7 +324,8 @@ int serve(const Flags& flags, const Settings& settings) {
   LocalBackend backend({flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
                         {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", flags.data_dir + "/containers",
                          base_env, /*seccomp_path: the backend's*/ ""},
-                        /*enter_program: edtd itself*/ "", network, flags.container_pids_max});
+                        /*enter_program: edtd itself*/ "", network, flags.container_pids_max, "/sys/fs/cgroup",
+                        settings.first_subordinate_id});
   backend.keep_warm();
   JobRunner jobs(db.get(), &backend, flags.data_dir, base_env);
   ReconcilerOptions reconciler_options;
@@ -297,6 +339,7 @@ int serve(const Flags& flags, const Settings& settings) {
 
   std::error_code ec;
   fs::create_directories(flags.data_dir + "/terminals", ec);
+  ::chmod((flags.data_dir + "/terminals").c_str(), 0700);
   TerminalServer terminals(flags.data_dir + "/terminals");
   if (Status st = terminals.start(settings.terminal_listen.host, settings.terminal_listen.port); !st.is_ok())
     return fail(st);
@@ -379,6 +422,11 @@ int main(int argc, char** argv) {
   app.add_option("--container-pids-max", flags.container_pids_max,
                  "the most tasks (processes and threads) each container may have, in its cgroup; 0: no bound")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 22))
+      ->capture_default_str();
+  app.add_option("--user-namespaces", flags.user_namespaces,
+                 "on: each container in a user namespace, its root an unprivileged host uid of its owner's "
+                 "subordinate range (65536 ids each, from host uid 2^28); a number: the ranges start there; off: "
+                 "container root is the host's root")
       ->capture_default_str();
   app.add_flag("--fault-points", flags.fault_points,
                "print the named points where EDT_FAULT=<name> makes edtd abort (for crash tests), and exit");

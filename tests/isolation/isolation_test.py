@@ -30,7 +30,15 @@ shadow are unchanged, and bob's cluster still Running.
 Also: env values sshd_config would misread are refused (422) before
 anything is made.
 
-  isolation_test.py --edtd build/src/control/edtd
+With --user-namespaces (edtd's flag; ctest container_isolation_userns) the
+same attacks run, and: each cluster's root is its owner's subordinate range
+on the host (/proc/self/uid_map and gid_map; alice's and bob's differ); a
+process in alice's container runs as that host uid; a file written in
+alice's volume belongs on the host to her range (root's and uid 1000's);
+an id outside the range cannot be given; the data dir is 0711 and the
+store 0600.
+
+  isolation_test.py --edtd build/src/control/edtd [--user-namespaces]
 """
 import argparse
 import glob
@@ -47,6 +55,8 @@ import tenants  # noqa: E402
 from tenants import TIMEOUT  # noqa: E402
 
 ADDRESSES = "127.89.0.0/24"  # this test's own block (grep --address-range for the others)
+ADDRESSES_USERNS = "127.89.128.0/24"  # with --user-namespaces
+RANGE = 65536  # ids in each user's subordinate range
 PIDS_MAX = 256  # each container's bound on tasks (--container-pids-max)
 MEMORY = "512Mi"  # alice's containers' memory bound
 
@@ -148,8 +158,9 @@ def digest(path):
 
 
 class Isolation(tenants.Tenants):
-    def __init__(self, edtd):
+    def __init__(self, edtd, user_namespaces=False):
         super().__init__(edtd)
+        self.user_namespaces = user_namespaces
         self.canary_dir = tempfile.mkdtemp(prefix="edt-isolation-canary-")
         self.canary = os.path.join(self.canary_dir, "canary")
         with open(self.canary, "w") as f:
@@ -253,6 +264,49 @@ class Isolation(tenants.Tenants):
         fits = self.ssh("alice-c", address, "python3 -c 'b = b\"x\" * (256 << 20); print(len(b))'")
         self.check(fits.stdout.strip() == str(256 << 20), f"256 MiB under the {MEMORY} bound: {fits.stdout!r} {fits.stderr[-300:]!r}")
 
+    def id_map(self, cluster, address):
+        """The first host id of the container's uid and gid maps (both must
+        be one range of 65536 ids from 0)."""
+        result = self.ssh(cluster, address, "cat /proc/self/uid_map /proc/self/gid_map")
+        rows = [line.split() for line in result.stdout.splitlines()]
+        firsts = {int(row[1]) for row in rows if len(row) == 3 and row[0] == "0" and row[2] == str(RANGE)}
+        self.check(len(rows) == 2 and len(firsts) == 1, f"{cluster}: uid and gid maps {rows} {result.stderr[-300:]}")
+        first = firsts.pop() if len(firsts) == 1 else 0
+        self.check(first >= 1 << 28 and first % RANGE == 0, f"{cluster}: its ids start at host id {first}")
+        return first
+
+    def owned_by_range(self, launcher, bob_launcher):
+        """Container root is an unprivileged host uid of its owner's range,
+        on its processes and on the files it writes in a volume."""
+        first, bobs = self.id_map("alice-c", launcher), self.id_map("bob-c", bob_launcher)
+        self.check(first != bobs, f"alice's and bob's clusters share host ids from {first}")
+        marker = "1234.%d" % os.getpid()
+        self.ssh("alice-c", launcher, f"nohup sleep {marker} >/dev/null 2>&1 &")
+        found, deadline = {}, time.time() + 10
+        while not found and time.time() < deadline:
+            found = processes_by_cmdline(["sleep", marker])
+            time.sleep(0.05)
+        for pid in found:
+            os.kill(pid, 9)  # else it would keep the container up when its sshd is killed below
+        self.check(found and all(ids == [str(first)] * 8 for ids in found.values()),
+                   f"alice's sleep runs on the host as {found}, not {first}")
+        wrote = self.ssh("alice-c", launcher, "touch /data/by-root /data/by-user && chown 1000:1000 /data/by-user && "
+                                              f"echo wrote; chown {RANGE} /data/by-root; echo status $?")
+        self.check(wrote.stdout.split() == ["wrote", "status", "1"] and "Invalid argument" in wrote.stderr,
+                   f"writing in alice's volume, then chown outside her range: {wrote.stdout!r} {wrote.stderr[-300:]!r}")
+        volume = os.path.join(self.edtd.dir, "data", "volumes", "alice-v")
+        for name, uid in (("by-root", first), ("by-user", first + 1000)):
+            try:
+                st = os.stat(os.path.join(volume, name))
+                owner = (st.st_uid, st.st_gid)
+            except OSError as e:
+                owner = e.strerror
+            self.check(owner == (uid, uid), f"alice's {name} belongs on the host to {owner}, not {uid}")
+        data = os.path.join(self.edtd.dir, "data")
+        for path, mode in ((data, 0o711), (os.path.join(data, "edtd.db"), 0o600)):
+            got = os.stat(path).st_mode & 0o7777
+            self.check(got == mode, f"{path} has mode {oct(got)}, not {oct(mode)}")
+
     def run(self):
         host_before = {p: digest(p) for p in (self.canary, "/etc/shadow", os.path.join(self.edtd.dir, "data", "admin.token"))}
         alice, bob = self.make_user("alice"), self.make_user("bob")
@@ -263,12 +317,18 @@ class Isolation(tenants.Tenants):
             spec = {"name": f"{user}-c", "framework": "horovod", "containers": 2}
             if user == "alice":
                 spec["memory"] = MEMORY
+                if self.user_namespaces:
+                    status, body = self.api("POST", "/volumes", {"name": "alice-v"}, token)
+                    self.check(status == 201, f"POST /volumes alice-v: {status} {body}")
+                    spec["mounts"] = [{"volume": "alice-v", "path": "/data"}]
             status, body = self.api("POST", "/clusters", spec, token)
             if status != 201:
                 raise RuntimeError(f"create {user}-c: {status} {body}")
         cluster = self.wait_running("alice-c", alice, 2)
-        self.wait_running("bob-c", bob, 2)
+        bobs = self.wait_running("bob-c", bob, 2)
         launcher = cluster["status"]["containers"][0]["address"]
+        if self.user_namespaces:
+            self.owned_by_range(launcher, bobs["status"]["containers"][0]["address"])
         self.attack_over_ssh(launcher)
         self.attack_as_job(alice)
         self.bounded(launcher)
@@ -285,6 +345,22 @@ class Isolation(tenants.Tenants):
         self.check(alive.stdout.strip() == "alive", f"the restarted launcher does not answer: {alive.stderr}")
 
 
+def processes_by_cmdline(argv):
+    """{pid: its real, effective, saved and file-system uids, then gids, on
+    the host} of the processes that run `argv`."""
+    out = {}
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() != b"".join(a.encode() + b"\0" for a in argv):
+                    continue
+            with open(f"/proc/{pid}/status") as f:
+                out[int(pid)] = sum((line.split()[1:] for line in f if line.startswith(("Uid:", "Gid:"))), [])
+        except OSError:
+            continue
+    return out
+
+
 def cgroups_of(data_dir):
     """The cgroup directories edtd of `data_dir` made (edt-<key>, as cgroups.cc names them)."""
     key = 14695981039346656037
@@ -297,9 +373,13 @@ def cgroups_of(data_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edtd", required=True)
+    parser.add_argument("--user-namespaces", action="store_true", help="run edtd with --user-namespaces on")
     args = parser.parse_args()
-    edtd = contract_test.Edtd(args.edtd, ADDRESSES, ["--container-pids-max", str(PIDS_MAX)])
-    test = Isolation(edtd)
+    extra = ["--container-pids-max", str(PIDS_MAX)]
+    if args.user_namespaces:
+        extra += ["--user-namespaces", "on"]
+    edtd = contract_test.Edtd(args.edtd, ADDRESSES_USERNS if args.user_namespaces else ADDRESSES, extra)
+    test = Isolation(edtd, args.user_namespaces)
     data_dir = os.path.join(edtd.dir, "data")
     try:
         test.run()

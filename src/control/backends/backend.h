@@ -55,6 +55,10 @@ struct SandboxSpec {
   // where there is one, else a stand-in character device (/dev/null's).
   std::vector<int> gpus;
   std::optional<SandboxSlurm> slurm;
+  // The number of its owner's subordinate uid/gid range (Catalog::
+  // user_ranges), which a backend with user namespaces maps the container's
+  // ids to; 0: the owner has none.
+  int64_t id_range = 0;
 };
 
 enum class SandboxState {

@@ -192,7 +192,8 @@ Status Database::Tx::insert_user(const User& user) {
   s.bind(1, user.name).bind(2, user.admin);
   Status st = s.run();
   if (!st.is_ok() && s.constraint_failed()) return already_exists("user '" + user.name + "' exists");
-  return st;
+  if (!st.is_ok()) return st;
+  return Stmt(db_, "INSERT INTO user_ranges(user) VALUES(?)").bind(1, user.name).run();
 }
 
 std::vector<User> Database::Tx::users() {
@@ -212,6 +213,7 @@ std::optional<User> Database::Tx::user(const std::string& name) {
 Status Database::Tx::delete_user(const std::string& name) {
   EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM tokens WHERE user = ?").bind(1, name).run());
   EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM jobs WHERE owner = ?").bind(1, name).run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM user_ranges WHERE user = ?").bind(1, name).run());
   Stmt s(db_, "DELETE FROM users WHERE name = ?");
   return expect_changed(db_, s.bind(1, name).run(), "user '" + name + "'");
 }
@@ -334,6 +336,8 @@ Catalog Database::Tx::catalog(const std::optional<std::string>& volume_owner) {
     catalog.gpus_total[gpu.model]++;
     catalog.gpus_free[gpu.model] += gpu.holder.empty() ? 1 : 0;
   }
+  Stmt ranges(db_, "SELECT user, id FROM user_ranges");
+  while (ranges.step()) catalog.user_ranges[ranges.text(0)] = ranges.i64(1);
   return catalog;
 }
 

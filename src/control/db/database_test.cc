@@ -167,5 +167,19 @@ TEST_F(DatabaseTest, VolumesAndJobs) {
   EXPECT_EQ(db_->lock().job(*id)->state, JobState::kSucceeded);
 }
 
+TEST_F(DatabaseTest, EachUserHasARangeOfItsOwnNeverGivenTwice) {
+  auto tx = db_->lock();
+  ASSERT_TRUE(tx.insert_user({"alice", false}).is_ok());
+  ASSERT_TRUE(tx.insert_user({"bob", false}).is_ok());
+  EXPECT_EQ(tx.catalog(std::nullopt).user_ranges, (std::map<std::string, int64_t>{{"alice", 1}, {"bob", 2}}));
+  EXPECT_FALSE(tx.insert_user({"bob", true}).is_ok());  // taken: no second range either
+  ASSERT_TRUE(tx.delete_user("bob").is_ok());
+  ASSERT_TRUE(tx.insert_user({"carol", false}).is_ok());
+  ASSERT_TRUE(tx.insert_user({"bob", false}).is_ok());
+  // bob's old range 2 is not given again, to carol or to a new bob.
+  EXPECT_EQ(tx.catalog(std::nullopt).user_ranges,
+            (std::map<std::string, int64_t>{{"alice", 1}, {"bob", 4}, {"carol", 3}}));
+}
+
 }  // namespace
 }  // namespace edt::control

@@ -56,6 +56,13 @@ DROP TABLE tokens;
 ALTER TABLE tokens_v4 RENAME TO tokens;
 CREATE INDEX tokens_by_user ON tokens(user, id);
 )sql"},
+      // Each user's subordinate uid and gid range (container root and the
+      // users under it, on the host): its number here, never given twice
+      // (AUTOINCREMENT), kept while the user is.
+      {5, "user_ranges", R"sql(
+CREATE TABLE user_ranges(id INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL UNIQUE);
+INSERT INTO user_ranges(user) SELECT name FROM users ORDER BY name;
+)sql"},
   };
   return kMigrations;
 }

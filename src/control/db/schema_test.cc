@@ -142,6 +142,8 @@ TEST_F(SchemaTest, AnUnversionedDatabaseIsMigratedWithEverythingInIt) {
   EXPECT_EQ(tokens[0].id, 1);
   EXPECT_EQ(tokens[0].expires_at, 0);
   EXPECT_EQ(tokens[0].created_at, 0);
+  // Users of before get subordinate id ranges, in the order of their names.
+  EXPECT_EQ(tx.catalog(std::nullopt).user_ranges, (std::map<std::string, int64_t>{{"admin", 1}, {"alice", 2}}));
   ASSERT_TRUE(tx.delete_token("alice", 1).is_ok());
   EXPECT_FALSE(tx.user_for_token("hash-of-alice", 0).has_value());
   EXPECT_EQ(tx.volume("data")->host_path, "/var/lib/edt/volumes/data");

@@ -61,6 +61,9 @@ struct Catalog {
   std::map<std::string, Volume> volumes;
   std::map<std::string, int> gpus_free;   // model -> free devices
   std::map<std::string, int> gpus_total;  // model -> all devices
+  // user -> the number of its subordinate uid/gid range (from 1; see
+  // SandboxSpec::id_range)
+  std::map<std::string, int64_t> user_ranges;
 };
 
 // Checks a parsed spec against what exists: the image and whether it

@@ -180,6 +180,8 @@ SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerReco
   s.env = container_env(spec, record.status, options_.base_env);
   s.job_dir = spec.framework == "deepspeed";
   s.gpus = record.status.gpus;
+  if (auto range = catalog.user_ranges.find(cluster.owner); range != catalog.user_ranges.end())
+    s.id_range = range->second;
   if (spec.framework == "slurm") {
     SandboxSlurm slurm_files;
     slurm_files.slurm_conf = slurm::render_slurm_conf(spec, controller_address, false);

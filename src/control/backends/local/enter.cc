@@ -1,6 +1,7 @@
 #include "control/backends/local/enter.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -23,9 +24,9 @@ namespace {
 
 constexpr int kCannotEnter = 125;
 
-// The namespaces a container has, in the order they are entered (mnt
-// last: /proc/<pid>/ns is read from ours).
-constexpr const char* kNamespaces[] = {"cgroup", "ipc", "uts", "net", "pid", "mnt"};
+// The namespaces a container has, in the order they are entered: user
+// first (it owns the others), mnt last (/proc/<pid>/ns is read from ours).
+constexpr const char* kNamespaces[] = {"user", "cgroup", "ipc", "uts", "net", "pid", "mnt"};
 
 int fail(const std::string& what, int error = 0) {
   std::fprintf(stderr, "edtd enter-container: %s%s%s\n", what.c_str(), error ? ": " : "", error ? std::strerror(error) : "");
@@ -42,6 +43,7 @@ int enter(const std::string& pid) {
   }
   const int root = ::open((base + "root").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root < 0) return fail("open " + base + "root", errno);
+  bool user_namespace = false;
   for (size_t i = 0; i < std::size(kNamespaces); ++i) {
     struct stat theirs {}, ours {};
     const bool same = fstat(fds[i], &theirs) == 0 &&
@@ -49,10 +51,15 @@ int enter(const std::string& pid) {
                       theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev;
     if (!same && setns(fds[i], 0) != 0)
       return fail(std::string("enter the container's ") + kNamespaces[i] + " namespace", errno);
+    user_namespace = user_namespace || (!same && i == 0);
     ::close(fds[i]);
   }
   if (fchdir(root) != 0 || chroot(".") != 0 || chdir("/") != 0) return fail("enter the container's root", errno);
   ::close(root);
+  // In the container's user namespace our host ids are not mapped: become
+  // its root, as a login is.
+  if (user_namespace && (setresgid(0, 0, 0) != 0 || setgroups(0, nullptr) != 0 || setresuid(0, 0, 0) != 0))
+    return fail("become root of the container's user namespace", errno);
   return 0;
 }
 

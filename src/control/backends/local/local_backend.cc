@@ -1,6 +1,8 @@
 #include "control/backends/local/local_backend.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -96,20 +98,89 @@ struct Pipe {
   }
 };
 
-// Starts argv in a session of its own, not as our child: it keeps running
-// when edtd exits or is killed. Its stdout and stderr go to `log_path`,
-// `fd3_path` (if any) is its fd 3, written; `fd4_path` (if any) its fd 4,
-// read; `fd5` (if not -1) its fd 5. It joins the cgroups of `cgroup_procs`
-// before it execs. Returns its pid.
-Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                               const std::string& log_path, const std::string& fd3_path,
-                               const std::string& fd4_path = "", int fd5 = -1,
-                               const std::vector<std::string>& cgroup_procs = {}) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return io_error("pipe", errno);
+// In a forked child: makes a user namespace, tells the parent on `ready`,
+// waits until it has mapped the namespace's ids (a byte on `go`), then
+// becomes the namespace's root. Async-signal-safe.
+bool become_namespace_root(int ready, int go) {
+  char byte = 0;
+  if (unshare(CLONE_NEWUSER) != 0 || ::write(ready, "u", 1) != 1 || ::read(go, &byte, 1) != 1) return false;
+  return setresgid(0, 0, 0) == 0 && setgroups(0, nullptr) == 0 && setresuid(0, 0, 0) == 0;
+}
+
+// Maps ids 0..65535 of the user namespace of `pid` (which it made, then
+// wrote `ready`) to the host's `first`.., then lets it go on (`go`).
+Status map_ids(pid_t pid, uint32_t first, int ready, int go) {
+  char byte = 0;
+  if (::read(ready, &byte, 1) != 1) return internal_error("the sandbox could not make its user namespace");
+  const std::string map = "0 " + std::to_string(first) + " 65536\n";
+  for (const char* file : {"/uid_map", "/gid_map"}) {
+    const std::string path = "/proc/" + std::to_string(pid) + file;
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    const bool written = fd >= 0 && ::write(fd, map.data(), map.size()) == static_cast<ssize_t>(map.size());
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    if (!written) return io_error("write " + path, error);
+  }
+  if (::write(go, "g", 1) != 1) return io_error("release the sandbox's user namespace", errno);
+  return Status::ok();
+}
+
+// What spawn_detached() starts.
+struct Spawn {
+  std::vector<std::string> argv, env;
+  std::string log_path;   // its stdout and stderr
+  std::string fd3_path;   // if any: its fd 3, written
+  std::string fd4_path;   // if any: its fd 4, read
+  int fd5 = -1;           // if not -1: its fd 5
+  std::vector<std::string> cgroup_procs;  // it joins these cgroups before it execs
+  uint32_t first_id = 0;  // if not 0: it runs as root of a user namespace whose ids 0..65535 are these on the host
+};
+
+// In spawn_detached()'s grandchild: its descriptors, cgroups and user
+// namespace, then the program. Async-signal-safe.
+[[noreturn]] void exec_spawned(const Spawn& spec, char* const* args, char* const* envp, int ready, int go) {
+  int null = ::open("/dev/null", O_RDONLY);
+  int log = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (null < 0 || log < 0) _exit(126);
+  dup2(null, 0);
+  dup2(log, 1);
+  dup2(log, 2);
+  int next = 3;
+  if (!spec.fd3_path.empty()) {
+    int info = ::open(spec.fd3_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (info < 0 || dup2(info, next++) < 0) _exit(126);
+  }
+  if (!spec.fd4_path.empty()) {
+    int in = ::open(spec.fd4_path.c_str(), O_RDONLY);
+    if (in < 0 || dup2(in, next++) < 0) _exit(126);
+  }
+  if (spec.fd5 >= 0 && dup2(spec.fd5, next++) < 0) _exit(126);
+  for (const auto& procs : spec.cgroup_procs) {
+    if (!join_cgroup(procs.c_str())) {
+      static constexpr char kWhy[] = "edtd: could not join the container's cgroup\n";
+      (void)!::write(2, kWhy, sizeof(kWhy) - 1);
+      _exit(125);
+    }
+  }
+  if (spec.first_id != 0 && !become_namespace_root(ready, go)) {
+    static constexpr char kWhy[] = "edtd: could not become root of the container's user namespace\n";
+    (void)!::write(2, kWhy, sizeof(kWhy) - 1);
+    _exit(124);
+  }
+  close_range(next, ~0u, 0);
+  execve(args[0], args, envp);
+  _exit(127);
+}
+
+// Starts spec.argv in a session of its own, not as our child: it keeps
+// running when edtd exits or is killed. Returns its pid.
+Result<int64_t> spawn_detached(const Spawn& spec) {
+  Pipe pid_pipe, ready, go;  // the grandchild's pid; its user namespace made; mapped
+  for (Pipe* p : {&pid_pipe, &ready, &go})
+    if (pipe2(p->fds, O_CLOEXEC) != 0) return io_error("pipe", errno);
   // Everything the child needs is made before fork: after it, only
   // async-signal-safe calls.
-  const std::vector<char*> args = proc::c_strings(argv), envp = proc::c_strings(env);
+  const std::vector<char*> args = proc::c_strings(spec.argv), envp = proc::c_strings(spec.env);
   pid_t child = fork();
   if (child < 0) return io_error("fork", errno);
   if (child == 0) {
@@ -118,43 +189,28 @@ Result<int64_t> spawn_detached(const std::vector<std::string>& argv, const std::
     pid_t grandchild = fork();
     if (grandchild != 0) {
       int64_t pid = grandchild;
-      (void)!::write(pipe_fds[1], &pid, sizeof(pid));
+      (void)!::write(pid_pipe.fds[1], &pid, sizeof(pid));
       _exit(0);
     }
-    int null = ::open("/dev/null", O_RDONLY);
-    int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (null < 0 || log < 0) _exit(126);
-    dup2(null, 0);
-    dup2(log, 1);
-    dup2(log, 2);
-    int next = 3;
-    if (!fd3_path.empty()) {
-      int info = ::open(fd3_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (info < 0 || dup2(info, next++) < 0) _exit(126);
-    }
-    if (!fd4_path.empty()) {
-      int in = ::open(fd4_path.c_str(), O_RDONLY);
-      if (in < 0 || dup2(in, next++) < 0) _exit(126);
-    }
-    if (fd5 >= 0 && dup2(fd5, next++) < 0) _exit(126);
-    close_range(next, ~0u, 0);
-    for (const auto& procs : cgroup_procs) {
-      if (!join_cgroup(procs.c_str())) {
-        static constexpr char kWhy[] = "edtd: could not join the container's cgroup\n";
-        (void)!::write(2, kWhy, sizeof(kWhy) - 1);
-        _exit(125);
-      }
-    }
-    execve(args[0], args.data(), envp.data());
-    _exit(127);
+    // Above the descriptors exec_spawned() sets, and only its ends.
+    const int ready_end = fcntl(ready.fds[1], F_DUPFD_CLOEXEC, 64), go_end = fcntl(go.fds[0], F_DUPFD_CLOEXEC, 64);
+    for (int fd : {ready.fds[0], ready.fds[1], go.fds[0], go.fds[1]}) ::close(fd);
+    exec_spawned(spec, args.data(), envp.data(), ready_end, go_end);
   }
-  ::close(pipe_fds[1]);
+  pid_pipe.close_end(1);
+  ready.close_end(1);
+  go.close_end(0);
   int64_t pid = 0;
-  ssize_t n = ::read(pipe_fds[0], &pid, sizeof(pid));
-  ::close(pipe_fds[0]);
+  ssize_t n = ::read(pid_pipe.fds[0], &pid, sizeof(pid));
   int status = 0;
   waitpid(child, &status, 0);
-  if (n != sizeof(pid)) return internal_error("could not start " + argv[0]);
+  if (n != sizeof(pid)) return internal_error("could not start " + spec.argv[0]);
+  if (spec.first_id != 0) {
+    if (Status st = map_ids(static_cast<pid_t>(pid), spec.first_id, ready.fds[0], go.fds[1]); !st.is_ok()) {
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+      return st.with_context("start " + spec.argv[0]);
+    }
+  }
   return pid;
 }
 
@@ -307,6 +363,18 @@ std::string quote_env(const std::string& key, const std::string& value) {
   return "\"" + key + "=" + value + "\"";
 }
 
+// Gives `path` and everything under it (links themselves, not where they
+// lead) to the host's `owner`, as uid and gid.
+Status hand_over(const std::string& path, uint32_t owner) {
+  if (::lchown(path.c_str(), owner, owner) != 0) return io_error("chown " + path, errno);
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (::lchown(it->path().c_str(), owner, owner) != 0) return io_error("chown " + it->path().string(), errno);
+  if (ec) return Status(StatusCode::kIoError, "read " + path + ": " + ec.message());
+  return Status::ok();
+}
+
 }  // namespace
 
 LocalBackend::LocalBackend(LocalBackendOptions options)
@@ -325,6 +393,43 @@ LocalBackend::LocalBackend(LocalBackendOptions options)
     if (Status st = write_file_atomic(seccomp_path(), *seccomp_, 0644); !st.is_ok()) seccomp_ = st;
   }
   if (options_.network) network_ = std::make_unique<ContainerNetwork>(*options_.network);
+  // With user namespaces bwrap runs as the container's root, which must
+  // pass through (not list) the data dir to what it binds.
+  if (options_.first_subordinate_id != 0) {
+    for (const char* sub : {"", "/containers", "/clusters", "/volumes"}) {
+      fs::create_directories(options_.data_dir + sub, ec);
+      ::chmod((options_.data_dir + sub).c_str(), 0711);
+    }
+  }
+}
+
+Result<uint32_t> subordinate_ids(uint32_t first, int64_t range) {
+  constexpr int64_t kSize = 65536;
+  const int64_t start = int64_t{first} + kSize * (range - 1);
+  if (range < 1 || start + kSize > int64_t{UINT32_MAX})
+    return failed_precondition("the owner's subordinate id range " + std::to_string(range) + " does not fit below 2^32 (first id " +
+                               std::to_string(first) + "); start edtd with a lower --user-namespaces");
+  return static_cast<uint32_t>(start);
+}
+
+// The user namespace's ids of `spec` on the host: the container's own
+// files, the cluster's munge key and the top of a managed volume it mounts
+// become its root's.
+Status LocalBackend::hand_over_to_container(const SandboxSpec& spec, const std::string& dir, uint32_t first_id) {
+  EDT_RETURN_IF_ERROR(hand_over(dir, first_id));
+  ::chmod(dir.c_str(), 0700);
+  if (spec.slurm) {
+    std::lock_guard<std::mutex> lock(cluster_files_mu_);
+    EDT_RETURN_IF_ERROR(hand_over(cluster_dir(spec.cluster) + "/munge", first_id));
+  }
+  const std::string volumes = options_.data_dir + "/volumes/";
+  for (const auto& m : spec.mounts) {
+    struct stat st {};
+    if (m.host_path.starts_with(volumes) && ::lstat(m.host_path.c_str(), &st) == 0 && st.st_uid == 0 &&
+        ::lchown(m.host_path.c_str(), first_id, first_id) != 0)
+      return io_error("chown " + m.host_path, errno);
+  }
+  return Status::ok();
 }
 
 std::string LocalBackend::seccomp_path() const { return options_.data_dir + "/seccomp.bpf"; }
@@ -592,6 +697,13 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   if (spec.slurm) {
     if (Status st = write_slurm_files(spec, dir); !st.is_ok()) return fail(st);
   }
+  uint32_t first_id = 0;
+  if (options_.first_subordinate_id != 0) {
+    auto ids = subordinate_ids(options_.first_subordinate_id, spec.id_range);
+    if (!ids.is_ok()) return fail(ids.status());
+    first_id = *ids;
+    if (Status st = hand_over_to_container(spec, dir, first_id); !st.is_ok()) return fail(st);
+  }
   fault_point("start.before_spawn");
   const std::string info_path = dir + "/info.json";
   const std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", std::string(kLabelHome) + "=" + home_,
@@ -602,8 +714,14 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   if (!cgroups.is_ok()) return fail(cgroups.status());
   Pipe block;  // bridge mode: holds the sandbox until its interface is up
   if (network_ && pipe2(block.fds, O_CLOEXEC) != 0) return fail(io_error("pipe", errno));
-  auto monitor =
-      spawn_detached(bwrap_args(spec, dir), env, dir + "/log", info_path, seccomp_path(), block.fds[0], *cgroups);
+  auto monitor = spawn_detached({.argv = bwrap_args(spec, dir),
+                                 .env = env,
+                                 .log_path = dir + "/log",
+                                 .fd3_path = info_path,
+                                 .fd4_path = seccomp_path(),
+                                 .fd5 = block.fds[0],
+                                 .cgroup_procs = *cgroups,
+                                 .first_id = first_id});
   block.close_end(0);
   if (!monitor.is_ok()) return fail(monitor.status());
   fault_point("start.spawned");
@@ -725,7 +843,11 @@ Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpe
                                    std::to_string(container.pid), "--", "/usr/bin/env", "-i", "-C", "/root"};
   for (const auto& [key, value] : spec.env) argv.push_back(key + "=" + value);
   argv.insert(argv.end(), {"/bin/bash", "-c", spec.command});
-  EDT_ASSIGN_OR_RETURN(int64_t pid, spawn_detached(argv, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, spec.log_path, ""));
+  Spawn job;
+  job.argv = std::move(argv);
+  job.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  job.log_path = spec.log_path;
+  EDT_ASSIGN_OR_RETURN(int64_t pid, spawn_detached(job));
   // The wrapper may already have ended (a short command): then it is known by
   // its pid alone, and alive() says it is gone.
   return proc::identify(pid).value_or(SandboxRef{pid, 0});

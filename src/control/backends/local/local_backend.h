@@ -22,6 +22,15 @@
 // in the container's cgroup (cgroups.h: its pids and memory bounds);
 // exec() enters it through enter.h, under the same limits.
 //
+// User namespaces (LocalBackendOptions::first_subordinate_id): the sandbox's
+// first process makes a user namespace, edtd maps its ids 0..65535 to the
+// owner's subordinate range on the host, and bwrap runs inside it as that
+// namespace's root: the container's root is an unprivileged uid on the
+// host, with capabilities over its own namespaces only. The container's own
+// directory (and the cluster's munge key, a managed volume's top) belong to
+// that uid; what it only reads stays root's and world-readable. bwrap, as
+// that uid, reaches its sources through the data dir, which is then 0711.
+//
 // Layout under the data dir:
 //   clusters/<cluster>/mpi/      hosts, hostfile, discover_hosts.sh, known_hosts
 //   clusters/<cluster>/ssh/      id_ed25519 (root's key pair), host_ca (the
@@ -82,7 +91,16 @@ struct LocalBackendOptions {
   // machine has no pids cgroup edtd may write, it is dropped with a warning.
   int64_t pids_max = 0;
   std::string cgroup_root = "/sys/fs/cgroup";
+  // User namespaces (0: none, container root is the host's root): a
+  // container's uids and gids 0..65535 are the host's
+  // first_subordinate_id + 65536 * (range - 1) + 0..65535, for its owner's
+  // range (SandboxSpec::id_range). A multiple of 65536.
+  uint32_t first_subordinate_id = 0;
 };
+
+// The host's first id of subordinate range `range` (from 1) above `first`;
+// an error when it does not fit below 2^32 - 1.
+Result<uint32_t> subordinate_ids(uint32_t first, int64_t range);
 
 class LocalBackend : public Backend {
  public:
@@ -118,6 +136,8 @@ class LocalBackend : public Backend {
   // The container's host key in `conf`, and its certificate from the cluster's CA.
   Status make_host_key(const SandboxSpec& spec, const std::string& conf);
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
+  // User namespaces: gives the container's files to its root, host uid `first_id`.
+  Status hand_over_to_container(const SandboxSpec& spec, const std::string& dir, uint32_t first_id);
   // Bridge mode: gives the sandbox `ref` its interface, then lets it go on
   // (a byte on `release`, bwrap's block fd). On failure it kills the sandbox.
   Status attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release);
