@@ -12,7 +12,9 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -485,12 +487,17 @@ Status LocalBackend::make_host_key(const SandboxSpec& spec, const std::string& c
 
 namespace {
 
-// A container's own directories: /root, /tmp, /var, and an /etc of links
-// into the image's /etc (bound at /run/host/etc, where bwrap_args masks
-// what an unprivileged user could not read) but for the container's own
-// files and what is not world-readable.
+// The entries of a container's /etc that are its own: bound over the
+// shared links (LocalBackend::etc_links), or a mount point there.
+bool own_etc_entry(const std::string& name, bool slurm) {
+  return name == "hosts" || name == "hostname" || name == "mpi" || name == "shadow" ||
+         (slurm && (name == "slurm" || name == "munge"));  // a Slurm cluster's own, bound there
+}
+
+// A container's own directories: /root, /tmp, /var, and its own files of
+// /etc (hostname, shadow), which bwrap_args binds over the shared links.
 Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
-  for (const char* sub : {"/etc/mpi", "/root/.ssh", "/tmp", "/conf", "/masked", "/var/tmp", "/var/log", "/var/lib",
+  for (const char* sub : {"/etc", "/root/.ssh", "/tmp", "/conf", "/masked", "/var/tmp", "/var/log", "/var/lib",
                           "/var/cache", "/var/spool"})
     EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
   for (const auto& [sub, mode] : {std::pair{"/root", 0700}, {"/root/.ssh", 0700}, {"/tmp", 01777},
@@ -500,28 +507,62 @@ Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
   std::error_code ec;
   fs::create_symlink("/run", dir + "/var/run", ec);
   fs::create_symlink("/run/lock", dir + "/var/lock", ec);
+  if (spec.slurm) EDT_RETURN_IF_ERROR(make_dirs(dir + "/munge-run", 0755));
   const std::string image_etc = (spec.image_root == "/" ? "" : spec.image_root) + "/etc";
-  for (const auto& entry : fs::directory_iterator(image_etc, ec)) {
-    const std::string name = entry.path().filename();
-    std::error_code status_ec;
-    if (name == "hosts" || name == "hostname" || name == "mpi" || name == "shadow" ||
-        !world_readable(entry.symlink_status(status_ec)))
-      continue;
-    // A slurm cluster's own /etc/slurm and /etc/munge are bound there.
-    if (spec.slurm && (name == "slurm" || name == "munge")) continue;
-    fs::create_symlink("/run/host/etc/" + name, dir + "/etc/" + name, ec);
-    if (ec) return Status(StatusCode::kIoError, "link " + dir + "/etc/" + name + ": " + ec.message());
-  }
-  if (ec) return Status(StatusCode::kIoError, "read " + image_etc + ": " + ec.message());
-  if (spec.slurm) {
-    for (const char* sub : {"/etc/slurm", "/etc/munge", "/munge-run"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
-  }
-  fs::create_symlink("mpi/hosts", dir + "/etc/hosts", ec);
   EDT_RETURN_IF_ERROR(write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
   return write_file(dir + "/etc/shadow", shadow_for(read_file(image_etc + "/passwd")), 0600);
 }
 
+// Makes in `dir` the links of etc_links(): one to /run/host/etc/NAME for
+// each of `names`, and the mount points of the container's own entries.
+Status make_etc_links(const std::string& dir, const std::vector<std::string>& names, bool slurm) {
+  EDT_RETURN_IF_ERROR(make_dirs(dir + "/mpi", 0755));
+  std::error_code ec;
+  for (const auto& name : names) {
+    fs::create_symlink("/run/host/etc/" + name, dir + "/" + name, ec);
+    if (ec) return Status(StatusCode::kIoError, "link " + dir + "/" + name + ": " + ec.message());
+  }
+  fs::create_symlink("mpi/hosts", dir + "/hosts", ec);
+  if (ec) return Status(StatusCode::kIoError, "link " + dir + "/hosts: " + ec.message());
+  EDT_RETURN_IF_ERROR(write_file(dir + "/hostname", "", 0644));
+  EDT_RETURN_IF_ERROR(write_file(dir + "/shadow", "", 0600));
+  if (slurm) {
+    for (const char* sub : {"/slurm", "/munge"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+Result<std::string> LocalBackend::etc_links(const SandboxSpec& spec) const {
+  const std::string image_etc = (spec.image_root == "/" ? "" : spec.image_root) + "/etc";
+  const bool slurm = spec.slurm.has_value();
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(image_etc, ec)) {
+    std::string name = entry.path().filename();
+    std::error_code status_ec;
+    if (!own_etc_entry(name, slurm) && world_readable(entry.symlink_status(status_ec))) names.push_back(std::move(name));
+  }
+  if (ec) return Status(StatusCode::kIoError, "read " + image_etc + ": " + ec.message());
+  std::sort(names.begin(), names.end());
+  std::string listing = image_etc + (slurm ? "\nslurm" : "");
+  for (const auto& name : names) listing += "\n" + name;
+  char key[17];
+  std::snprintf(key, sizeof(key), "%016zx", std::hash<std::string>{}(listing));
+  const std::string dir = options_.data_dir + "/etc-links/" + key;
+  if (fs::is_directory(dir, ec)) return dir;
+  // Made aside, then renamed into place: a container never sees it half
+  // made, and two starts that make it at once both end with the same.
+  const std::string tmp = dir + ".tmp-" + std::to_string(::gettid());
+  fs::remove_all(tmp, ec);
+  Status made = make_etc_links(tmp, names, slurm);
+  if (made.is_ok() && ::rename(tmp.c_str(), dir.c_str()) != 0 && !fs::is_directory(dir, ec))
+    made = io_error("rename " + tmp, errno);
+  fs::remove_all(tmp, ec);
+  if (!made.is_ok()) return made;
+  return dir;
+}
 
 Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::string& dir) {
   const std::string keys = cluster_dir(spec.cluster) + "/ssh/";
@@ -557,7 +598,8 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
   return write_file(dir + "/session.json", nlohmann::json{{"cluster", spec.cluster}, {"env", spec.env}}.dump(), 0600);
 }
 
-std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const std::string& dir) const {
+std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const std::string& dir,
+                                                  const std::string& etc) const {
   const std::string root = spec.image_root == "/" ? "" : spec.image_root;
   std::vector<std::string> a = {"/usr/bin/bwrap", "--info-fd", "3", "--seccomp", "4", "--unshare-uts",
                                 "--unshare-pid", "--unshare-ipc", "--hostname", spec.name, "--cap-drop", "ALL"};
@@ -577,7 +619,8 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
   a.insert(a.end(), {"--ro-bind", root + "/etc", "/run/host/etc"});
   for (const auto& [path, is_dir] : unreadable_entries(root + "/etc"))
     a.insert(a.end(), {"--ro-bind", dir + (is_dir ? "/masked" : "/masked-file"), "/run/host/etc/" + path});
-  a.insert(a.end(), {"--ro-bind", dir + "/etc", "/etc", "--ro-bind", cluster_dir(spec.cluster) + "/mpi", "/etc/mpi",
+  a.insert(a.end(), {"--ro-bind", etc, "/etc", "--ro-bind", dir + "/etc/hostname", "/etc/hostname", "--ro-bind",
+                     dir + "/etc/shadow", "/etc/shadow", "--ro-bind", cluster_dir(spec.cluster) + "/mpi", "/etc/mpi",
                      "--bind", dir + "/var", "/var",
                      "--bind", dir + "/root", "/root", "--bind", dir + "/tmp", "/tmp", "--dev", "/dev",
                      "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs", "/dev/shm",
@@ -714,7 +757,9 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   if (!cgroups.is_ok()) return fail(cgroups.status());
   Pipe block;  // bridge mode: holds the sandbox until its interface is up
   if (network_ && pipe2(block.fds, O_CLOEXEC) != 0) return fail(io_error("pipe", errno));
-  auto monitor = spawn_detached({.argv = bwrap_args(spec, dir),
+  auto etc = etc_links(spec);
+  if (!etc.is_ok()) return fail(etc.status());
+  auto monitor = spawn_detached({.argv = bwrap_args(spec, dir, *etc),
                                  .env = env,
                                  .log_path = dir + "/log",
                                  .fd3_path = info_path,

@@ -35,7 +35,9 @@
 //   clusters/<cluster>/mpi/      hosts, hostfile, discover_hosts.sh, known_hosts
 //   clusters/<cluster>/ssh/      id_ed25519 (root's key pair), host_ca (the
 //                                cluster's SSH host certificate authority)
-//   containers/<name>/           etc/, root/, tmp/, var/, conf/ (sshd_config, the
+//   etc-links/<key>/             a container's /etc: links into the image's /etc
+//                                (what any user may read), mount points for its own
+//   containers/<name>/           etc/ (its hostname, shadow), root/, tmp/, var/, conf/ (sshd_config, the
 //                                container's host key and certificate), log,
 //                                masked/ and masked-file (what hides the image's secrets)
 //   seccomp.bpf                  the containers' filter, as bwrap and the warm
@@ -135,7 +137,12 @@ class LocalBackend : public Backend {
   Status write_slurm_files(const SandboxSpec& spec, const std::string& dir);
   // The container's host key in `conf`, and its certificate from the cluster's CA.
   Status make_host_key(const SandboxSpec& spec, const std::string& conf);
-  std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir) const;
+  // `etc`: what etc_links() made for the container.
+  std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir, const std::string& etc) const;
+  // The links of a container's /etc into its image's (bound at
+  // /run/host/etc), shared by the containers of an image and made once for
+  // each listing of the image's /etc, under <data dir>/etc-links/.
+  Result<std::string> etc_links(const SandboxSpec& spec) const;
   // User namespaces: gives the container's files to its root, host uid `first_id`.
   Status hand_over_to_container(const SandboxSpec& spec, const std::string& dir, uint32_t first_id);
   // Bridge mode: gives the sandbox `ref` its interface, then lets it go on
