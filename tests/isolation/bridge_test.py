@@ -14,7 +14,8 @@ two containers each, then checks:
     namespace, on its fixed port) serves its page through edtd's proxy;
   - from alice's launcher: bob's sshd, edtd's API port and a listener the
     test opens on the host's 0.0.0.0 (at the gateway) are unreachable, while
-    alice's worker's sshd is reachable; binding bob's or alice's worker's
+    alice's worker's sshd is reachable; it learns its worker's MAC by ARP,
+    never bob's; binding bob's or alice's worker's
     address fails (the container does not have them); from bob's launcher,
     alice's sshd is unreachable;
   - a second edtd asked for an overlapping block is refused, naming the
@@ -85,6 +86,8 @@ for address in spec["bind"]:
     except OSError as e:
         out["bind"][address] = errno.errorcode.get(e.errno, str(e))
     s.close()
+# The neighbours this container learned a MAC of (flags 0x2: complete).
+out["arp"] = sorted(l.split()[0] for l in open("/proc/net/arp").readlines()[1:] if l.split()[2] == "0x2")
 if spec.get("peer"):
     out["route"] = subprocess.run(["ip", "route", "get", spec["peer_address"]], capture_output=True, text=True).stdout
     before = counters()
@@ -156,6 +159,9 @@ class Bridge(tenants.Tenants):
             self.check(connect[f"{host}:{p}"] != "ok", f"alice's launcher reached {host}:{p}: {connect}")
         for address, result in got["bind"].items():
             self.check(result == "EADDRNOTAVAIL", f"alice's launcher binding {address}: {result}")
+        # ARP crosses no cluster either: bob's launcher's MAC stays unknown.
+        self.check(worker["address"] in got["arp"] and bob_launcher["address"] not in got["arp"],
+                   f"alice's launcher learned the MACs of {got['arp']}")
         self.check(f"dev eth0 src {launcher['address']}" in got["route"], f"route to the worker: {got['route']}")
         ssh = got["ssh"]
         lines = ssh["stdout"].split()

@@ -190,11 +190,13 @@ std::string ContainerNetwork::ruleset(bool empty) const {
     sets += "  set " + set + " { type ipv4_addr; comment \"" + cluster + "\"; elements = {";
     for (size_t i = 0; i < addresses.size(); ++i) sets += (i ? ", " : " ") + addresses[i];
     sets += " } }\n";
+    // ARP too: a container learns no other cluster's addresses or MACs.
+    rules += "    arp saddr ip @" + set + " arp daddr ip @" + set + " accept\n";
     rules += "    ip saddr @" + set + " ip daddr @" + set + " accept\n";
   }
   text += "table bridge " + table + " {\n  set ports { type ifname; elements = {" + ports + " } }\n" + sets +
           "  chain forward {\n    type filter hook forward priority 0; policy accept;\n"
-          "    iifname != @ports accept\n    ether type arp accept\n" + rules + "    drop\n  }\n}\n";
+          "    iifname != @ports accept\n" + rules + "    drop\n  }\n}\n";
   text += "table inet " + table + " {\n  chain input {\n    type filter hook input priority 0; policy accept;\n"
           "    iifname " + br + " ct state established,related accept\n    iifname " + br + " drop\n  }\n"
           "  chain forward {\n    type filter hook forward priority 0; policy accept;\n"
