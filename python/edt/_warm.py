@@ -79,7 +79,7 @@ STARTUP_VARIABLES = (
 )
 STATUS_FIELDS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
                  "Seccomp_filters")
-NAMESPACES = ("ipc", "uts", "net", "mnt")  # pid is entered by the relay, user must match
+NAMESPACES = ("ipc", "uts", "net", "mnt")  # user is entered first, pid by the relay
 
 libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_NAME, PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP = 15, 1, 8, 24
@@ -256,8 +256,7 @@ class Peer:
         self.root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.cwd = os.open(base + "cwd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.limits = read_limits(base + "limits")
-        if not own_namespace(self.ns["user"], "user"):
-            raise Cold("the client is in a user namespace of its own")
+        self.first_ids = first_ids(base)
         self.cgroups = read_text(base + "cgroup")
         if not same_cgroups_but_a_containers(self.cgroups):
             raise Cold("the client is in another cgroup")
@@ -285,14 +284,15 @@ class Peer:
         ns = {kind: os.open(base + "ns/" + kind, os.O_RDONLY | os.O_CLOEXEC) for kind in NAMESPACES + ("pid", "user")}
         root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         cgroups = read_text(base + "cgroup")
-        if not own_namespace(ns["user"], "user") or not same_cgroups_but_a_containers(cgroups):
-            raise Cold("%s is in a user namespace or cgroup of its own" % container.name)
+        if not same_cgroups_but_a_containers(cgroups):
+            raise Cold("%s is in a cgroup of its own" % container.name)
+        ids = first_ids(base)
         if os.fstat(ns["pid"]).st_ino != container.pid_ns or select.select([pidfd], [], [], 0)[0]:
             raise Cold("%s stopped" % container.name)
         for fd in list(self.ns.values()) + [self.root, self.cwd]:
             os.close(fd)
         self.ns, self.root, self.cwd, self.container_env = ns, root, None, container.env
-        self.cgroups = cgroups
+        self.cgroups, self.first_ids = cgroups, ids
 
 
 # ---- another container of the client's cluster ----------------------------------
@@ -421,6 +421,19 @@ def read_limits(path):
     return limits
 
 
+def first_ids(base):
+    """The host's first uid and gid of the user namespace of the process at
+    `base` (/proc/<pid>/): 0, 0 in ours; a container's of edtd's
+    --user-namespaces maps its ids from 0 as one range ("0 FIRST COUNT")."""
+    firsts = []
+    for name in ("uid_map", "gid_map"):
+        rows = [line.split() for line in read_text(base + name).splitlines()]
+        if len(rows) != 1 or len(rows[0]) != 3 or rows[0][0] != "0":
+            raise Cold("the client's user namespace maps its ids otherwise than edtd's containers: %r" % rows)
+        firsts.append(int(rows[0][1]))
+    return tuple(firsts)
+
+
 def own_namespace(fd, kind):
     """Whether `fd` (opened from /proc/<pid>/ns/<kind>) names this process's own namespace."""
     return os.fstat(fd).st_ino == os.stat("/proc/self/ns/" + kind).st_ino
@@ -432,6 +445,10 @@ def same_file(a, b):
 
 
 def enter_namespaces(peer):
+    # The user namespace first: it owns the others. Until take_credentials()
+    # this process's ids are the host's root's, which it does not map.
+    if not own_namespace(peer.ns["user"], "user"):
+        check(libc.setns(peer.ns["user"], 0), "enter the client's user namespace")
     for kind in NAMESPACES:
         if not own_namespace(peer.ns[kind], kind):
             check(libc.setns(peer.ns[kind], 0), "enter the client's %s namespace" % kind)
@@ -456,9 +473,10 @@ def take_credentials(peer):
     for cap in range(int(read_text("/proc/sys/kernel/cap_last_cap")) + 1):
         if not bounding >> cap & 1:
             check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability %d" % cap)
-    os.setgroups([int(g) for g in peer.status.get("Groups", [])])
-    os.setresgid(*[int(g) for g in peer.status["Gid"][:3]])
-    os.setresuid(*[int(u) for u in peer.status["Uid"][:3]])
+    first_uid, first_gid = peer.first_ids  # /proc shows the host's ids; these are the namespace's
+    os.setgroups([int(g) - first_gid for g in peer.status.get("Groups", [])])
+    os.setresgid(*[int(g) - first_gid for g in peer.status["Gid"][:3]])
+    os.setresuid(*[int(u) - first_uid for u in peer.status["Uid"][:3]])
     header = struct.pack("Ii", 0x20080522, 0)
     data = struct.pack("6I", caps["CapEff"] & 0xFFFFFFFF, caps["CapPrm"] & 0xFFFFFFFF, caps["CapInh"] & 0xFFFFFFFF,
                        caps["CapEff"] >> 32, caps["CapPrm"] >> 32, caps["CapInh"] >> 32)
@@ -587,7 +605,7 @@ def enter_directory(request, peer):
     except OSError as e:
         raise Cold("cannot enter %s in %s: %s" % (request.cwd, request.host, e.strerror))
     env = {"PATH": DEFAULT_PATH}
-    env.update(login_environment(int(peer.status["Uid"][0])))
+    env.update(login_environment(int(peer.status["Uid"][0]) - peer.first_ids[0]))
     env.update(peer.container_env)
     env.update(request.env)
     env["PWD"] = request.cwd

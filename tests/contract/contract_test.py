@@ -129,8 +129,7 @@ class Contract:
 class Edtd:
     def __init__(self, binary, addresses=None, extra=()):
         self.dir = tempfile.mkdtemp(prefix="edt-contract-")
-        if "--user-namespaces" in extra:
-            os.chmod(self.dir, 0o711)  # containers' roots bind from the data dir in it
+        os.chmod(self.dir, 0o711)  # with user namespaces, containers' roots bind from the data dir in it
         self.port = free_port()
         self.ssh_port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"

@@ -302,10 +302,27 @@ class Isolation(tenants.Tenants):
             except OSError as e:
                 owner = e.strerror
             self.check(owner == (uid, uid), f"alice's {name} belongs on the host to {owner}, not {uid}")
+        self.warm_worker(launcher, first)
         data = os.path.join(self.edtd.dir, "data")
         for path, mode in ((data, 0o711), (os.path.join(data, "edtd.db"), 0o600)):
             got = os.stat(path).st_mode & 0o7777
             self.check(got == mode, f"{path} has mode {oct(got)}, not {oct(mode)}")
+
+    def warm_worker(self, launcher, first):
+        """A worker forked by edtd's warm interpreter (torch already
+        imported) joins the container's user namespace as its root, under
+        the same filter and capabilities as a login."""
+        script = ("import os, sys\nst = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+                  "print('torch' in sys.modules, os.getuid(), open('/proc/self/uid_map').read().split(),\n"
+                  "      st['Seccomp'].strip(), st['NoNewPrivs'].strip(), st['CapEff'].strip())\n")
+        got = self.ssh("alice-c", launcher, "cat > /tmp/warm.py; i=0; while [ ! -S /run/edt-warm/python.sock ] && "
+                                            "[ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; edt-warm-run python3 /tmp/warm.py",
+                       stdin=script)
+        fields = got.stdout.split(None, 2)
+        self.check(fields[:2] == ["True", "0"] and fields[2:] and fields[2].startswith(f"['0', '{first}', '65536'] 2 1 "),
+                   f"a warm-started worker in alice's container: {got.stdout!r} {got.stderr[-500:]!r}")
+        caps = int(fields[2].split()[-1], 16) if len(fields) == 3 else -1
+        self.check(0 <= caps and caps & ~KEPT_CAPS == 0, f"a warm-started worker's CapEff: {got.stdout!r}")
 
     def run(self):
         host_before = {p: digest(p) for p in (self.canary, "/etc/shadow", os.path.join(self.edtd.dir, "data", "admin.token"))}
