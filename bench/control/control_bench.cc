@@ -46,8 +46,9 @@ double percentile(std::vector<double> v, double p) {
 
 class Bench {
  public:
-  Bench(std::string edtd, std::string dir, std::string network)
-      : edtd_(std::move(edtd)), dir_(std::move(dir)), network_(std::move(network)) {}
+  Bench(std::string edtd, std::string dir, std::string network, std::string user_namespaces)
+      : edtd_(std::move(edtd)), dir_(std::move(dir)), network_(std::move(network)),
+        user_namespaces_(std::move(user_namespaces)) {}
 
   bool start() {
     std::filesystem::remove_all(dir_);
@@ -62,7 +63,8 @@ class Bench {
       // A bridge's block is this bench's own too (198.18.81.0/24).
       const char* range = network_ == "loopback" ? "127.81.0.0/16" : "198.18.81.0/24";
       execl(edtd_.c_str(), "edtd", "--data-dir", dir_.c_str(), "--listen", listen.c_str(), "--network",
-            network_.c_str(), "--address-range", range, "--ssh-port", ssh.c_str(), "--grace", "2s", nullptr);
+            network_.c_str(), "--address-range", range, "--ssh-port", ssh.c_str(), "--grace", "2s",
+            "--user-namespaces", user_namespaces_.c_str(), nullptr);
       _exit(127);
     }
     for (int i = 0; i < 100; ++i) {
@@ -117,7 +119,7 @@ class Bench {
   }
 
  private:
-  std::string edtd_, dir_, network_, token_;
+  std::string edtd_, dir_, network_, token_, user_namespaces_;
   int port_ = 0;
   pid_t pid_ = -1;
 };
@@ -197,7 +199,7 @@ void print_closed_loop(const char* what, const LoadResult& load) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string edtd = EDTD_PATH, dir = "/tmp/edt-control-bench", network = "loopback";
+  std::string edtd = EDTD_PATH, dir = "/tmp/edt-control-bench", network = "loopback", user_namespaces = "off";
   int runs = 10, clusters = 100, rate = 500, seconds = 10, threads = 16, hold = 0;
   CLI::App app{"edt control-plane benchmark"};
   app.add_option("--edtd", edtd, "the edtd binary")->capture_default_str();
@@ -208,10 +210,11 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "length of the GET load")->capture_default_str();
   app.add_option("--threads", threads, "connections of the GET load")->capture_default_str();
   app.add_option("--network", network, "edtd's --network: loopback, or bridge:NAME (as root)")->capture_default_str();
+  app.add_option("--user-namespaces", user_namespaces, "edtd's --user-namespaces: off or on")->capture_default_str();
   app.add_option("--hold", hold, "seconds to keep edtd up after the load (for wrk; prints URL and token)");
   CLI11_PARSE(app, argc, argv);
 
-  Bench bench(edtd, dir, network);
+  Bench bench(edtd, dir, network, user_namespaces);
   if (!bench.start()) {
     fprintf(stderr, "control_bench: edtd did not start; see %s/edtd.log\n", dir.c_str());
     return 1;
