@@ -14,9 +14,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -409,8 +409,9 @@ Result<uint32_t> subordinate_ids(uint32_t first, int64_t range) {
   constexpr int64_t kSize = 65536;
   const int64_t start = int64_t{first} + kSize * (range - 1);
   if (range < 1 || start + kSize > int64_t{UINT32_MAX})
-    return failed_precondition("the owner's subordinate id range " + std::to_string(range) + " does not fit below 2^32 (first id " +
-                               std::to_string(first) + "); start edtd with a lower --user-namespaces");
+    return failed_precondition("the owner's subordinate id range " + std::to_string(range) +
+                               " does not fit below 2^32 (first id " + std::to_string(first) +
+                               "); start edtd with a lower --user-namespaces");
   return static_cast<uint32_t>(start);
 }
 
@@ -542,7 +543,8 @@ Result<std::string> LocalBackend::etc_links(const SandboxSpec& spec) const {
   for (const auto& entry : fs::directory_iterator(image_etc, ec)) {
     std::string name = entry.path().filename();
     std::error_code status_ec;
-    if (!own_etc_entry(name, slurm) && world_readable(entry.symlink_status(status_ec))) names.push_back(std::move(name));
+    if (!own_etc_entry(name, slurm) && world_readable(entry.symlink_status(status_ec)))
+      names.push_back(std::move(name));
   }
   if (ec) return Status(StatusCode::kIoError, "read " + image_etc + ": " + ec.message());
   std::sort(names.begin(), names.end());
