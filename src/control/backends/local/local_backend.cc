@@ -415,10 +415,9 @@ Result<uint32_t> subordinate_ids(uint32_t first, int64_t range) {
   return static_cast<uint32_t>(start);
 }
 
-// The user namespace's ids of `spec` on the host: the container's own
-// files, the cluster's munge key and the top of a managed volume it mounts
-// become its root's.
-Status LocalBackend::hand_over_to_container(const SandboxSpec& spec, const std::string& dir, uint32_t first_id) {
+Result<uint32_t> LocalBackend::hand_over_to_container(const SandboxSpec& spec, const std::string& dir) {
+  if (options_.first_subordinate_id == 0) return 0u;
+  EDT_ASSIGN_OR_RETURN(const uint32_t first_id, subordinate_ids(options_.first_subordinate_id, spec.id_range));
   EDT_RETURN_IF_ERROR(hand_over(dir, first_id));
   ::chmod(dir.c_str(), 0700);
   if (spec.slurm) {
@@ -432,7 +431,7 @@ Status LocalBackend::hand_over_to_container(const SandboxSpec& spec, const std::
         ::lchown(m.host_path.c_str(), first_id, first_id) != 0)
       return io_error("chown " + m.host_path, errno);
   }
-  return Status::ok();
+  return first_id;
 }
 
 std::string LocalBackend::seccomp_path() const { return options_.data_dir + "/seccomp.bpf"; }
@@ -742,13 +741,8 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   if (spec.slurm) {
     if (Status st = write_slurm_files(spec, dir); !st.is_ok()) return fail(st);
   }
-  uint32_t first_id = 0;
-  if (options_.first_subordinate_id != 0) {
-    auto ids = subordinate_ids(options_.first_subordinate_id, spec.id_range);
-    if (!ids.is_ok()) return fail(ids.status());
-    first_id = *ids;
-    if (Status st = hand_over_to_container(spec, dir, first_id); !st.is_ok()) return fail(st);
-  }
+  auto first_id = hand_over_to_container(spec, dir);
+  if (!first_id.is_ok()) return fail(first_id.status());
   fault_point("start.before_spawn");
   const std::string info_path = dir + "/info.json";
   const std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", std::string(kLabelHome) + "=" + home_,
@@ -768,7 +762,7 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
                                  .fd4_path = seccomp_path(),
                                  .fd5 = block.fds[0],
                                  .cgroup_procs = *cgroups,
-                                 .first_id = first_id});
+                                 .first_id = *first_id});
   block.close_end(0);
   if (!monitor.is_ok()) return fail(monitor.status());
   fault_point("start.spawned");

@@ -143,8 +143,10 @@ class LocalBackend : public Backend {
   // /run/host/etc), shared by the containers of an image and made once for
   // each listing of the image's /etc, under <data dir>/etc-links/.
   Result<std::string> etc_links(const SandboxSpec& spec) const;
-  // User namespaces: gives the container's files to its root, host uid `first_id`.
-  Status hand_over_to_container(const SandboxSpec& spec, const std::string& dir, uint32_t first_id);
+  // With user namespaces: the host's first id of the container's namespace
+  // (its root), to which its own files, its cluster's munge key and the top
+  // of a managed volume it mounts now belong; 0 without.
+  Result<uint32_t> hand_over_to_container(const SandboxSpec& spec, const std::string& dir);
   // Bridge mode: gives the sandbox `ref` its interface, then lets it go on
   // (a byte on `release`, bwrap's block fd). On failure it kills the sandbox.
   Status attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release);
