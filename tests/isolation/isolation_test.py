@@ -294,8 +294,16 @@ class Isolation(tenants.Tenants):
                                               f"echo wrote; chown {RANGE} /data/by-root; echo status $?")
         self.check(wrote.stdout.split() == ["wrote", "status", "1"] and "Invalid argument" in wrote.stderr,
                    f"writing in alice's volume, then chown outside her range: {wrote.stdout!r} {wrote.stderr[-300:]!r}")
+        # A file uploaded through the API belongs to the volume's owner too:
+        # alice's root may change it.
+        status, _, text = self.edtd.send("PUT", "/api/v1/volumes/alice-v/files?path=up/loaded.txt", None,
+                                         self.alice, raw=b"uploaded\n")
+        appended = self.ssh("alice-c", launcher, "echo more >> /data/up/loaded.txt && cat /data/up/loaded.txt")
+        self.check(status == 200 and appended.stdout == "uploaded\nmore\n",
+                   f"an upload into alice's volume, then written in her container: {status} {text[:200]} "
+                   f"{appended.stdout!r} {appended.stderr[-300:]!r}")
         volume = os.path.join(self.edtd.dir, "data", "volumes", "alice-v")
-        for name, uid in (("by-root", first), ("by-user", first + 1000)):
+        for name, uid in (("by-root", first), ("by-user", first + 1000), ("up", first), ("up/loaded.txt", first)):
             try:
                 st = os.stat(os.path.join(volume, name))
                 owner = (st.st_uid, st.st_gid)
@@ -327,6 +335,7 @@ class Isolation(tenants.Tenants):
     def run(self):
         host_before = {p: digest(p) for p in (self.canary, "/etc/shadow", os.path.join(self.edtd.dir, "data", "admin.token"))}
         alice, bob = self.make_user("alice"), self.make_user("bob")
+        self.alice = alice
         status, body = self.api("POST", "/clusters", {"name": "alice-c", "framework": "horovod", "containers": 2,
                                                       "env": {"X": "a\nPermitRootLogin yes"}}, alice)
         self.check(status == 422 and body["error"]["field"] == "env.X", f"an env value with a newline: {status} {body}")

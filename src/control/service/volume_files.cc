@@ -57,10 +57,22 @@ Error in_the_way(const std::string& where, const std::string& what) {
 
 Error file_system(const std::string& what, int err) { return error_from_status(io_error(what, err), "path"); }
 
-// The directory `name` in `parent`, made if missing; never through a link.
-Outcome<Fd> open_directory(int parent, const std::string& name, const std::string& where) {
-  if (::mkdirat(parent, name.c_str(), kDirectoryMode) != 0 && errno != EEXIST)
+// Who what an upload makes belongs to: the owner of the volume's top
+// directory (with user namespaces, its owner's container root).
+struct Owner {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// The directory `name` in `parent`, made if missing (for `owner`); never
+// through a link.
+Outcome<Fd> open_directory(int parent, const std::string& name, const std::string& where, Owner owner) {
+  if (::mkdirat(parent, name.c_str(), kDirectoryMode) == 0) {
+    if (::fchownat(parent, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0)
+      return file_system("give the directory '" + where + "' in the volume to its owner", errno);
+  } else if (errno != EEXIST) {
     return file_system("make the directory '" + where + "' in the volume", errno);
+  }
   Fd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.get() >= 0) return fd;
   if (errno == ELOOP || errno == ENOTDIR) return in_the_way(where, "a symbolic link or not a directory");
@@ -85,12 +97,16 @@ std::string temporary_name() {
   return ".edt-upload-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
 }
 
-// Writes `bytes` to a new temporary file in `parent` and renames it to `name`.
-Outcome<int64_t> replace_file(int parent, const std::string& name, const std::string& path, std::string_view bytes) {
+// Writes `bytes` to a new temporary file in `parent` (for `owner`) and
+// renames it to `name`.
+Outcome<int64_t> replace_file(int parent, const std::string& name, const std::string& path, std::string_view bytes,
+                              Owner owner) {
   const std::string temp = temporary_name();
   Fd fd(::openat(parent, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode));
   if (fd.get() < 0) return file_system("make a temporary file beside '" + path + "'", errno);
   Status st = io::write_all(fd.get(), bytes, "'" + path + "' in the volume");
+  if (st.is_ok() && ::fchown(fd.get(), owner.uid, owner.gid) != 0)
+    st = io_error("give '" + path + "' to the volume's owner", errno);
   if (st.is_ok() && ::fchmod(fd.get(), kFileMode) != 0) st = io_error("set the mode of '" + path + "'", errno);
   if (st.is_ok() && ::fsync(fd.get()) != 0) st = io_error("sync '" + path + "'", errno);
   if (st.is_ok() && ::renameat(parent, temp.c_str(), parent, name.c_str()) != 0)
@@ -130,16 +146,19 @@ Outcome<int64_t> write_volume_file(const std::string& dir, const std::string& pa
   if (auto refused = check_volume_file_path(path)) return *refused;
   Fd current(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (current.get() < 0) return file_system("open the volume's directory " + dir, errno);
+  struct stat top {};
+  if (::fstat(current.get(), &top) != 0) return file_system("look at the volume's directory " + dir, errno);
+  const Owner owner{top.st_uid, top.st_gid};
   const std::vector<std::string> segments = segments_of(path);
   std::string where;
   for (size_t i = 0; i + 1 < segments.size(); ++i) {
     where += (i ? "/" : "") + segments[i];
-    auto next = open_directory(current.get(), segments[i], where);
+    auto next = open_directory(current.get(), segments[i], where, owner);
     if (!next.ok()) return next.error();
     current = std::move(*next);
   }
   if (auto refused = check_target(current.get(), segments.back(), path)) return *refused;
-  return replace_file(current.get(), segments.back(), path, bytes);
+  return replace_file(current.get(), segments.back(), path, bytes, owner);
 }
 
 }  // namespace edt::control

@@ -130,5 +130,20 @@ TEST_F(VolumeFilesTest, AFailedWriteLeavesNoPartialFile) {
   EXPECT_EQ(missing.error().kind, Error::Kind::kInternal);
 }
 
+TEST_F(VolumeFilesTest, WhatAnUploadMakesBelongsToTheVolumesOwner) {
+  // With user namespaces a volume's top belongs to its owner's container
+  // root: an upload must be that root's too, or the container could not
+  // change it.
+  if (geteuid() != 0) GTEST_SKIP() << "giving files to another uid needs root";
+  ASSERT_EQ(::chown(volume_.c_str(), 268500992, 268500993), 0);
+  ASSERT_TRUE(write_volume_file(volume_.string(), "data/sub/train.bin", "x").ok());
+  for (const char* path : {"data", "data/sub", "data/sub/train.bin"}) {
+    struct stat st {};
+    ASSERT_EQ(::lstat((volume_ / path).c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_uid, 268500992u) << path;
+    EXPECT_EQ(st.st_gid, 268500993u) << path;
+  }
+}
+
 }  // namespace
 }  // namespace edt::control
