@@ -8,7 +8,8 @@
 #     max_properties, key_max_length (x-edt-key-max-length),
 #     pattern, values (an enum), and for sizes minimum_bytes, maximum_bytes,
 #     default_bytes and units ({suffix, bytes}), and for durations
-#     minimum_ms, maximum_ms, default_ms and units ({suffix, ms}), and
+#     minimum_ms, maximum_ms, default_ms and units ({suffix, ms}), for CPU
+#     bounds minimum_millicpus and maximum_millicpus (x-edt-millicpus), and
 #     max_depth, max_uri_bytes, max_header_bytes, max_headers_bytes (x-edt-max-depth, ...)
 # for every schema under components/schemas. A schema or property whose
 # name is not a C++ identifier stops the build.
@@ -92,6 +93,8 @@ foreach(i RANGE ${last})
   number_constant("${schema}" "x-edt-bytes;maximum" maximum_bytes)
   number_constant("${schema}" "x-edt-bytes;default" default_bytes)
   number_constant("${schema}" "x-edt-bytes;headroom" headroom_bytes)
+  number_constant("${schema}" "x-edt-millicpus;minimum" minimum_millicpus)
+  number_constant("${schema}" "x-edt-millicpus;maximum" maximum_millicpus)
   number_constant("${schema}" "x-edt-duration-ms;minimum" minimum_ms)
   number_constant("${schema}" "x-edt-duration-ms;maximum" maximum_ms)
   number_constant("${schema}" "x-edt-duration-ms;default" default_ms)

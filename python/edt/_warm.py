@@ -9,7 +9,7 @@ and its stdin/stdout/stderr, and gets a worker forked from this interpreter,
 with torch already imported, in place of a fresh `python3 train.py`.
 
 The worker is made to be what a fresh process started by the client would
-be: it joins the client's container cgroups (its pids and memory bounds),
+be: it joins the client's container cgroups (its pids, memory and CPU bounds),
 enters its namespaces (mount, UTS, IPC, network, PID) and root directory,
 takes its working directory, user, groups, capabilities and resource
 limits, gets the client's environment, argv and standard streams,
@@ -368,13 +368,20 @@ def read_text(path):
 
 # ---- cgroups: a container's bounds (edtd's cgroups.h) -----------------------
 
+BOUNDING_CONTROLLERS = {"pids", "memory", "cpu"}
+
+
 def container_cgroups(text):
     """The cgroups of a /proc/<pid>/cgroup text that are a container's (edtd
-    makes them under edt-<key>): {controllers: path}, "" for cgroup v2."""
+    makes them under edt-<key>): {controllers: path}, "" for cgroup v2, and
+    a v1 hierarchy by its name there ("cpu", or "cpu,cpuacct" where the two
+    are mounted together)."""
     out = {}
     for line in text.splitlines():
         parts = line.split(":", 2)
-        if len(parts) == 3 and parts[1] in ("", "pids", "memory") and parts[2].startswith("/edt-"):
+        if len(parts) != 3 or not parts[2].startswith("/edt-"):
+            continue
+        if parts[1] == "" or BOUNDING_CONTROLLERS & set(parts[1].split(",")):
             out[parts[1]] = parts[2]
     return out
 

@@ -114,6 +114,8 @@ void print_cluster(const json& c) {
   printf("shm:        %s\n", text(c[key(cluster_field::shm)]).c_str());
   const json& memory = c[key(cluster_field::memory)];
   printf("memory:     %s\n", memory.is_null() ? "no bound" : (text(memory) + " per container").c_str());
+  const json& cpus = c[key(cluster_field::cpus)];
+  printf("cpus:       %s\n", cpus.is_null() ? "no bound" : (text(cpus) + " per container").c_str());
   printf("drain:      %s (a container leaving on scale-down waits at most this for its edtrun workers)\n",
          text(c[key(cluster_field::drain_timeout)]).c_str());
   if (text(c[key(cluster_field::framework)]) == "slurm")
@@ -142,7 +144,7 @@ void print_cluster(const json& c) {
 }
 
 struct CreateOptions {
-  std::string name, framework = std::string(api::limits::Framework::values[0]), image, gpu, shm, memory, drain_timeout, output;
+  std::string name, framework = std::string(api::limits::Framework::values[0]), image, gpu, shm, memory, cpus, drain_timeout, output;
   int containers = 0;
   int tensor_parallel = 0, pipeline_parallel = 0;  // 0: not given
   bool wait = false;
@@ -182,6 +184,7 @@ int create_request(const CreateOptions& o, json* body) {
   if (!o.image.empty()) (*body)[key(spec::image)] = o.image;
   if (!o.shm.empty()) (*body)[key(spec::shm)] = o.shm;
   if (!o.memory.empty()) (*body)[key(spec::memory)] = o.memory;
+  if (!o.cpus.empty()) (*body)[key(spec::cpus)] = o.cpus;
   if (!o.drain_timeout.empty()) (*body)[key(spec::drain_timeout)] = o.drain_timeout;
   // edtd checks them against the framework and the GPUs, naming the field.
   if (o.tensor_parallel > 0)
@@ -239,6 +242,10 @@ void add_create(CLI::App* cluster, Action* action) {
                   "the most memory each container may use, processes and /dev/shm together, e.g. 8Gi (at least " +
                       format_size(limits::MemoryLimit::minimum_bytes) + " and " + format_size(limits::MemoryLimit::headroom_bytes) + " over --shm; default: no bound)")
       ->check(check_size_unit);
+  cmd->add_option("--cpus", o->cpus,
+                  "the most CPU time each container may use, in CPUs with at most 3 decimals, e.g. 1.5 (" +
+                      std::to_string(limits::CpuLimit::minimum_millicpus) + " thousandths of a CPU to " +
+                      std::to_string(limits::CpuLimit::maximum_millicpus / 1000) + "; default: no bound)");
   cmd->add_option("--drain-timeout", o->drain_timeout, drain_help())->check(check_drain_timeout);
   const std::string parallel = " (megatron: the cluster's GPUs must divide by tensor x pipeline; 1 to " +
                                std::to_string(limits::ParallelSize::maximum) + ")";

@@ -193,12 +193,13 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   ASSERT_EQ(edt("volume create data").code, 0);
   std::ofstream(dir_ + "/volumes/data/hello.txt") << "from the host\n";
   Output created = edt("cluster create tthvd --framework horovod --containers 2 --gpu NVIDIA-P4:1 --shm 128M "
-                       "--memory 2Gi --mount data: --wait");
+                       "--memory 2Gi --cpus 1.5 --mount data: --wait");
   ASSERT_EQ(created.code, 0) << created.text;
 
   json c = get("/api/v1/clusters/tthvd");
   ASSERT_EQ(c["status"]["phase"], "Running") << c.dump();
   EXPECT_EQ(c["memory"], "2 GiB");
+  EXPECT_EQ(c["cpus"], "1.5");
   std::set<std::string> addresses;
   for (const auto& k : c["status"]["containers"]) {
     EXPECT_EQ(k["phase"], "Running");
@@ -234,8 +235,10 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   ASSERT_EQ(tools.code, 0) << tools.text;
   EXPECT_EQ(lines(tools.text)[0], EDT_CLI);
   EXPECT_EQ(lines(tools.text)[1], "1");
-  // A job runs in the container's cgroups too (its pids and memory bounds).
-  Output cgroup = edt("run tthvd -- sh -c 'diff /proc/self/cgroup /proc/1/cgroup && grep -c :/edt- /proc/self/cgroup'");
+  // A job runs in the container's cgroups too (its pids, memory and CPU bounds).
+  Output cgroup = edt("run tthvd -- sh -c 'diff /proc/self/cgroup /proc/1/cgroup && "
+                      "grep -qE \":(cpu|cpu,cpuacct|cpuacct,cpu|):/edt-\" /proc/self/cgroup && "
+                      "grep -c :/edt- /proc/self/cgroup'");
   ASSERT_EQ(cgroup.code, 0) << cgroup.text;
   EXPECT_NE(lines(cgroup.text).at(0), "0") << cgroup.text;
 

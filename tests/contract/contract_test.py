@@ -37,7 +37,7 @@ CLUSTER = "contract"
 # A valid request body for each documented request schema. A new schema with
 # no example here fails the test: add one.
 EXAMPLES = {
-    "ClusterSpec": {"name": "contract-two", "framework": "horovod", "containers": 2, "shm": "64M"},
+    "ClusterSpec": {"name": "contract-two", "framework": "horovod", "containers": 2, "shm": "64M", "cpus": "0.5"},
     "Scale": {"containers": 2},
     "JobRequest": {"command": "echo contract"},
     "VolumeRequest": {"name": "contract-vol-two"},

@@ -40,7 +40,7 @@ std::set<std::string> property_names(const std::string& name) { return keys(sche
 json full_spec() {
   return {{"name", "tthvd"},      {"framework", "megatron"}, {"containers", 2},
           {"image", "edt"},       {"gpu", {{"model", "NVIDIA-P4"}, {"count", 1}}},
-          {"shm", "1Gi"},         {"memory", "512Gi"},      {"mounts", json::array({{{"volume", "data"}, {"path", "/data"}, {"read_only", true}}})},
+          {"shm", "1Gi"},         {"memory", "512Gi"},      {"cpus", "1.5"},  {"mounts", json::array({{{"volume", "data"}, {"path", "/data"}, {"read_only", true}}})},
           {"env", {{"A", "b"}}},   {"drain_timeout", "90s"},
           {"megatron", {{"tensor_parallel", 1}, {"pipeline_parallel", 2}}}};
 }
@@ -161,6 +161,22 @@ TEST(ModelContract, MemoryLimitsAreTheDocuments) {
   EXPECT_TRUE(parse(kMinShmBytes, most + 1));
   EXPECT_FALSE(parse(1ull << 30, (1ull << 30) + headroom));
   EXPECT_TRUE(parse(1ull << 30, (1ull << 30) + headroom - 1));
+}
+
+TEST(ModelContract, CpuLimitsAreTheDocuments) {
+  const json& cpu = schema("CpuLimit");
+  const int64_t least = cpu.at("x-edt-millicpus").at("minimum"), most = cpu.at("x-edt-millicpus").at("maximum");
+  EXPECT_EQ(least, kMinCpuMillis);
+  EXPECT_EQ(most, kMaxCpuMillis);
+  // The number form's range is the same, in CPUs.
+  EXPECT_DOUBLE_EQ(cpu.at("oneOf").at(1).at("minimum").get<double>() * 1000, static_cast<double>(least));
+  EXPECT_DOUBLE_EQ(cpu.at("oneOf").at(1).at("maximum").get<double>() * 1000, static_cast<double>(most));
+  EXPECT_FALSE(parse_with("cpus", format_cpus(least)));
+  EXPECT_FALSE(parse_with("cpus", format_cpus(most)));
+  EXPECT_TRUE(parse_with("cpus", format_cpus(least - 1)));
+  EXPECT_TRUE(parse_with("cpus", format_cpus(most + 1)));
+  EXPECT_FALSE(parse_with("cpus", least / 1000.0));
+  EXPECT_TRUE(parse_with("cpus", (most + 1) / 1000.0));
 }
 
 TEST(ModelContract, DrainTimeoutLimitsAndUnitsAreTheDocuments) {

@@ -52,7 +52,7 @@ DEEP = 100_000
 # so that every field gets its wrong types.
 BODIES = {
     "ClusterSpec": {"name": "hostile-two", "framework": "horovod", "containers": 2, "image": "edt",
-                    "gpu": {"model": "NVIDIA-P4", "count": 1}, "shm": "64M",
+                    "gpu": {"model": "NVIDIA-P4", "count": 1}, "shm": "64M", "cpus": "1.5",
                     "mounts": [{"volume": "hostile-vol", "path": "/data", "read_only": False}],
                     "env": {"A": "b"}, "drain_timeout": "10s"},
     "Scale": {"containers": 2, "drain_timeout": "10s"},

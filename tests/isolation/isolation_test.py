@@ -22,9 +22,10 @@ below tries:
   - links planted where edtd writes (/root/.ssh/*, /etc/mpi/*.tmp) toward
     a host file, then the container restarted (its sshd killed) and the
     cluster scaled, which makes edtd write those files again;
-  - a fork bomb, which must end at the container's pids bound, and 1 GiB
+  - a fork bomb, which must end at the container's pids bound, 1 GiB
     of memory in a container bounded to 512 MiB, which the kernel must
-    kill there (while 256 MiB fits).
+    kill there (while 256 MiB fits), and a busy loop in a container
+    bounded to 0.5 CPU, which must get well under one CPU.
 Afterwards: the host's canary file, edtd's admin token and the host's
 shadow are unchanged, and bob's cluster still Running.
 Also: env values sshd_config would misread are refused (422) before
@@ -59,6 +60,16 @@ ADDRESSES_USERNS = "127.89.128.0/24"  # with --user-namespaces
 RANGE = 65536  # ids in each user's subordinate range
 PIDS_MAX = 256  # each container's bound on tasks (--container-pids-max)
 MEMORY = "512Mi"  # alice's containers' memory bound
+CPUS = "0.5"  # and their CPU bound
+
+# Spins for 1.5 s; prints its CPU time over the wall time it took.
+BUSY = r'''
+import time
+start = time.monotonic()
+while time.monotonic() - start < 1.5:
+    pass
+print("%.3f" % (time.process_time() / (time.monotonic() - start)))
+'''
 
 # Forks parked children until the kernel refuses; prints how many and why.
 FORK_BOMB = r'''
@@ -127,9 +138,10 @@ def read(path):
 for path in sys.argv[3:]:
     out["reads"][path] = read(path)
 # The cgroup.procs files: "0" there would move this process out of its
-# container's cgroups (its pids and memory bounds) into the host's root.
+# container's cgroups (its pids, memory and CPU bounds) into the host's root.
 for path in ["/usr/edt-x", "/etc/edt-x", "/etc/mpi/edt-x", "/run/edt/edt-x", "/run/host/etc/edt-x", sys.argv[2] + "-x",
-             "/sys/fs/cgroup/pids/cgroup.procs", "/sys/fs/cgroup/memory/cgroup.procs", "/sys/fs/cgroup/cgroup.procs"]:
+             "/sys/fs/cgroup/pids/cgroup.procs", "/sys/fs/cgroup/memory/cgroup.procs", "/sys/fs/cgroup/cpu/cgroup.procs",
+             "/sys/fs/cgroup/cgroup.procs"]:
     try:
         with open(path, "w") as f:
             f.write("0")
@@ -252,8 +264,8 @@ class Isolation(tenants.Tenants):
 
     def bounded(self, address):
         """A fork bomb ends at the container's pids bound, and a process
-        over its memory bound is killed inside the container; the container
-        goes on."""
+        over its memory bound is killed inside the container, one that spins
+        gets no more than its CPU bound; the container goes on."""
         bomb = self.ssh("alice-c", address, "python3 -", stdin=FORK_BOMB)
         made, why = (bomb.stdout.split() + ["?", "?"])[:2]
         self.check(why == "EAGAIN" and made.isdigit() and 0 < int(made) < PIDS_MAX,
@@ -263,6 +275,11 @@ class Isolation(tenants.Tenants):
                    f"1 GiB in a container bounded to {MEMORY}: exit {hog.returncode}, {hog.stdout!r} {hog.stderr[-300:]!r}")
         fits = self.ssh("alice-c", address, "python3 -c 'b = b\"x\" * (256 << 20); print(len(b))'")
         self.check(fits.stdout.strip() == str(256 << 20), f"256 MiB under the {MEMORY} bound: {fits.stdout!r} {fits.stderr[-300:]!r}")
+        busy = self.ssh("alice-c", address, "python3 -", stdin=BUSY)
+        share = float(busy.stdout) if busy.stdout.strip().replace(".", "", 1).isdigit() else None
+        # The bound is 0.5; 0.75 leaves room for the interpreter's start.
+        self.check(share is not None and share < 0.75,
+                   f"a busy loop in a container bounded to {CPUS} CPU used {share} of one: {busy.stderr[-300:]!r}")
 
     def id_map(self, cluster, address):
         """The first host id of the container's uid and gid maps (both must
@@ -343,6 +360,7 @@ class Isolation(tenants.Tenants):
             spec = {"name": f"{user}-c", "framework": "horovod", "containers": 2}
             if user == "alice":
                 spec["memory"] = MEMORY
+                spec["cpus"] = CPUS
                 if self.user_namespaces:
                     status, body = self.api("POST", "/volumes", {"name": "alice-v"}, token)
                     self.check(status == 201, f"POST /volumes alice-v: {status} {body}")

@@ -25,6 +25,7 @@ const kLimitKeys = {
   'x-edt-bytes': 'bytes',
   'x-edt-size-units': 'sizeUnits',
   'x-edt-duration-ms': 'durationMs',
+  'x-edt-millicpus': 'millicpus',
   'x-edt-duration-units': 'durationUnits',
   'x-edt-system-directories': 'systemDirectories',
   'x-edt-key-pattern': 'keyPattern',

@@ -42,6 +42,8 @@ describe('toCluster', () => {
       image: 'edt',
       created_at: 1764430000,
       gpu: { model: 'P4', count: 1 },
+      memory: '2 GiB',
+      cpus: '1.5',
       status: {
         phase: 'Running',
         containers: [
@@ -50,7 +52,7 @@ describe('toCluster', () => {
         ],
       },
     });
-    expect(c).toMatchObject({ name: 'tthvd', containers: 2, phase: 'Running', gpu: { model: 'P4', count: 1 }, created: '2025-11-29T15:26:40.000Z' });
+    expect(c).toMatchObject({ name: 'tthvd', containers: 2, phase: 'Running', gpu: { model: 'P4', count: 1 }, memory: '2 GiB', cpus: '1.5', created: '2025-11-29T15:26:40.000Z' });
     expect(c.container_status[1].started).toBeUndefined();
     expect(c.container_status.map((s) => [s.role, s.phase, s.gpus])).toEqual([
       ['launcher', 'Running', ['0']],

@@ -49,6 +49,7 @@ export interface Cluster {
   gpu?: GpuRequest;
   shm?: string;
   memory?: string; // per container; absent: no bound
+  cpus?: string; // per container, e.g. "1.5"; absent: no bound
   drain_timeout?: string;
   mounts?: Mount[];
   env?: Record<string, string>;
@@ -221,6 +222,7 @@ export function toCluster(v: unknown): Cluster {
     gpu: str(gpu['model']) ? { model: str(gpu['model']), count: num(gpu['count']) } : undefined,
     shm: str(spec['shm']) || str(spec['shm_size']) || undefined,
     memory: str(spec['memory']) || undefined,
+    cpus: str(spec['cpus']) || undefined,
     drain_timeout: str(spec['drain_timeout']) || undefined,
     mounts: arr(spec['mounts']).map((m) => {
       const o = obj(m);

@@ -99,6 +99,15 @@ describe('validate', () => {
     expect(toSpec({ ...good(), memory: ' 8Gi ' }).memory).toBe('8Gi');
   });
 
+  it('checks a CPU bound as edtd reads it, and sends it only when given', () => {
+    expect(validate(good(), inventory).cpus).toBeUndefined();
+    expect(toSpec(good()).cpus).toBeUndefined();
+    for (const cpus of ['1.5', '0.01', '2', '1024', '1.234', ' 0.5 ']) expect(validate({ ...good(), cpus }, inventory).cpus).toBeUndefined();
+    for (const cpus of ['abc', '-1', '1.2345', '1.', '.5', '1e3']) expect(validate({ ...good(), cpus }, inventory).cpus).toContain('is not a number of CPUs');
+    for (const cpus of ['0', '0.009', '2000', '1024.001']) expect(validate({ ...good(), cpus }, inventory).cpus).toContain('is outside 0.01 to 1024 CPUs');
+    expect(toSpec({ ...good(), cpus: ' 1.5 ' }).cpus).toBe('1.5');
+  });
+
   it('reads drain timeouts as edtd does and sends only a changed one', () => {
     expect(parseDuration('60s')).toBe(60000);
     expect(parseDuration('500ms')).toBe(500);

@@ -29,6 +29,9 @@ const kDefaultShm = contract.ShmSize.bytes.default;
 const kMinMemory = contract.MemoryLimit.bytes.minimum;
 const kMaxMemory = contract.MemoryLimit.bytes.maximum;
 const kMemoryHeadroom = contract.MemoryLimit.bytes.headroom;
+// A CPU bound, in thousandths of a CPU.
+const kMinCpuMillis = contract.CpuLimit.millicpus.minimum;
+const kMaxCpuMillis = contract.CpuLimit.millicpus.maximum;
 // Size suffixes (lower case) and their bytes.
 const kSizeUnits: Record<string, number> = contract.ShmSize.sizeUnits;
 const kMaxDrainMs = contract.DrainTimeout.durationMs.maximum;
@@ -70,6 +73,7 @@ export interface ClusterForm {
   shm_enabled: boolean;
   shm: string;
   memory: string; // per container; empty: no bound
+  cpus: string; // per container, e.g. 1.5; empty: no bound
   drain_timeout: string;
   mounts: MountForm[];
   // Megatron-LM only; empty: not given (1).
@@ -98,6 +102,7 @@ export function emptyForm(): ClusterForm {
     shm_enabled: false,
     shm: '1Gi',
     memory: '',
+    cpus: '',
     drain_timeout: kDefaultDrain,
     mounts: [],
     tensor_parallel: '',
@@ -218,6 +223,7 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
 
   if (form.framework === 'megatron') checkParallel(form, containers, set);
   set('memory', checkMemory(form));
+  set('cpus', checkCpus(form.cpus));
   set('drain_timeout', checkDrainTimeout(form.drain_timeout));
 
   form.mounts.forEach((m, i) => {
@@ -273,6 +279,19 @@ function checkMemory(form: ClusterForm): string | null {
   return null;
 }
 
+// What is wrong with a CPU bound, or null: as edtd reads it, a decimal
+// with at most 3 decimals from 0.01 to 1024 CPUs (empty: no bound).
+function checkCpus(text: string): string | null {
+  const cpus = text.trim();
+  if (cpus === '') return null;
+  const range = `${kMinCpuMillis / 1000} to ${kMaxCpuMillis / 1000}`;
+  if (!/^[0-9]+([.][0-9]{1,3})?$/.test(cpus)) return `"${text}" is not a number of CPUs with at most 3 decimals; write e.g. 1.5 (${range}), or leave it empty for no bound.`;
+  const [whole, fraction = ''] = cpus.split('.');
+  const millis = Number(whole) * 1000 + Number(fraction.padEnd(3, '0'));
+  if (millis < kMinCpuMillis || millis > kMaxCpuMillis) return `${cpus} is outside ${range} CPUs; ask for a number in that range, e.g. 1.5.`;
+  return null;
+}
+
 // The request body of a valid form.
 export function toSpec(form: ClusterForm): ClusterSpec {
   const spec: ClusterSpec = {
@@ -284,6 +303,7 @@ export function toSpec(form: ClusterForm): ClusterSpec {
   if (form.gpu_enabled) spec.gpu = { model: form.gpu_model, count: parseCount(form.gpu_count) ?? 0 };
   if (form.shm_enabled) spec.shm = form.shm.trim();
   if (form.memory.trim() !== '') spec.memory = form.memory.trim();
+  if (form.cpus.trim() !== '') spec.cpus = form.cpus.trim();
   if (form.drain_timeout.trim() !== kDefaultDrain) spec.drain_timeout = form.drain_timeout.trim();
   if (form.framework === 'megatron') {
     const megatron: { tensor_parallel?: number; pipeline_parallel?: number } = {};

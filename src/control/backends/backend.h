@@ -48,6 +48,7 @@ struct SandboxSpec {
   std::string image_root;  // "/" for the host's file system
   uint64_t shm_bytes = 0;
   uint64_t memory_bytes = 0;  // its processes and /dev/shm together; 0: no bound
+  int64_t cpu_millis = 0;     // CPU time, thousandths of a CPU; 0: no bound
   std::vector<SandboxMount> mounts;
   std::map<std::string, std::string> env;  // every session and job in it sees these
   bool job_dir = false;                     // DeepSpeed: the hostfile also at /job/hostfile

@@ -15,7 +15,8 @@ namespace {
 // reads them, shared by every query of that type.
 
 // A spec is kept as its API form plus the exact shm and memory sizes (the
-// API's "shm" and "memory" are written for people and not read back).
+// API's "shm" and "memory" are written for people and not read back; its
+// "cpus" is exact, and read back as it is).
 std::string spec_to_text(const ClusterSpec& spec) {
   json j = spec_to_json(spec);
   j["shm_bytes"] = spec.shm_bytes;

@@ -33,6 +33,7 @@ class DatabaseTest : public ::testing::Test {
     c.spec.framework = "horovod";
     c.spec.containers = n;
     c.spec.memory_bytes = (3ull << 30) + 1;  // not a round size: kept exactly
+    c.spec.cpu_millis = 1234;  // 1.234 CPUs: kept exactly
     c.owner = "alice";
     ASSERT_TRUE(tx.insert_cluster(c).is_ok());
     for (int i = 0; i < n; ++i) {
@@ -94,6 +95,7 @@ TEST_F(DatabaseTest, ClustersContainersAndGpuHoldersSurviveReopen) {
   EXPECT_EQ(again[1].draining_since_ms, 1767225600123);
   EXPECT_EQ(db_->lock().cluster("a")->scale_failure, "scale to 4 failed: x; back to 2");
   EXPECT_EQ(db_->lock().cluster("a")->spec.memory_bytes, (3ull << 30) + 1);
+  EXPECT_EQ(db_->lock().cluster("a")->spec.cpu_millis, 1234);
   EXPECT_EQ(db_->lock().user_for_token("hash1", 1767225600)->name, "alice");
   EXPECT_FALSE(db_->lock().user_for_token("hash2", 1767225600).has_value());
   // A token works until its expiry, not at it.

@@ -119,6 +119,7 @@ TEST_F(SchemaTest, AnUnversionedDatabaseIsMigratedWithEverythingInIt) {
   EXPECT_EQ(cluster->spec.gpu.model, "NVIDIA-P4");
   EXPECT_EQ(cluster->spec.shm_bytes, 128u << 20);
   EXPECT_EQ(cluster->spec.memory_bytes, 0u);  // stored before memory bounds: none
+  EXPECT_EQ(cluster->spec.cpu_millis, 0);  // stored before CPU bounds: none
   ASSERT_EQ(cluster->spec.mounts.size(), 1u);
   EXPECT_EQ(cluster->spec.mounts[0].path, "/root/data");
   EXPECT_EQ(cluster->spec.env.at("A"), "b");

@@ -1,6 +1,7 @@
 #include "control/model/cluster.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
@@ -95,6 +96,53 @@ Refusal check_memory(const ClusterSpec& spec) {
                      format_size(spec.shm_bytes) + " and the container's processes",
                  "ask for at least " + std::to_string((spec.shm_bytes + kMemoryHeadroomBytes + (1 << 20) - 1) >> 20) +
                      "Mi (shm plus " + format_size(kMemoryHeadroomBytes) + "), or a smaller shm");
+}
+
+// Thousandths of a CPU in a decimal with at most 3 decimals ("1.5"); none
+// when it is not one. Too many digits read as too large.
+std::optional<int64_t> decimal_millis(const std::string& text) {
+  const size_t point = text.find('.');
+  const std::string whole = text.substr(0, point), fraction = point == std::string::npos ? "" : text.substr(point + 1);
+  auto digits = [](const std::string& s) { return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }); };
+  if (whole.empty() || !digits(whole) || !digits(fraction) || fraction.size() > 3) return std::nullopt;
+  if (point != std::string::npos && fraction.empty()) return std::nullopt;
+  if (whole.size() > 12) return INT64_MAX;
+  return std::stoll(whole) * 1000 + std::stoll((fraction + "000").substr(0, 3));
+}
+
+// Thousandths of a CPU in a JSON number; none when it has more than 3 decimals.
+std::optional<int64_t> number_millis(const json& value) {
+  if (value.is_number_integer()) {
+    const int64_t whole = whole_number(value);
+    return whole > INT64_MAX / 1000 ? INT64_MAX : whole < INT64_MIN / 1000 ? INT64_MIN : whole * 1000;
+  }
+  const double millis = value.get<double>() * 1000;
+  if (std::fabs(millis) > 1e15) return millis > 0 ? INT64_MAX : INT64_MIN;
+  const double rounded = std::round(millis);
+  if (std::fabs(millis - rounded) > 1e-6 * std::max(1.0, std::fabs(millis))) return std::nullopt;
+  return static_cast<int64_t>(rounded);
+}
+
+// A CPU bound: "1.5" or 1.5 CPUs, as thousandths of a CPU.
+Refusal parse_cpus(const json& value, int64_t* out) {
+  const std::string fix = "ask for a number of CPUs with at most 3 decimals between " + format_cpus(kMinCpuMillis) +
+                          " and " + format_cpus(kMaxCpuMillis) + ", e.g. \"1.5\"";
+  std::optional<int64_t> millis;
+  if (value.is_string()) {
+    millis = decimal_millis(value.get<std::string>());
+  } else if (value.is_number()) {
+    millis = number_millis(value);
+  } else {
+    return invalid("cpus", "cpus must be a number of CPUs such as \"1.5\", not " + std::string(value.type_name()), fix);
+  }
+  const std::string given = value.is_string() ? value.get<std::string>() : value.dump();
+  if (!millis) return invalid("cpus", "cpus: '" + given + "' is not a positive decimal with at most 3 decimals", fix);
+  if (*millis < kMinCpuMillis || *millis > kMaxCpuMillis)
+    return invalid("cpus",
+                   "cpus of " + given + " is outside " + format_cpus(kMinCpuMillis) + ".." + format_cpus(kMaxCpuMillis),
+                   fix);
+  *out = *millis;
+  return std::nullopt;
 }
 
 Refusal parse_gpu(const json& value, GpuRequest* out) {
@@ -314,6 +362,12 @@ Refusal check_megatron_parallel(const ClusterSpec& spec, int containers, const s
                               : "ask for a container count such as " + fits + ", or other parallel sizes");
 }
 
+std::string format_cpus(int64_t millis) {
+  std::string fraction = std::to_string(1000 + millis % 1000).substr(1);  // 3 digits
+  while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
+  return std::to_string(millis / 1000) + (fraction.empty() ? "" : "." + fraction);
+}
+
 std::string format_duration(std::chrono::milliseconds duration) {
   const int64_t ms = duration.count();
   return ms % 1000 == 0 ? std::to_string(ms / 1000) + "s" : std::to_string(ms) + "ms";
@@ -352,7 +406,7 @@ Refusal check_framework(const std::string& framework) {
   return std::nullopt;
 }
 
-// The spec's optional parts: image, gpu, shm, memory, mounts, env, drain_timeout.
+// The spec's optional parts: image, gpu, shm, memory, cpus, mounts, env, drain_timeout.
 Refusal parse_cluster_options(const Fields& body, const json& object, ClusterSpec* spec) {
   if (auto r = body.text("image", &spec->image, Presence::kOptional)) return r;
   if (spec->image.empty()) spec->image = "edt";
@@ -364,6 +418,8 @@ Refusal parse_cluster_options(const Fields& body, const json& object, ClusterSpe
     if (auto r = parse_bytes(object["memory"], "memory", kMinMemoryBytes, kMaxMemoryBytes, &spec->memory_bytes))
       return r;
   if (auto r = check_memory(*spec)) return r;
+  if (body.has("cpus") && !object["cpus"].is_null())
+    if (auto r = parse_cpus(object["cpus"], &spec->cpu_millis)) return r;
   const json* mounts = nullptr;
   if (auto r = body.array("mounts", &mounts, Presence::kOptional)) return r;
   if (mounts)
@@ -424,6 +480,7 @@ json spec_to_json(const ClusterSpec& spec) {
             {"env", spec.env},           {"drain_timeout", format_duration(spec.drain_timeout)}};
   j["gpu"] = spec.gpu.count > 0 ? json{{"model", spec.gpu.model}, {"count", spec.gpu.count}} : json(nullptr);
   j["memory"] = spec.memory_bytes > 0 ? json(format_size(spec.memory_bytes)) : json(nullptr);
+  j["cpus"] = spec.cpu_millis > 0 ? json(format_cpus(spec.cpu_millis)) : json(nullptr);
   if (spec.megatron.given()) {
     json m = json::object();
     if (spec.megatron.tensor_parallel > 0) m["tensor_parallel"] = spec.megatron.tensor_parallel;

@@ -34,6 +34,9 @@ inline constexpr uint64_t kMinMemoryBytes = api::limits::MemoryLimit::minimum_by
 inline constexpr uint64_t kMaxMemoryBytes = api::limits::MemoryLimit::maximum_bytes;
 // What a memory bound must hold beyond /dev/shm: the container's own processes.
 inline constexpr uint64_t kMemoryHeadroomBytes = api::limits::MemoryLimit::headroom_bytes;
+// A CPU bound, in thousandths of a CPU (0.01 to 1024 CPUs).
+inline constexpr int64_t kMinCpuMillis = api::limits::CpuLimit::minimum_millicpus;
+inline constexpr int64_t kMaxCpuMillis = api::limits::CpuLimit::maximum_millicpus;
 inline constexpr int kMaxGpusPerContainer = api::limits::GpuCount::maximum;
 inline constexpr std::chrono::milliseconds kDefaultDrainTimeout{api::limits::DrainTimeout::default_ms};
 inline constexpr std::chrono::milliseconds kMaxDrainTimeout{api::limits::DrainTimeout::maximum_ms};
@@ -74,6 +77,7 @@ struct ClusterSpec {
   GpuRequest gpu;
   uint64_t shm_bytes = kDefaultShmBytes;
   uint64_t memory_bytes = 0;  // per container; 0: no bound
+  int64_t cpu_millis = 0;     // per container, thousandths of a CPU (1500: "1.5"); 0: no bound
   std::vector<Mount> mounts;
   std::map<std::string, std::string> env;
   // How long a container leaving on scale-down may stay Draining (out of
@@ -162,6 +166,10 @@ Refusal parse_drain_timeout(const nlohmann::json& value, const std::string& fiel
 // 60000 ms -> "60s", 1500 ms -> "1500ms": how edtd writes a duration, and
 // what parse_drain_timeout() reads back.
 std::string format_duration(std::chrono::milliseconds duration);
+
+// 1500 thousandths of a CPU -> "1.5", 2000 -> "2": how edtd writes a CPU
+// bound, exactly (what parse_cluster_spec() reads back as "cpus").
+std::string format_cpus(int64_t millis);
 
 // A scale request: {"containers": N, "drain_timeout"?: ...} and nothing else.
 struct ScaleRequest {

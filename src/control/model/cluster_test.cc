@@ -162,6 +162,52 @@ TEST(ClusterSpec, RefusesAMemoryBoundThatCannotHoldShm) {
   EXPECT_FALSE(parse_cluster_spec(body, &spec).has_value());
 }
 
+TEST(ClusterSpec, ReadsACpuBoundExactlyAndWritesItBack) {
+  ClusterSpec spec;
+  ASSERT_FALSE(parse_cluster_spec(valid_body(), &spec).has_value());
+  EXPECT_EQ(spec.cpu_millis, 0);
+  EXPECT_TRUE(spec_to_json(spec)["cpus"].is_null());
+  for (auto [in, millis, written] : {std::tuple{json("1.5"), 1500, json("1.5")}, {json(1.5), 1500, json("1.5")},
+                                     {json("0.01"), 10, json("0.01")}, {json(0.01), 10, json("0.01")},
+                                     {json("1.234"), 1234, json("1.234")}, {json("2.50"), 2500, json("2.5")},
+                                     {json(3), 3000, json("3")}, {json("1024"), 1024000, json("1024")},
+                                     {json(nullptr), 0, json(nullptr)}}) {
+    json body = valid_body();
+    body["cpus"] = in;
+    ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value()) << in;
+    EXPECT_EQ(spec.cpu_millis, millis) << in;
+    EXPECT_EQ(spec_to_json(spec)["cpus"], written) << in;
+    // What edtd writes reads back the same.
+    json back = spec_to_json(spec);
+    back.erase("shm");  // written for people, as is memory
+    back.erase("memory");
+    ClusterSpec again;
+    ASSERT_FALSE(parse_cluster_spec(back, &again).has_value()) << in;
+    EXPECT_EQ(again.cpu_millis, millis) << in;
+  }
+}
+
+TEST(ClusterSpec, RefusesABadCpuBound) {
+  for (json cpus : {json(0), json("0"), json(-1), json("-1"), json(1.2345), json("1.2345"), json("abc"), json(2000),
+                    json("2000"), json(0.009), json("1024.001"), json(""), json("1."), json(".5"), json("1e3"),
+                    json(" 1"), json(true), json::array({1}), json(99999999999999999.0), json("99999999999999999999")}) {
+    json body = valid_body();
+    body["cpus"] = cpus;
+    ClusterSpec spec;
+    Refusal r = parse_cluster_spec(body, &spec);
+    ASSERT_TRUE(r.has_value()) << cpus;
+    EXPECT_EQ(r->kind, Kind::kInvalid) << cpus;
+    EXPECT_EQ(r->field, "cpus") << cpus;
+    EXPECT_NE(r->fix.find("between 0.01 and 1024"), std::string::npos) << r->fix;
+  }
+  json body = valid_body();
+  body["cpus"] = 2000;
+  ClusterSpec spec;
+  EXPECT_EQ(parse_cluster_spec(body, &spec)->message, "cpus of 2000 is outside 0.01..1024");
+  body["cpus"] = "1.2345";
+  EXPECT_EQ(parse_cluster_spec(body, &spec)->message, "cpus: '1.2345' is not a positive decimal with at most 3 decimals");
+}
+
 TEST(ClusterSpec, RefusesBadMountPaths) {
   for (const char* path : {"data", "/root/../etc", "/root/./x", "/root//x", "/root/x/", "/", "/root", "/etc",
                            "/etc/mpi", "/usr/local", "/proc", "/dev/shm", "/tmp"}) {

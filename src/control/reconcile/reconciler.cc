@@ -173,6 +173,7 @@ SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerReco
   s.image_root = image == catalog.images.end() ? "/" : image->second.root;
   s.shm_bytes = spec.shm_bytes;
   s.memory_bytes = spec.memory_bytes;
+  s.cpu_millis = spec.cpu_millis;
   for (const auto& m : spec.mounts) {
     auto volume = catalog.volumes.find(m.volume);
     if (volume != catalog.volumes.end()) s.mounts.push_back({volume->second.host_path, m.path, m.read_only});

@@ -53,6 +53,9 @@ export type MegatronParallel = {
 /** the most memory each container may use, its processes and its /dev/shm together (beyond it the kernel's OOM killer stops a process of that container): bytes, or a number with a binary unit as for shm, e.g. 8Gi; at least minimum bytes and 64Mi more than shm; absent or null: no bound */
 export type MemoryLimit = string | number | null;
 
+/** the most CPU time each container may use, in CPUs (1.5: one and a half cores' time; beyond it the kernel throttles the container's processes): a positive decimal with at most 3 decimals, as a string (e.g. '1.5') or a number (1.5); between minimum and maximum thousandths of a CPU (0.01 to 1024); absent or null: no bound */
+export type CpuLimit = string | number | null;
+
 /** the size of /dev/shm: bytes, or a number with a binary unit (case does not matter), e.g. 512M or 1Gi; between minimum and maximum bytes */
 export type ShmSize = string | number;
 
@@ -83,6 +86,7 @@ export type ClusterSpec = {
   gpu?: GpuRequest;
   shm?: ShmSize;
   memory?: MemoryLimit;
+  cpus?: CpuLimit;
   mounts?: Mount[];
   env?: Env;
   drain_timeout?: DrainTimeout;
@@ -130,6 +134,8 @@ export type Cluster = {
   shm: string;
   /** each container's memory bound as edtd writes sizes, e.g. 8Gi; null: no bound */
   memory: string | null;
+  /** each container's CPU bound in CPUs as edtd writes it, e.g. 1.5 (exactly as asked, trailing zeros dropped); null: no bound */
+  cpus: string | null;
   mounts: Mount[];
   env: Env;
   /** as edtd writes durations, e.g. 60s or 1500ms */
@@ -400,6 +406,12 @@ export const contract = {
       "minimum": 134217728,
       "maximum": 17592186044416,
       "headroom": 67108864
+    }
+  },
+  "CpuLimit": {
+    "millicpus": {
+      "minimum": 10,
+      "maximum": 1024000
     }
   },
   "ShmSize": {

@@ -1,5 +1,5 @@
 // The create-cluster form, as the product brief draws it: framework, name,
-// containers, image, GPU, shared memory, a memory bound, volumes. Mistakes are shown next to
+// containers, image, GPU, shared memory, memory and CPU bounds, volumes. Mistakes are shown next to
 // their field before submitting; edtd's errors land in the same places.
 
 import { ApiError, type GpuModel, type Image, type Volume } from '../api';
@@ -351,6 +351,19 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
         ),
         help('memory', 'The most memory each container may use, its processes and shared memory together, e.g. 8Gi; empty: no bound. Beyond it the kernel stops a process of that container.'),
         fieldError('memory'),
+      ),
+
+      h(
+        'div',
+        { class: 'field' },
+        h('label', { for: controlId('cpus') }, 'CPUs per container'),
+        control(
+          'cpus',
+          h('input', { type: 'text', class: 'short', value: form.cpus, placeholder: 'no bound', spellcheck: 'false', oninput: onInput((t) => (form.cpus = t.value)) }),
+          'cpus',
+        ),
+        help('cpus', 'The most CPU time each container may use, in CPUs with at most 3 decimals, e.g. 1.5; empty: no bound. Beyond it the kernel slows the container\'s processes down.'),
+        fieldError('cpus'),
       ),
 
       h(

@@ -126,6 +126,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         ['GPUs', gpuSummary(cluster)],
         ['Shared memory', cluster.shm ?? '—'],
         ['Memory per container', cluster.memory ?? 'no bound'],
+        ['CPUs per container', cluster.cpus ?? 'no bound'],
         ['Drain timeout', cluster.drain_timeout ?? '—'],
         ['Volumes', cluster.mounts?.length ? cluster.mounts.map((m) => `${m.volume} → ${m.path}${m.read_only ? ' (ro)' : ''}`).join(', ') : '—'],
         ['Created', time(cluster.created)],

@@ -18,6 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr int64_t kCpuPeriodUs = 100000;  // the CPU bound's period: 100 ms
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream out;
@@ -40,6 +42,68 @@ bool writable_cgroup(const std::string& dir) {
   return ::access((dir + "/cgroup.procs").c_str(), W_OK) == 0;
 }
 
+// The controllers that bound `limits`, by their v1 hierarchies' names.
+std::vector<std::string> controllers(const ContainerLimits& limits) {
+  std::vector<std::string> out;
+  if (limits.pids_max > 0) out.push_back("pids");
+  if (limits.memory_bytes > 0) out.push_back("memory");
+  if (limits.cpu_millis > 0) out.push_back("cpu");
+  return out;
+}
+
+Status write_memory(const std::string& dir, bool v2, uint64_t memory_bytes) {
+  std::error_code ec;
+  const std::string bytes = std::to_string(memory_bytes);
+  EDT_RETURN_IF_ERROR(write_control(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"), bytes));
+  // Swap is no way around the limit.
+  if (v2) {
+    if (fs::exists(dir + "/memory.swap.max", ec)) return write_control(dir + "/memory.swap.max", "0");
+  } else if (fs::exists(dir + "/memory.memsw.limit_in_bytes", ec)) {
+    return write_control(dir + "/memory.memsw.limit_in_bytes", bytes);
+  }
+  return Status::ok();
+}
+
+// A quota of CPU time in each period: thousandths of a CPU times 100 us.
+Status write_cpu(const std::string& dir, bool v2, int64_t cpu_millis) {
+  const std::string quota = std::to_string(cpu_millis * (kCpuPeriodUs / 1000));
+  if (v2) return write_control(dir + "/cpu.max", quota + " " + std::to_string(kCpuPeriodUs));
+  EDT_RETURN_IF_ERROR(write_control(dir + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs)));
+  return write_control(dir + "/cpu.cfs_quota_us", quota);
+}
+
+// Writes the bounds of `limits` that `controller` ("" for v2: all) sets in `dir`.
+Status write_limits(const std::string& dir, const std::string& controller, const ContainerLimits& limits) {
+  const bool v2 = controller.empty();
+  if (limits.pids_max > 0 && (v2 || controller == "pids"))
+    EDT_RETURN_IF_ERROR(write_control(dir + "/pids.max", std::to_string(limits.pids_max)));
+  if (limits.memory_bytes > 0 && (v2 || controller == "memory"))
+    EDT_RETURN_IF_ERROR(write_memory(dir, v2, limits.memory_bytes));
+  if (limits.cpu_millis > 0 && (v2 || controller == "cpu")) EDT_RETURN_IF_ERROR(write_cpu(dir, v2, limits.cpu_millis));
+  return Status::ok();
+}
+
+// Makes the cgroup `dir` of `controller` ("" for v2, whose parent hands
+// down the controllers of `enable`) and writes its bounds.
+Status make_cgroup(const std::string& dir, const std::string& controller, const std::string& enable,
+                   const ContainerLimits& limits) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status(StatusCode::kIoError, "make cgroup " + dir + ": " + ec.message());
+  if (controller.empty())
+    EDT_RETURN_IF_ERROR(write_control(fs::path(dir).parent_path().string() + "/cgroup.subtree_control", enable));
+  return write_limits(dir, controller, limits);
+}
+
+// Whether a v1 hierarchy of `controllers` ("pids", "cpu,cpuacct") is one
+// that containers' cgroups are made in.
+bool bounding_hierarchy(const std::string& controllers) {
+  std::istringstream list(controllers);
+  for (std::string c; std::getline(list, c, ',');)
+    if (c == "pids" || c == "memory" || c == "cpu") return true;
+  return false;
+}
+
 }  // namespace
 
 ContainerCgroups::ContainerCgroups(std::string fs_root, std::string key)
@@ -51,10 +115,7 @@ bool ContainerCgroups::unified() const {
 }
 
 std::string ContainerCgroups::unavailable(const ContainerLimits& limits) const {
-  std::vector<std::string> wanted;
-  if (limits.pids_max > 0) wanted.push_back("pids");
-  if (limits.memory_bytes > 0) wanted.push_back("memory");
-  for (const auto& controller : wanted) {
+  for (const auto& controller : controllers(limits)) {
     if (unified()) {
       std::istringstream available(read_text(root_ + "/cgroup.controllers"));
       bool found = false;
@@ -68,42 +129,29 @@ std::string ContainerCgroups::unavailable(const ContainerLimits& limits) const {
   return "";
 }
 
-std::vector<std::string> ContainerCgroups::dirs(const std::string& container, const ContainerLimits& limits) const {
-  if (unified()) return {root_ + "/" + parent_ + "/" + container};
-  std::vector<std::string> out;
-  if (limits.pids_max > 0) out.push_back(root_ + "/pids/" + parent_ + "/" + container);
-  if (limits.memory_bytes > 0) out.push_back(root_ + "/memory/" + parent_ + "/" + container);
+std::vector<std::pair<std::string, std::string>> ContainerCgroups::dirs(const std::string& container,
+                                                                        const ContainerLimits& limits) const {
+  if (unified()) return {{"", root_ + "/" + parent_ + "/" + container}};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& controller : controllers(limits))
+    out.emplace_back(controller, root_ + "/" + controller + "/" + parent_ + "/" + container);
   return out;
 }
 
 Result<std::vector<std::string>> ContainerCgroups::make(const std::string& container,
                                                          const ContainerLimits& limits) const {
   std::vector<std::string> procs;
-  if (limits.pids_max <= 0 && limits.memory_bytes == 0) return procs;
+  if (controllers(limits).empty()) return procs;
   if (std::string why = unavailable(limits); !why.empty()) return failed_precondition(why);
   EDT_RETURN_IF_ERROR(remove(container));
-  const bool v2 = unified();
-  if (v2) {
-    // The parent hands the controllers down to the containers' cgroups.
-    EDT_RETURN_IF_ERROR(write_control(root_ + "/cgroup.subtree_control", "+pids +memory"));
-  }
-  for (const auto& dir : dirs(container, limits)) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) return Status(StatusCode::kIoError, "make cgroup " + dir + ": " + ec.message());
-    if (v2) EDT_RETURN_IF_ERROR(write_control(fs::path(dir).parent_path().string() + "/cgroup.subtree_control", "+pids +memory"));
-    const bool memory = v2 || dir.find("/memory/") != std::string::npos;
-    if (limits.pids_max > 0 && (v2 || !memory))
-      EDT_RETURN_IF_ERROR(write_control(dir + "/pids.max", std::to_string(limits.pids_max)));
-    if (limits.memory_bytes > 0 && memory) {
-      const std::string bytes = std::to_string(limits.memory_bytes);
-      EDT_RETURN_IF_ERROR(write_control(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"), bytes));
-      // Swap is no way around the limit.
-      if (v2) {
-        if (fs::exists(dir + "/memory.swap.max", ec)) EDT_RETURN_IF_ERROR(write_control(dir + "/memory.swap.max", "0"));
-      } else if (fs::exists(dir + "/memory.memsw.limit_in_bytes", ec)) {
-        EDT_RETURN_IF_ERROR(write_control(dir + "/memory.memsw.limit_in_bytes", bytes));
-      }
+  // v2: each parent hands the controllers down to the containers' cgroups.
+  std::string enable;
+  for (const auto& controller : controllers(limits)) enable += (enable.empty() ? "+" : " +") + controller;
+  if (unified()) EDT_RETURN_IF_ERROR(write_control(root_ + "/cgroup.subtree_control", enable));
+  for (const auto& [controller, dir] : dirs(container, limits)) {
+    if (Status st = make_cgroup(dir, controller, enable, limits); !st.is_ok()) {
+      (void)remove(container);  // nothing half made
+      return st;
     }
     procs.push_back(dir + "/cgroup.procs");
   }
@@ -111,8 +159,9 @@ Result<std::vector<std::string>> ContainerCgroups::make(const std::string& conta
 }
 
 Status ContainerCgroups::remove(const std::string& container) const {
-  ContainerLimits all{1, 1};
-  for (const auto& dir : dirs(container, all)) {
+  const ContainerLimits all{1, 1, 1};
+  for (const auto& hierarchy : dirs(container, all)) {
+    const std::string& dir = hierarchy.second;
     // Processes killed with their PID namespace may take a moment to exit.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     int rc;
@@ -142,7 +191,7 @@ Status join_cgroups_of(pid_t pid, const std::string& fs_root) {
     std::string dir;
     if (controllers.empty()) {
       dir = fs_root + path;
-    } else if (controllers == "pids" || controllers == "memory") {
+    } else if (bounding_hierarchy(controllers)) {
       dir = fs_root + "/" + controllers + path;
     } else {
       continue;

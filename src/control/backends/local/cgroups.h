@@ -1,15 +1,19 @@
 // Container resource limits, as control groups: every container of the
 // local backend gets a cgroup of its own in which the number of tasks
 // (processes and threads: pids.max) and, when its cluster asks, its memory
-// (its processes and its /dev/shm together) are bounded. A fork bomb in a
-// container then ends at its own limit, and a container over its memory is
-// stopped by the kernel's OOM killer inside that container, not the host's.
+// (its processes and its /dev/shm together) and its CPU time are bounded. A
+// fork bomb in a container then ends at its own limit, a container over its
+// memory is stopped by the kernel's OOM killer inside that container, not
+// the host's, and one that would use more CPU than it asked is throttled.
 //
 // Both layouts are handled: cgroup v2 (one unified hierarchy at
-// /sys/fs/cgroup; pids.max, memory.max, memory.swap.max) and v1 (a
-// hierarchy per controller, /sys/fs/cgroup/pids and /sys/fs/cgroup/memory;
-// pids.max, memory.limit_in_bytes and memory.memsw.limit_in_bytes where swap
-// is accounted). A container's cgroup is <hierarchy>/edt-<key>/<container>,
+// /sys/fs/cgroup; pids.max, memory.max, memory.swap.max, cpu.max) and v1 (a
+// hierarchy per controller, /sys/fs/cgroup/pids, /sys/fs/cgroup/memory and
+// /sys/fs/cgroup/cpu, which may be a link to a cpu,cpuacct one; pids.max,
+// memory.limit_in_bytes and memory.memsw.limit_in_bytes where swap is
+// accounted, cpu.cfs_period_us and cpu.cfs_quota_us). The CPU bound is a
+// quota of CPU time in every 100 ms period: 1.5 CPUs, 150 ms of it.
+// A container's cgroup is <hierarchy>/edt-<key>/<container>,
 // where the key tells apart the edtd instances of different data dirs.
 //
 // A process joins by writing "0" (itself) into each of the container's
@@ -24,6 +28,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edt/status.h"
@@ -33,6 +38,7 @@ namespace edt::control {
 struct ContainerLimits {
   int64_t pids_max = 0;       // 0: no bound
   uint64_t memory_bytes = 0;  // 0: no bound
+  int64_t cpu_millis = 0;     // thousandths of a CPU; 0: no bound
 };
 
 class ContainerCgroups {
@@ -56,8 +62,10 @@ class ContainerCgroups {
 
  private:
   bool unified() const;
-  // The directories of the container's cgroup, one per hierarchy in use.
-  std::vector<std::string> dirs(const std::string& container, const ContainerLimits& limits) const;
+  // The directories of the container's cgroup, one per hierarchy in use,
+  // with the controller each is for ("" for v2's one: all of them).
+  std::vector<std::pair<std::string, std::string>> dirs(const std::string& container,
+                                                        const ContainerLimits& limits) const;
 
   std::string root_;
   std::string parent_;  // edt-<key>
@@ -66,8 +74,8 @@ class ContainerCgroups {
 // A stable short key (hex) for `text`, such as a data dir.
 std::string cgroup_key(const std::string& text);
 
-// Moves the calling process into the pids and memory cgroups `pid` is in
-// (v1) or its unified cgroup (v2), as found in /proc/<pid>/cgroup under
+// Moves the calling process into the pids, memory and cpu cgroups `pid` is
+// in (v1; cpu also as a cpu,cpuacct hierarchy) or its unified cgroup (v2), as found in /proc/<pid>/cgroup under
 // `fs_root`. A process with no such cgroup of its own (the root) is left.
 Status join_cgroups_of(pid_t pid, const std::string& fs_root = "/sys/fs/cgroup");
 

@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <ctime>
+#include <string>
+#include <vector>
 
 namespace edt::control {
 namespace {
@@ -34,13 +37,26 @@ TEST(CgroupsTest, AMachineWithoutTheControllersSaysWhich) {
   EXPECT_EQ(cgroups.unavailable({}), "");
   EXPECT_NE(cgroups.unavailable({16, 0}).find("no writable cgroup v1 pids hierarchy"), std::string::npos);
   EXPECT_EQ(cgroups.unavailable({0, 1 << 30}), "");
+  EXPECT_NE(cgroups.unavailable({0, 0, 1500}).find("no writable cgroup v1 cpu hierarchy"), std::string::npos);
+  EXPECT_FALSE(cgroups.make("c", {0, 1 << 30, 1500}).is_ok());
+  EXPECT_FALSE(fs::exists(root / "memory" / "edt-k")) << "a refused make leaves nothing behind";
   // Nothing to bound: nothing made, nothing to join.
   auto none = cgroups.make("c", {});
   ASSERT_TRUE(none.is_ok());
   EXPECT_TRUE(none->empty());
   EXPECT_FALSE(cgroups.make("c", {16, 0}).is_ok());
+  // A hierarchy whose control files cannot be written: the make fails and
+  // takes back the cgroups it made.
+  fs::create_directories(root / "pids");
+  std::ofstream(root / "pids" / "cgroup.procs") << "";
+  ASSERT_EQ(cgroups.unavailable({16, 1 << 30}), "");
+  EXPECT_FALSE(cgroups.make("c", {16, 1 << 30}).is_ok());
+  EXPECT_FALSE(fs::exists(root / "pids" / "edt-k"));
+  EXPECT_FALSE(fs::exists(root / "memory" / "edt-k"));
   std::ofstream(root / "cgroup.controllers") << "cpu io memory\n";
   EXPECT_NE(cgroups.unavailable({16, 0}).find("has no pids controller"), std::string::npos);
+  std::ofstream(root / "cgroup.procs") << "";
+  EXPECT_EQ(cgroups.unavailable({0, 0, 1500}), "");  // v2's cpu controller
   fs::remove_all(root);
 }
 
@@ -91,6 +107,66 @@ TEST(CgroupsTest, AProcessInAContainersCgroupIsBoundedByIt) {
   EXPECT_EQ(made, limits.pids_max - 1);
   ASSERT_TRUE(cgroups.remove("c").is_ok());  // waits for the parked children's exit
   for (const auto& file : *procs) EXPECT_FALSE(fs::exists(fs::path(file).parent_path()));
+}
+
+// The CPU time a process that joins the cgroups of `procs` uses while it
+// spins for `seconds`, as a share of one CPU: measured in the process.
+double busy_share_in(const std::vector<std::string>& procs, double seconds) {
+  int report[2];
+  if (pipe(report) != 0) return -1;
+  const pid_t child = fork();
+  if (child == 0) {
+    for (const auto& file : procs) std::ofstream(file) << "0";
+    timespec start{}, now{}, cpu{};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    auto elapsed = [](const timespec& a, const timespec& b) { return (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9; };
+    do clock_gettime(CLOCK_MONOTONIC, &now);
+    while (elapsed(start, now) < seconds);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    const double share = (cpu.tv_sec + cpu.tv_nsec / 1e9) / elapsed(start, now);
+    (void)!write(report[1], &share, sizeof(share));
+    _exit(0);
+  }
+  close(report[1]);
+  double share = -1;
+  if (read(report[0], &share, sizeof(share)) != static_cast<ssize_t>(sizeof(share))) share = -1;
+  close(report[0]);
+  waitpid(child, nullptr, 0);
+  return share;
+}
+
+// A field of a cgroup's cpu.stat ("nr_throttled"); -1 if it has none.
+int64_t cpu_stat(const std::string& dir, const std::string& field) {
+  std::istringstream stat(read_file(dir + "/cpu.stat"));
+  std::string name;
+  for (int64_t value; stat >> name >> value;)
+    if (name == field) return value;
+  return -1;
+}
+
+// On this machine's own cgroups: a process spinning in a container's cgroup
+// bounded to 0.2 CPU gets well under half a CPU (generous: the machine may
+// be busy), and the kernel says it throttled it.
+TEST(CgroupsTest, AProcessInAContainersCgroupGetsItsCpuBound) {
+  ContainerCgroups cgroups("/sys/fs/cgroup", "test" + std::to_string(getpid()));
+  const ContainerLimits limits{0, 0, 200};
+  if (std::string why = cgroups.unavailable(limits); !why.empty()) GTEST_SKIP() << why;
+  auto procs = cgroups.make("c", limits);
+  ASSERT_TRUE(procs.is_ok()) << procs.status().message();
+  ASSERT_EQ(procs->size(), 1u);
+  const std::string dir = fs::path(procs->front()).parent_path().string();
+  if (fs::exists(dir + "/cpu.max")) {
+    EXPECT_EQ(read_file(dir + "/cpu.max"), "20000 100000\n");
+  } else {
+    EXPECT_EQ(read_file(dir + "/cpu.cfs_period_us"), "100000\n");
+    EXPECT_EQ(read_file(dir + "/cpu.cfs_quota_us"), "20000\n");
+  }
+  const double share = busy_share_in(*procs, 1.0);
+  EXPECT_GT(share, 0.0);
+  EXPECT_LT(share, 0.45) << "a process bounded to 0.2 CPU used " << share << " of one";
+  EXPECT_GT(cpu_stat(dir, "nr_throttled"), 0) << read_file(dir + "/cpu.stat");
+  ASSERT_TRUE(cgroups.remove("c").is_ok());
+  EXPECT_FALSE(fs::exists(dir));
 }
 
 }  // namespace

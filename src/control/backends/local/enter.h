@@ -1,7 +1,7 @@
 // Entering a running container from the host, for a command edtd runs
 // there (a job): `edtd enter-container <pid> -- <argv...>`, where <pid> is
-// the container's init. The command gets the container's cgroups (its pids
-// and memory bounds, cgroups.h), namespaces and root directory and the limits of sandbox_policy.h (the kept capabilities,
+// the container's init. The command gets the container's cgroups (its pids,
+// memory and CPU bounds, cgroups.h), namespaces and root directory and the limits of sandbox_policy.h (the kept capabilities,
 // no_new_privs, the seccomp filter), as a process started by the
 // container's sshd would; it does not keep edtd's privileges, which
 // nsenter(1) would.

@@ -749,7 +749,7 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
                                         std::string(kLabelCluster) + "=" + spec.cluster,
                                         std::string(kLabelContainer) + "=" + spec.name};
   if (!seccomp_.is_ok()) return fail(seccomp_.status());
-  auto cgroups = cgroups_.make(spec.name, {options_.pids_max, spec.memory_bytes});
+  auto cgroups = cgroups_.make(spec.name, {options_.pids_max, spec.memory_bytes, spec.cpu_millis});
   if (!cgroups.is_ok()) return fail(cgroups.status());
   Pipe block;  // bridge mode: holds the sandbox until its interface is up
   if (network_ && pipe2(block.fds, O_CLOEXEC) != 0) return fail(io_error("pipe", errno));

@@ -19,7 +19,7 @@
 // without its address. Either way the SSH client binds the container's
 // address, so peers see connections from it. Every process in it runs
 // under sandbox_policy.h's limits (capabilities, no_new_privs, seccomp) and
-// in the container's cgroup (cgroups.h: its pids and memory bounds);
+// in the container's cgroup (cgroups.h: its pids, memory and CPU bounds);
 // exec() enters it through enter.h, under the same limits.
 //
 // User namespaces (LocalBackendOptions::first_subordinate_id): the sandbox's
