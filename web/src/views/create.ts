@@ -146,6 +146,22 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
     );
   }
 
+  // A short text field: its label, input, help and error.
+  function textField(field: 'shm' | 'memory' | 'cpus' | 'drain_timeout', label: string, text: string, placeholder?: string): HTMLElement {
+    return h(
+      'div',
+      { class: 'field' },
+      h('label', { for: controlId(field) }, label),
+      control(
+        field,
+        h('input', { type: 'text', class: 'short', value: form[field], placeholder, spellcheck: 'false', oninput: onInput((t) => (form[field] = t.value)) }),
+        field,
+      ),
+      help(field, text),
+      fieldError(field),
+    );
+  }
+
   // Megatron-LM's model-parallel sizes; only for that framework.
   function megatronFields(): HTMLElement | null {
     if (form.framework !== 'megatron') return null;
@@ -324,59 +340,25 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
           }),
           'Enable shared memory (/dev/shm)',
         ),
-        form.shm_enabled
-          ? h(
-              'div',
-              { class: 'field' },
-              h('label', { for: controlId('shm') }, 'Size'),
-              control(
-                'shm',
-                h('input', { type: 'text', class: 'short', value: form.shm, spellcheck: 'false', oninput: onInput((t) => (form.shm = t.value)) }),
-                'shm',
-              ),
-              help('shm', 'e.g. 512M or 1Gi (binary units).'),
-              fieldError('shm'),
-            )
-          : null,
+        form.shm_enabled ? textField('shm', 'Size', 'e.g. 512M or 1Gi (binary units).') : null,
       ),
 
-      h(
-        'div',
-        { class: 'field' },
-        h('label', { for: controlId('memory') }, 'Memory per container'),
-        control(
-          'memory',
-          h('input', { type: 'text', class: 'short', value: form.memory, placeholder: 'no bound', spellcheck: 'false', oninput: onInput((t) => (form.memory = t.value)) }),
-          'memory',
-        ),
-        help('memory', 'The most memory each container may use, its processes and shared memory together, e.g. 8Gi; empty: no bound. Beyond it the kernel stops a process of that container.'),
-        fieldError('memory'),
+      textField(
+        'memory',
+        'Memory per container',
+        'The most memory each container may use, its processes and shared memory together, e.g. 8Gi; empty: no bound. Beyond it the kernel stops a process of that container.',
+        'no bound',
       ),
-
-      h(
-        'div',
-        { class: 'field' },
-        h('label', { for: controlId('cpus') }, 'CPUs per container'),
-        control(
-          'cpus',
-          h('input', { type: 'text', class: 'short', value: form.cpus, placeholder: 'no bound', spellcheck: 'false', oninput: onInput((t) => (form.cpus = t.value)) }),
-          'cpus',
-        ),
-        help('cpus', 'The most CPU time each container may use, in CPUs with at most 3 decimals, e.g. 1.5; empty: no bound. Beyond it the kernel slows the container\'s processes down.'),
-        fieldError('cpus'),
+      textField(
+        'cpus',
+        'CPUs per container',
+        "The most CPU time each container may use, in CPUs with at most 3 decimals, e.g. 1.5; empty: no bound. Beyond it the kernel slows the container's processes down.",
+        'no bound',
       ),
-
-      h(
-        'div',
-        { class: 'field' },
-        h('label', { for: controlId('drain_timeout') }, 'Drain timeout'),
-        control(
-          'drain_timeout',
-          h('input', { type: 'text', class: 'short', value: form.drain_timeout, spellcheck: 'false', oninput: onInput((t) => (form.drain_timeout = t.value)) }),
-          'drain_timeout',
-        ),
-        help('drain_timeout', `On scale-down a leaving container first leaves the hostfile and is stopped once its edtrun workers have left the job, or after this long (e.g. ${kDefaultDrain}; 0s stops it at once).`),
-        fieldError('drain_timeout'),
+      textField(
+        'drain_timeout',
+        'Drain timeout',
+        `On scale-down a leaving container first leaves the hostfile and is stopped once its edtrun workers have left the job, or after this long (e.g. ${kDefaultDrain}; 0s stops it at once).`,
       ),
 
       h(
