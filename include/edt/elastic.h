@@ -219,8 +219,10 @@ class State {
   // Puts the last commit back into every object.
   Status restore();
   // kHostsUpdated if a new generation was announced, on every rank alike
-  // (rank 0's view is broadcast, so all ranks leave at the same commit);
-  // OK otherwise. A collective: every rank must call it.
+  // (rank 0's view is broadcast, so all ranks leave at the same step), after
+  // committing that step as commit() would; OK otherwise. A collective: every
+  // rank must call it. Cheaper than commit() when nothing changed, so a loop
+  // may check every step and commit less often.
   Status check_host_updates();
 
   // The communicator of the current generation (valid inside run()).

@@ -27,6 +27,18 @@ bool is_collective_failure(StatusCode code) {
   return code == StatusCode::kPeerFailed || code == StatusCode::kTimeout || code == StatusCode::kAborted;
 }
 
+// Whether rank 0 saw a new generation, the same answer on every rank.
+Result<bool> agree_hosts_updated(Communicator& c, bool seen) {
+  int32_t updated = seen ? 1 : 0;
+  EDT_RETURN_IF_ERROR(c.broadcast(&updated, 1, DataType::kInt32, 0));
+  return updated != 0;
+}
+
+Status hosts_updated(int64_t generation) {
+  return Status(StatusCode::kHostsUpdated, "the membership changed after generation " + std::to_string(generation) +
+                                               "; the state is committed");
+}
+
 }  // namespace
 
 struct State::Impl {
@@ -208,7 +220,8 @@ void State::on_reset(std::function<void()> callback) { impl_->callbacks.push_bac
 
 Status State::commit() {
   save();
-  return check_host_updates();
+  EDT_ASSIGN_OR_RETURN(bool updated, agree_hosts_updated(comm(), membership_changed()));
+  return updated ? hosts_updated(generation()) : Status::ok();
 }
 
 void State::save() {
@@ -224,13 +237,12 @@ Status State::restore() {
 }
 
 Status State::check_host_updates() {
-  int32_t updated = membership_changed() ? 1 : 0;
-  Communicator& c = comm();
-  EDT_RETURN_IF_ERROR(c.broadcast(&updated, 1, DataType::kInt32, 0));
-  if (updated)
-    return Status(StatusCode::kHostsUpdated, "the membership changed after generation " +
-                                                 std::to_string(generation()) + "; the state is committed");
-  return Status::ok();
+  EDT_ASSIGN_OR_RETURN(bool updated, agree_hosts_updated(comm(), membership_changed()));
+  if (!updated) return Status::ok();
+  // Every rank is at the same step: commit it, so that the next generation
+  // starts from here, as it does after commit().
+  save();
+  return hosts_updated(generation());
 }
 
 Communicator& State::comm() {

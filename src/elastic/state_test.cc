@@ -99,6 +99,8 @@ class ElasticJob {
   }
 
   std::atomic<int64_t> max_step{0};
+  int commit_every = kCommitEvery;
+  bool check_every_step = false;  // check_host_updates() at the steps without a commit
 
  private:
   WorkerResult work(const std::string& id, int64_t die_at_step) {
@@ -142,7 +144,11 @@ class ElasticJob {
         while (seen < model.steps && !max_step.compare_exchange_weak(seen, model.steps)) {
         }
         std::this_thread::sleep_for(1ms);
-        if (model.steps % kCommitEvery == 0) EDT_RETURN_IF_ERROR(s.commit());
+        if (model.steps % commit_every == 0) {
+          EDT_RETURN_IF_ERROR(s.commit());
+        } else if (check_every_step) {
+          EDT_RETURN_IF_ERROR(s.check_host_updates());
+        }
       }
       return Status::ok();
     });
@@ -172,17 +178,35 @@ void expect_exactly_once(const WorkerResult& r) {
   for (uint64_t i = 0; i < kSamples; ++i) ASSERT_EQ(r.counts[i], 1) << "sample " << i;
 }
 
-TEST(ElasticState, GrowsFromTwoToThreeWithoutRestartingTheTwo) {
-  ElasticJob job;
+// a and b train; c joins once they are 20 steps in. Their results, each
+// checked to have trained every sample exactly once.
+std::vector<WorkerResult> grow_two_to_three(ElasticJob& job) {
   auto ab = job.start({{"a", 0}, {"b", 1}});
-  auto &a = ab[0], &b = ab[1];
   wait_for_step(job, 20);
   auto c = job.start("c", 2);
-  auto ra = a.get(), rb = b.get(), rc = c.get();
-  for (const auto* r : {&ra, &rb, &rc}) expect_exactly_once(*r);
-  EXPECT_EQ(ra.sizes, (std::vector<int>{2, 3}));  // the same thread, same memory: one reset
-  EXPECT_EQ(ra.resets, 1);
-  EXPECT_EQ(rc.sizes, (std::vector<int>{3}));
+  std::vector<WorkerResult> out;
+  out.push_back(ab[0].get());
+  out.push_back(ab[1].get());
+  out.push_back(c.get());
+  for (const auto& r : out) expect_exactly_once(r);
+  return out;
+}
+
+TEST(ElasticState, GrowsFromTwoToThreeWithoutRestartingTheTwo) {
+  ElasticJob job;
+  auto r = grow_two_to_three(job);
+  EXPECT_EQ(r[0].sizes, (std::vector<int>{2, 3}));  // the same thread, same memory: one reset
+  EXPECT_EQ(r[0].resets, 1);
+  EXPECT_EQ(r[2].sizes, (std::vector<int>{3}));
+}
+
+TEST(ElasticState, GrowsAtACheckWithoutACommitFromThatStep) {
+  ElasticJob job;
+  job.commit_every = 1 << 20;  // never: the only way to grow is check_host_updates()
+  job.check_every_step = true;
+  auto r = grow_two_to_three(job);
+  EXPECT_EQ(r[0].sizes, (std::vector<int>{2, 3}));
+  EXPECT_EQ(r[1].steps, r[0].steps);  // no rank went back to an older step
 }
 
 TEST(ElasticState, SurvivesAWorkerDyingAndRollsBack) {

@@ -35,6 +35,7 @@ def main():
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--commit-every", type=int, default=5)
+    p.add_argument("--check-every-step", action="store_true", help="check_host_updates() between commits")
     p.add_argument("--step-ms", type=float, default=20)
     # Where the loop calls sampler.set_epoch(): at the end of an epoch for
     # the next (docs/python.md), or at the start of every epoch, re-entered
@@ -98,6 +99,8 @@ def main():
                 time.sleep(args.step_ms / 1000)
                 if state.step % args.commit_every == 0:
                     state.commit()
+                elif args.check_every_step:
+                    state.check_host_updates()
             exactly_once = bool((model.trained == 1).all())
             log("epoch", epoch=state.epoch, rank=hvd.rank(), size=hvd.size(), exactly_once=exactly_once,
                 trained=int(model.trained.sum()), loss=float(loss))

@@ -98,17 +98,23 @@ def test_process_sets_are_formed_again_in_every_generation(hostfile):
     S.assert_nothing_left(job)
 
 
-@pytest.mark.parametrize("set_epoch_at", ["start", "end"])
-def test_exactly_once_through_grow_and_shrink_with_either_set_epoch_pattern(hostfile, set_epoch_at):
+@pytest.mark.parametrize("set_epoch_at, loop", [
+    ("start", ["--commit-every", "3"]),
+    ("end", ["--commit-every", "3"]),
+    ("end", ["--commit-every", "1000000", "--check-every-step"]),
+])
+def test_exactly_once_through_grow_and_shrink_with_either_set_epoch_pattern(hostfile, set_epoch_at, loop):
     """2,000 samples, grown from 2 to 4 workers and shrunk back to 2 in the
     middle of epochs. set_epoch at the start of every epoch (Horovod's
     examples; the loop calls it again after each reset) and at its end
-    (docs/python.md) both train every sample exactly once per epoch."""
+    (docs/python.md) both train every sample exactly once per epoch; so does
+    a loop that never commits inside the epoch but calls
+    check_host_updates() every step (the step it leaves at is committed)."""
     h0, h1, h2 = S.HOSTS
     S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
     job = S.Job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
-                [WORKER, "--samples", "2000", "--batch", "10", "--epochs", "2", "--commit-every", "3",
-                 "--step-ms", "15", "--set-epoch-at", set_epoch_at], timeout=120)
+                [WORKER, "--samples", "2000", "--batch", "10", "--epochs", "2", "--step-ms", "15",
+                 "--set-epoch-at", set_epoch_at] + loop, timeout=120)
     job.wait_for(lambda e: e["size"] == 2 and e["step"] >= 15, what="size 2")
     S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=2"])
     grown = job.wait_for(lambda e: e["size"] == 4, what="size 4")

@@ -43,6 +43,7 @@ class State:
     def __init__(self):
         self._reset_callbacks = []
         self._job = None  # edt._edt.ElasticJob once run() registered this state
+        self._committed = False  # inside commit(): its check need not save again
         # Horovod's own elastic test script sets this before it waits on
         # _host_messages; kept so that it runs unchanged.
         self._last_updated_timestamp = 0
@@ -68,16 +69,24 @@ class State:
             self._job.save()
         else:
             self.save()
-        self.check_host_updates()
+        self._committed = True
+        try:
+            self.check_host_updates()
+        finally:
+            self._committed = False
 
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt on every rank when rank 0 has seen a
-        new membership generation (all ranks leave at the same commit).
-        edtrun without elastic mode never changes membership."""
+        new membership generation (all ranks leave at the same step, which
+        is committed first, so the next generation starts from it). Cheaper
+        than commit() when nothing changed: a loop may check every batch and
+        commit less often. edtrun without elastic mode never changes membership."""
         if self._job is None:
             return
         flag = torch.tensor([1 if self._job.membership_changed else 0], dtype=torch.int32)
         if mpi_ops.broadcast(flag, root_rank=0, name="elastic.check_host_updates").item():
+            if not self._committed:
+                self._job.save()
             raise HostsUpdatedInterrupt(skip_sync=True)
 
     def _attach(self, job):
