@@ -23,6 +23,12 @@ def test_round_trip_gives_a_writable_array(tmp_path):
     assert (back == array).all()
     assert back.flags.writeable  # torch.from_numpy takes it without a copy or a warning
     back[0, 0, 0] = 7
+    assert idx.read(str(tmp_path / "data-idx3-ubyte"))[0, 0, 0] == 0  # the write stays out of the file
+
+
+def test_an_empty_array_reads_back(tmp_path):
+    back = idx.read(written(tmp_path, np.zeros((0, 28, 28), dtype=np.uint8)))
+    assert back.shape == (0, 28, 28)
 
 
 def test_gzip_file_is_found_by_the_plain_name(tmp_path):
