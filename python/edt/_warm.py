@@ -24,7 +24,7 @@ the worker loads) are answered "cold": the client then
 starts the command itself, as it would without this server.
 
 Fork safety: the server stays single-threaded (it checks before each fork)
-and reads nothing from a client itself: it keeps two relays forked ahead,
+and reads nothing from a client itself: it keeps four relays forked ahead,
 each waiting to accept one client, so a slow or hostile client holds only
 its own relay, and a client does not wait for the server to fork.
 
@@ -62,10 +62,16 @@ import site
 import socket
 import struct
 import sys
+import time
 
 MAX_MESSAGE = 256 * 1024
 MAX_RELAYS = 256  # connections served at once; more are closed (the client starts cold)
-SPARES = 2  # relays forked ahead: as many clients at once pay no fork of the server
+SPARES = 4  # relays forked ahead: as many clients at once pay no fork of the server
+# Spares taken are forked again only once clients have stopped coming for
+# REFILL_AFTER seconds, so that a scale's new workers do not share the CPU
+# with those forks, unless fewer than REFILL_BELOW are left.
+REFILL_AFTER = 1.0
+REFILL_BELOW = 2
 REQUEST_TIMEOUT = 10.0
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/games"  # sshd's for a session without PATH
@@ -770,11 +776,16 @@ class Server:
     def serve(self):
         """Keeps SPARES relays forked ahead, each waiting for a client, until
         SIGTERM; returns (in a forked relay) what to run. A spare that took
-        a client says so on a pipe, and another is forked in its place."""
+        a client says so on a pipe; others are forked in the place of those
+        taken once no client came for REFILL_AFTER seconds (at once when
+        fewer than REFILL_BELOW are left)."""
         taken_r, taken_w = os.pipe()
+        last_taken = 0.0
         while True:
             self.reap()
-            while len(self.spares) < SPARES and len(self.relays) < MAX_RELAYS and \
+            quiet = time.monotonic() - last_taken
+            wanted = SPARES if quiet >= REFILL_AFTER else REFILL_BELOW
+            while len(self.spares) < wanted and len(self.relays) < MAX_RELAYS and \
                     len(os.listdir("/proc/self/task")) == 1:
                 pid = os.fork()
                 if pid == 0:
@@ -784,8 +795,10 @@ class Server:
                 self.spares.add(pid)
             # Without a spare (too many relays), clients are turned away: they start cold.
             waiting = [taken_r] + ([] if self.spares else [self.listener])
-            ready = select.select(waiting, [], [], 1.0)[0]
+            refill = len(self.spares) < SPARES and quiet < REFILL_AFTER
+            ready = select.select(waiting, [], [], REFILL_AFTER - quiet if refill else 1.0)[0]
             if taken_r in ready:
+                last_taken = time.monotonic()
                 data = os.read(taken_r, 4 * SPARES)
                 self.spares.difference_update(struct.unpack("%di" % (len(data) // 4), data[:len(data) // 4 * 4]))
             if self.listener in ready:
