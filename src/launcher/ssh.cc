@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "launcher/process.h"
@@ -70,14 +71,10 @@ std::string read_all(int fd) {
   }
 }
 
-}  // namespace
-
-bool host_key_checking_configured(const std::string& host, const SshOptions& options,
-                                  const std::vector<std::string>& env) {
+// What `ssh -G ARGS...` (ARGS: options, then the host) says of StrictHostKeyChecking.
+bool probe_host_key_checking(const std::vector<std::string>& args, const std::vector<std::string>& env) {
   std::vector<std::string> argv = {"ssh", "-G"};
-  for (const auto& option : options.options) argv.insert(argv.end(), {"-o", option});
-  if (options.port != 0) argv.insert(argv.end(), {"-p", std::to_string(options.port)});
-  argv.push_back(host);
+  argv.insert(argv.end(), args.begin(), args.end());
   auto probe = Process::spawn({argv, env});
   if (!probe.is_ok()) return false;
   (*probe)->close_stderr();
@@ -89,6 +86,27 @@ bool host_key_checking_configured(const std::string& host, const SshOptions& opt
   return value != "ask";
 }
 
+}  // namespace
+
+bool host_key_checking_configured(const std::string& host, const SshOptions& options,
+                                  const std::vector<std::string>& env) {
+  std::vector<std::string> args;
+  for (const auto& option : options.options) args.insert(args.end(), {"-o", option});
+  if (options.port != 0) args.insert(args.end(), {"-p", std::to_string(options.port)});
+  args.push_back(host);
+  return probe_host_key_checking(args, env);
+}
+
+std::vector<std::string> settle_host_key_checking(std::vector<std::string> argv, const std::vector<std::string>& env) {
+  const std::vector<std::string> ours = {"-o", std::string(kNoHostKeyChecking)};
+  auto at = std::find_end(argv.begin(), argv.end(), ours.begin(), ours.end());
+  if (argv.size() < 3 || at == argv.end()) return argv;
+  std::vector<std::string> args(argv.begin() + 1, at);
+  args.insert(args.end(), at + 2, argv.end() - 1);  // without ours and the remote command
+  if (probe_host_key_checking(args, env)) argv.erase(at, at + 2);
+  return argv;
+}
+
 std::vector<std::string> ssh_command(const std::string& host, const SshOptions& options, const std::string& script,
                                      bool host_keys_configured) {
   std::vector<std::string> argv = {"ssh", "-T", "-x", "-a"};
@@ -98,7 +116,7 @@ std::vector<std::string> ssh_command(const std::string& host, const SshOptions& 
   // Hosts of a training cluster are often recreated with new host keys (as
   // horovodrun assumes): unless the user's ssh configuration says how to
   // check them, they are not checked.
-  if (!host_keys_configured) argv.insert(argv.end(), {"-o", "StrictHostKeyChecking=no"});
+  if (!host_keys_configured) argv.insert(argv.end(), {"-o", std::string(kNoHostKeyChecking)});
   argv.insert(argv.end(), {
       "-o", "BatchMode=yes",
       // Keeps the "added to known hosts" warning out of worker output.

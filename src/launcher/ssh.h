@@ -51,6 +51,15 @@ std::string remote_worker_script(const std::string& cwd, const Environment& env,
 bool host_key_checking_configured(const std::string& host, const SshOptions& options,
                                   const std::vector<std::string>& env);
 
+// The option ssh_command() adds unless the host keys are configured.
+inline constexpr std::string_view kNoHostKeyChecking = "StrictHostKeyChecking=no";
+
+// `argv`, a ssh_command() made without knowing the configuration, as it
+// would have been made knowing it: without its StrictHostKeyChecking=no
+// where `ssh -G` (with the rest of `argv`) says the configuration sets it.
+// For edt-warm-run, which asks only when it falls back to ssh.
+std::vector<std::string> settle_host_key_checking(std::vector<std::string> argv, const std::vector<std::string>& env);
+
 // The full ssh command line that runs `script` on `host`. Unless
 // `host_keys_configured`, it adds StrictHostKeyChecking=no (after the user's
 // options, so that theirs win).

@@ -91,6 +91,38 @@ TEST(HostKeyCheckingConfigured, FromTheConfigurationOrNotAtAll) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(SettleHostKeyChecking, DropsOursOnlyWhereTheConfigurationSetsIt) {
+  // A stand-in for ssh -G that records what it was asked.
+  char pattern[] = "/tmp/edt-ssh-g-XXXXXX";
+  const std::string dir = mkdtemp(pattern);
+  const std::vector<std::string> env = {"PATH=" + dir + ":/usr/bin:/bin"};
+  auto fake = [&](const std::string& value) {
+    std::ofstream(dir + "/ssh") << "#!/bin/sh\necho \"$@\" > " << dir << "/asked\necho 'stricthostkeychecking "
+                                << value << "'\n";
+    chmod((dir + "/ssh").c_str(), 0755);
+  };
+  auto asked = [&] {
+    std::string line;
+    std::getline(std::ifstream(dir + "/asked"), line);
+    std::filesystem::remove(dir + "/asked");
+    return line;
+  };
+  SshOptions options;
+  options.options = {"User=alice"};
+  const auto unsure = ssh_command("h", options, "true", false);
+  fake("true");
+  EXPECT_EQ(settle_host_key_checking(unsure, env), ssh_command("h", options, "true", true));
+  EXPECT_EQ(asked().find("-G -T -x -a -o User=alice -o BatchMode=yes"), 0u);  // ours and the command left out
+  fake("ask");
+  EXPECT_EQ(settle_host_key_checking(unsure, env), unsure);
+  const std::string last = asked();
+  EXPECT_TRUE(last.ends_with(" h")) << last;
+  const auto sure = ssh_command("h", options, "true", true);
+  EXPECT_EQ(settle_host_key_checking(sure, env), sure);
+  EXPECT_EQ(asked(), "");  // nothing to settle: ssh -G is not asked
+  std::filesystem::remove_all(dir);
+}
+
 // The wrapper is plain sh, so it is tested here without ssh: stdin plays the
 // ssh channel.
 std::unique_ptr<Process> run_wrapper(const std::vector<std::string>& command, const Environment& env,

@@ -74,20 +74,18 @@ Result<pid_t> Supervisor::spawn(const WorkerSpec& spec) {
     auto grace = std::chrono::duration_cast<std::chrono::seconds>(options_.grace_period);
     std::string script = remote_worker_script(options_.cwd, spec.env, options_.command, grace, warm(spec));
     spawn.env = env_entries(options_.launcher_env);
-    auto checked = host_keys_configured_.find(spec.host);
-    if (checked == host_keys_configured_.end())
-      checked = host_keys_configured_
-                    .emplace(spec.host, host_key_checking_configured(spec.host, options_.ssh, spawn.env))
-                    .first;
-    spawn.argv = ssh_command(spec.host, options_.ssh, script, checked->second);
     spawn.stdin_pipe = true;
     auto client = warm(spec) ? warm_run_program() : std::nullopt;
     auto worker_variable = client ? warm_worker_variable(options_.command, spec.env, options_.cwd) : std::nullopt;
     if (worker_variable) {
       // In a platform cluster the warm interpreter forks it in the host's
-      // container directly; elsewhere (it declines) ssh runs as above.
+      // container directly; elsewhere (it declines) ssh runs, and only then
+      // does edt-warm-run ask ssh -G about host keys (settle_host_key_checking).
+      spawn.argv = ssh_command(spec.host, options_.ssh, script, false);
       spawn.argv.insert(spawn.argv.begin(), {*client, "--on", spec.host, "--"});
       spawn.env.push_back(*worker_variable);
+    } else {
+      spawn.argv = ssh_command(spec.host, options_.ssh, script, host_keys_configured(spec.host, spawn.env));
     }
   } else {
     spawn.argv = options_.command;
@@ -101,6 +99,13 @@ Result<pid_t> Supervisor::spawn(const WorkerSpec& spec) {
   pid_t pid = worker->process->pid();
   workers_[spec.tag] = std::move(worker);
   return pid;
+}
+
+bool Supervisor::host_keys_configured(const std::string& host, const std::vector<std::string>& env) {
+  auto checked = host_keys_configured_.find(host);
+  if (checked == host_keys_configured_.end())
+    checked = host_keys_configured_.emplace(host, host_key_checking_configured(host, options_.ssh, env)).first;
+  return checked->second;
 }
 
 SupervisorEvents Supervisor::wait(std::chrono::milliseconds timeout, const std::vector<int>& extra_fds) {

@@ -131,6 +131,8 @@ class Supervisor {
   void forget_drained();
   void escalate();
   void terminate(Worker& worker);
+  // host_key_checking_configured() for `host`, asked once per host.
+  bool host_keys_configured(const std::string& host, const std::vector<std::string>& env);
 
   SupervisorOptions options_;
   int signal_fd_ = -1;

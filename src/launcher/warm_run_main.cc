@@ -36,6 +36,23 @@ constexpr int kRelayed[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, 
   _exit(err == ENOENT ? 127 : 126);
 }
 
+// edtrun's ssh command, once it is the one to run: only now asks ssh -G
+// whether the configuration says how to check host keys.
+[[noreturn]] void run_ssh(char** command) {
+  std::vector<std::string> argv;
+  for (char** a = command; *a != nullptr; ++a) argv.emplace_back(*a);
+  argv = settle_host_key_checking(std::move(argv), env_entries(current_environment()));
+  std::vector<char*> pointers;
+  for (auto& a : argv) pointers.push_back(a.data());
+  pointers.push_back(nullptr);
+  run_cold(pointers.data());
+}
+
+[[noreturn]] void run_fallback(char** command, bool remote) {
+  if (remote) run_ssh(command);
+  run_cold(command);
+}
+
 // Dies as the worker died, so that whoever waits for this process sees the
 // same status.
 [[noreturn]] void end_like(const WorkerEnd& end) {
@@ -63,7 +80,7 @@ std::optional<WarmRequest> remote_worker(const std::string& host) {
   }
 }
 
-int run(const WarmRequest& request, const std::string& socket, char** fallback) {
+int run(const WarmRequest& request, const std::string& socket, char** fallback, bool remote) {
   // Signals that arrive from here on are relayed, none is lost.
   sigset_t relayed, old;
   sigemptyset(&relayed);
@@ -76,7 +93,7 @@ int run(const WarmRequest& request, const std::string& socket, char** fallback) 
     log::debug("starting {} itself: {}", fallback[0], session.status().message());
     if (signal_fd >= 0) close(signal_fd);
     sigprocmask(SIG_SETMASK, &old, nullptr);
-    run_cold(fallback);
+    run_fallback(fallback, remote);
   }
   Result<WorkerEnd> end = relay_until_exit(*session, signal_fd, request.host.empty() ? -1 : 0);
   if (!end.is_ok()) {
@@ -104,7 +121,7 @@ int main(int argc, char** argv) {
   const Environment env = current_environment();
   const std::string socket = warm_socket_path(env);
   if (!request || socket.empty() || !is_python_command(request->argv) || access(socket.c_str(), F_OK) != 0)
-    run_cold(fallback);
+    run_fallback(fallback, remote);
   if (!remote) request->env = env_entries(env);
-  return run(*request, socket, fallback);
+  return run(*request, socket, fallback, remote);
 }
