@@ -47,10 +47,19 @@ Status direct_allreduce(const Group& g, const void* send, void* recv, size_t cou
     recvs.push_back({g.members[from], all.data() + bytes * size_t(from), bytes});
   }
   EDT_RETURN_IF_ERROR(g.transport->exchange(sends, recvs));
-  op = kernels::combining_op(op);
-  kernels::reduce(recv, all.data(), all.data() + bytes, count, type, op);
-  for (int j = 2; j < n; ++j) kernels::reduce_into(recv, all.data() + bytes * size_t(j), count, type, op);
+  std::vector<const void*> parts;
+  for (int j = 0; j < n; ++j) parts.push_back(all.data() + bytes * size_t(j));
+  reduce_in_order(recv, parts, count, type, kernels::combining_op(op));
   return Status::ok();
+}
+
+void reduce_in_order(void* recv, std::span<const void* const> parts, size_t count, DataType type, ReduceOp op) {
+  if (parts.size() == 1) {
+    std::memcpy(recv, parts[0], count * dtype_size(type));
+    return;
+  }
+  kernels::reduce(recv, parts[0], parts[1], count, type, op);
+  for (size_t j = 2; j < parts.size(); ++j) kernels::reduce_into(recv, parts[j], count, type, op);
 }
 
 Status ring_reduce_scatter(const Group& g, const void* send, void* buf, const std::vector<size_t>& offsets,

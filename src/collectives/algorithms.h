@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "edt/types.h"
@@ -49,6 +50,10 @@ inline constexpr size_t kDirectAllreduceBytes = 64 << 10;
 Status allreduce(const Group& g, const void* send, void* recv, size_t count, DataType type, ReduceOp op);
 Status ring_allreduce(const Group& g, const void* send, void* recv, size_t count, DataType type, ReduceOp op);
 Status direct_allreduce(const Group& g, const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+
+// recv = parts[0] op parts[1] op ... in that order (count elements each;
+// recv may not overlap any part).
+void reduce_in_order(void* recv, std::span<const void* const> parts, size_t count, DataType type, ReduceOp op);
 
 // Ring reduce-scatter of send into buf (blocks by `offsets`, in elements;
 // send == buf for in place): afterwards block `g.index` of buf holds the

@@ -37,6 +37,10 @@ using collectives::OpKind;
 using transport::Clock;
 using transport::PeerInfo;
 
+// carries_data(): at most this much of a rank's data goes to its peers
+// behind its descriptor (all of them together).
+constexpr size_t kDataWithDescriptorBytes = 64 << 10;
+
 class WorkImpl final : public Work {
  public:
   Status wait(std::chrono::milliseconds timeout) override {
@@ -240,8 +244,9 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
 
   // --- descriptors --------------------------------------------------------
 
-  // Publishes this rank's descriptor and checks everyone's.
-  Status agree(Descriptor mine, const std::vector<size_t>* recv_counts) {
+  // Publishes this rank's descriptor and checks everyone's. `data` follows
+  // the descriptor to every peer when carries_data(mine).
+  Status agree(Descriptor mine, const std::vector<size_t>* recv_counts, const void* data = nullptr) {
     EDT_RETURN_IF_ERROR(transport_->broken());
     mine.seq = seq_++;
     std::vector<Descriptor> all(size_);
@@ -250,17 +255,50 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
       EDT_RETURN_IF_ERROR(shm_->round_with_descriptor(&mine, sizeof mine, &raw));
       for (int r = 0; r < size_; ++r) std::memcpy(&all[r], raw[r].data(), sizeof(Descriptor));
     } else {
-      std::vector<transport::Send> sends;
-      std::vector<transport::Recv> recvs;
       all[rank_] = mine;
-      for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
-        sends.push_back({r, &mine, sizeof mine});
-        recvs.push_back({r, &all[r], sizeof(Descriptor)});
-      }
-      EDT_RETURN_IF_ERROR(transport_->exchange(sends, recvs));
+      EDT_RETURN_IF_ERROR(exchange_descriptors(mine, data, &all));
+      EDT_RETURN_IF_ERROR(take_data(all));
     }
     return check_descriptors(all, recv_counts);
+  }
+
+  Status exchange_descriptors(const Descriptor& mine, const void* data, std::vector<Descriptor>* all) {
+    const size_t bytes = carries_data(mine) ? mine.count * dtype_size(mine.type) : 0;
+    std::vector<transport::Send> sends;
+    std::vector<transport::Recv> recvs;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      sends.push_back({r, &mine, sizeof mine});
+      if (bytes > 0) sends.push_back({r, data, bytes});
+      recvs.push_back({r, &(*all)[r], sizeof(Descriptor)});
+    }
+    return transport_->exchange(sends, recvs);
+  }
+
+  // Takes what peers sent behind their descriptors into inbox_[peer], whether
+  // or not the descriptors agree: the streams stay in step either way.
+  Status take_data(const std::vector<Descriptor>& all) {
+    std::vector<transport::Recv> recvs;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_ || !carries_data(all[r])) continue;
+      inbox_[r].resize(all[r].count * dtype_size(all[r].type));
+      recvs.push_back({r, inbox_[r].data(), inbox_[r].size()});
+    }
+    if (recvs.empty()) return Status::ok();
+    return transport_->exchange(std::span<const transport::Send>(), recvs);
+  }
+
+  // Whether a rank publishing `d` sends its data right behind it: a small
+  // allreduce across hosts (or over TCP), whose time is the number of times
+  // its ranks wait for each other, so the data rides with the descriptor
+  // instead of following it in a round of its own. It depends on `d` and the group alone, so every rank, whatever
+  // it called, knows which peers' data to take off the stream. The bound
+  // keeps what a rank sends well within every channel's buffer, so sending
+  // it all before anything is read cannot block.
+  bool carries_data(const Descriptor& d) const {
+    if (size_ == 1 || single_segment() || d.kind != OpKind::kAllreduce || d.bad_arguments) return false;
+    return d.count > 0 && d.count <= kDataWithDescriptorBytes &&
+           d.count * dtype_size(d.type) * size_t(size_ - 1) <= kDataWithDescriptorBytes;
   }
 
   bool single_segment() const { return shm_ && topology_.local_size() == size_; }
@@ -295,10 +333,25 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
                                                      }};
       return shm_->allreduce(send, recv, count, type, op, &agreement);  // averages divided as reduced
     }
-    EDT_RETURN_IF_ERROR(agree(d, nullptr));
-    EDT_RETURN_IF_ERROR(allreduce_data(send, recv, count, type, kernels::combining_op(op)));
+    if (carries_data(d)) {
+      EDT_RETURN_IF_ERROR(agree(d, nullptr, send));
+      reduce_inbox(send, recv, count, type, kernels::combining_op(op));
+    } else {
+      EDT_RETURN_IF_ERROR(agree(d, nullptr));
+      EDT_RETURN_IF_ERROR(allreduce_data(send, recv, count, type, kernels::combining_op(op)));
+    }
     if (op == ReduceOp::kAverage) kernels::finish_average(recv, count, type, size_);
     return Status::ok();
+  }
+
+  // recv = every rank's data (this rank's from send, the others' from the
+  // inbox) combined in rank order: the same bits on every rank.
+  void reduce_inbox(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
+    const size_t bytes = count * dtype_size(type);
+    inbox_[rank_].assign(static_cast<const uint8_t*>(send), static_cast<const uint8_t*>(send) + bytes);
+    std::vector<const void*> parts;
+    for (const auto& data : inbox_) parts.push_back(data.data());
+    collectives::reduce_in_order(recv, parts, count, type, op);
   }
 
   Status allreduce_data(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
@@ -411,6 +464,9 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<collectives::ShmAllreduce> shm_;
   uint64_t seq_ = 0;  // only the thread running ops touches it
+  // Data that came with each rank's descriptor (carries_data); only the
+  // thread running ops touches it.
+  std::vector<std::vector<uint8_t>> inbox_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -493,6 +549,7 @@ Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOp
   for (const PeerInfo& p : *peers) hosts.push_back(p.host);
   topology_ = transport::compute_topology(hosts, rank_);
   for (int r = 0; r < size_; ++r) all_members_.push_back(r);
+  inbox_.resize(size_);
   EDT_ASSIGN_OR_RETURN(transport::TransportPlan plan, transport::plan_transport(kind, topology_, *peers));
   hierarchical_ = plan.hierarchical;
   transport_name_ = plan.name;

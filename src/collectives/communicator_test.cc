@@ -438,6 +438,61 @@ TEST(PipelinedHierarchy, AbortOfOneRankFailsEveryRank) {
   });
 }
 
+// Small allreduces across hosts (and over TCP) send their data behind the
+// descriptor: 64 KiB of a rank's data to all its peers together. Counts on
+// both sides of that bound, odd ones, every op, in and out of place.
+TEST_P(Collectives, SmallAllreduceOnBothSidesOfTheDataWithDescriptorBound) {
+  const int n = ranks();
+  if (n == 1) return;
+  const size_t bound = (64 << 10) / sizeof(float) / size_t(n - 1);
+  run_ranks(topology(), n, [&](Communicator& c) {
+    for (size_t count : {size_t(1), size_t(3), size_t(1021), bound - 1, bound, bound + 1}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
+        for (bool in_place : {false, true}) {
+          std::vector<float> send(count), recv(count, -1.0f);
+          for (size_t i = 0; i < count; ++i) send[i] = value(c.rank(), i);
+          float* out = in_place ? send.data() : recv.data();
+          ASSERT_TRUE(c.allreduce(send.data(), out, count, DataType::kFloat32, op).is_ok());
+          for (size_t i = 0; i < count; ++i) {
+            const float unit = float(i % 7 + 1);
+            const float want = op == ReduceOp::kSum       ? unit * float(n * (n + 1) / 2)
+                               : op == ReduceOp::kAverage ? unit * float(n * (n + 1) / 2) / float(n)
+                                                          : unit * float(n);
+            ASSERT_FLOAT_EQ(out[i], want) << "count " << count << " op " << reduce_op_name(op) << " i " << i;
+          }
+        }
+      }
+    }
+  });
+}
+
+// A rank whose data rides with its descriptor meets a rank that sends none
+// (a larger count, another collective): every rank reports the mismatch,
+// takes the data it was sent off the stream, and the next op works.
+class DataWithDescriptor : public ::testing::TestWithParam<Topology> {};
+
+TEST_P(DataWithDescriptor, MismatchStaysAnErrorOnEveryRankAndTheCommunicatorUsable) {
+  run_ranks(GetParam(), 3, [&](Communicator& c) {
+    std::vector<float> buf(100000, 1.0f);
+    const size_t count = c.rank() == 2 ? buf.size() : 10;
+    Status s = c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find("rank 2 sent float32 x 100000 elements"), std::string::npos) << s.message();
+    EXPECT_EQ(buf[0], 1.0f);
+    s = c.rank() == 0 ? c.broadcast(buf.data(), 10, DataType::kFloat32, 0)
+                      : c.allreduce(buf.data(), buf.data(), 10, DataType::kFloat32, ReduceOp::kSum);
+    ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find("rank 0 called broadcast"), std::string::npos) << s.message();
+    EXPECT_EQ(buf[0], 1.0f);
+    ASSERT_TRUE(c.allreduce(buf.data(), buf.data(), 7, DataType::kFloat32, ReduceOp::kSum).is_ok());
+    EXPECT_EQ(buf[6], 3.0f);
+  });
+}
+
+// Only TCP carries data behind the descriptor.
+INSTANTIATE_TEST_SUITE_P(Transports, DataWithDescriptor, ::testing::Values(Topology::kTcp, Topology::kTwoHosts),
+                         [](const auto& info) { return std::string(topology_name(info.param)); });
+
 INSTANTIATE_TEST_SUITE_P(Transports, BadInput, ::testing::Values(Topology::kShm, Topology::kTcp, Topology::kTwoHosts),
                          [](const auto& info) { return std::string(topology_name(info.param)); });
 

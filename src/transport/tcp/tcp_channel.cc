@@ -14,7 +14,7 @@ namespace edt::transport::tcp {
 namespace {
 
 constexpr size_t kStagingBytes = 1 << 20;
-constexpr int kSocketBufferBytes = 256 << 10;  // see tcp_channel.h
+constexpr int kSocketBufferBytes = 2 << 20;  // see tcp_channel.h
 
 struct Hello {
   uint64_t nonce;

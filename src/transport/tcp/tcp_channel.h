@@ -8,10 +8,16 @@
 // kernel's copies, not the wire, bound the speed. The thread and the caller
 // share the socket, each in its own direction.
 //
-// Socket buffers are asked at 256 KiB (the kernel doubles it): enough for the
-// bandwidth-delay product of a datacenter link, and small enough that the
-// bytes in flight stay in cache between the sender's copy in and the
-// receiver's copy out.
+// Socket buffers are asked at 2 MiB (the kernel doubles it; it caps the ask
+// at net.core.[rw]mem_max, 208 KiB on a stock kernel, so raise those where
+// links are fast): at 1 Gbit/s that is 30 ms of the link. A rank that
+// is kept off its core for some milliseconds (ranks that share cores with
+// each other or with other work) then stalls no link: its kernel keeps
+// sending from the send buffer and taking in data for it. Measured across
+// shaped hosts that share 2 cores (docs/performance.md, "Across hosts"),
+// 256 KiB buffers lost 7-13 points of the link to 2 MiB ones in a run under
+// heavy load, and were level with them in a calmer one. Ranks of one host talk over shared memory, so the bytes in flight
+// that no longer stay in cache cost only the TCP-only setups on one machine.
 #pragma once
 
 #include <atomic>
