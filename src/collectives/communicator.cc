@@ -291,10 +291,11 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   // Whether a rank publishing `d` sends its data right behind it: a small
   // allreduce across hosts (or over TCP), whose time is the number of times
   // its ranks wait for each other, so the data rides with the descriptor
-  // instead of following it in a round of its own. It depends on `d` and the group alone, so every rank, whatever
-  // it called, knows which peers' data to take off the stream. The bound
-  // keeps what a rank sends well within every channel's buffer, so sending
-  // it all before anything is read cannot block.
+  // instead of following it in a round of its own. It depends on `d` and
+  // the group alone, so every rank, whatever it called, knows which peers'
+  // data to take off the stream. The bound keeps what a rank sends well
+  // within every channel's buffer, so sending it all before anything is
+  // read cannot block.
   bool carries_data(const Descriptor& d) const {
     if (size_ == 1 || single_segment() || d.kind != OpKind::kAllreduce || d.bad_arguments) return false;
     return d.count > 0 && d.count <= kDataWithDescriptorBytes &&

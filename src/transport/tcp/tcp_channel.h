@@ -16,8 +16,9 @@
 // sending from the send buffer and taking in data for it. Measured across
 // shaped hosts that share 2 cores (docs/performance.md, "Across hosts"),
 // 256 KiB buffers lost 7-13 points of the link to 2 MiB ones in a run under
-// heavy load, and were level with them in a calmer one. Ranks of one host talk over shared memory, so the bytes in flight
-// that no longer stay in cache cost only the TCP-only setups on one machine.
+// heavy load, and were level with them in a calmer one. Ranks of one host
+// talk over shared memory, so the bytes in flight that no longer stay in
+// cache cost only the TCP-only setups on one machine.
 #pragma once
 
 #include <atomic>
