@@ -47,9 +47,16 @@ class TerminalSshTest : public ::testing::Test {
   }
   void TearDown() override {
     server_.reset();
-    for (const char* name : {"certified", "self_made"})
-      if (fs::exists(dir_ / (std::string(name) + ".pid"))) run("kill $(cat " + (dir_ / name).string() + ".pid)");
+    for (const char* name : {"certified", "self_made"}) stop_sshd(dir_ / (std::string(name) + ".pid"));
     fs::remove_all(dir_);
+  }
+
+  // Stops the sshd whose pid file is `pid_file` and waits (at most 5 s) until
+  // it has removed that file, so the directory can be removed after it.
+  static void stop_sshd(const fs::path& pid_file) {
+    if (!fs::exists(pid_file)) return;
+    run("kill $(cat " + pid_file.string() + ")");
+    for (int i = 0; i < 250 && fs::exists(pid_file); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 
   // Starts sshd on 127.0.0.1 with host key `name` (and its certificate, if
