@@ -157,16 +157,7 @@ class Demo:
         self.edtd = subprocess.Popen([self.edtd_bin, "--data-dir", self.data_dir, "--listen", self.api[7:],
                                       "--address-range", self.addresses, "--ssh-port", str(free_port()), "--grace",
                                       "2s", *self.network, *flags], stdout=log, stderr=log)
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(self.api + "/healthz", timeout=1)
-                break
-            except OSError:
-                if self.edtd.poll() is not None:
-                    raise Failed("edtd exited with code %d:\n%s" % (self.edtd.returncode, self.edtd_log()))
-                time.sleep(0.1)
-        else:
-            raise Failed("edtd did not answer on %s within 10 s" % self.api)
+        wait_for_edtd(self.edtd, self.api, os.path.join(self.data_dir, "edtd.log"))
         with open(os.path.join(self.data_dir, "admin.token")) as f:
             self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
         # One GPU per container needs 4 of one model for the scale to 4.
@@ -406,6 +397,21 @@ def stop(process, grace=30):
 def check(ok, message):
     if not ok:
         raise Failed(message)
+
+
+def wait_for_edtd(process, api, log_path, seconds=10):
+    """Polls edtd's health endpoint until it answers; Failed, with its log,
+    if it exits or does not answer within `seconds`."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(api + "/healthz", timeout=1)
+            return
+        except OSError:
+            with open(log_path) as f:
+                check(process.poll() is None, "edtd exited with code %s:\n%s" % (process.returncode, f.read()))
+            check(time.time() < deadline, "edtd did not answer on %s within %d s" % (api, seconds))
+            time.sleep(0.1)  # edtd starting
 
 
 def has_gpus():

@@ -2,8 +2,10 @@
 // the reconcile loop that makes containers match it. Containers outlive edtd; a
 // restarted edtd re-adopts them from the store, and by their label those it
 // started but had not recorded (docs/platform.md, "Crash safety").
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -46,7 +48,7 @@ struct Flags {
   std::string log_format = "text";
   std::string warm_start = "on";
   int64_t container_pids_max = 16384;
-  std::string user_namespaces = "off";
+  std::string user_namespaces = "on";
   bool fault_points = false;  // print them and exit
 };
 
@@ -214,6 +216,19 @@ Status check_network(const Flags& flags, Settings& settings) {
   return ContainerNetwork::check_range_free(range->cidr(), range->base, range->size, settings.bridge);
 }
 
+// Whether this kernel lets edtd make a user namespace (it does not where
+// the sysctl user.max_user_namespaces is 0). Tried in a child that exits.
+Status check_user_namespaces_allowed() {
+  const pid_t child = fork();
+  if (child == 0) _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : 1);
+  int status = 0;
+  if (child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return Status::ok();
+  return invalid_argument(
+      "--user-namespaces: this kernel refuses to make a user namespace (is sysctl user.max_user_namespaces 0?); "
+      "allow them, or start edtd with --user-namespaces off, which leaves container root the host's root");
+}
+
 // With user namespaces a container's root binds its files from the data dir
 // as an unprivileged uid: every directory above it must let others pass.
 Status check_passable_above(const std::string& data_dir) {
@@ -261,7 +276,10 @@ Result<Settings> check_flags(const Flags& flags) {
     settings.simulated_gpus = true;
   }
   EDT_ASSIGN_OR_RETURN(settings.first_subordinate_id, parse_user_namespaces(flags.user_namespaces));
-  if (settings.first_subordinate_id != 0) EDT_RETURN_IF_ERROR(check_passable_above(flags.data_dir));
+  if (settings.first_subordinate_id != 0) {
+    EDT_RETURN_IF_ERROR(check_user_namespaces_allowed());
+    EDT_RETURN_IF_ERROR(check_passable_above(flags.data_dir));
+  }
   std::error_code ec;
   if (fs::exists(flags.data_dir, ec) && !fs::is_directory(flags.data_dir, ec))
     return invalid_argument("--data-dir " + flags.data_dir + " exists and is not a directory; give a directory");

@@ -390,6 +390,7 @@ def main():
     if not points:
         raise AssertionError(f"no fault point matches {args.point}")
     root = tempfile.mkdtemp(prefix="edt-crash-")
+    os.chmod(root, 0o711)  # with user namespaces, containers' roots bind from the data dir in it
     edtd = Edtd(args.edtd, root)
     started = time.time()
     try:

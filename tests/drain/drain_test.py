@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -50,7 +49,7 @@ GENERATION = re.compile(r"generation (\d+): (\d+) workers \(([^)]*)\)(.*)")
 
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from demo import Failed, Job, check, free_port, say, stop  # noqa: E402  (the demo's job runner and checks)
+from demo import Failed, Job, check, free_port, say, stop, wait_for_edtd  # noqa: E402  (the demo's job runner and checks)
 
 
 class Platform:
@@ -69,15 +68,7 @@ class Platform:
                                       "--listen", self.api[7:], "--address-range", ADDRESSES,
                                       "--ssh-port", str(free_port()), "--grace", "2s"],
                                      stdout=self.log, stderr=self.log)
-        deadline = time.time() + 10
-        while True:
-            try:
-                urllib.request.urlopen(self.api + "/healthz", timeout=1)
-                break
-            except OSError:
-                check(self.edtd.poll() is None, "edtd exited with code %s:\n%s" % (self.edtd.returncode, self.edtd_log()))
-                check(time.time() < deadline, "edtd did not answer on %s within 10 s" % self.api)
-                time.sleep(0.1)  # edtd starting: poll its health endpoint
+        wait_for_edtd(self.edtd, self.api, os.path.join(self.data_dir, "edtd.log"))
         with open(os.path.join(self.data_dir, "admin.token")) as f:
             self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
 
@@ -141,6 +132,10 @@ class DrainTest:
             p.edt("cluster", "scale", CLUSTER, "--containers", "4", "--wait")
         logs = os.path.join(self.volume, "logs-" + name)
         os.makedirs(logs)
+        # The volume's owner, as for a directory uploaded through the API: with
+        # user namespaces, the containers' root is that owner, not the host's.
+        owner = os.stat(self.volume)
+        os.chown(logs, owner.st_uid, owner.st_gid)
         command = ("cd ~/drain && edtrun -np 4 --min-np 2 --max-np 4 --hostfile /etc/mpi/hostfile python3 %s "
                    "--samples %d --batch-size %d --step-seconds %g --log-dir ~/drain/logs-%s"
                    % (WORKER, case["samples"], case["batch"], case["step"], name))

@@ -46,6 +46,7 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -333,6 +334,30 @@ class Isolation(tenants.Tenants):
             got = os.stat(path).st_mode & 0o7777
             self.check(got == mode, f"{path} has mode {oct(got)}, not {oct(mode)}")
 
+    def host_path_behind_a_private_directory(self):
+        """An admin's host_path volume under a directory only the host's root
+        may pass (0700) is still bound (edtd stages it as root, since
+        bubblewrap runs as the container's unprivileged root); its files
+        keep their owners: root's are readable as nobody's, not writable."""
+        private = tempfile.mkdtemp(prefix="edt-isolation-private-")
+        shared = os.path.join(private, "shared")
+        os.makedirs(shared)
+        with open(os.path.join(shared, "hello"), "w") as f:
+            f.write("hello\n")
+        try:
+            status, body = self.api("POST", "/volumes", {"name": "private-v", "host_path": shared})
+            self.check(status == 201, f"POST /volumes private-v: {status} {body}")
+            status, body = self.api("POST", "/clusters", {"name": "admin-c", "framework": "horovod", "containers": 2,
+                                                          "mounts": [{"volume": "private-v", "path": "/shared"}]})
+            self.check(status == 201, f"create admin-c: {status} {body}")
+            address = self.wait_running("admin-c", None, 2)["status"]["containers"][0]["address"]
+            got = self.ssh("admin-c", address, "cat /shared/hello; stat -c %U /shared/hello; touch /shared/x; echo $?")
+            self.check(got.stdout.split() == ["hello", "nobody", "1"] and not os.path.exists(os.path.join(shared, "x")),
+                       f"a host_path under a 0700 directory: {got.stdout!r} {got.stderr[-300:]!r}")
+            self.api("DELETE", "/clusters/admin-c")
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+
     def warm_worker(self, launcher, first):
         """A worker forked by edtd's warm interpreter (torch already
         imported) joins the container's user namespace as its root, under
@@ -373,6 +398,7 @@ class Isolation(tenants.Tenants):
         launcher = cluster["status"]["containers"][0]["address"]
         if self.user_namespaces:
             self.owned_by_range(launcher, bobs["status"]["containers"][0]["address"])
+            self.host_path_behind_a_private_directory()
         self.attack_over_ssh(launcher)
         self.attack_as_job(alice)
         self.bounded(launcher)
@@ -420,8 +446,7 @@ def main():
     parser.add_argument("--user-namespaces", action="store_true", help="run edtd with --user-namespaces on")
     args = parser.parse_args()
     extra = ["--container-pids-max", str(PIDS_MAX)]
-    if args.user_namespaces:
-        extra += ["--user-namespaces", "on"]
+    extra += ["--user-namespaces", "on" if args.user_namespaces else "off"]
     edtd = contract_test.Edtd(args.edtd, ADDRESSES_USERNS if args.user_namespaces else ADDRESSES, extra)
     test = Isolation(edtd, args.user_namespaces)
     data_dir = os.path.join(edtd.dir, "data")

@@ -13,10 +13,12 @@ find_package(edt), and the systemd unit verifies. A second install with
 import contextlib
 import glob
 import os
+import pathlib
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 
@@ -159,9 +161,19 @@ def edtd_running(root, data, *flags):
         assert daemon.wait(timeout=30) == 0, log.read_text()
 
 
-def test_installed_edtd_finds_its_console_and_refuses_a_bad_flag(root, tmp_path):
+@pytest.fixture
+def data(tmp_path):
+    """A data dir for edtd whose parents all let others pass (pytest's
+    tmp_path is under 0700 directories): with user namespaces, edtd's
+    default, containers' roots bind from it."""
+    parent = tempfile.mkdtemp(prefix="edt-pkg-")
+    os.chmod(parent, 0o711)
+    yield pathlib.Path(parent) / "data"
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_installed_edtd_finds_its_console_and_refuses_a_bad_flag(root, tmp_path, data):
     edtd = root / "usr/bin/edtd"
-    data = tmp_path / "data"
     bad = run([edtd, "--data-dir", data, "--web-dir", tmp_path / "no-such-dir"], env=clean_env(root), check=False)
     assert bad.returncode != 0 and "--web-dir" in bad.stdout, bad.stdout
     assert not data.exists(), "a refused start made the data dir"
@@ -177,13 +189,14 @@ def test_installed_edtd_finds_its_console_and_refuses_a_bad_flag(root, tmp_path)
         assert (data / "admin.token").exists()
 
 
-def test_installed_edtd_gives_containers_its_own_tools(root, tmp_path):
+def test_installed_edtd_gives_containers_its_own_tools(root, data):
     """An edtd outside /usr binds its prefix into containers: edtrun, edt-bench
     (with libedt through RPATH) and the Python package of the scratch root
-    work inside them, across the cluster's two containers over SSH."""
+    work inside them, across the cluster's two containers over SSH. The
+    scratch root is under pytest's 0700 directories, which the containers'
+    unprivileged roots could not pass: edtd binds it for them."""
     pid = os.getpid()
     block = f"127.{210 + pid % 40}.{(pid // 40) % 250}.0/24"
-    data = tmp_path / "data"
     with edtd_running(root, data, "--address-range", block, "--ssh-port", str(free_port("0.0.0.0"))) as (api, _):
         env = clean_env(root, EDT_API=api, EDT_TOKEN=(data / "admin.token").read_text().strip())
         edt = root / "usr/bin/edt"

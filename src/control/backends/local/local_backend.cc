@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -127,6 +128,9 @@ Status map_ids(pid_t pid, uint32_t first, int ready, int go) {
   return Status::ok();
 }
 
+// Binds a sandbox's first process makes before bubblewrap: (source, at).
+using StagedBinds = std::vector<std::pair<std::string, std::string>>;
+
 // What spawn_detached() starts.
 struct Spawn {
   std::vector<std::string> argv, env;
@@ -136,7 +140,41 @@ struct Spawn {
   int fd5 = -1;           // if not -1: its fd 5
   std::vector<std::string> cgroup_procs;  // it joins these cgroups before it execs
   uint32_t first_id = 0;  // if not 0: it runs as root of a user namespace whose ids 0..65535 are these on the host
+  // If any: before that user namespace, in a mount namespace of its own, it
+  // binds each first path (recursively) at the second.
+  StagedBinds staged_binds;
 };
+
+// In spawn_detached()'s grandchild, still the host's root: a mount
+// namespace of its own, apart from the host's (nothing propagates either
+// way), with each of `binds` made in it. Async-signal-safe.
+bool stage_binds(const StagedBinds& binds) {
+  if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  for (const auto& [source, staged] : binds)
+    if (mount(source.c_str(), staged.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) return false;
+  return true;
+}
+
+// With user namespaces bubblewrap runs as the container's unprivileged
+// root, which cannot pass through a directory such as /root (0700) above a
+// bind's source. So the sandbox's first process, still the host's root,
+// binds each source outside the data dir at <container dir>/binds/N in a
+// mount namespace of its own (Spawn::staged_binds), and bubblewrap binds it
+// from there. The host's view of binds/N stays an empty directory.
+Result<StagedBinds> stage_sources(std::vector<SandboxMount>& binds, const std::string& dir) {
+  StagedBinds staged;
+  std::error_code ec;
+  if (::mkdir((dir + "/binds").c_str(), 0711) != 0) return io_error("mkdir " + dir + "/binds", errno);
+  for (auto& bind : binds) {
+    const std::string at = dir + "/binds/" + std::to_string(staged.size());
+    const bool made = fs::is_directory(bind.host_path, ec) ? ::mkdir(at.c_str(), 0700) == 0
+                                                           : write_file(at, "", 0600).is_ok();
+    if (!made) return io_error("make " + at, errno);
+    staged.emplace_back(bind.host_path, at);
+    bind.host_path = at;
+  }
+  return staged;
+}
 
 // In spawn_detached()'s grandchild: its descriptors, cgroups and user
 // namespace, then the program. Async-signal-safe.
@@ -163,6 +201,11 @@ struct Spawn {
       (void)!::write(2, kWhy, sizeof(kWhy) - 1);
       _exit(125);
     }
+  }
+  if (!spec.staged_binds.empty() && !stage_binds(spec.staged_binds)) {
+    static constexpr char kWhy[] = "edtd: could not bind the container's sources in its mount namespace\n";
+    (void)!::write(2, kWhy, sizeof(kWhy) - 1);
+    _exit(123);
   }
   if (spec.first_id != 0 && !become_namespace_root(ready, go)) {
     static constexpr char kWhy[] = "edtd: could not become root of the container's user namespace\n";
@@ -599,8 +642,16 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
   return write_file(dir + "/session.json", nlohmann::json{{"cluster", spec.cluster}, {"env", spec.env}}.dump(), 0600);
 }
 
+std::vector<SandboxMount> LocalBackend::outside_binds(const SandboxSpec& spec) const {
+  std::vector<SandboxMount> binds;
+  for (const auto& tree : options_.tool_binds) binds.push_back({tree, tree, true});
+  binds.insert(binds.end(), spec.mounts.begin(), spec.mounts.end());
+  return binds;
+}
+
 std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const std::string& dir,
-                                                  const std::string& etc) const {
+                                                  const std::string& etc,
+                                                  const std::vector<SandboxMount>& outside) const {
   const std::string root = spec.image_root == "/" ? "" : spec.image_root;
   std::vector<std::string> a = {"/usr/bin/bwrap", "--info-fd", "3", "--seccomp", "4", "--unshare-uts",
                                 "--unshare-pid", "--unshare-ipc", "--hostname", spec.name, "--cap-drop", "ALL"};
@@ -640,8 +691,7 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
   }
   if (std::error_code ec; !warm_.socket_dir().empty() && fs::is_directory(warm_.socket_dir(), ec))
     a.insert(a.end(), {"--ro-bind", warm_.socket_dir(), "/run/edt-warm"});
-  for (const auto& bind : options_.tool_binds) a.insert(a.end(), {"--ro-bind", bind, bind});
-  for (const auto& m : spec.mounts) a.insert(a.end(), {m.read_only ? "--ro-bind" : "--bind", m.host_path, m.path});
+  for (const auto& m : outside) a.insert(a.end(), {m.read_only ? "--ro-bind" : "--bind", m.host_path, m.path});
   a.insert(a.end(), {"--remount-ro", "/", "--chdir", "/root"});
   // Bridge mode: bwrap also goes on when edtd dies before writing fd 5 (an
   // EOF), and sshd would listen on an address the namespace lacks; so sshd
@@ -755,14 +805,18 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   if (network_ && pipe2(block.fds, O_CLOEXEC) != 0) return fail(io_error("pipe", errno));
   auto etc = etc_links(spec);
   if (!etc.is_ok()) return fail(etc.status());
-  auto monitor = spawn_detached({.argv = bwrap_args(spec, dir, *etc),
+  std::vector<SandboxMount> outside = outside_binds(spec);
+  Result<StagedBinds> staged = *first_id != 0 ? stage_sources(outside, dir) : StagedBinds{};
+  if (!staged.is_ok()) return fail(staged.status());
+  auto monitor = spawn_detached({.argv = bwrap_args(spec, dir, *etc, outside),
                                  .env = env,
                                  .log_path = dir + "/log",
                                  .fd3_path = info_path,
                                  .fd4_path = seccomp_path(),
                                  .fd5 = block.fds[0],
                                  .cgroup_procs = *cgroups,
-                                 .first_id = *first_id});
+                                 .first_id = *first_id,
+                                 .staged_binds = *staged});
   block.close_end(0);
   if (!monitor.is_ok()) return fail(monitor.status());
   fault_point("start.spawned");
