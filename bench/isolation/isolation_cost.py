@@ -39,8 +39,8 @@ MODES = {
     "on-loopback": ["--user-namespaces", "on", "--network", "loopback", "--address-range", "127.81.1.0/24"],
     "on-bridge": ["--user-namespaces", "on", "--network", "bridge:edtbench0", "--address-range", "198.18.81.0/24"],
 }
-# edt-bench's row: size, count, type, op, time (us), algbw, busbw (GB/s), wrong.
-ROW = re.compile(r"^\s*67108864\s+\d+\s+\S+\s+\S+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
+# edt-bench's row (after edtrun's "[0]<stdout>:"): size, count, type, op, time (us), algbw, busbw (GB/s), wrong.
+ROW = re.compile(r"\s67108864\s+\d+\s+\S+\s+\S+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
 
 
 class Edtd:

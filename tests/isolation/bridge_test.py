@@ -6,7 +6,8 @@ namespace of its own, reaching its own cluster and nothing else
 An edtd with its own bridge and address block makes two users' clusters of
 two containers each, then checks:
   - the containers are Running, each sees only lo and eth0 (/proc/net/dev),
-    with its address and a route to its peers through eth0;
+    with its address, a route to its peers through eth0 and an MTU of
+    65520;
   - ssh between the containers of a cluster works by name (the cluster's
     /etc/hosts), and its bytes go through eth0 (its counters grow by what
     was sent); mpirun across them, a job and `edt exec` run inside; from the
@@ -54,7 +55,7 @@ BLOCKED_WAIT = 2.0  # a connect that gets no answer: how long one is given
 
 # Run inside a container: prints one JSON object.
 PROBE = r'''
-import errno, json, socket, subprocess, sys
+import errno, fcntl, json, socket, struct, subprocess, sys
 spec = json.loads(sys.argv[1])
 
 def counters():
@@ -65,7 +66,9 @@ def counters():
             return int(fields[0]), int(fields[8])
     return 0, 0
 
+# SIOCGIFMTU: /sys is the host's, so its class/net is too.
 out = {"interfaces": sorted(l.partition(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]),
+       "mtu": struct.unpack("16si", fcntl.ioctl(socket.socket(), 0x8921, struct.pack("16si", b"eth0", 0)))[1],
        "connect": {}, "bind": {}}
 for host, port in spec["connect"]:
     s = socket.socket()
@@ -153,6 +156,8 @@ class Bridge(tenants.Tenants):
             "connect": targets, "bind": [bob_launcher["address"], worker["address"]], "timeout": BLOCKED_WAIT,
             "peer": worker["name"], "peer_address": worker["address"], "bytes": 2_000_000})
         self.check(got["interfaces"] == ["eth0", "lo"], f"alice's launcher sees interfaces {got['interfaces']}")
+        # Nothing leaves the host over the bridge: frames as large as loopback's.
+        self.check(got["mtu"] == 65520, f"alice's launcher's eth0 has MTU {got['mtu']}, not 65520")
         connect = got["connect"]
         self.check(connect[f"{worker['address']}:{port}"] == "ok", f"launcher -> own worker's sshd: {connect}")
         for host, p in targets[1:]:

@@ -21,6 +21,9 @@ namespace {
 constexpr const char* kIp = "/usr/sbin/ip";
 constexpr const char* kNft = "/usr/sbin/nft";
 constexpr const char* kNsenter = "/usr/bin/nsenter";
+// The MTU of the bridge and of every container's link. Nothing leaves the
+// host through the bridge, so its frames may be as large as loopback's.
+const std::string kMtu = "65520";
 
 // The network's programs, with the packages that bring them.
 Result<std::string> run(const std::vector<std::string>& argv) {
@@ -125,7 +128,7 @@ std::vector<std::string> ContainerNetwork::bridge_commands() {
   std::error_code ec;
   const bool exists = fs::exists("/sys/class/net/" + br, ec);
   if (exists && bridge_ready_) return commands;
-  if (!exists) commands.push_back("link add " + br + " type bridge");
+  if (!exists) commands.push_back("link add " + br + " mtu " + kMtu + " type bridge");
   commands.push_back("addr replace " + options_.gateway + "/" + std::to_string(options_.prefix) + " dev " + br);
   commands.push_back("link set " + br + " up");
   return commands;
@@ -144,7 +147,7 @@ Status ContainerNetwork::attach(const std::string& cluster, const std::string& n
     // removes the bridge only when no container is counted.
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::string> host_side = bridge_commands();
-    host_side.push_back("link add " + host + " type veth peer name eth0 netns " + pid);
+    host_side.push_back("link add " + host + " mtu " + kMtu + " type veth peer name eth0 mtu " + kMtu + " netns " + pid);
     host_side.push_back("link set " + host + " master " + options_.bridge + " up");
     std::ofstream(dir + "/network") << cluster << " " << address << "\n";
     EDT_RETURN_IF_ERROR(run_batch(host_side, dir + "/network-host.ip", "").with_context(what));
