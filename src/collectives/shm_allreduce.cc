@@ -130,7 +130,6 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
   uint8_t* out = static_cast<uint8_t*>(recv);
   const bool streaming = count * es >= kStreamingOutputBytes;
   const uint64_t first_use = use_;
-  use_ += chunks;
   auto buffer_of = [&](size_t k) { return int((first_use + k) % transport::shm::kSlotBuffers); };
   auto elems_of = [&](size_t k) { return std::min(chunk_elems, count - k * chunk_elems); };
   // Round k: chunk k goes in, chunk k-1 comes out (see the header).
@@ -170,6 +169,9 @@ Status ShmAllreduce::allreduce(const void* send, void* recv, size_t count, DataT
 #if defined(__SSE2__)
   if (streaming) _mm_sfence();  // streaming stores are weakly ordered
 #endif
+  // Only now: an op refused in its first round (the ranks disagreed) uses
+  // no buffer, as on the small path, so every rank's next op takes the same.
+  use_ += chunks;
   return Status::ok();
 }
 
