@@ -31,13 +31,16 @@ shadow are unchanged, and bob's cluster still Running.
 Also: env values sshd_config would misread are refused (422) before
 anything is made.
 
-With --user-namespaces (edtd's flag; ctest container_isolation_userns) the
-same attacks run, and: each cluster's root is its owner's subordinate range
-on the host (/proc/self/uid_map and gid_map; alice's and bob's differ); a
-process in alice's container runs as that host uid; a file written in
-alice's volume belongs on the host to her range (root's and uid 1000's);
-an id outside the range cannot be given; the data dir is 0711 and the
-store 0600.
+Without --user-namespaces edtd runs with --user-namespaces off (ctest
+container_isolation). With it (edtd's default; ctest
+container_isolation_userns) the same attacks run, and: each cluster's root
+is its owner's subordinate range on the host (/proc/self/uid_map and
+gid_map; alice's and bob's differ); a process in alice's container runs as
+that host uid; a file written in alice's volume belongs on the host to her
+range (root's and uid 1000's); an id outside the range cannot be given; an
+admin's host_path under a 0700 directory is bound, its root-owned file
+readable as nobody's and not writable; the data dir is 0711 and the store
+0600.
 
   isolation_test.py --edtd build/src/control/edtd [--user-namespaces]
 """
