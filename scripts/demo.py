@@ -408,8 +408,9 @@ def wait_for_edtd(process, api, log_path, seconds=10):
             urllib.request.urlopen(api + "/healthz", timeout=1)
             return
         except OSError:
-            with open(log_path) as f:
-                check(process.poll() is None, "edtd exited with code %s:\n%s" % (process.returncode, f.read()))
+            if process.poll() is not None:
+                with open(log_path) as f:
+                    raise Failed("edtd exited with code %s:\n%s" % (process.returncode, f.read()))
             check(time.time() < deadline, "edtd did not answer on %s within %d s" % (api, seconds))
             time.sleep(0.1)  # edtd starting
 

@@ -158,7 +158,7 @@ bool stage_binds(const StagedBinds& binds) {
 // With user namespaces bubblewrap runs as the container's unprivileged
 // root, which cannot pass through a directory such as /root (0700) above a
 // bind's source. So the sandbox's first process, still the host's root,
-// binds each source outside the data dir at <container dir>/binds/N in a
+// binds each source of shared_binds() at <container dir>/binds/N in a
 // mount namespace of its own (Spawn::staged_binds), and bubblewrap binds it
 // from there. The host's view of binds/N stays an empty directory.
 Result<StagedBinds> stage_sources(std::vector<SandboxMount>& binds, const std::string& dir) {
@@ -642,7 +642,7 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
   return write_file(dir + "/session.json", nlohmann::json{{"cluster", spec.cluster}, {"env", spec.env}}.dump(), 0600);
 }
 
-std::vector<SandboxMount> LocalBackend::outside_binds(const SandboxSpec& spec) const {
+std::vector<SandboxMount> LocalBackend::shared_binds(const SandboxSpec& spec) const {
   std::vector<SandboxMount> binds;
   for (const auto& tree : options_.tool_binds) binds.push_back({tree, tree, true});
   binds.insert(binds.end(), spec.mounts.begin(), spec.mounts.end());
@@ -651,7 +651,7 @@ std::vector<SandboxMount> LocalBackend::outside_binds(const SandboxSpec& spec) c
 
 std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const std::string& dir,
                                                   const std::string& etc,
-                                                  const std::vector<SandboxMount>& outside) const {
+                                                  const std::vector<SandboxMount>& shared) const {
   const std::string root = spec.image_root == "/" ? "" : spec.image_root;
   std::vector<std::string> a = {"/usr/bin/bwrap", "--info-fd", "3", "--seccomp", "4", "--unshare-uts",
                                 "--unshare-pid", "--unshare-ipc", "--hostname", spec.name, "--cap-drop", "ALL"};
@@ -691,7 +691,7 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
   }
   if (std::error_code ec; !warm_.socket_dir().empty() && fs::is_directory(warm_.socket_dir(), ec))
     a.insert(a.end(), {"--ro-bind", warm_.socket_dir(), "/run/edt-warm"});
-  for (const auto& m : outside) a.insert(a.end(), {m.read_only ? "--ro-bind" : "--bind", m.host_path, m.path});
+  for (const auto& m : shared) a.insert(a.end(), {m.read_only ? "--ro-bind" : "--bind", m.host_path, m.path});
   a.insert(a.end(), {"--remount-ro", "/", "--chdir", "/root"});
   // Bridge mode: bwrap also goes on when edtd dies before writing fd 5 (an
   // EOF), and sshd would listen on an address the namespace lacks; so sshd
@@ -805,10 +805,10 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   if (network_ && pipe2(block.fds, O_CLOEXEC) != 0) return fail(io_error("pipe", errno));
   auto etc = etc_links(spec);
   if (!etc.is_ok()) return fail(etc.status());
-  std::vector<SandboxMount> outside = outside_binds(spec);
-  Result<StagedBinds> staged = *first_id != 0 ? stage_sources(outside, dir) : StagedBinds{};
+  std::vector<SandboxMount> shared = shared_binds(spec);
+  Result<StagedBinds> staged = *first_id != 0 ? stage_sources(shared, dir) : StagedBinds{};
   if (!staged.is_ok()) return fail(staged.status());
-  auto monitor = spawn_detached({.argv = bwrap_args(spec, dir, *etc, outside),
+  auto monitor = spawn_detached({.argv = bwrap_args(spec, dir, *etc, shared),
                                  .env = env,
                                  .log_path = dir + "/log",
                                  .fd3_path = info_path,

@@ -137,13 +137,14 @@ class LocalBackend : public Backend {
   Status write_slurm_files(const SandboxSpec& spec, const std::string& dir);
   // The container's host key in `conf`, and its certificate from the cluster's CA.
   Status make_host_key(const SandboxSpec& spec, const std::string& conf);
-  // `etc`: what etc_links() made for the container; `outside`: what
-  // outside_binds() gave, its sources staged where stage_binds() put them.
+  // `etc`: what etc_links() made for the container; `shared`: what
+  // shared_binds() gave, with user namespaces their sources where
+  // stage_sources() staged them.
   std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir, const std::string& etc,
-                                      const std::vector<SandboxMount>& outside) const;
-  // What the container binds from outside edtd's data dir: the tool tree
-  // (read-only, at the same paths), then the cluster's volumes.
-  std::vector<SandboxMount> outside_binds(const SandboxSpec& spec) const;
+                                      const std::vector<SandboxMount>& shared) const;
+  // What the container binds besides its own files and its cluster's: the
+  // tool tree (read-only, at the same paths), then the cluster's volumes.
+  std::vector<SandboxMount> shared_binds(const SandboxSpec& spec) const;
   // The links of a container's /etc into its image's (bound at
   // /run/host/etc), shared by the containers of an image and made once for
   // each listing of the image's /etc, under <data dir>/etc-links/.
