@@ -37,7 +37,10 @@ sys.path.insert(0, os.path.join(ROOT, "examples/mnist"))
 import check_run  # noqa: E402  (the example's own checks of its epoch lines)
 
 PYTHON = "/usr/bin/python3"
-ADDRESSES = "127.88.0.0/24"  # the demo's own block; the default edtd uses 127.77
+# The demo's own bridge and block, apart from an installed edtd's (edt0,
+# 198.19.0.0/16): each container in a network namespace of its own, edtd's default.
+BRIDGE = "edtdemo0"
+ADDRESSES = "198.18.88.0/24"
 EPOCH = check_run.LINE
 GENERATION = re.compile(r"generation rank=(\d+) size=(\d+) host=(\S+) pid=(\d+) epoch=(\d+) done=(\d+) at=([\d.]+)")
 TRAIN = "train_mnist.py"
@@ -117,7 +120,7 @@ class Demo:
         self.data_dir = tempfile.mkdtemp(prefix="edt-demo-")
         self.api = "http://127.0.0.1:%d" % free_port()
         self.addresses = ADDRESSES
-        self.network = []  # edtd's --network flag, when not its default (loopback)
+        self.network = ["--network", "bridge:" + BRIDGE]  # edtd's --network flag
         self.edtd = None
         self.env = dict(os.environ)
         self.figures = {}

@@ -4,8 +4,8 @@
 For each of edtd's modes, one after the other (--modes, default all three):
   off-loopback  --user-namespaces off --network loopback: container root is
                 the host's root, containers share the host's network
-  on-loopback   --user-namespaces on  --network loopback (the default)
-  on-bridge     --user-namespaces on  --network bridge: each container in a
+  on-loopback   --user-namespaces on  --network loopback
+  on-bridge     --user-namespaces on  --network bridge (edtd's defaults): each container in a
                 network namespace of its own on edtd's bridge
 starts edtd on a temporary data dir, creates a cluster of 2 containers (one
 GPU-less host, so its traffic goes through the kernel: the containers have

@@ -92,8 +92,8 @@ class Edtd : public ::testing::Test {
       const std::string web = dir_ + "/web";
       fs::create_directories(web);
       std::ofstream(web + "/index.html") << "<title>edt console</title>\n";
-      execl(EDTD_PATH, "edtd", "--data-dir", dir_.c_str(), "--listen", listen.c_str(), "--address-range",
-            range.c_str(), "--ssh-port", ssh.c_str(), "--gpus", "NVIDIA-P4=4", "--grace", "2s", "--web-dir",
+      execl(EDTD_PATH, "edtd", "--data-dir", dir_.c_str(), "--listen", listen.c_str(), "--network", "loopback",
+            "--address-range", range.c_str(), "--ssh-port", ssh.c_str(), "--gpus", "NVIDIA-P4=4", "--grace", "2s", "--web-dir",
             web.c_str(), nullptr);
       _exit(127);
     }
@@ -687,7 +687,11 @@ TEST(EdtdFlags, BadFlagsAreRefusedBeforeAnythingIsMade) {
       {"--ssh-port 0", "--ssh-port 0 is not a port"},
       {"--gpus NVIDIA-P4", "--gpus: 'NVIDIA-P4' is not MODEL=COUNT"},
       {"--grace soon", "--grace"},
-      {"--address-range 10.0.0.0/8", "--address-range"},
+      {"--network loopback --address-range 10.0.0.0/8", "--address-range"},
+      {"--address-range 127.1.0.0/16", "--address-range"},  // the default network is a bridge
+      {"--network wifi", "--network 'wifi' is not a network mode"},
+      {"--outbound sometimes", "--outbound 'sometimes' is not nat or none"},
+      {"--network loopback --outbound none", "--outbound needs a bridge"},
       {"--log-level loud", "--log-level 'loud' is not a level"},
       {"--log-format xml", "--log-format 'xml' is not text or json"},
   };

@@ -38,8 +38,9 @@ struct Flags {
   std::string data_dir = "/var/lib/edt";
   std::string listen = "127.0.0.1:7470";
   std::string gpus;
-  std::string network = "loopback";
+  std::string network = "bridge";
   std::string address_range;  // empty: the mode's default
+  std::string outbound;       // empty: nat with a bridge
   int ssh_port = 2222;
   std::string grace = "10s";
   std::string web_dir;
@@ -166,6 +167,7 @@ struct Settings {
   log::Format log_format = log::Format::kText;
   std::string bridge;  // empty: loopback networking
   AddressRange range;
+  bool outbound_nat = false;
   std::chrono::milliseconds grace{};
   net::HostPort listen;
   net::HostPort terminal_listen;
@@ -212,7 +214,16 @@ Status check_network(const Flags& flags, Settings& settings) {
   auto range = AddressRange::parse(cidr, mode);
   if (!range.is_ok()) return range.status().with_context("--address-range");
   settings.range = *range;
-  if (mode == NetworkMode::kLoopback) return Status::ok();
+  if (!flags.outbound.empty() && flags.outbound != "nat" && flags.outbound != "none")
+    return invalid_argument("--outbound '" + flags.outbound + "' is not nat or none; write --outbound none to keep "
+                            "containers from connecting out of the host");
+  if (mode == NetworkMode::kLoopback) {
+    if (!flags.outbound.empty())
+      return invalid_argument("--outbound needs a bridge: with --network loopback containers share the host's "
+                              "network and reach what it reaches; drop --outbound, or use --network bridge");
+    return Status::ok();
+  }
+  settings.outbound_nat = flags.outbound != "none";
   return ContainerNetwork::check_range_free(range->cidr(), range->base, range->size, settings.bridge);
 }
 
@@ -292,6 +303,8 @@ Result<Settings> check_flags(const Flags& flags) {
                               "build/web/dist, an install in <prefix>/share/edt/web)");
     settings.layout.web_dir = flags.web_dir;
   }
+  // Last, once every flag is good: the bridge is this edtd's from here on.
+  if (!settings.bridge.empty()) EDT_RETURN_IF_ERROR(ContainerNetwork::claim_bridge(settings.bridge, flags.data_dir));
   return settings;
 }
 
@@ -325,6 +338,16 @@ sigset_t block_signals() {
 }
 
 // edtd's parts, made in dependency order; serves until SIGTERM or SIGINT.
+// The bridge's options, with a warning logged if the host's firewall would
+// drop its traffic; none with loopback networking.
+std::optional<ContainerNetworkOptions> network_options(const Flags& flags, const Settings& settings) {
+  if (settings.bridge.empty()) return std::nullopt;
+  const std::string warning = ContainerNetwork::firewall_warning(settings.bridge, settings.outbound_nat);
+  if (!warning.empty()) log::warn("{}", warning);
+  return ContainerNetworkOptions{settings.bridge, settings.range.gateway(), settings.range.prefix(),
+                                 flags.data_dir + "/containers", settings.outbound_nat, settings.range.cidr()};
+}
+
 int serve(const Flags& flags, const Settings& settings) {
   const auto& [host, port] = settings.listen;
   const std::vector<Gpu> gpus = settings.simulated_gpus ? settings.gpus : detect_gpus();
@@ -335,10 +358,7 @@ int serve(const Flags& flags, const Settings& settings) {
   std::map<std::string, std::string> base_env = {{"PATH", LocalBackend::container_path(settings.layout.tool_path)},
                                                  {"LANG", "C.UTF-8"}};
   if (!settings.layout.python_path.empty()) base_env["PYTHONPATH"] = settings.layout.python_path;
-  std::optional<ContainerNetworkOptions> network;
-  if (!settings.bridge.empty())
-    network = ContainerNetworkOptions{settings.bridge, settings.range.gateway(), settings.range.prefix(),
-                                      flags.data_dir + "/containers"};
+  const std::optional<ContainerNetworkOptions> network = network_options(flags, settings);
   LocalBackend backend({flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
                         {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", flags.data_dir + "/containers",
                          base_env, /*seccomp_path: the backend's*/ ""},
@@ -416,9 +436,13 @@ int main(int argc, char** argv) {
   app.add_option("--listen", flags.listen, "HOST:PORT of the API")->capture_default_str();
   app.add_option("--gpus", flags.gpus, "declare simulated GPUs, MODEL=COUNT[,MODEL=COUNT...] (default: nvidia-smi)");
   app.add_option("--network", flags.network,
-                 "loopback: containers share the host's network, each on a 127.x address; bridge[:NAME]: each "
-                 "container in a network namespace of its own on bridge NAME (default edt0), which edtd makes")
+                 "bridge[:NAME]: each container in a network namespace of its own on bridge NAME (default edt0), "
+                 "which edtd makes; loopback: containers share the host's network, each on a 127.x address")
       ->capture_default_str();
+  app.add_option("--outbound", flags.outbound,
+                 "with a bridge: nat (the default) lets containers connect out of the host, their address "
+                 "masqueraded as the host's; none keeps them on the bridge (neither lets anything reach the host "
+                 "itself or another cluster)");
   app.add_option("--address-range", flags.address_range,
                  "addresses given to containers (default: 127.77.0.0/16 with --network loopback, inside 127.0.0.0/8; "
                  "198.19.0.0/16 with a bridge, outside 127/8 and apart from the host's addresses and routes)");

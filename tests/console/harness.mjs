@@ -58,14 +58,16 @@ export class Edtd {
     self.dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'edt-console-e2e-'));
     self.port = await freePort();
     self.base = `http://127.0.0.1:${self.port}`;
-    // A /16 of our own, so a platform test running at the same time does not
-    // hand out the same container addresses.
-    const range = `127.${200 + (process.pid % 50)}.0.0/16`;
+    // On edtd's default network, a bridge: one of our own and a block of our
+    // own, so a platform test running at the same time does not hand out the
+    // same container addresses.
+    const bridge = `edtcon${process.pid % 50}`;
+    const range = `198.18.${100 + (process.pid % 50)}.0/24`;
     self.logPath = path.join(self.dataDir, 'edtd.log');
     const log = fs.openSync(self.logPath, 'a');
     self.proc = spawn(
       env('EDTD'),
-      ['--data-dir', self.dataDir, '--listen', `127.0.0.1:${self.port}`, '--gpus', 'NVIDIA-P4=8', '--address-range', range, '--grace', '2s', '--web-dir', env('EDT_WEB_DIST')],
+      ['--data-dir', self.dataDir, '--listen', `127.0.0.1:${self.port}`, '--gpus', 'NVIDIA-P4=8', '--network', `bridge:${bridge}`, '--address-range', range, '--grace', '2s', '--web-dir', env('EDT_WEB_DIST')],
       { stdio: ['ignore', log, log] },
     );
     self.exited = new Promise((resolve) => self.proc.on('exit', resolve));

@@ -15,7 +15,6 @@ the file itself.
   contract_test.py --edtd build/src/control/edtd --document api/openapi.json
 """
 import argparse
-import copy
 import json
 import os
 import shutil
@@ -137,13 +136,15 @@ class Edtd:
         os.makedirs(web)
         with open(os.path.join(web, "index.html"), "w") as f:
             f.write("<title>edt console</title>\n")
-        # Apart from edtd_integration_test (127.100-199) and the console tests (127.200-249).
+        # Apart from edtd_integration_test's blocks (127.100-199); the console tests use bridges.
         second = 250 + os.getpid() % 5
         self.log = open(os.path.join(self.dir, "edtd.log"), "ab")
+        # Loopback networking unless the caller chose a network (edtd's default is a bridge).
+        network = [] if "--network" in extra else ["--network", "loopback"]
         self.proc = subprocess.Popen(
             [binary, "--data-dir", os.path.join(self.dir, "data"), "--listen", f"127.0.0.1:{self.port}",
              "--address-range", addresses or f"127.{second}.0.0/24", "--ssh-port", str(self.ssh_port), "--gpus", "NVIDIA-P4=4",
-             "--grace", "2s", "--web-dir", web, *extra],
+             "--grace", "2s", "--web-dir", web, *network, *extra],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
         while True:

@@ -98,8 +98,8 @@ class Edtd:
         self.log_offset = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [self.binary, "--data-dir", self.data, "--listen", f"127.0.0.1:{self.port}", "--address-range",
-                 ADDRESSES, "--ssh-port", str(self.ssh_port), "--gpus", GPUS, "--grace", "2s", "--warm-start", "off"],
+                [self.binary, "--data-dir", self.data, "--listen", f"127.0.0.1:{self.port}", "--network", "loopback",
+                 "--address-range", ADDRESSES, "--ssh-port", str(self.ssh_port), "--gpus", GPUS, "--grace", "2s", "--warm-start", "off"],
                 stdout=log, stderr=log, env=env, preexec_fn=no_core_dumps)
         wait_for("edtd to answer /healthz", self.healthy, 20)
         with open(os.path.join(self.data, "admin.token")) as f:

@@ -65,7 +65,7 @@ class Platform:
     def start(self):
         self.log = open(os.path.join(self.data_dir, "edtd.log"), "w")
         self.edtd = subprocess.Popen([os.path.join(self.build, "src/control/edtd"), "--data-dir", self.data_dir,
-                                      "--listen", self.api[7:], "--address-range", ADDRESSES,
+                                      "--listen", self.api[7:], "--network", "loopback", "--address-range", ADDRESSES,
                                       "--ssh-port", str(free_port()), "--grace", "2s"],
                                      stdout=self.log, stderr=self.log)
         wait_for_edtd(self.edtd, self.api, os.path.join(self.data_dir, "edtd.log"))

@@ -6,8 +6,8 @@ namespace of its own, reaching its own cluster and nothing else
 An edtd with its own bridge and address block makes two users' clusters of
 two containers each, then checks:
   - the containers are Running, each sees only lo and eth0 (/proc/net/dev),
-    with its address, a route to its peers through eth0 and an MTU of
-    65520;
+    with its address, a route to its peers through eth0, an MTU of 65520
+    and a MAC made from its address;
   - ssh between the containers of a cluster works by name (the cluster's
     /etc/hosts), and its bytes go through eth0 (its counters grow by what
     was sent); mpirun across them, a job and `edt exec` run inside; from the
@@ -19,10 +19,19 @@ two containers each, then checks:
     never bob's; binding bob's or alice's worker's
     address fails (the container does not have them); from bob's launcher,
     alice's sshd is unreachable;
+  - out of the host (edtd's default --outbound nat), against an "outside"
+    network the test makes (a namespace behind a veth pair at 198.18.215.0/30):
+    alice's launcher reaches a server there, which sees the host's address
+    (masqueraded), but not the host's own end of that link; the outside
+    cannot open a connection to a container;
+  - edtd's log warns, at start, of another table's forward chain whose
+    policy is drop (the test makes one that accepts everything first);
   - a second edtd asked for an overlapping block is refused, naming the
-    bridge's address;
-  - edtd restarted on the same bridge and block comes back (its own
-    bridge's address is no overlap), and a worker added then is reached;
+    bridge's address, and one asked for the same bridge and block, naming
+    the first edtd;
+  - edtd restarted on the same bridge and block, now with --outbound none,
+    comes back (its own bridge's address is no overlap): a worker added then
+    is reached, and the outside server no longer is;
   - a container gone (scaled 2 -> 3 -> 2) leaves no host-side veth; the clusters
     deleted, neither the bridge, any veth of the block nor edtd's nft tables
     are left.
@@ -52,6 +61,24 @@ BRIDGE = "edtnettest0"
 BLOCK = "198.18.213.0/24"  # this test's own block; its gateway is .1
 GATEWAY = "198.18.213.1"
 BLOCKED_WAIT = 2.0  # a connect that gets no answer: how long one is given
+# The "outside": a namespace behind a veth pair, in this test's own block.
+OUTSIDE_NS = "edtnettestout"
+OUTSIDE_LINK = "edtnetout0"
+OUTSIDE_HOST, OUTSIDE_ADDRESS = "198.18.215.1", "198.18.215.2"
+OUTSIDE_PORT = 7999
+# Serves each connection its peer's address, in the outside namespace.
+OUTSIDE_SERVER = r'''
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", %d))
+s.listen()
+print("ready", flush=True)
+while True:
+    c, peer = s.accept()
+    c.sendall(peer[0].encode())
+    c.close()
+''' % OUTSIDE_PORT
 
 # Run inside a container: prints one JSON object.
 PROBE = r'''
@@ -69,6 +96,8 @@ def counters():
 # SIOCGIFMTU: /sys is the host's, so its class/net is too.
 out = {"interfaces": sorted(l.partition(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]),
        "mtu": struct.unpack("16si", fcntl.ioctl(socket.socket(), 0x8921, struct.pack("16si", b"eth0", 0)))[1],
+       # SIOCGIFHWADDR: the sockaddr's data starts with the MAC.
+       "mac": ":".join("%02x" % b for b in fcntl.ioctl(socket.socket(), 0x8927, struct.pack("16s16x", b"eth0"))[18:24]),
        "connect": {}, "bind": {}}
 for host, port in spec["connect"]:
     s = socket.socket()
@@ -91,6 +120,13 @@ for address in spec["bind"]:
     s.close()
 # The neighbours this container learned a MAC of (flags 0x2: complete).
 out["arp"] = sorted(l.split()[0] for l in open("/proc/net/arp").readlines()[1:] if l.split()[2] == "0x2")
+if spec.get("fetch"):
+    try:
+        s = socket.create_connection(tuple(spec["fetch"]), timeout=spec["timeout"])
+        out["fetch"] = s.recv(100).decode()
+        s.close()
+    except OSError as e:
+        out["fetch"] = "error: %s" % e
 if spec.get("peer"):
     out["route"] = subprocess.run(["ip", "route", "get", spec["peer_address"]], capture_output=True, text=True).stdout
     before = counters()
@@ -101,6 +137,60 @@ if spec.get("peer"):
                   "tx": after[1] - before[1]}
 print(json.dumps(out))
 '''
+
+
+class Outside:
+    """A network beyond the host: a namespace whose eth0 pairs with a link
+    on the host, a route back to the containers' block through the host,
+    and a server in it. Removed on exit."""
+
+    def __enter__(self):
+        self.down()
+        for command in (f"ip netns add {OUTSIDE_NS}",
+                        f"ip link add {OUTSIDE_LINK} type veth peer name eth0 netns {OUTSIDE_NS}",
+                        f"ip addr add {OUTSIDE_HOST}/30 dev {OUTSIDE_LINK}", f"ip link set {OUTSIDE_LINK} up",
+                        f"ip -n {OUTSIDE_NS} addr add {OUTSIDE_ADDRESS}/30 dev eth0",
+                        f"ip -n {OUTSIDE_NS} link set eth0 up", f"ip -n {OUTSIDE_NS} link set lo up",
+                        f"ip -n {OUTSIDE_NS} route add {BLOCK} via {OUTSIDE_HOST}"):
+            subprocess.run(command.split(), check=True)
+        self.server = subprocess.Popen(["ip", "netns", "exec", OUTSIDE_NS, sys.executable, "-c", OUTSIDE_SERVER],
+                                       stdout=subprocess.PIPE, text=True)
+        if self.server.stdout.readline().strip() != "ready":
+            raise RuntimeError("the outside server did not start")
+        return self
+
+    def connect_from_outside(self, address, port):
+        """Whether a connection from the outside to address:port opens."""
+        code = ("import socket; s = socket.socket(); s.settimeout(%r); s.connect((%r, %d))" %
+                (BLOCKED_WAIT, address, port))
+        return subprocess.run(["ip", "netns", "exec", OUTSIDE_NS, sys.executable, "-c", code],
+                              capture_output=True).returncode == 0
+
+    def __exit__(self, *exc):
+        self.server.kill()
+        self.server.wait()
+        self.down()
+
+    @staticmethod
+    def down():
+        subprocess.run(["ip", "link", "del", OUTSIDE_LINK], capture_output=True)
+        subprocess.run(["ip", "netns", "del", OUTSIDE_NS], capture_output=True)
+
+
+class ForwardDropChain:
+    """Another table's forward chain whose policy is drop, as Docker's
+    FORWARD is: edtd warns of it at start. Its one rule accepts everything,
+    so nothing on the host is dropped while it is there."""
+    TABLE = "edtnettestfw"
+
+    def __enter__(self):
+        self.__exit__()
+        rules = f"table ip {self.TABLE} {{\n chain FORWARD {{\n  type filter hook forward priority 10; policy drop;\n  accept\n }}\n}}\n"
+        subprocess.run(["nft", "-f", "-"], input=rules, text=True, check=True)
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run(["nft", "delete", "table", "ip", self.TABLE], capture_output=True)
 
 
 def host_links():
@@ -158,6 +248,9 @@ class Bridge(tenants.Tenants):
         self.check(got["interfaces"] == ["eth0", "lo"], f"alice's launcher sees interfaces {got['interfaces']}")
         # Nothing leaves the host over the bridge: frames as large as loopback's.
         self.check(got["mtu"] == 65520, f"alice's launcher's eth0 has MTU {got['mtu']}, not 65520")
+        # Its MAC comes from its address, so that a restart there keeps it.
+        mac = "02:ed:" + ":".join("%02x" % b for b in socket.inet_aton(launcher["address"]))
+        self.check(got["mac"] == mac, f"alice's launcher's eth0 has MAC {got['mac']}, not {mac}")
         connect = got["connect"]
         self.check(connect[f"{worker['address']}:{port}"] == "ok", f"launcher -> own worker's sshd: {connect}")
         for host, p in targets[1:]:
@@ -173,6 +266,24 @@ class Bridge(tenants.Tenants):
         self.check(ssh["code"] == 0 and lines[:3] == ["2000000", worker["name"], launcher["address"]],
                    f"ssh to the worker by name: {ssh}")
         self.check(ssh["tx"] >= 2_000_000, f"2 MB sent to the worker but eth0 sent {ssh['tx']} bytes")
+
+    def outbound(self, alice, outside, open_):
+        """With --outbound nat a container reaches the outside as the host
+        (the server sees the host's address), never the host itself; with
+        none it reaches nothing there. The outside never reaches in."""
+        launcher = alice[0]
+        got = self.probe("alice-c", launcher["address"], {
+            "connect": [[OUTSIDE_HOST, self.edtd.ssh_port]], "bind": [], "timeout": BLOCKED_WAIT,
+            "fetch": [OUTSIDE_ADDRESS, OUTSIDE_PORT]})
+        if open_:
+            self.check(got["fetch"] == OUTSIDE_HOST, f"outbound nat: the outside server saw {got['fetch']!r}, "
+                       f"not the host's {OUTSIDE_HOST}")
+        else:
+            self.check(got["fetch"].startswith("error"), f"outbound none: the outside server answered {got['fetch']!r}")
+        self.check(got["connect"][f"{OUTSIDE_HOST}:{self.edtd.ssh_port}"] != "ok",
+                   f"alice's launcher reached the host's outside address: {got['connect']}")
+        self.check(not outside.connect_from_outside(launcher["address"], self.edtd.ssh_port),
+                   "the outside opened a connection to alice's launcher")
 
     def inside_bob(self, alice, bob):
         got = self.probe("bob-c", bob[0]["address"], {"connect": [[alice[0]["address"], self.edtd.ssh_port],
@@ -212,19 +323,26 @@ class Bridge(tenants.Tenants):
 
     def overlap_refused(self):
         with tempfile.TemporaryDirectory(prefix="edt-bridge-overlap-") as d:
+            os.chmod(d, 0o711)  # passable, as edtd's user namespaces want
             r = subprocess.run([self.edtd.proc.args[0], "--data-dir", d + "/data", "--listen", "127.0.0.1:1",
                                 "--network", "bridge:edtnettest1", "--address-range", "198.18.213.128/25"],
                                capture_output=True, text=True, timeout=TIMEOUT)
             self.check(r.returncode != 0 and f"{GATEWAY}/24 on {BRIDGE}" in r.stderr and
                        not os.path.exists(d + "/data"), f"an overlapping block: {r.returncode} {r.stderr}")
+            # The same bridge and block: no overlap, but the bridge is the first edtd's.
+            r = subprocess.run([self.edtd.proc.args[0], "--data-dir", d + "/data", "--listen", "127.0.0.1:1",
+                                "--network", f"bridge:{BRIDGE}", "--address-range", BLOCK],
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            self.check(r.returncode != 0 and "another edtd runs on that bridge (data dir" in r.stderr and
+                       not os.path.exists(d + "/data"), f"a second edtd on the bridge: {r.returncode} {r.stderr}")
 
-    def restart_edtd(self):
+    def restart_edtd(self, *flags):
         """edtd stopped and started again on the same data dir, bridge and
-        block: its own bridge's address is no overlap, and the containers
-        run on."""
+        block, with `flags` added: its own bridge's address is no overlap,
+        and the containers run on."""
         self.edtd.proc.send_signal(signal.SIGTERM)
         self.edtd.proc.wait(timeout=TIMEOUT)
-        self.edtd.proc = subprocess.Popen(self.edtd.proc.args, stdout=self.edtd.log, stderr=self.edtd.log)
+        self.edtd.proc = subprocess.Popen([*self.edtd.proc.args, *flags], stdout=self.edtd.log, stderr=self.edtd.log)
         deadline = time.time() + TIMEOUT
         while True:
             try:
@@ -244,7 +362,10 @@ class Bridge(tenants.Tenants):
                 return
             time.sleep(0.05)
 
-    def run(self, listener_port):
+    def run(self, listener_port, outside):
+        log = self.edtd.read_log()
+        self.check(f"ip {ForwardDropChain.TABLE} FORWARD, policy drop" in log and f"iifname {BRIDGE} accept" in log,
+                   f"no warning of the forward chain that drops by default: {log}")
         (alice_token, alice), (bob_token, bob) = self.make_clusters()
         self.check(BRIDGE in host_links() and f"edt_{BRIDGE}" in nft_tables(), "no bridge or nft tables")
         # The host itself reaches the listener at the gateway: what the
@@ -254,8 +375,10 @@ class Bridge(tenants.Tenants):
         self.inside_bob(alice, bob)
         self.jobs(alice_token, alice)
         self.from_host(alice_token, alice)
+        self.outbound(alice, outside, True)
         self.overlap_refused()
-        self.restart_edtd()
+        self.restart_edtd("--outbound", "none")
+        self.outbound(alice, outside, False)
         third = None
         for size in (3, 2):
             status, body = self.api("PATCH", "/clusters/alice-c", {"containers": size}, alice_token)
@@ -287,18 +410,21 @@ def main():
     args = parser.parse_args()
     if BRIDGE in host_links():
         print(f"a bridge {BRIDGE} is already on this host (left by an earlier run?): remove it with "
-              f"`ip link del {BRIDGE}` and `nft delete table bridge edt_{BRIDGE}; nft delete table inet edt_{BRIDGE}`")
+              f"`ip link del {BRIDGE}` and `nft delete table bridge edt_{BRIDGE}; nft delete table inet edt_{BRIDGE}; "
+              f"nft delete table ip edt_{BRIDGE}`")
         return 1
     listener = socket.socket()
     listener.bind(("0.0.0.0", 0))
     listener.listen()
-    edtd = contract_test.Edtd(args.edtd, BLOCK, extra=["--network", f"bridge:{BRIDGE}"])
-    test = Bridge(edtd, args.edt)
-    try:
-        test.run(listener.getsockname()[1])
-    finally:
-        edtd.stop()
-        listener.close()
+    with ForwardDropChain():
+        edtd = contract_test.Edtd(args.edtd, BLOCK, extra=["--network", f"bridge:{BRIDGE}"])
+        test = Bridge(edtd, args.edt)
+        try:
+            with Outside() as outside:
+                test.run(listener.getsockname()[1], outside)
+        finally:
+            edtd.stop()
+            listener.close()
     for figure in test.figures:
         print(figure)
     for failure in test.failures:

@@ -31,9 +31,10 @@ shadow are unchanged, and bob's cluster still Running.
 Also: env values sshd_config would misread are refused (422) before
 anything is made.
 
-Without --user-namespaces edtd runs with --user-namespaces off (ctest
-container_isolation). With it (edtd's default; ctest
-container_isolation_userns) the same attacks run, and: each cluster's root
+Without --user-namespaces edtd runs with --user-namespaces off and
+--network loopback (ctest container_isolation). With it, edtd runs with its
+defaults, user namespaces and a bridge (one of this test's own; ctest
+container_isolation_userns): the same attacks run, and: each cluster's root
 is its owner's subordinate range on the host (/proc/self/uid_map and
 gid_map; alice's and bob's differ); a process in alice's container runs as
 that host uid; a file written in alice's volume belongs on the host to her
@@ -60,7 +61,7 @@ import tenants  # noqa: E402
 from tenants import TIMEOUT  # noqa: E402
 
 ADDRESSES = "127.89.0.0/24"  # this test's own block (grep --address-range for the others)
-ADDRESSES_USERNS = "127.89.128.0/24"  # with --user-namespaces
+BRIDGE, BRIDGE_ADDRESSES = "edtisotest0", "198.18.89.0/24"  # with --user-namespaces
 RANGE = 65536  # ids in each user's subordinate range
 PIDS_MAX = 256  # each container's bound on tasks (--container-pids-max)
 MEMORY = "512Mi"  # alice's containers' memory bound
@@ -449,8 +450,11 @@ def main():
     parser.add_argument("--user-namespaces", action="store_true", help="run edtd with --user-namespaces on")
     args = parser.parse_args()
     extra = ["--container-pids-max", str(PIDS_MAX)]
-    extra += ["--user-namespaces", "on" if args.user_namespaces else "off"]
-    edtd = contract_test.Edtd(args.edtd, ADDRESSES_USERNS if args.user_namespaces else ADDRESSES, extra)
+    if args.user_namespaces:
+        extra += ["--user-namespaces", "on", "--network", "bridge:" + BRIDGE]
+    else:
+        extra += ["--user-namespaces", "off", "--network", "loopback"]
+    edtd = contract_test.Edtd(args.edtd, BRIDGE_ADDRESSES if args.user_namespaces else ADDRESSES, extra)
     test = Isolation(edtd, args.user_namespaces)
     data_dir = os.path.join(edtd.dir, "data")
     try:

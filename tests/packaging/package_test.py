@@ -77,7 +77,7 @@ def test_control_fields_and_maintainer_scripts(deb, tmp_path):
     assert fields["Architecture"] == run(["dpkg", "--print-architecture"]).stdout.strip()
     depends = [d.split()[0] for d in fields["Depends"].split(", ")]
     # Named by hand (programs edtd and edtrun run) and found by dpkg-shlibdeps (libraries).
-    for package in ["bubblewrap", "openssh-client", "openssh-server", "python3", "libc6", "libstdc++6",
+    for package in ["bubblewrap", "iproute2", "nftables", "openssh-client", "openssh-server", "python3", "libc6", "libstdc++6",
                     "libsqlite3-0", "libssl3"]:
         assert package in depends, f"Depends lacks {package}: {fields['Depends']}"
     assert "python3-torch" in fields["Recommends"]
@@ -178,7 +178,7 @@ def test_installed_edtd_finds_its_console_and_refuses_a_bad_flag(root, tmp_path,
     assert bad.returncode != 0 and "--web-dir" in bad.stdout, bad.stdout
     assert not data.exists(), "a refused start made the data dir"
 
-    with edtd_running(root, data) as (api, log):
+    with edtd_running(root, data, "--network", "loopback") as (api, log):  # not the host's edt0
         console = root / "usr/share/edt/web"
         if WEB_DIST:
             assert f"console {console}" in log.read_text(), log.read_text()
@@ -197,7 +197,7 @@ def test_installed_edtd_gives_containers_its_own_tools(root, data):
     unprivileged roots could not pass: edtd binds it for them."""
     pid = os.getpid()
     block = f"127.{210 + pid % 40}.{(pid // 40) % 250}.0/24"
-    with edtd_running(root, data, "--address-range", block, "--ssh-port", str(free_port("0.0.0.0"))) as (api, _):
+    with edtd_running(root, data, "--network", "loopback", "--address-range", block, "--ssh-port", str(free_port("0.0.0.0"))) as (api, _):
         env = clean_env(root, EDT_API=api, EDT_TOKEN=(data / "admin.token").read_text().strip())
         edt = root / "usr/bin/edt"
         try:

@@ -1,6 +1,9 @@
 #include "control/backends/local/container_network.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cstdio>
@@ -31,6 +34,18 @@ Result<std::string> run(const std::vector<std::string>& argv) {
 }
 
 Status run_status(const std::vector<std::string>& argv) { return run(argv).status(); }
+
+// The host routes packets between its interfaces only with this on; the
+// kernel's default is off. Turned on (host-wide, as container runtimes with
+// NAT do) whenever the filter is loaded with --outbound nat; never turned
+// off, as other things on the host may rely on it by then.
+Status enable_forwarding() {
+  const char* path = "/proc/sys/net/ipv4/ip_forward";
+  std::ofstream out(path);
+  out << "1\n";
+  if (!out.flush()) return Status(StatusCode::kIoError, std::string("write 1 to ") + path + " (--outbound nat)");
+  return Status::ok();
+}
 
 // "a.b.c.d[/len]" as [first, last] in host order; nullopt if not IPv4.
 std::optional<std::pair<uint32_t, uint32_t>> block_of(const std::string& text, int default_len) {
@@ -98,6 +113,38 @@ Status ContainerNetwork::check_range_free(const std::string& cidr, uint32_t base
                           "not use (e.g. --address-range 198.19.0.0/16)");
 }
 
+Status ContainerNetwork::claim_bridge(const std::string& bridge, const std::string& data_dir) {
+  std::error_code ec;
+  fs::create_directories("/run/edt", ec);
+  const std::string path = "/run/edt/bridge-" + bridge + ".lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return io_error("open " + path, errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char owner[512] = {};
+    const ssize_t n = ::pread(fd, owner, sizeof(owner) - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) return io_error("lock " + path, err);
+    return invalid_argument("--network bridge:" + bridge + ": another edtd runs on that bridge (" +
+                            std::string(owner, n > 0 ? static_cast<size_t>(n) : 0) +
+                            "), and each would remove the other's containers' filter; give this one a bridge and "
+                            "a block of its own, e.g. --network bridge:edt1 --address-range 198.19.128.0/17");
+  }
+  const std::string owner = "data dir " + data_dir + ", pid " + std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, owner.data(), owner.size(), 0) != static_cast<ssize_t>(owner.size()))
+    return io_error("write " + path, errno);
+  return Status::ok();  // fd stays open: the lock is this process's until it ends
+}
+
+std::string ContainerNetwork::container_mac(const std::string& address) {
+  in_addr addr{};
+  inet_pton(AF_INET, address.c_str(), &addr);
+  const uint32_t a = ntohl(addr.s_addr);
+  char mac[18];
+  std::snprintf(mac, sizeof(mac), "02:ed:%02x:%02x:%02x:%02x", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
+  return mac;
+}
+
 std::string ContainerNetwork::host_interface(const std::string& address) {
   in_addr addr{};
   inet_pton(AF_INET, address.c_str(), &addr);
@@ -147,7 +194,8 @@ Status ContainerNetwork::attach(const std::string& cluster, const std::string& n
     // removes the bridge only when no container is counted.
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::string> host_side = bridge_commands();
-    host_side.push_back("link add " + host + " mtu " + kMtu + " type veth peer name eth0 mtu " + kMtu + " netns " + pid);
+    host_side.push_back("link add " + host + " mtu " + kMtu + " type veth peer name eth0 mtu " + kMtu + " address " +
+                        container_mac(address) + " netns " + pid);
     host_side.push_back("link set " + host + " master " + options_.bridge + " up");
     std::ofstream(dir + "/network") << cluster << " " << address << "\n";
     EDT_RETURN_IF_ERROR(run_batch(host_side, dir + "/network-host.ip", "").with_context(what));
@@ -168,13 +216,10 @@ Status ContainerNetwork::forget() {
 }
 
 std::string ContainerNetwork::ruleset(bool empty) const {
-  const std::string table = "edt_" + options_.bridge, br = "\"" + options_.bridge + "\"";
-  // The inet forward chain drops what is routed between the bridge and
-  // another interface; frames bridged between two ports also pass it (in
-  // and out the bridge) where br_netfilter is loaded, and are judged by the
-  // bridge table instead.
-  std::string text = "table bridge " + table + "\ndelete table bridge " + table + "\ntable inet " + table +
-                     "\ndelete table inet " + table + "\n";
+  const std::string table = "edt_" + options_.bridge;
+  std::string text;
+  for (const char* family : {"bridge", "inet", "ip"})
+    text += std::string("table ") + family + " " + table + "\ndelete table " + family + " " + table + "\n";
   if (empty) return text;
   std::map<std::string, std::vector<std::string>> clusters;
   std::error_code ec;
@@ -183,8 +228,13 @@ std::string ContainerNetwork::ruleset(bool empty) const {
     std::string cluster, address;
     if (in >> cluster >> address) clusters[cluster].push_back(address);
   }
-  // Only frames between this bridge's ports are judged: another bridge's
-  // (another edtd's, Docker's) pass this table untouched.
+  return text + bridge_table(clusters) + host_tables();
+}
+
+// The bridge family's table: frames between two ports pass only within a
+// cluster. Only frames between this bridge's ports are judged: another
+// bridge's (another edtd's, Docker's) pass this table untouched.
+std::string ContainerNetwork::bridge_table(const std::map<std::string, std::vector<std::string>>& clusters) const {
   std::string ports, sets, rules;
   int index = 0;
   for (const auto& [cluster, addresses] : clusters) {
@@ -197,14 +247,86 @@ std::string ContainerNetwork::ruleset(bool empty) const {
     rules += "    arp saddr ip @" + set + " arp daddr ip @" + set + " accept\n";
     rules += "    ip saddr @" + set + " ip daddr @" + set + " accept\n";
   }
-  text += "table bridge " + table + " {\n  set ports { type ifname; elements = {" + ports + " } }\n" + sets +
-          "  chain forward {\n    type filter hook forward priority 0; policy accept;\n"
-          "    iifname != @ports accept\n" + rules + "    drop\n  }\n}\n";
-  text += "table inet " + table + " {\n  chain input {\n    type filter hook input priority 0; policy accept;\n"
+  return "table bridge edt_" + options_.bridge + " {\n  set ports { type ifname; elements = {" + ports + " } }\n" +
+         sets + "  chain forward {\n    type filter hook forward priority 0; policy accept;\n" +
+         "    iifname != @ports accept\n" + rules + "    drop\n  }\n}\n";
+}
+
+// The inet table (and with --outbound nat the ip one): what passes between
+// the bridge and the host or its other interfaces. The forward chain drops
+// what is routed between the bridge and another interface; frames bridged
+// between two ports also pass it (in and out the bridge) where br_netfilter
+// is loaded, and are judged by the bridge table instead.
+std::string ContainerNetwork::host_tables() const {
+  const std::string table = "edt_" + options_.bridge, br = "\"" + options_.bridge + "\"";
+  const std::string gw = options_.gateway, range = options_.range;
+  // Traffic between two containers skips connection tracking (where
+  // br_netfilter hands bridged frames to the ip hooks, the kernel would
+  // track every connection of every job, a tenth of a 64 MiB allreduce's
+  // time); no rule judges it by state. The gateway's stays tracked: replies
+  // to what the host opens are let in by their state.
+  std::string text = "table inet " + table + " {\n  chain prerouting {\n    type filter hook prerouting priority "
+                     "raw; policy accept;\n    ip saddr " + range + " ip daddr " + range + " ip saddr != " + gw +
+                     " ip daddr != " + gw + " notrack\n  }\n";
+  text += "  chain input {\n    type filter hook input priority 0; policy accept;\n"
           "    iifname " + br + " ct state established,related accept\n    iifname " + br + " drop\n  }\n"
-          "  chain forward {\n    type filter hook forward priority 0; policy accept;\n"
+          "  chain forward {\n    type filter hook forward priority 0; policy accept;\n" + outbound_rules() +
           "    iifname " + br + " oifname != " + br + " drop\n    oifname " + br + " iifname != " + br + " drop\n  }\n}\n";
+  if (options_.outbound_nat)
+    text += "table ip " + table + " {\n  chain postrouting {\n    type nat hook postrouting priority srcnat; "
+            "policy accept;\n    ip saddr " + range + " oifname != " + br + " masquerade\n  }\n}\n";
   return text;
+}
+
+// With --outbound nat, the inet forward chain's accepts (before its drops):
+// connections from a container out of the host, and their replies.
+std::string ContainerNetwork::outbound_rules() const {
+  if (!options_.outbound_nat) return "";
+  const std::string br = "\"" + options_.bridge + "\"";
+  return "    iifname " + br + " oifname != " + br + " accept\n    oifname " + br + " iifname != " + br +
+         " ct state established,related accept\n";
+}
+
+std::vector<std::string> ContainerNetwork::forward_drop_chains(const std::string& ruleset_json,
+                                                               const std::string& bridge) {
+  std::vector<std::string> found;
+  auto doc = nlohmann::json::parse(ruleset_json, nullptr, false);
+  if (!doc.is_object() || !doc.contains("nftables") || !doc["nftables"].is_array()) return found;
+  for (const auto& item : doc["nftables"]) {
+    if (!item.is_object() || !item.contains("chain") || !item["chain"].is_object()) continue;
+    const auto& c = item["chain"];
+    const std::string family = c.value("family", ""), table = c.value("table", "");
+    if (c.value("hook", "") != "forward" || c.value("policy", "") != "drop") continue;
+    if (family != "ip" && family != "inet") continue;
+    if (table == "edt_" + bridge) continue;
+    found.push_back(family + " " + table + " " + c.value("name", "?"));
+  }
+  return found;
+}
+
+std::string ContainerNetwork::firewall_warning(const std::string& bridge, bool outbound_nat) {
+  std::ifstream sysctl("/proc/sys/net/bridge/bridge-nf-call-iptables");
+  std::string value;
+  const bool br_netfilter = (sysctl >> value) && value == "1";
+  if (!br_netfilter && !outbound_nat) return "";
+  auto listed = run({kNft, "-j", "list", "ruleset"});
+  if (!listed.is_ok()) return "";
+  const std::vector<std::string> chains = forward_drop_chains(*listed, bridge);
+  if (chains.empty()) return "";
+  std::string names;
+  for (const auto& c : chains) names += (names.empty() ? "" : ", ") + c;
+  std::string what;
+  if (outbound_nat) what = "connections out of the host (--outbound nat)";
+  if (br_netfilter)
+    what += std::string(what.empty() ? "" : " and ") +
+            "traffic between the containers of a cluster (br_netfilter passes bridged frames to it: "
+            "net.bridge.bridge-nf-call-iptables = 1)";
+  return "the host's firewall drops forwarded packets by default (" + names + ", policy drop; Docker sets this), "
+         "so it may drop " + what + " on bridge " + bridge + " unless a rule there accepts them; allow the bridge's "
+         "traffic there, e.g. nft insert rule " + chains.front() + " iifname " + bridge + " accept and nft insert "
+         "rule " + chains.front() + " oifname " + bridge + " accept (edtd's own filter still keeps clusters apart "
+         "and the outside out); with Docker: iptables -I DOCKER-USER -i " + bridge + " -j ACCEPT and iptables -I "
+         "DOCKER-USER -o " + bridge + " -j ACCEPT";
 }
 
 Status ContainerNetwork::sync_filter() {
@@ -220,7 +342,7 @@ Status ContainerNetwork::sync_filter() {
     if (!out.flush()) return Status(StatusCode::kIoError, "write " + path);
   }
   EDT_RETURN_IF_ERROR(run_status({kNft, "-f", path}).with_context("load the containers' filter"));
-  if (any) return Status::ok();
+  if (any) return options_.outbound_nat ? enable_forwarding() : Status::ok();
   std::error_code gone;
   bridge_ready_ = false;
   if (!fs::exists("/sys/class/net/" + options_.bridge, gone)) return Status::ok();

@@ -6,8 +6,8 @@
 // address of the range (offset 1), with the range's prefix; it is the host's
 // only address there. Each container gets a veth pair: the host end
 // (edtv<address in hex>) is a port of the bridge, the other end is eth0 in
-// the container's namespace with the container's address, a default route
-// via the gateway, and lo up.
+// the container's namespace with the container's address and a MAC made
+// from it (container_mac), a default route via the gateway, and lo up.
 //
 // Filtering, in two nftables tables named edt_<bridge> that edtd owns and
 // rewrites whole (one `nft -f`, atomic) whenever a container joins or
@@ -16,11 +16,16 @@
 //     ARP, and IPv4 only
 //     from an address of a cluster to an address of the same cluster; the
 //     rest is dropped (other clusters, whoever the user; IPv6).
+//   inet family, prerouting: traffic between two containers is not
+//     tracked (no rule judges it by state);
 //   inet family, input: from the bridge only replies to connections the host
 //     opened (edtd's API, host sshd, anything on 0.0.0.0 is unreachable);
-//     forward: nothing is routed between the bridge and another interface
-//     (no way out, no NAT); frames bridged between ports, which pass here
+//     forward: with --outbound nat, connections a container opens to
+//     another interface (and their replies); nothing else is routed between the bridge and
+//     another interface; frames bridged between ports, which pass here
 //     too where br_netfilter is loaded, are left to the bridge table.
+//   ip family (--outbound nat only), postrouting: the range's addresses
+//     leaving by another interface are masqueraded as the host's.
 // A container has no CAP_NET_ADMIN or CAP_NET_RAW (sandbox_policy.h), so it
 // cannot change its address or forge packets from another.
 //
@@ -34,6 +39,7 @@
 // Errors: a failed `ip` or `nft` returns its stderr, with what was being done.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -48,6 +54,11 @@ struct ContainerNetworkOptions {
   std::string gateway;  // the bridge's address on the host
   int prefix = 0;       // the range's prefix length
   std::string containers_dir;  // <data dir>/containers
+  // --outbound nat: containers may open connections out of the host (their
+  // source address masqueraded as the host's). Off: nothing is routed
+  // between the bridge and another interface.
+  bool outbound_nat = false;
+  std::string range;  // the range, a.b.c.d/len: what is masqueraded, and untracked between containers
 };
 
 class ContainerNetwork {
@@ -61,22 +72,46 @@ class ContainerNetwork {
   // -j addr`, `ip -j route`), naming both; the bridge's own address and
   // route (an earlier edtd's) do not count, nor the default route.
   static Status check_range_free(const std::string& cidr, uint32_t base, uint32_t size, const std::string& bridge);
+  // Takes the bridge for this edtd (an flock on /run/edt/bridge-NAME.lock,
+  // held until the process ends): another edtd on the same bridge would
+  // rewrite its filter and remove it under this one's containers. Refused,
+  // naming the other edtd's data dir and pid, while one holds it.
+  static Status claim_bridge(const std::string& bridge, const std::string& data_dir);
+  // The base chains of `nft -j list ruleset` output, outside edtd's own
+  // tables for `bridge`, that drop forwarded packets by default ("ip filter
+  // FORWARD", as Docker's iptables make it): they drop containers' traffic
+  // out of the host and, where br_netfilter passes bridged frames to them,
+  // between a cluster's containers. Empty when there is none.
+  static std::vector<std::string> forward_drop_chains(const std::string& ruleset_json, const std::string& bridge);
+  // A warning to log at start when the host's firewall would drop the
+  // bridge's traffic (see forward_drop_chains), naming the fix; "" if not.
+  static std::string firewall_warning(const std::string& bridge, bool outbound_nat);
 
   // Makes the bridge if it is missing, then gives the namespace of
   // `init_pid` its interface and `address`, and lets it reach the rest of
   // `cluster` (and nothing else).
   Status attach(const std::string& cluster, const std::string& name, const std::string& address, pid_t init_pid);
-  // Rewrites the filter after a container's directory is gone; with no
+  // Rewrites the filter from the containers' directories, with this edtd's
+  // options (at start, and after a container's directory is gone); with no
   // container left, removes the tables and the bridge.
   Status forget();
 
   // The host end of the pair of the container at `address`.
   static std::string host_interface(const std::string& address);
+  // The MAC of the eth0 of the container at `address`: 02:ed (locally
+  // administered) and the address's four bytes. A container restarted at
+  // its address comes back with the same MAC, so the neighbour entries the
+  // host and its peers hold for it stay true (with a new random MAC they
+  // would send to the old one until their entries expire, up to a minute).
+  static std::string container_mac(const std::string& address);
 
  private:
   std::vector<std::string> bridge_commands();  // with mu_ held
   Status sync_filter();                        // with mu_ held
   std::string ruleset(bool empty) const;
+  std::string bridge_table(const std::map<std::string, std::vector<std::string>>& clusters) const;
+  std::string host_tables() const;
+  std::string outbound_rules() const;
 
   ContainerNetworkOptions options_;
   std::mutex mu_;

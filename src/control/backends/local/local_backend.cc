@@ -437,7 +437,12 @@ LocalBackend::LocalBackend(LocalBackendOptions options)
     fs::create_directories(options_.data_dir, ec);
     if (Status st = write_file_atomic(seccomp_path(), *seccomp_, 0644); !st.is_ok()) seccomp_ = st;
   }
-  if (options_.network) network_ = std::make_unique<ContainerNetwork>(*options_.network);
+  if (options_.network) {
+    network_ = std::make_unique<ContainerNetwork>(*options_.network);
+    // This edtd's filter (--outbound may have changed) over the containers an
+    // earlier one left running; a bridge left without any goes.
+    if (Status st = network_->forget(); !st.is_ok()) log::warn("{}", st.message());
+  }
   // With user namespaces bwrap runs as the container's root, which must
   // pass through (not list) the data dir to what it binds.
   if (options_.first_subordinate_id != 0) {

@@ -1,0 +1,90 @@
+#include "control/backends/local/container_network.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace edt::control {
+namespace {
+
+// What `nft -j list ruleset` prints on a host with Docker's iptables (nft
+// backend) and an edtd's own tables for bridge edt0.
+const char* kDockerHost = R"({"nftables": [
+  {"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}},
+  {"table": {"family": "ip", "name": "filter", "handle": 1}},
+  {"chain": {"family": "ip", "table": "filter", "name": "FORWARD", "handle": 2, "type": "filter",
+             "hook": "forward", "prio": 0, "policy": "drop"}},
+  {"chain": {"family": "ip", "table": "filter", "name": "DOCKER-USER", "handle": 7}},
+  {"chain": {"family": "ip", "table": "filter", "name": "INPUT", "handle": 1, "type": "filter",
+             "hook": "input", "prio": 0, "policy": "drop"}},
+  {"table": {"family": "inet", "name": "edt_edt0", "handle": 3}},
+  {"chain": {"family": "inet", "table": "edt_edt0", "name": "forward", "handle": 2, "type": "filter",
+             "hook": "forward", "prio": 0, "policy": "drop"}},
+  {"chain": {"family": "inet", "table": "fw", "name": "fwd", "handle": 4, "type": "filter",
+             "hook": "forward", "prio": 0, "policy": "accept"}},
+  {"chain": {"family": "bridge", "table": "br", "name": "fwd", "handle": 5, "type": "filter",
+             "hook": "forward", "prio": 0, "policy": "drop"}}
+]})";
+
+TEST(ContainerNetworkTest, FindsAnotherTablesForwardChainThatDropsByDefault) {
+  // Docker's FORWARD; not an input chain, not a chain without a hook, not
+  // edtd's own table, not one that accepts, not the bridge family (which
+  // br_netfilter does not feed).
+  EXPECT_EQ(ContainerNetwork::forward_drop_chains(kDockerHost, "edt0"),
+            std::vector<std::string>{"ip filter FORWARD"});
+  // Another edtd's table (another bridge) is another table.
+  EXPECT_EQ(ContainerNetwork::forward_drop_chains(kDockerHost, "edt1"),
+            (std::vector<std::string>{"ip filter FORWARD", "inet edt_edt0 forward"}));
+}
+
+TEST(ContainerNetworkTest, ARulesetWithoutSuchAChainOrNotJsonFindsNothing) {
+  EXPECT_TRUE(ContainerNetwork::forward_drop_chains(R"({"nftables": [{"metainfo": {}}]})", "edt0").empty());
+  for (const char* bad : {"", "not json", "[]", R"({"nftables": 3})", R"({"nftables": [1, {"chain": 2}]})"})
+    EXPECT_TRUE(ContainerNetwork::forward_drop_chains(bad, "edt0").empty()) << bad;
+}
+
+TEST(ContainerNetworkTest, AContainersNamesComeFromItsAddress) {
+  // The same address, the same MAC: a restarted container keeps its peers'
+  // neighbour entries true. Locally administered, unicast, one per address.
+  EXPECT_EQ(ContainerNetwork::container_mac("198.19.0.2"), "02:ed:c6:13:00:02");
+  EXPECT_EQ(ContainerNetwork::container_mac("10.255.1.254"), "02:ed:0a:ff:01:fe");
+  EXPECT_NE(ContainerNetwork::container_mac("198.19.0.2"), ContainerNetwork::container_mac("198.19.0.3"));
+  EXPECT_EQ(ContainerNetwork::host_interface("198.19.0.2"), "edtvc6130002");
+}
+
+TEST(ContainerNetworkTest, ABridgeIsOneEdtdsAtATime) {
+  if (geteuid() != 0) GTEST_SKIP() << "the bridge's lock is under /run/edt, root's";
+  const std::string bridge = "edtut" + std::to_string(getpid() % 100000);
+  ASSERT_TRUE(ContainerNetwork::claim_bridge(bridge, "/data/one").is_ok());
+  // Another process (another edtd) is refused, told whose it is; the lock
+  // is per process, so it is asked from a child.
+  const pid_t child = fork();
+  if (child == 0) {
+    Status st = ContainerNetwork::claim_bridge(bridge, "/data/two");
+    const std::string& m = st.message();
+    _exit(!st.is_ok() && m.find("another edtd runs on that bridge (data dir /data/one, pid " +
+                                std::to_string(getppid()) + ")") != std::string::npos ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::remove(("/run/edt/bridge-" + bridge + ".lock").c_str());
+}
+
+TEST(ContainerNetworkTest, ModesAndBridgeNames) {
+  EXPECT_EQ(ContainerNetwork::parse_mode("loopback").value(), "");
+  EXPECT_EQ(ContainerNetwork::parse_mode("bridge").value(), "edt0");
+  EXPECT_EQ(ContainerNetwork::parse_mode("bridge:edt_a1").value(), "edt_a1");
+  for (const char* bad : {"", "host", "bridge:", "bridge:a-b", "bridge:0123456789abcdef", "bridge:a b"}) {
+    auto r = ContainerNetwork::parse_mode(bad);
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("--network"), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace edt::control
