@@ -9,9 +9,9 @@
 // the container's namespace with the container's address and a MAC made
 // from it (container_mac), a default route via the gateway, and lo up.
 //
-// Filtering, in two nftables tables named edt_<bridge> that edtd owns and
-// rewrites whole (one `nft -f`, atomic) whenever a container joins or
-// leaves:
+// Filtering, in nftables tables named edt_<bridge> (bridge, inet, and ip
+// with --outbound nat) that edtd owns and rewrites whole (one `nft -f`,
+// atomic) when it starts and whenever a container joins or leaves:
 //   bridge family, forward: from a container's port (the set of host ends),
 //     ARP, and IPv4 only
 //     from an address of a cluster to an address of the same cluster; the
@@ -21,9 +21,10 @@
 //   inet family, input: from the bridge only replies to connections the host
 //     opened (edtd's API, host sshd, anything on 0.0.0.0 is unreachable);
 //     forward: with --outbound nat, connections a container opens to
-//     another interface (and their replies); nothing else is routed between the bridge and
-//     another interface; frames bridged between ports, which pass here
-//     too where br_netfilter is loaded, are left to the bridge table.
+//     another interface (and their replies); nothing else is routed between
+//     the bridge and another interface; frames bridged between ports, which
+//     pass here too where br_netfilter is loaded, are left to the bridge
+//     table.
 //   ip family (--outbound nat only), postrouting: the range's addresses
 //     leaving by another interface are masqueraded as the host's.
 // A container has no CAP_NET_ADMIN or CAP_NET_RAW (sandbox_policy.h), so it
