@@ -337,7 +337,6 @@ sigset_t block_signals() {
   return signals;
 }
 
-// edtd's parts, made in dependency order; serves until SIGTERM or SIGINT.
 // The bridge's options, with a warning logged if the host's firewall would
 // drop its traffic; none with loopback networking.
 std::optional<ContainerNetworkOptions> network_options(const Flags& flags, const Settings& settings) {
@@ -348,6 +347,7 @@ std::optional<ContainerNetworkOptions> network_options(const Flags& flags, const
                                  flags.data_dir + "/containers", settings.outbound_nat, settings.range.cidr()};
 }
 
+// edtd's parts, made in dependency order; serves until SIGTERM or SIGINT.
 int serve(const Flags& flags, const Settings& settings) {
   const auto& [host, port] = settings.listen;
   const std::vector<Gpu> gpus = settings.simulated_gpus ? settings.gpus : detect_gpus();

@@ -47,6 +47,16 @@ Status enable_forwarding() {
   return Status::ok();
 }
 
+// An IPv4 address in host order (0 if it is not one).
+uint32_t host_order(const std::string& address) {
+  in_addr addr{};
+  inet_pton(AF_INET, address.c_str(), &addr);
+  return ntohl(addr.s_addr);
+}
+
+// The name of edtd's nftables tables for `bridge` (one per family).
+std::string table_of(const std::string& bridge) { return "edt_" + bridge; }
+
 // "a.b.c.d[/len]" as [first, last] in host order; nullopt if not IPv4.
 std::optional<std::pair<uint32_t, uint32_t>> block_of(const std::string& text, int default_len) {
   const auto slash = text.find('/');
@@ -137,19 +147,15 @@ Status ContainerNetwork::claim_bridge(const std::string& bridge, const std::stri
 }
 
 std::string ContainerNetwork::container_mac(const std::string& address) {
-  in_addr addr{};
-  inet_pton(AF_INET, address.c_str(), &addr);
-  const uint32_t a = ntohl(addr.s_addr);
+  const uint32_t a = host_order(address);
   char mac[18];
   std::snprintf(mac, sizeof(mac), "02:ed:%02x:%02x:%02x:%02x", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
   return mac;
 }
 
 std::string ContainerNetwork::host_interface(const std::string& address) {
-  in_addr addr{};
-  inet_pton(AF_INET, address.c_str(), &addr);
   char name[16];
-  std::snprintf(name, sizeof(name), "edtv%08x", ntohl(addr.s_addr));
+  std::snprintf(name, sizeof(name), "edtv%08x", host_order(address));
   return name;
 }
 
@@ -216,7 +222,7 @@ Status ContainerNetwork::forget() {
 }
 
 std::string ContainerNetwork::ruleset(bool empty) const {
-  const std::string table = "edt_" + options_.bridge;
+  const std::string table = table_of(options_.bridge);
   std::string text;
   for (const char* family : {"bridge", "inet", "ip"})
     text += std::string("table ") + family + " " + table + "\ndelete table " + family + " " + table + "\n";
@@ -247,7 +253,7 @@ std::string ContainerNetwork::bridge_table(const std::map<std::string, std::vect
     rules += "    arp saddr ip @" + set + " arp daddr ip @" + set + " accept\n";
     rules += "    ip saddr @" + set + " ip daddr @" + set + " accept\n";
   }
-  return "table bridge edt_" + options_.bridge + " {\n  set ports { type ifname; elements = {" + ports + " } }\n" +
+  return "table bridge " + table_of(options_.bridge) + " {\n  set ports { type ifname; elements = {" + ports + " } }\n" +
          sets + "  chain forward {\n    type filter hook forward priority 0; policy accept;\n" +
          "    iifname != @ports accept\n" + rules + "    drop\n  }\n}\n";
 }
@@ -258,7 +264,7 @@ std::string ContainerNetwork::bridge_table(const std::map<std::string, std::vect
 // between two ports also pass it (in and out the bridge) where br_netfilter
 // is loaded, and are judged by the bridge table instead.
 std::string ContainerNetwork::host_tables() const {
-  const std::string table = "edt_" + options_.bridge, br = "\"" + options_.bridge + "\"";
+  const std::string table = table_of(options_.bridge), br = "\"" + options_.bridge + "\"";
   const std::string gw = options_.gateway, range = options_.range;
   // Traffic between two containers skips connection tracking (where
   // br_netfilter hands bridged frames to the ip hooks, the kernel would
@@ -270,7 +276,7 @@ std::string ContainerNetwork::host_tables() const {
                      " ip daddr != " + gw + " notrack\n  }\n";
   text += "  chain input {\n    type filter hook input priority 0; policy accept;\n"
           "    iifname " + br + " ct state established,related accept\n    iifname " + br + " drop\n  }\n"
-          "  chain forward {\n    type filter hook forward priority 0; policy accept;\n" + outbound_rules() +
+          "  chain forward {\n    type filter hook forward priority 0; policy accept;\n" + outbound_rules(br) +
           "    iifname " + br + " oifname != " + br + " drop\n    oifname " + br + " iifname != " + br + " drop\n  }\n}\n";
   if (options_.outbound_nat)
     text += "table ip " + table + " {\n  chain postrouting {\n    type nat hook postrouting priority srcnat; "
@@ -280,9 +286,8 @@ std::string ContainerNetwork::host_tables() const {
 
 // With --outbound nat, the inet forward chain's accepts (before its drops):
 // connections from a container out of the host, and their replies.
-std::string ContainerNetwork::outbound_rules() const {
+std::string ContainerNetwork::outbound_rules(const std::string& br) const {
   if (!options_.outbound_nat) return "";
-  const std::string br = "\"" + options_.bridge + "\"";
   return "    iifname " + br + " oifname != " + br + " accept\n    oifname " + br + " iifname != " + br +
          " ct state established,related accept\n";
 }
@@ -298,7 +303,7 @@ std::vector<std::string> ContainerNetwork::forward_drop_chains(const std::string
     const std::string family = c.value("family", ""), table = c.value("table", "");
     if (c.value("hook", "") != "forward" || c.value("policy", "") != "drop") continue;
     if (family != "ip" && family != "inet") continue;
-    if (table == "edt_" + bridge) continue;
+    if (table == table_of(bridge)) continue;
     found.push_back(family + " " + table + " " + c.value("name", "?"));
   }
   return found;

@@ -112,7 +112,7 @@ class ContainerNetwork {
   std::string ruleset(bool empty) const;
   std::string bridge_table(const std::map<std::string, std::vector<std::string>>& clusters) const;
   std::string host_tables() const;
-  std::string outbound_rules() const;
+  std::string outbound_rules(const std::string& br) const;  // br: the bridge's name, quoted
 
   ContainerNetworkOptions options_;
   std::mutex mu_;
