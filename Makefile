@@ -15,7 +15,7 @@ FUZZ_TARGETS ?= $(shell cat fuzz/targets.txt)
 ASAN_BUILD ?= build-asan
 ASAN_INTEGRATION ?= ^(api_hostile|api_contract|edtrun_integration|edtrun_elastic_scenarios|net_collectives|container_isolation)$$
 
-.PHONY: all build deps configure test unit fuzz test-asan demo bench install package clean
+.PHONY: all build deps configure test unit fuzz test-asan demo bench install package clean slurm-up slurm-down
 
 all: build
 
@@ -68,6 +68,16 @@ package: build
 demo: deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target demo_tools
 	scripts/demo.py --build $(BUILD)
+
+# A real Slurm cluster on this machine (needs root): nodes are network
+# namespaces on bridge edtsh0; tests/slurm/harness.py prints the
+# `export SLURM_CONF=...` to use. E.g. make slurm-up SLURM_UP_FLAGS='--nodes 4'.
+SLURM_UP_FLAGS ?=
+slurm-up:
+	/usr/bin/python3 tests/slurm/harness.py up $(SLURM_UP_FLAGS)
+
+slurm-down:
+	/usr/bin/python3 tests/slurm/harness.py down
 
 clean:
 	rm -rf $(BUILD)

@@ -1,4 +1,5 @@
 // edt cluster create|list|get|scale|delete, and edt hostfile.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -136,10 +137,20 @@ void print_cluster(const json& c) {
     printf("mount:      %s at %s%s\n", text(m[key(api::fields::Mount::volume)]).c_str(),
            text(m[key(api::fields::Mount::path)]).c_str(), m[key(api::fields::Mount::read_only)].get<bool>() ? " (read-only)" : "");
   printf("\n");
+  const json& containers = status[key(status_field::containers)];
+  // Containers placed by Slurm: their node and job, and why one waits.
+  const bool placed = std::any_of(containers.begin(), containers.end(),
+                                  [](const json& k) { return k.contains(key(container_field::slurm_job)); });
   std::vector<std::vector<std::string>> rows = {{"CONTAINER", "ROLE", "PHASE", "ADDRESS", "GPUS"}};
-  for (const auto& k : status[key(status_field::containers)])
+  if (placed) rows[0].insert(rows[0].end(), {"NODE", "SLURM JOB", "MESSAGE"});
+  for (const auto& k : containers) {
     rows.push_back({k[key(container_field::name)], k[key(container_field::role)], k[key(container_field::phase)],
                     k[key(container_field::address)], k[key(container_field::gpus)].dump()});
+    if (placed)
+      rows.back().insert(rows.back().end(), {k.value(key(container_field::node), ""),
+                                             std::to_string(k.value(key(container_field::slurm_job), int64_t{0})),
+                                             k.value(key(container_field::message), "")});
+  }
   print_table(rows);
 }
 

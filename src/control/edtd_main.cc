@@ -23,6 +23,8 @@
 #include "control/backends/fault_points.h"
 #include "control/backends/local/enter.h"
 #include "control/backends/local/local_backend.h"
+#include "control/backends/slurm/slurm_backend.h"
+#include "control/backends/slurm/slurm_node.h"
 #include "control/console/console_routes.h"
 #include "control/db/database.h"
 #include "control/jobs/job_runner.h"
@@ -51,6 +53,11 @@ struct Flags {
   int64_t container_pids_max = 16384;
   std::string user_namespaces = "on";
   bool fault_points = false;  // print them and exit
+  // --backend slurm (slurm_backend.h).
+  std::string backend = "local";
+  std::string slurm_partition, slurm_account, slurm_qos, slurm_shared_dir, slurm_gateway;
+  std::string slurm_interface = "eth0";
+  bool network_given = false;  // --network or --outbound on the command line
 };
 
 // "NVIDIA-P4=8,NVIDIA-T4=2" -> simulated GPUs.
@@ -175,6 +182,7 @@ struct Settings {
   bool simulated_gpus = false;
   Layout layout;
   uint32_t first_subordinate_id = 0;  // 0: no user namespaces
+  bool slurm = false;                 // --backend slurm
 };
 
 // The host's first subordinate id of --user-namespaces: the default's
@@ -257,8 +265,33 @@ Status check_passable_above(const std::string& data_dir) {
   return Status::ok();
 }
 
+// --backend slurm's flags: the containers' addresses are a block of the
+// nodes' network (--address-range, which the site keeps for them), so
+// --network and --outbound have no say; the partition must exist.
+Status check_slurm(const Flags& flags, Settings& settings) {
+  settings.slurm = true;
+  if (flags.network_given)
+    return invalid_argument("--network and --outbound are the local backend's: with --backend slurm each container "
+                            "has its own address on the nodes' network (--address-range); drop them");
+  if (flags.slurm_partition.empty())
+    return invalid_argument("--backend slurm needs --slurm-partition: the partition whose nodes run the containers");
+  if (flags.slurm_shared_dir.empty() || !fs::path(flags.slurm_shared_dir).is_absolute())
+    return invalid_argument("--backend slurm needs --slurm-shared-dir, an absolute directory on a file system that "
+                            "the login node and every node of the partition mount at the same path");
+  if (flags.address_range.empty())
+    return invalid_argument("--backend slurm needs --address-range: a block of the nodes' network kept for "
+                            "containers (nothing else may use it), e.g. --address-range 10.20.128.0/20");
+  auto range = AddressRange::parse(flags.address_range, NetworkMode::kBridge);
+  if (!range.is_ok()) return range.status().with_context("--address-range");
+  settings.range = *range;
+  return SlurmBackend::partition_gpus(flags.slurm_partition).status();
+}
+
 Result<Settings> check_flags(const Flags& flags) {
   Settings settings;
+  if (flags.backend != "local" && flags.backend != "slurm")
+    return invalid_argument("--backend '" + flags.backend + "' is not local or slurm; write --backend slurm to place "
+                            "containers on a Slurm cluster's nodes");
   if (!flags.log_level.empty()) {
     auto level = log::parse_level(flags.log_level);
     if (!level.is_ok())
@@ -269,7 +302,7 @@ Result<Settings> check_flags(const Flags& flags) {
   if (flags.log_format != "text" && flags.log_format != "json")
     return invalid_argument("--log-format '" + flags.log_format + "' is not text or json; write --log-format json");
   settings.log_format = flags.log_format == "json" ? log::Format::kJson : log::Format::kText;
-  EDT_RETURN_IF_ERROR(check_network(flags, settings));
+  EDT_RETURN_IF_ERROR(flags.backend == "slurm" ? check_slurm(flags, settings) : check_network(flags, settings));
   auto grace = parse_duration(flags.grace);
   if (!grace.is_ok()) return grace.status().with_context("--grace");
   settings.grace = *grace;
@@ -290,6 +323,7 @@ Result<Settings> check_flags(const Flags& flags) {
   if (settings.first_subordinate_id != 0) {
     EDT_RETURN_IF_ERROR(check_user_namespaces_allowed());
     EDT_RETURN_IF_ERROR(check_passable_above(flags.data_dir));
+    if (settings.slurm) EDT_RETURN_IF_ERROR(check_passable_above(flags.slurm_shared_dir + "/x"));
   }
   std::error_code ec;
   if (fs::exists(flags.data_dir, ec) && !fs::is_directory(flags.data_dir, ec))
@@ -344,13 +378,54 @@ std::optional<ContainerNetworkOptions> network_options(const Flags& flags, const
   const std::string warning = ContainerNetwork::firewall_warning(settings.bridge, settings.outbound_nat);
   if (!warning.empty()) log::warn("{}", warning);
   return ContainerNetworkOptions{settings.bridge, settings.range.gateway(), settings.range.prefix(),
-                                 flags.data_dir + "/containers", settings.outbound_nat, settings.range.cidr()};
+                                 flags.data_dir + "/containers", settings.outbound_nat, settings.range.cidr(), ""};
+}
+
+// The GPUs of the Slurm partition, as GRES: edtd counts them so a cluster
+// never asks for more than the partition has; Slurm says which a job gets.
+Result<std::vector<Gpu>> slurm_gpus(const std::string& partition) {
+  EDT_ASSIGN_OR_RETURN(auto models, SlurmBackend::partition_gpus(partition));
+  std::vector<Gpu> gpus;
+  for (const auto& [model, count] : models)
+    for (int i = 0; i < count; ++i) gpus.push_back({static_cast<int>(gpus.size()), model, false, ""});
+  return gpus;
+}
+
+// The backend of --backend, with the files its containers see.
+std::unique_ptr<LocalBackend> make_backend(const Flags& flags, const Settings& settings,
+                                           const std::map<std::string, std::string>& base_env) {
+  if (settings.slurm) {
+    std::error_code ec;
+    const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
+    return std::make_unique<SlurmBackend>(
+        LocalBackendOptions{flags.slurm_shared_dir, flags.ssh_port, settings.layout.tool_binds,
+                            settings.layout.tool_path, "", {}, "", std::nullopt, 0, "/sys/fs/cgroup",
+                            settings.first_subordinate_id},
+        SlurmBackendOptions{{flags.slurm_partition, flags.slurm_account, flags.slurm_qos},
+                            self,
+                            flags.slurm_interface,
+                            flags.slurm_gateway,
+                            settings.range.prefix()});
+  }
+  auto backend = std::make_unique<LocalBackend>(LocalBackendOptions{
+      flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
+      {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", flags.data_dir + "/containers", base_env,
+       /*seccomp_path: the backend's*/ ""},
+      /*enter_program: edtd itself*/ "", network_options(flags, settings), flags.container_pids_max, "/sys/fs/cgroup",
+      settings.first_subordinate_id});
+  backend->keep_warm();
+  return backend;
 }
 
 // edtd's parts, made in dependency order; serves until SIGTERM or SIGINT.
 int serve(const Flags& flags, const Settings& settings) {
   const auto& [host, port] = settings.listen;
-  const std::vector<Gpu> gpus = settings.simulated_gpus ? settings.gpus : detect_gpus();
+  std::vector<Gpu> gpus = settings.simulated_gpus ? settings.gpus : detect_gpus();
+  if (settings.slurm && !settings.simulated_gpus) {
+    auto found = slurm_gpus(flags.slurm_partition);
+    if (!found.is_ok()) return fail(found.status());
+    gpus = *found;
+  }
   auto opened = open_database(flags);
   if (!opened.is_ok()) return fail(opened.status());
   std::unique_ptr<Database> db = std::move(opened).value();
@@ -358,20 +433,17 @@ int serve(const Flags& flags, const Settings& settings) {
   std::map<std::string, std::string> base_env = {{"PATH", LocalBackend::container_path(settings.layout.tool_path)},
                                                  {"LANG", "C.UTF-8"}};
   if (!settings.layout.python_path.empty()) base_env["PYTHONPATH"] = settings.layout.python_path;
-  const std::optional<ContainerNetworkOptions> network = network_options(flags, settings);
-  LocalBackend backend({flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
-                        {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", flags.data_dir + "/containers",
-                         base_env, /*seccomp_path: the backend's*/ ""},
-                        /*enter_program: edtd itself*/ "", network, flags.container_pids_max, "/sys/fs/cgroup",
-                        settings.first_subordinate_id});
-  backend.keep_warm();
+  const std::unique_ptr<LocalBackend> owned = make_backend(flags, settings, base_env);
+  LocalBackend& backend = *owned;
   JobRunner jobs(db.get(), &backend, flags.data_dir, base_env);
   ReconcilerOptions reconciler_options;
   reconciler_options.grace = settings.grace;
   reconciler_options.base_env = base_env;
   reconciler_options.on_resync = [&jobs] { jobs.refresh_running(); };
   Reconciler reconciler(db.get(), &backend, reconciler_options);
-  Service service(db.get(), {settings.range, flags.data_dir, [&reconciler](const std::string& c) { reconciler.enqueue(c); }});
+  // Managed volumes live where the containers' nodes see them.
+  const std::string volumes_under = settings.slurm ? flags.slurm_shared_dir : flags.data_dir;
+  Service service(db.get(), {settings.range, volumes_under, [&reconciler](const std::string& c) { reconciler.enqueue(c); }});
   if (Status st = service.set_inventory({"edt", "/", {"horovod", "deepspeed", "megatron", "slurm"}, true}, gpus); !st.is_ok()) return fail(st);
   if (Status st = ensure_admin(service, flags.data_dir); !st.is_ok()) return fail(st);
 
@@ -430,6 +502,9 @@ int main(int argc, char** argv) {
   // forever; and it has nothing to flush.
   if (argc > 1 && std::string_view(argv[1]) == edt::control::kEnterContainerCommand)
     _exit(edt::control::enter_container_main(argc, argv));
+  // A container's Slurm job on its node (slurm_node.h).
+  if (argc > 1 && std::string_view(argv[1]) == edt::control::kSlurmNodeCommand)
+    return edt::control::slurm_node_main(argc, argv);
   edt::control::Flags flags;
   CLI::App app{"edtd: the edt daemon (REST API, store, reconcile loop)"};
   app.add_option("--data-dir", flags.data_dir, "where the store, keys, containers and volumes live")->capture_default_str();
@@ -470,8 +545,26 @@ int main(int argc, char** argv) {
                  "subordinate range (65536 ids each, from host uid 2^28); a number: the ranges start there; off: "
                  "container root is the host's root")
       ->capture_default_str();
+  app.add_option("--backend", flags.backend,
+                 "local: containers on this machine; slurm: each container a Slurm job on a node of "
+                 "--slurm-partition (edtd runs on a login node; docs/slurm.md)")
+      ->capture_default_str();
+  app.add_option("--slurm-partition", flags.slurm_partition, "with --backend slurm: the partition of the containers' jobs");
+  app.add_option("--slurm-account", flags.slurm_account, "with --backend slurm: the jobs' account (default: Slurm's)");
+  app.add_option("--slurm-qos", flags.slurm_qos, "with --backend slurm: the jobs' QoS (default: Slurm's)");
+  app.add_option("--slurm-shared-dir", flags.slurm_shared_dir,
+                 "with --backend slurm: a directory at the same path on the login node and every node (a shared "
+                 "file system): the clusters' hostfiles and keys, the containers' own files, the jobs' output");
+  app.add_option("--slurm-interface", flags.slurm_interface,
+                 "with --backend slurm: the nodes' interface on the network of --address-range; each container "
+                 "gets a macvlan of it")
+      ->capture_default_str();
+  app.add_option("--slurm-gateway", flags.slurm_gateway,
+                 "with --backend slurm: the containers' default gateway on the nodes' network (default: none, "
+                 "every address on-link)");
   app.add_flag("--fault-points", flags.fault_points,
                "print the named points where EDT_FAULT=<name> makes edtd abort (for crash tests), and exit");
   CLI11_PARSE(app, argc, argv);
+  flags.network_given = app.count("--network") + app.count("--outbound") > 0;
   return edt::control::run(flags);
 }

@@ -230,11 +230,20 @@ TEST(ModelContract, ClusterJsonHasTheDocumentedFields) {
   ContainerStatus launcher;
   launcher.name = container_name("tthvd", 0);
   launcher.gpus = {0};
+  // Placed by Slurm: its node and job too.
+  launcher.node = "n1";
+  launcher.slurm_job = 7;
   cluster.containers.push_back(launcher);
+  ContainerStatus local;
+  local.name = container_name("tthvd", 1);
+  cluster.containers.push_back(local);
   const json j = cluster_to_json(cluster);
   EXPECT_EQ(keys(j), property_names("Cluster"));
   EXPECT_EQ(keys(j["status"]), property_names("ClusterStatus"));
   EXPECT_EQ(keys(j["status"]["containers"][0]), property_names("Container"));
+  std::set<std::string> required;
+  for (const auto& field : schema("Container").at("required")) required.insert(field.get<std::string>());
+  EXPECT_EQ(keys(j["status"]["containers"][1]), required);
   EXPECT_EQ(keys(j["gpu"]), property_names("GpuRequest"));
   EXPECT_EQ(keys(j["mounts"][0]), property_names("Mount"));
 }

@@ -55,6 +55,7 @@ struct SandboxSpec {
   // Its GPUs (the host's indices): /dev/nvidia<i> in it, the host's device
   // where there is one, else a stand-in character device (/dev/null's).
   std::vector<int> gpus;
+  std::string gpu_model;  // the cluster's GPU model, as a backend that places containers asks for it
   std::optional<SandboxSlurm> slurm;
   // The number of its owner's subordinate uid/gid range (Catalog::
   // user_ranges), which a backend with user namespaces maps the container's
@@ -64,8 +65,17 @@ struct SandboxSpec {
 
 enum class SandboxState {
   kGone,      // not running (never started, exited, or killed)
+  kQueued,    // waiting for its engine to place it (a pending Slurm job); no start timeout runs
   kStarting,  // running, not yet accepting SSH
   kReady,     // running and accepting SSH on its address
+};
+
+// Where a sandbox runs, as its engine says; empty for a backend with one
+// machine and no engine of its own (local).
+struct SandboxPlacement {
+  std::string node;    // the machine it runs on; "" while queued
+  int64_t job = 0;     // the engine's id for it (a Slurm job id); 0: none
+  std::string reason;  // queued: why it waits ("Resources"); gone: how it ended ("CANCELLED")
 };
 
 // The files every container of a cluster sees under /etc/mpi.
@@ -100,6 +110,8 @@ class Backend {
   // threads.
   virtual Result<SandboxRef> start(const SandboxSpec& spec) = 0;
   virtual SandboxState observe(const std::string& name, const SandboxRef& ref) = 0;
+  // Its node, engine job and the engine's reason, as of the last observe().
+  virtual SandboxPlacement placement(const SandboxRef& /*ref*/) { return {}; }
   // SIGTERM reaches every process of the container; SIGKILL ends it.
   virtual Status signal(const SandboxRef& ref, int signal) = 0;
   // How many processes in the container are workers of a training job:

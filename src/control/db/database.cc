@@ -68,7 +68,7 @@ Phase phase_from_text(const std::string& text) { return parse_phase(text).value_
 
 constexpr const char* kContainerColumns =
     "name, idx, address, gpus, phase, message, started_at, leaving, pid, pid_start, stopping_since, creating_since, "
-    "draining_since";
+    "draining_since, node, slurm_job";
 
 ContainerRecord read_container(Stmt& s, int at = 0) {
   ContainerRecord r;
@@ -84,6 +84,8 @@ ContainerRecord read_container(Stmt& s, int at = 0) {
   r.stopping_since_ms = s.i64(at + 10);
   r.creating_since_ms = s.i64(at + 11);
   r.draining_since_ms = s.i64(at + 12);
+  r.status.node = s.text(at + 13);
+  r.status.slurm_job = s.i64(at + 14);
   return r;
 }
 
@@ -447,10 +449,11 @@ std::set<std::string> Database::Tx::addresses() {
 
 Status Database::Tx::update_container(const ContainerRecord& r) {
   Stmt s(db_, "UPDATE containers SET phase = ?, message = ?, started_at = ?, pid = ?, pid_start = ?, "
-              "stopping_since = ?, creating_since = ?, draining_since = ? WHERE name = ?");
+              "stopping_since = ?, creating_since = ?, draining_since = ?, node = ?, slurm_job = ? WHERE name = ?");
   s.bind(1, std::string(to_string(r.status.phase))).bind(2, r.status.message).bind(3, r.status.started_at);
   s.bind(4, r.sandbox.pid).bind(5, r.sandbox.start_time).bind(6, r.stopping_since_ms).bind(7, r.creating_since_ms);
-  return s.bind(8, r.draining_since_ms).bind(9, r.status.name).run();
+  s.bind(8, r.draining_since_ms).bind(9, r.status.node).bind(10, r.status.slurm_job);
+  return s.bind(11, r.status.name).run();
 }
 
 Status Database::Tx::mark_leaving(const std::vector<std::string>& containers) {

@@ -63,6 +63,11 @@ CREATE INDEX tokens_by_user ON tokens(user, id);
 CREATE TABLE user_ranges(id INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL UNIQUE);
 INSERT INTO user_ranges(user) SELECT name FROM users ORDER BY name;
 )sql"},
+      // A container placed by Slurm (edtd --backend slurm): its node and job.
+      {6, "containers.node and containers.slurm_job", R"sql(
+ALTER TABLE containers ADD COLUMN node TEXT NOT NULL DEFAULT '';
+ALTER TABLE containers ADD COLUMN slurm_job INTEGER NOT NULL DEFAULT 0;
+)sql"},
   };
   return kMigrations;
 }

@@ -491,9 +491,14 @@ json spec_to_json(const ClusterSpec& spec) {
 }
 
 json container_to_json(const ContainerStatus& c) {
-  return {{"name", c.name},       {"role", c.role()},       {"index", c.index},     {"phase", to_string(c.phase)},
-          {"message", c.message}, {"hostname", c.name},     {"address", c.address}, {"gpus", c.gpus},
-          {"started_at", c.started_at}};
+  json j = {{"name", c.name},       {"role", c.role()},       {"index", c.index},     {"phase", to_string(c.phase)},
+            {"message", c.message}, {"hostname", c.name},     {"address", c.address}, {"gpus", c.gpus},
+            {"started_at", c.started_at}};
+  if (c.slurm_job != 0) {
+    j["node"] = c.node;
+    j["slurm_job"] = c.slurm_job;
+  }
+  return j;
 }
 
 json cluster_to_json(const Cluster& cluster) {

@@ -96,6 +96,10 @@ struct ContainerStatus {
   std::string message;
   int64_t started_at = 0;  // unix seconds it became Running; 0 before
   bool leaving = false;    // being removed (scale down or delete)
+  // Where it runs on a backend that places containers on other machines
+  // (Slurm): its node and the engine's job; "" and 0 on the local backend.
+  std::string node;
+  int64_t slurm_job = 0;
 
   std::string role() const { return index == 0 ? "launcher" : "worker"; }
 };

@@ -181,6 +181,7 @@ SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerReco
   s.env = container_env(spec, record.status, options_.base_env);
   s.job_dir = spec.framework == "deepspeed";
   s.gpus = record.status.gpus;
+  s.gpu_model = spec.gpu.model;
   if (auto range = catalog.user_ranges.find(cluster.owner); range != catalog.user_ranges.end())
     s.id_range = range->second;
   if (spec.framework == "slurm") {
@@ -317,18 +318,25 @@ Result<bool> Reconciler::start_and_observe(Pass& pass) {
   for (auto& r : pass.records) {
     if (r.status.leaving) continue;
     SandboxState state = backend_->observe(r.status.name, r.sandbox);
+    const SandboxPlacement where = backend_->placement(r.sandbox);
+    const std::string how = where.reason.empty() ? "" : " (" + where.reason + ")";
     if (state == SandboxState::kGone) {
       const bool was_started = r.sandbox.pid != 0;
       if (was_started && r.status.phase != Phase::kRunning) {
-        EDT_RETURN_IF_ERROR(fail_start(pass, "container " + r.status.name + " exited while starting"));
+        EDT_RETURN_IF_ERROR(fail_start(pass, "container " + r.status.name + " exited while starting" + how));
         return false;
       }
       if (was_started) {
-        r.status.message = "restarted after it stopped";
-        EDT_RETURN_IF_ERROR(db_->lock().add_event(name, EventType::kRestarted,
-                                                  r.status.name + " stopped and was started again", pass.now));
+        r.status.message = "restarted after it stopped" + how;
+        EDT_RETURN_IF_ERROR(db_->lock().add_event(
+            name, EventType::kRestarted, r.status.name + " stopped" + how + " and was started again", pass.now));
       }
       missing.push_back(&r);
+      continue;
+    }
+    EDT_RETURN_IF_ERROR(record_placement(pass, r, state, where));
+    if (state == SandboxState::kQueued) {
+      pass.settled = false;
     } else if (state == SandboxState::kStarting) {
       if (pass.now - r.creating_since_ms > options_.start_timeout.count()) {
         EDT_RETURN_IF_ERROR(fail_start(pass, "container " + r.status.name + " did not start within " +
@@ -343,6 +351,28 @@ Result<bool> Reconciler::start_and_observe(Pass& pass) {
     }
   }
   return start_missing(pass, missing);
+}
+
+// A container its engine has placed, or keeps waiting: its node and job,
+// and while it waits, Pending with the engine's reason; the start timeout
+// counts from when it was placed.
+Status Reconciler::record_placement(Pass& pass, ContainerRecord& r, SandboxState state, const SandboxPlacement& where) {
+  bool changed = r.status.node != where.node || r.status.slurm_job != where.job;
+  r.status.node = where.node;
+  r.status.slurm_job = where.job;
+  if (state == SandboxState::kQueued) {
+    const std::string message = where.reason.empty() ? "waiting to be placed" : where.reason;
+    changed = changed || r.status.phase != Phase::kPending || r.status.message != message ||
+              pass.now - r.creating_since_ms >= 1000;
+    r.status.phase = Phase::kPending;
+    r.status.message = message;
+    r.creating_since_ms = pass.now;
+  } else if (r.status.phase == Phase::kPending) {
+    r.status.phase = Phase::kCreating;
+    r.status.message.clear();
+    changed = true;
+  }
+  return changed ? save(r) : Status::ok();
 }
 
 // A start mostly waits (ssh-keygen, bubblewrap making the namespaces), so

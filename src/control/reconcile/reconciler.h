@@ -124,6 +124,7 @@ class Reconciler {
   // Starts missing containers and records the ones that became Running.
   // Returns false when a start failed (the create or scale was undone).
   Result<bool> start_and_observe(Pass& pass);
+  Status record_placement(Pass& pass, ContainerRecord& r, SandboxState state, const SandboxPlacement& where);
   // Starts the containers in `missing` (pass.records') concurrently and
   // records each that started; false, with the batch undone, if one failed.
   Result<bool> start_missing(Pass& pass, const std::vector<ContainerRecord*>& missing);

@@ -116,6 +116,10 @@ export type Container = {
   gpus: number[];
   /** unix seconds it became Running; 0 before */
   started_at: number;
+  /** edtd --backend slurm only: the Slurm node it runs on; empty while its job is pending */
+  node?: string;
+  /** edtd --backend slurm only: the Slurm job that holds it */
+  slurm_job?: number;
 };
 
 export type ClusterStatus = {

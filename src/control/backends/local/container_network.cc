@@ -189,6 +189,7 @@ std::vector<std::string> ContainerNetwork::bridge_commands() {
 
 Status ContainerNetwork::attach(const std::string& cluster, const std::string& name, const std::string& address,
                                 pid_t init_pid) {
+  if (!options_.parent.empty()) return attach_macvlan(name, address, init_pid);
   const std::string dir = options_.containers_dir + "/" + name, host = host_interface(address);
   const std::string what = "give container " + name + " its interface", pid = std::to_string(init_pid);
   std::error_code ec;
@@ -216,7 +217,25 @@ Status ContainerNetwork::attach(const std::string& cluster, const std::string& n
   return sync_filter();
 }
 
+Status ContainerNetwork::attach_macvlan(const std::string& name, const std::string& address, pid_t init_pid) {
+  const std::string dir = options_.containers_dir + "/" + name, link = host_interface(address);
+  const std::string what = "give container " + name + " its interface on " + options_.parent;
+  const std::string pid = std::to_string(init_pid);
+  EDT_RETURN_IF_ERROR(run_batch({"link add link " + options_.parent + " name " + link + " address " +
+                                     container_mac(address) + " type macvlan mode bridge",
+                                 "link set " + link + " netns " + pid},
+                                dir + "/network-host.ip", "")
+                          .with_context(what));
+  const std::string route = options_.gateway.empty() ? "route add default dev eth0"
+                                                     : "route add default via " + options_.gateway;
+  return run_batch({"link set " + link + " name eth0", "addr add " + address + "/" + std::to_string(options_.prefix) +
+                    " dev eth0", "link set eth0 up", "link set lo up", route},
+                   dir + "/network-ns.ip", "/proc/" + pid + "/ns/net")
+      .with_context(what);
+}
+
 Status ContainerNetwork::forget() {
+  if (!options_.parent.empty()) return Status::ok();
   std::lock_guard<std::mutex> lock(mu_);
   return sync_filter();
 }

@@ -60,6 +60,11 @@ struct ContainerNetworkOptions {
   // between the bridge and another interface.
   bool outbound_nat = false;
   std::string range;  // the range, a.b.c.d/len: what is masqueraded, and untracked between containers
+  // Macvlan mode (a Slurm node, slurm_node.h): eth0 is a macvlan of this
+  // interface of the node, its address one of the node network's, its
+  // default route on-link (or via `gateway` when given). No bridge and no
+  // filter here: the containers' network is the site's.
+  std::string parent;
 };
 
 class ContainerNetwork {
@@ -92,6 +97,8 @@ class ContainerNetwork {
   // `init_pid` its interface and `address`, and lets it reach the rest of
   // `cluster` (and nothing else).
   Status attach(const std::string& cluster, const std::string& name, const std::string& address, pid_t init_pid);
+  // Macvlan mode's attach.
+  Status attach_macvlan(const std::string& name, const std::string& address, pid_t init_pid);
   // Rewrites the filter from the containers' directories, with this edtd's
   // options (at start, and after a container's directory is gone); with no
   // container left, removes the tables and the bridge.

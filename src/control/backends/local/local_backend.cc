@@ -179,6 +179,10 @@ Result<StagedBinds> stage_sources(std::vector<SandboxMount>& binds, const std::s
 // In spawn_detached()'s grandchild: its descriptors, cgroups and user
 // namespace, then the program. Async-signal-safe.
 [[noreturn]] void exec_spawned(const Spawn& spec, char* const* args, char* const* envp, int ready, int go) {
+  // fd5 goes above 5 first: in a process with few files open (a Slurm
+  // node's helper) it is at 3 or 4, where the dup2s below put the
+  // program's fds 3 and 4.
+  const int fd5 = spec.fd5 < 0 ? -1 : fcntl(spec.fd5, F_DUPFD_CLOEXEC, 64);
   int null = ::open("/dev/null", O_RDONLY);
   int log = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   if (null < 0 || log < 0) _exit(126);
@@ -194,7 +198,7 @@ Result<StagedBinds> stage_sources(std::vector<SandboxMount>& binds, const std::s
     int in = ::open(spec.fd4_path.c_str(), O_RDONLY);
     if (in < 0 || dup2(in, next++) < 0) _exit(126);
   }
-  if (spec.fd5 >= 0 && dup2(spec.fd5, next++) < 0) _exit(126);
+  if (fd5 >= 0 && dup2(fd5, next++) < 0) _exit(126);
   for (const auto& procs : spec.cgroup_procs) {
     if (!join_cgroup(procs.c_str())) {
       static constexpr char kWhy[] = "edtd: could not join the container's cgroup\n";
@@ -834,7 +838,10 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
       auto ref = parsed["child-pid"].is_number_integer() ? proc::identify(parsed["child-pid"].get<int64_t>())
                                                          : std::nullopt;
       if (ref && network_) {
-        if (Status st = attach_network(spec, *ref, block.fds[1]); !st.is_ok()) return fail(st);
+        if (Status st = attach_network(spec, *ref, block.fds[1]); !st.is_ok()) {
+          const std::string log = read_file(dir + "/log");
+          return fail(log.empty() ? st : Status(st.code(), st.message() + "; the sandbox said: " + log));
+        }
       }
       if (ref) return *ref;
       break;
@@ -934,13 +941,19 @@ Status LocalBackend::remove_cluster(const std::string& cluster) {
   return Status::ok();
 }
 
-Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpec& spec) {
+Result<std::vector<std::string>> LocalBackend::enter_command(const SandboxRef& container) {
   if (!proc::alive(container)) return failed_precondition("the container is not running");
+  return std::vector<std::string>{options_.enter_program, kEnterContainerCommand, std::to_string(container.pid)};
+}
+
+Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpec& spec) {
+  EDT_ASSIGN_OR_RETURN(std::vector<std::string> enter, enter_command(container));
   // A host-side shell waits for the command and records its exit code
   // (write, then rename), so a restarted edtd can still learn it.
   std::vector<std::string> argv = {"/bin/sh", "-c", "f=$1; shift; \"$@\"; echo $? > \"$f.tmp\"; mv \"$f.tmp\" \"$f\"",
-                                   "edt-job", spec.exit_path, options_.enter_program, kEnterContainerCommand,
-                                   std::to_string(container.pid), "--", "/usr/bin/env", "-i", "-C", "/root"};
+                                   "edt-job", spec.exit_path};
+  argv.insert(argv.end(), enter.begin(), enter.end());
+  argv.insert(argv.end(), {"--", "/usr/bin/env", "-i", "-C", "/root"});
   for (const auto& [key, value] : spec.env) argv.push_back(key + "=" + value);
   argv.insert(argv.end(), {"/bin/bash", "-c", spec.command});
   Spawn job;

@@ -87,7 +87,8 @@ struct LocalBackendOptions {
   // process's own program (edtd).
   std::string enter_program;
   // Bridge mode: each container in a network namespace of its own on this
-  // bridge (container_network.h); nullopt: the host's namespace (loopback).
+  // bridge (container_network.h), or on a macvlan of a Slurm node's
+  // interface (its `parent`); nullopt: the host's namespace (loopback).
   std::optional<ContainerNetworkOptions> network;
   // Every container's bound on tasks (cgroups.h); 0: none. Where this
   // machine has no pids cgroup edtd may write, it is dropped with a warning.
@@ -128,9 +129,16 @@ class LocalBackend : public Backend {
   // Starts the warm Python interpreter unless it runs (or is turned off).
   void keep_warm() { warm_.keep(); }
 
+ protected:
+  // The command that runs what follows it (`-- argv...`) in a running
+  // container: edtd's enter-container with the sandbox's init.
+  virtual Result<std::vector<std::string>> enter_command(const SandboxRef& container);
+  std::string container_dir(const std::string& name) const;
+  const LocalBackendOptions& options() const { return options_; }
+  const std::string& home() const { return home_; }
+
  private:
   std::string cluster_dir(const std::string& cluster) const;
-  std::string container_dir(const std::string& name) const;
   std::string seccomp_path() const;  // the filter, as bwrap reads it
   Status make_container_dir(const SandboxSpec& spec, const std::string& dir);
   // A slurm cluster's /etc/slurm and munge key, and the container's gres.conf.

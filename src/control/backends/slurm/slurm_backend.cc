@@ -1,0 +1,240 @@
+#include "control/backends/slurm/slurm_backend.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/log.h"
+#include "control/backends/local/cgroups.h"
+#include "control/backends/local/host_command.h"
+#include "control/backends/local/enter.h"
+
+namespace edt::control {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kSlurmPackages = "slurm-client";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Written whole or not at all (write, then rename), readable by root only.
+Status write_private(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out.flush()) return io_error("write " + tmp, errno);
+  }
+  fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write);
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status(StatusCode::kIoError, "rename " + tmp + ": " + ec.message());
+  return Status::ok();
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "TERM";
+    case SIGINT: return "INT";
+    case SIGHUP: return "HUP";
+    case SIGUSR1: return "USR1";
+    case SIGUSR2: return "USR2";
+    default: return "KILL";
+  }
+}
+
+std::string quote(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The node's last error in a job's output ("edt slurm-node: ..."), as
+// "; <it>", or "" when it has none.
+std::string last_words(const std::string& output) {
+  std::istringstream in(read_text(output));
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.starts_with("edt slurm-node: ")) last = line.substr(16);
+  return last.empty() ? "" : "; " + last;
+}
+
+}  // namespace
+
+SlurmBackend::SlurmBackend(LocalBackendOptions files, SlurmBackendOptions options)
+    : LocalBackend(std::move(files)), options_(std::move(options)), key_(cgroup_key(home())) {
+  std::error_code ec;
+  fs::create_directories(slurm_dir() + "/jobs", ec);
+  ::chmod(slurm_dir().c_str(), 0700);
+}
+
+std::string SlurmBackend::slurm_dir() const { return home() + "/slurm"; }
+
+std::string SlurmBackend::job_path(int64_t job) const { return slurm_dir() + "/jobs/" + std::to_string(job); }
+
+Result<std::map<std::string, int>> SlurmBackend::partition_gpus(const std::string& partition) {
+  auto out = run_host_command({"/usr/bin/sinfo", "-h", "-N", "-p", partition, "-o", "%N|%G"}, kSlurmPackages);
+  if (!out.is_ok()) return out.status().with_context("--slurm-partition " + partition);
+  auto known = run_host_command({"/usr/bin/sinfo", "-h", "-p", partition, "-o", "%P"}, kSlurmPackages);
+  if (!known.is_ok() || known->empty())
+    return invalid_argument("--slurm-partition " + partition +
+                            ": Slurm has no such partition (sinfo -s lists them); name one of its partitions");
+  return slurm_jobs::parse_gres_inventory(*out);
+}
+
+Result<SandboxRef> SlurmBackend::start(const SandboxSpec& spec) {
+  // A directory left by an earlier job of this container would say its
+  // sshd listens before the new one does.
+  std::error_code ec;
+  fs::remove_all(container_dir(spec.name), ec);
+  LocalBackendOptions node = options();
+  ContainerNetworkOptions network;
+  network.parent = options_.interface;
+  network.gateway = options_.gateway;
+  network.prefix = options_.prefix;
+  network.containers_dir = node.data_dir + "/containers";
+  node.network = network;
+  const std::string file = slurm_dir() + "/" + spec.name + ".json";
+  EDT_RETURN_IF_ERROR(write_private(file, slurm_jobs::job_file(spec, node).dump()));
+  const std::string command = quote(options_.node_program) + " slurm-node " + quote(file);
+  auto out = run_host_command(slurm_jobs::sbatch_argv(spec, options_.placement, key_,
+                                                      slurm_dir() + "/" + spec.name + ".out", command),
+                              kSlurmPackages);
+  if (!out.is_ok()) return out.status().with_context("place container " + spec.name + " with sbatch");
+  const int64_t job = slurm_jobs::parse_job_id(*out);
+  if (job == 0) return internal_error("sbatch gave no job id for container " + spec.name + ": " + *out);
+  log::info("container {} is Slurm job {}", spec.name, job);
+  (void)jobs(true);
+  return SandboxRef{job, 0};
+}
+
+Result<std::map<int64_t, slurm_jobs::Job>> SlurmBackend::jobs(bool fresh) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!fresh && now - jobs_at_ < std::chrono::milliseconds(250)) return jobs_;
+  auto out = run_host_command({"/usr/bin/squeue", "--me", "-h", "-t", "all", "-o", slurm_jobs::kSqueueFormat},
+                              kSlurmPackages);
+  if (!out.is_ok()) return out.status();
+  jobs_.clear();
+  for (auto& job : slurm_jobs::parse_squeue(*out))
+    if (!slurm_jobs::container_of(key_, job.name).empty()) jobs_[job.id] = std::move(job);
+  jobs_at_ = now;
+  return jobs_;
+}
+
+SandboxState SlurmBackend::observe(const std::string& name, const SandboxRef& ref) {
+  auto all = jobs();
+  if (!all.is_ok()) {
+    // Slurm did not answer: nothing is known to have changed.
+    log::warn("squeue: {}", all.status().message());
+    return SandboxState::kStarting;
+  }
+  auto it = all->find(ref.pid);
+  if (it == all->end() || slurm_jobs::ended(it->second.state)) return SandboxState::kGone;
+  if (slurm_jobs::waiting(it->second.state)) return SandboxState::kQueued;
+  if (read_text(container_dir(name) + "/log").find("Server listening on") != std::string::npos)
+    return SandboxState::kReady;
+  return SandboxState::kStarting;
+}
+
+SandboxPlacement SlurmBackend::placement(const SandboxRef& ref) {
+  auto all = jobs();
+  SandboxPlacement where{"", ref.pid, ""};
+  const std::string job = "Slurm job " + std::to_string(ref.pid);
+  if (!all.is_ok()) return where;
+  auto it = all->find(ref.pid);
+  if (it == all->end()) {
+    where.reason = job + " is gone from squeue";
+    return where;
+  }
+  const slurm_jobs::Job& j = it->second;
+  where.node = j.node;
+  if (slurm_jobs::waiting(j.state))
+    where.reason = job + " is " + j.state + ": " + (j.reason == "None" ? "waiting to be scheduled" : j.reason);
+  else if (slurm_jobs::ended(j.state))
+    where.reason = job + (j.node.empty() ? "" : " on " + j.node) + " ended: " + j.state +
+                   last_words(slurm_dir() + "/" + slurm_jobs::container_of(key_, j.name) + ".out");
+  return where;
+}
+
+Status SlurmBackend::signal(const SandboxRef& ref, int sig) {
+  std::vector<std::string> argv = {"/usr/bin/scancel"};
+  // Any signal but KILL goes to the node's helper alone, which hands it to
+  // every process of the container; KILL ends the job.
+  if (sig != SIGKILL) argv.insert(argv.end(), {"--batch", std::string("--signal=") + signal_name(sig)});
+  argv.push_back(std::to_string(ref.pid));
+  auto out = run_host_command(argv, kSlurmPackages);
+  if (!out.is_ok() && out.status().message().find("already completed") == std::string::npos &&
+      out.status().message().find("Invalid job id") == std::string::npos)
+    return out.status().with_context("signal Slurm job " + std::to_string(ref.pid));
+  (void)jobs(true);
+  return Status::ok();
+}
+
+Result<int> SlurmBackend::training_processes(const SandboxRef& ref) {
+  const std::string text = read_text(job_path(ref.pid) + ".workers");
+  return text.empty() ? 0 : std::atoi(text.c_str());
+}
+
+Result<std::vector<FoundSandbox>> SlurmBackend::running_sandboxes() {
+  EDT_ASSIGN_OR_RETURN(auto all, jobs(true));
+  std::vector<FoundSandbox> out;
+  for (const auto& [id, job] : all)
+    if (!slurm_jobs::ended(job.state))
+      out.push_back({job.cluster, slurm_jobs::container_of(key_, job.name), SandboxRef{id, 0}});
+  return out;
+}
+
+Result<int> SlurmBackend::end_sandboxes_except(const std::vector<SandboxRef>& keep) {
+  EDT_ASSIGN_OR_RETURN(std::vector<FoundSandbox> running, running_sandboxes());
+  std::vector<std::string> cancel = {"/usr/bin/scancel"};
+  for (const auto& f : running)
+    if (std::find(keep.begin(), keep.end(), f.ref) == keep.end()) cancel.push_back(std::to_string(f.ref.pid));
+  const int count = static_cast<int>(cancel.size()) - 1;
+  if (count == 0) return 0;
+  EDT_RETURN_IF_ERROR(run_host_command(cancel, kSlurmPackages).status().with_context("end stray Slurm jobs"));
+  // Their addresses are free once their jobs have ended.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    EDT_ASSIGN_OR_RETURN(running, running_sandboxes());
+    const bool left = std::any_of(running.begin(), running.end(), [&](const FoundSandbox& f) {
+      return std::find(keep.begin(), keep.end(), f.ref) == keep.end();
+    });
+    if (!left) return count;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return internal_error("stray Slurm jobs did not end within 30 s of scancel");
+}
+
+Status SlurmBackend::remove(const std::string& name) {
+  std::error_code ec;
+  for (const char* suffix : {".json", ".out"}) fs::remove(slurm_dir() + "/" + name + suffix, ec);
+  return LocalBackend::remove(name);
+}
+
+Result<std::vector<std::string>> SlurmBackend::enter_command(const SandboxRef& container) {
+  // "<pid> <container>", written by the node once the sandbox runs.
+  std::istringstream in(read_text(job_path(container.pid)));
+  int64_t pid = 0;
+  if (!(in >> pid) || pid <= 0) return failed_precondition("the container is not running");
+  // srun finds Slurm as edtd does (exec's wrapper has a bare environment).
+  std::vector<std::string> argv = {"/usr/bin/env"};
+  if (const char* conf = std::getenv("SLURM_CONF")) argv.push_back(std::string("SLURM_CONF=") + conf);
+  argv.insert(argv.end(), {"/usr/bin/srun", "--jobid=" + std::to_string(container.pid), "--overlap", "--nodes=1",
+                           "--ntasks=1", "--quiet", "--gres=none", options_.node_program, kEnterContainerCommand,
+                           std::to_string(pid)});
+  return argv;
+}
+
+}  // namespace edt::control

@@ -1,0 +1,92 @@
+// SlurmBackend: edtd on a login node of an existing Slurm cluster places
+// each container as a Slurm job of its own (edtd --backend slurm).
+//
+// What runs where:
+//   login node (edtd): sbatch one job per container (one task on one node:
+//     the container's CPUs, memory and GPUs as GRES gpu:MODEL:N, in the
+//     partition, account and QoS of the flags), squeue to observe them,
+//     scancel to signal and end them, srun --overlap to run a command in
+//     one (exec).
+//   compute node (the job): `edtd slurm-node JOBFILE` (slurm_node.h) starts
+//     the container there as the local backend does, the same sandbox, in
+//     a network namespace whose eth0 is a macvlan of the node's interface
+//     with the container's own address on the nodes' network; the GPUs are
+//     those Slurm gave the job. It stays in the job until the sandbox ends,
+//     passes SIGTERM on, and tells edtd the sandbox's pid and its number of
+//     edtrun workers through files.
+//   shared directory (--slurm-shared-dir, on a file system every node and
+//     the login node mount at the same path): what the local backend keeps
+//     in its data dir for containers (clusters/<c>/mpi, keys, containers/),
+//     and slurm/: the job files, the jobs' output, and jobs/<id> (the
+//     sandbox's pid) and jobs/<id>.workers, written by the nodes.
+//
+// The files of a cluster (hostfile, keys, its containers' own) are made and
+// removed on the login node by the local backend's code, over the shared
+// directory; only start, observe, signal, exec and the worker count go
+// through Slurm.
+//
+// Names: each job is `edt-<key>-<container>` (key: a hash of the shared
+// directory), its comment the cluster, so running_sandboxes() finds this
+// edtd's jobs after a restart, whether or not the store has their ids.
+//
+// observe() asks squeue at most every 250 ms for all of this user's jobs
+// (--me, with those that ended within Slurm's MinJobAge), and answers from
+// that; placement() gives the job's node, id and state or pending reason.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "control/backends/local/local_backend.h"
+#include "control/backends/slurm/slurm_jobs.h"
+
+namespace edt::control {
+
+struct SlurmBackendOptions {
+  slurm_jobs::Placement placement;
+  std::string node_program;  // edtd, at the same path on every node
+  // The nodes' interface that containers' macvlans hang off, and the
+  // default gateway of the nodes' network for containers ("": on-link).
+  std::string interface;
+  std::string gateway;
+  int prefix = 24;  // of the containers' addresses on the nodes' network
+};
+
+class SlurmBackend : public LocalBackend {
+ public:
+  // `files`: the local backend's options over the shared directory (its
+  // data_dir), as the nodes start sandboxes with them.
+  SlurmBackend(LocalBackendOptions files, SlurmBackendOptions options);
+
+  Result<SandboxRef> start(const SandboxSpec& spec) override;
+  SandboxState observe(const std::string& name, const SandboxRef& ref) override;
+  SandboxPlacement placement(const SandboxRef& ref) override;
+  Status signal(const SandboxRef& ref, int signal) override;
+  Result<int> training_processes(const SandboxRef& ref) override;
+  Result<std::vector<FoundSandbox>> running_sandboxes() override;
+  Result<int> end_sandboxes_except(const std::vector<SandboxRef>& keep) override;
+  // Also its job file and the job's output.
+  Status remove(const std::string& name) override;
+
+  // The GPUs of the partition's nodes, by model, from sinfo; an error
+  // naming the partition when Slurm does not know it.
+  static Result<std::map<std::string, int>> partition_gpus(const std::string& partition);
+
+ protected:
+  Result<std::vector<std::string>> enter_command(const SandboxRef& container) override;
+
+ private:
+  std::string slurm_dir() const;  // <shared>/slurm
+  std::string job_path(int64_t job) const;
+  // squeue's jobs of this edtd by id, at most 250 ms old.
+  Result<std::map<int64_t, slurm_jobs::Job>> jobs(bool fresh = false);
+
+  SlurmBackendOptions options_;
+  std::string key_;
+  std::mutex mu_;
+  std::map<int64_t, slurm_jobs::Job> jobs_;  // under mu_
+  std::chrono::steady_clock::time_point jobs_at_{};
+};
+
+}  // namespace edt::control

@@ -1,0 +1,110 @@
+#include "control/backends/slurm/slurm_node.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/log.h"
+#include "common/process.h"
+#include "control/backends/slurm/slurm_jobs.h"
+
+namespace edt::control {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string env_or(const char* name, const std::string& fallback = "") {
+  const char* value = std::getenv(name);
+  return value ? value : fallback;
+}
+
+void write_atomic(const std::string& path, const std::string& text) {
+  {
+    std::ofstream out(path + ".tmp", std::ios::trunc);
+    out << text;
+  }
+  std::error_code ec;
+  fs::rename(path + ".tmp", path, ec);
+}
+
+int fail(const std::string& why) {
+  std::fprintf(stderr, "edt slurm-node: %s\n", why.c_str());
+  return 1;
+}
+
+// The job's GPUs, as Slurm gave them, in the spec and its environment.
+Status take_gpus(SandboxSpec& spec) {
+  if (spec.gpus.empty()) return Status::ok();
+  const std::string given = env_or("SLURM_JOB_GPUS", env_or("CUDA_VISIBLE_DEVICES"));
+  auto gpus = slurm_jobs::parse_gpu_list(given);
+  if (!gpus || gpus->size() != spec.gpus.size())
+    return failed_precondition("the container asks for " + std::to_string(spec.gpus.size()) +
+                               " GPUs but Slurm gave the job '" + given + "' (SLURM_JOB_GPUS)");
+  spec.gpus = *gpus;
+  spec.env["CUDA_VISIBLE_DEVICES"] = given;
+  return Status::ok();
+}
+
+// Waits for the sandbox to end, passing SIGTERM and SIGINT on and keeping
+// the worker count current; reaps what was reparented to it.
+void stay(LocalBackend& backend, const SandboxRef& ref, const std::string& workers_path, const sigset_t& signals) {
+  int last = -1;
+  while (proc::alive(ref)) {
+    const timespec tick{0, 200'000'000};
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (sig == SIGTERM || sig == SIGINT) (void)backend.signal(ref, SIGTERM);
+    auto count = backend.training_processes(ref);
+    if (count.is_ok() && *count != last) {
+      last = *count;
+      write_atomic(workers_path, std::to_string(last) + "\n");
+    }
+  }
+}
+
+}  // namespace
+
+int slurm_node_main(int argc, char** argv) {
+  if (argc != 3) return fail("usage: edtd slurm-node JOBFILE (run by the container's Slurm job)");
+  const std::string job = env_or("SLURM_JOB_ID");
+  if (job.empty()) return fail("SLURM_JOB_ID is not set: this runs inside a container's Slurm job");
+  std::ifstream in(argv[2]);
+  auto parsed = nlohmann::json::parse(in, nullptr, false);
+  if (parsed.is_discarded()) return fail(std::string("cannot read the job file ") + argv[2]);
+  auto read = slurm_jobs::read_job_file(parsed);
+  if (!read.is_ok()) return fail(read.status().message());
+  auto [spec, options] = std::move(read).value();
+  if (Status st = take_gpus(spec); !st.is_ok()) return fail(st.message());
+  // What the sandbox leaves behind when its monitor exits is this
+  // process's to reap, and stays in the job's process tree.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD}) sigaddset(&signals, sig);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+  log::init("edt-slurm-node");
+  const std::string jobs = options.data_dir + "/slurm/jobs/" + job;
+  LocalBackend backend(options);
+  auto ref = backend.start(spec);
+  if (!ref.is_ok()) return fail(ref.status().message());
+  std::printf("container %s runs on %s as pid %lld\n", spec.name.c_str(), env_or("SLURMD_NODENAME").c_str(),
+              static_cast<long long>(ref->pid));
+  std::fflush(stdout);
+  write_atomic(jobs, std::to_string(ref->pid) + " " + spec.name + "\n");
+  stay(backend, *ref, jobs + ".workers", signals);
+  std::error_code ec;
+  fs::remove(jobs, ec);
+  fs::remove(jobs + ".workers", ec);
+  std::printf("container %s ended\n", spec.name.c_str());
+  return 0;
+}
+
+}  // namespace edt::control

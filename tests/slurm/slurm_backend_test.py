@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""edtd --backend slurm on a real Slurm cluster (docs/slurm.md).
+
+tests/slurm/harness.py builds 5 compute nodes (network namespaces with
+their own hostname and slurmd, 2 CPUs, 4 GiB and 2 GRES GPUs NVIDIA-P4
+each) and slurmctld; edtd runs on the "login node" (the host) with its
+shared directory under /tmp. Each container asks for 2 CPUs, so Slurm puts
+each on a node of its own. Checked, with Slurm's own view beside edt's:
+  - bad input: an unknown partition stops edtd before it makes anything;
+    a GPU model the partition does not have is refused, nothing submitted;
+  - edtd counts the partition's GPUs (10 NVIDIA-P4);
+  - create `tthvd` (horovod, 2 containers, 1 GPU each, a volume): Running;
+    each container a Slurm job on a different node (the job's helper runs
+    in that node's network namespace), its node and job in `edt cluster get`
+    (table and -o json), CUDA_VISIBLE_DEVICES from Slurm, the hostfile of
+    2, mpirun across the nodes;
+  - scale to 4: 4 nodes; edtrun -np 4 trains MNIST, 2500 samples each;
+  - scale to 6: one new container runs on the fifth node, the other stays
+    Pending with Slurm's reason (Resources) while the cluster runs on 5;
+    scale to 4: both go, and their jobs with them;
+  - scancel of worker-3's job: it is restarted in a new job, the event says
+    why;
+  - a node that crashes (its slurmd and every process of its jobs killed):
+    the container there is replaced on the free node once Slurm says
+    NODE_FAIL;
+  - edtd killed (SIGKILL) right after a scale to 5 is asked, and started
+    again: the scale completes, no job is left twice;
+  - delete: nothing of this edtd is left in squeue.
+
+  slurm_backend_test.py --edtd build/src/control/edtd --edt build/src/cli/edt --build build
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "examples", "mnist"))
+import check_run  # noqa: E402  (the example's own checks of its epoch lines)
+import harness  # noqa: E402
+
+NAME = "tthvd"
+TRAIN = "train_mnist.py"
+
+
+class Failed(Exception):
+    pass
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what, flush=True)
+    if not ok:
+        raise Failed(what)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Edtd:
+    """edtd --backend slurm on the login node, with the edt CLI."""
+
+    def __init__(self, args, h, shared, data):
+        self.args, self.h, self.shared, self.data = args, h, shared, data
+        self.api = "http://127.0.0.1:%d" % free_port()
+        self.env = dict(h.env)
+        self.proc = None
+
+    def flags(self, partition="edt"):
+        return [self.args.edtd, "--data-dir", self.data, "--listen", self.api[7:], "--backend", "slurm",
+                "--slurm-partition", partition, "--slurm-shared-dir", self.shared,
+                "--address-range", self.h.address_range_for_containers, "--grace", "2s"]
+
+    def start(self):
+        log = open(os.path.join(os.path.dirname(self.data), "edtd.log"), "ab")
+        self.proc = subprocess.Popen(self.flags(), env=self.env, stdout=log, stderr=log)
+        deadline = time.time() + 30
+        while not os.path.exists(os.path.join(self.data, "admin.token")) or not self.healthy():
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise Failed("edtd did not come up:\n" + self.log())
+            time.sleep(0.1)
+        with open(os.path.join(self.data, "admin.token")) as f:
+            self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
+
+    def healthy(self):
+        try:
+            import urllib.request
+            with urllib.request.urlopen(self.api + "/healthz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+    def log(self):
+        with open(os.path.join(os.path.dirname(self.data), "edtd.log"), errors="replace") as f:
+            return f.read()[-6000:]
+
+    def edt(self, *argv, check_rc=True, timeout=300):
+        run = subprocess.run([self.args.edt, *argv], env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check_rc and run.returncode != 0:
+            raise Failed("`edt %s` failed (%d):\n%s%s" % (" ".join(argv), run.returncode, run.stdout, run.stderr))
+        return run
+
+    def cluster(self):
+        return json.loads(self.edt("cluster", "get", NAME, "-o", "json").stdout)
+
+    def containers(self):
+        return self.cluster()["status"]["containers"]
+
+    def run_in(self, command, timeout=600):
+        """`edt run` in the launcher (through srun --overlap into its job)."""
+        return self.edt("run", NAME, "--", "sh", "-c", command, timeout=timeout)
+
+
+def our_jobs(h):
+    """{job id: (name, state, node)} of every job in squeue named edt-*."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%j|%T|%N"], env=h.env, capture_output=True, text=True,
+                         check=True).stdout
+    jobs = {}
+    for line in out.splitlines():
+        job, name, state, node = line.split("|")
+        if name.startswith("edt-"):
+            jobs[int(job)] = (name, state, node)
+    return jobs
+
+
+def wait(what, test, seconds):
+    start = time.time()
+    last = None
+    while time.time() - start < seconds:
+        last = test()
+        if last:
+            return time.time() - start
+        time.sleep(0.2)
+    raise Failed("%s: not within %d s" % (what, seconds))
+
+
+def helper_netns(shared, job):
+    """The network namespace inode of job `job`'s `edtd slurm-node` process."""
+    with open(os.path.join(shared, "slurm", "jobs", str(job))) as f:
+        pid = int(f.read().split()[0])
+    while pid > 1:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if b"slurm-node" in f.read():
+                return os.stat("/proc/%d/ns/net" % pid).st_ino
+        with open("/proc/%d/stat" % pid) as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    raise Failed("no slurm-node process above the sandbox of job %d" % job)
+
+
+def check_placement(e, h, count):
+    containers = e.containers()
+    check(len(containers) == count and all(c["phase"] == "Running" for c in containers),
+          "%d containers Running: %s" % (count, [(c["name"], c["phase"], c["message"]) for c in containers]))
+    jobs = our_jobs(h)
+    nodes = set()
+    for c in containers:
+        job = c.get("slurm_job")
+        check(job in jobs and jobs[job][1] == "RUNNING" and jobs[job][2] == c["node"],
+              "%s is Slurm job %s on %s, as squeue says (%s)" % (c["name"], job, c["node"], jobs.get(job)))
+        check(helper_netns(e.shared, job) == os.stat("/run/netns/" + h.netns(c["node"])).st_ino,
+              "%s's job runs in the network namespace of node %s" % (c["name"], c["node"]))
+        nodes.add(c["node"])
+    check(len(nodes) == count, "the %d containers are on %d different nodes" % (count, len(nodes)))
+    return containers
+
+
+def crash_node(h, node):
+    """Kills node `node`'s slurmd and every process of its jobs, as a crash would."""
+    h.kill_slurmd(node)
+    inode = os.stat("/run/netns/" + h.netns(node)).st_ino
+    parents, roots = {}, set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                parents[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            if os.stat("/proc/%s/ns/net" % pid).st_ino == inode:
+                roots.add(int(pid))
+        except OSError:
+            continue
+    doomed = set(roots)
+    grew = True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in doomed} - doomed
+        doomed |= more
+        grew = bool(more)
+    for pid in doomed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(doomed)
+
+
+def bad_input(e, h):
+    run = subprocess.run(e.flags(partition="nope"), env=h.env, capture_output=True, text=True, timeout=60)
+    check(run.returncode != 0 and "no such partition" in run.stderr + run.stdout,
+          "an unknown partition stops edtd: " + (run.stderr + run.stdout).strip().splitlines()[-1])
+    check(not os.path.exists(e.data), "and it made no data dir")
+    e.start()
+    gpus = json.loads(e.edt("gpu", "list", "-o", "json").stdout)
+    check(len(gpus) == 10 and {g["model"] for g in gpus} == {"NVIDIA-P4"},
+          "edtd counts the partition's GPUs: %d %s" % (len(gpus), sorted({g["model"] for g in gpus})))
+    run = e.edt("cluster", "create", "bad", "--containers", "2", "--gpu", "NVIDIA-T4:1", check_rc=False)
+    check(run.returncode != 0 and "NVIDIA-T4" in run.stderr, "a GPU model Slurm lacks is refused: "
+          + " / ".join(line.strip() for line in run.stderr.splitlines()))
+    check(not our_jobs(h), "and nothing was submitted")
+
+
+def make_volume(e):
+    e.edt("volume", "create", "mnist")
+    volumes = json.loads(e.edt("volume", "list", "-o", "json").stdout)
+    path = next(v["host_path"] for v in volumes if v["name"] == "mnist")
+    check(path.startswith(e.shared + "/"), "the volume is in the shared directory: " + path)
+    cached = os.path.join(e.args.build, "mnist-data")
+    if os.path.isfile(os.path.join(cached, "t10k-labels-idx1-ubyte")):
+        shutil.copytree(cached, os.path.join(path, "mnist-data"))
+    else:
+        subprocess.run([sys.executable, "-m", "edt.datasets.mnist_synthetic", "--out",
+                        os.path.join(path, "mnist-data")], check=True,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(e.args.build, "python")))
+    shutil.copy(os.path.join(ROOT, "examples", "mnist", TRAIN), path)
+    # The containers' root writes its checkpoints there.
+    for root, dirs, files in os.walk(path):
+        os.chmod(root, 0o777)
+
+
+def create_and_train(e, h, figures):
+    started = time.time()
+    e.edt("cluster", "create", NAME, "--framework", "horovod", "--containers", "2", "--gpu", "NVIDIA-P4:1",
+          "--cpus", "2", "--shm", "256Mi", "--mount", "mnist:", "--wait")
+    figures["create 2 -> Running"] = time.time() - started
+    check_placement(e, h, 2)
+    table = e.edt("cluster", "get", NAME).stdout
+    check("NODE" in table and "SLURM JOB" in table, "edt cluster get shows each container's node and job")
+    out = e.run_in("echo CUDA=$CUDA_VISIBLE_DEVICES; cat /etc/mpi/hostfile; "
+                   "mpirun --allow-run-as-root -np 2 --hostfile /etc/mpi/hostfile hostname").stdout
+    check(re.search(r"CUDA=\d", out) is not None, "CUDA_VISIBLE_DEVICES comes from Slurm: " + out.splitlines()[0])
+    check(sorted(line for line in out.splitlines() if line.startswith(NAME + "-") and " " not in line)
+          == [NAME + "-launcher", NAME + "-worker-0"], "mpirun runs on both containers:\n" + out)
+    started = time.time()
+    e.edt("cluster", "scale", NAME, "--containers", "4", "--wait")
+    figures["scale 2 -> 4"] = time.time() - started
+    check_placement(e, h, 4)
+    out = e.run_in("cd ~/mnist && edtrun -np 4 --hostfile /etc/mpi/hostfile python3 %s --epochs 1" % TRAIN).stdout
+    errors = check_run.split_errors(check_run.epoch_lines(out), 4, 1)
+    check(not errors, "edtrun -np 4 trains MNIST across 4 nodes, 2500 samples each%s"
+          % ("" if not errors else ":\n" + "\n".join(errors) + "\n" + out))
+
+
+def pending_scale(e, h):
+    e.edt("cluster", "scale", NAME, "--containers", "6")
+
+    new = (NAME + "-worker-3", NAME + "-worker-4")
+
+    def one_pending():
+        cs = [c for c in e.containers() if c["name"] in new]
+        phases = sorted(c["phase"] for c in cs)
+        return phases == ["Pending", "Running"] and all("Resources" in c["message"] for c in cs
+                                                       if c["phase"] == "Pending")
+    try:
+        wait("one new container Running, the other Pending with Slurm's reason", one_pending, 60)
+    finally:
+        print("      " + "; ".join("%s %s %s" % (c["name"], c["phase"], c["message"]) for c in e.containers()))
+    pending = next(c for c in e.containers() if c["phase"] == "Pending")
+    check(True, "%s Pending: %s" % (pending["name"], pending["message"]))
+    hostfile = e.edt("hostfile", NAME).stdout
+    check(len(hostfile.splitlines()) == 5, "the hostfile lists the 5 Running containers")
+    e.edt("cluster", "scale", NAME, "--containers", "4", "--wait")
+    wait("4 jobs left", lambda: len(our_jobs(h)) == 4 and all(s == "RUNNING" for _, s, _ in our_jobs(h).values()), 30)
+    check(True, "scaled back to 4: worker-3 and worker-4 left, with their jobs")
+
+
+def survive_scancel(e, h):
+    before = {c["name"]: c["slurm_job"] for c in e.containers()}
+    victim = NAME + "-worker-2"
+    subprocess.run(["scancel", str(before[victim])], env=h.env, check=True)
+    wait("worker-2 back in a new job",
+         lambda: all(c["phase"] == "Running" for c in e.containers())
+         and next(c for c in e.containers() if c["name"] == victim)["slurm_job"] != before[victim], 60)
+    events = e.edt("cluster", "events", NAME).stdout
+    check("CANCELLED" in events and "started again" in events,
+          "scancel of %s's job: restarted, and the event says why:\n%s"
+          % (victim, [line for line in events.splitlines() if "CANCELLED" in line]))
+    check_placement(e, h, 4)
+
+
+def survive_node_crash(e, h):
+    victim = next(c for c in e.containers() if c["name"] == NAME + "-worker-1")
+    killed = crash_node(h, victim["node"])
+    started = time.time()
+
+    def replaced():
+        c = next(c for c in e.containers() if c["name"] == victim["name"])
+        return c["phase"] == "Running" and c["slurm_job"] != victim["slurm_job"]
+    wait("worker-1 replaced", replaced, 120)
+    check(True, "node %s crashed (%d processes killed): worker-1 replaced in %.1f s"
+          % (victim["node"], killed, time.time() - started))
+    check_placement(e, h, 4)
+    h.start_slurmd(victim["node"])
+    h.wait_nodes_state("IDLE", [victim["node"]], 60)
+
+
+def survive_edtd_kill(e, h):
+    e.edt("cluster", "scale", NAME, "--containers", "5")
+    time.sleep(0.3)
+    e.kill()
+    e.start()
+    wait("5 Running after the restart", lambda: sum(c["phase"] == "Running" for c in e.containers()) == 5, 90)
+    jobs = our_jobs(h)
+    check(len(jobs) == 5, "edtd killed mid-scale and restarted: 5 containers, 5 jobs (%s)" % sorted(jobs))
+    check_placement(e, h, 5)
+
+
+def delete(e, h):
+    e.edt("cluster", "delete", NAME, "--wait")
+    wait("no job left", lambda: not our_jobs(h), 30)
+    check(True, "deleted: nothing of edtd's left in squeue")
+    left = os.listdir(os.path.join(e.shared, "containers"))
+    check(not left, "and no container directory left: %s" % left)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--edtd", required=True)
+    p.add_argument("--edt", required=True)
+    p.add_argument("--build", required=True)
+    p.add_argument("--state-dir", default="/tmp/edt-slurm-backend-test")
+    args = p.parse_args()
+    top = tempfile.mkdtemp(prefix="edt-slurm-backend-")
+    os.chmod(top, 0o711)
+    shared = os.path.join(top, "shared")
+    os.makedirs(shared, mode=0o711)
+    figures = {}
+    e = None
+    try:
+        with harness.SlurmHarness(state_dir=args.state_dir, nodes=5, gpus=2, cpus=2, memory_mb=4096) as h:
+            e = Edtd(args, h, shared, os.path.join(top, "data"))
+            try:
+                bad_input(e, h)
+                make_volume(e)
+                create_and_train(e, h, figures)
+                pending_scale(e, h)
+                survive_scancel(e, h)
+                survive_node_crash(e, h)
+                survive_edtd_kill(e, h)
+                delete(e, h)
+            except BaseException:
+                print("edtd's log:\n" + e.log(), flush=True)
+                subprocess.run(["squeue", "-t", "all"], env=h.env)
+                raise
+            finally:
+                if e.proc and e.proc.poll() is None:
+                    e.edt("cluster", "delete", NAME, "--wait", check_rc=False)
+                e.stop()
+                subprocess.run(["scancel", "--name"] + [j[0] for j in our_jobs(h).values()] if our_jobs(h) else
+                               ["true"], env=h.env)
+    except Failed as f:
+        print("FAILED: %s" % f, flush=True)
+        return 1
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    for what, seconds in figures.items():
+        print("%-22s %.2f s" % (what, seconds))
+    print("slurm_backend: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
