@@ -15,7 +15,7 @@ FUZZ_TARGETS ?= $(shell cat fuzz/targets.txt)
 ASAN_BUILD ?= build-asan
 ASAN_INTEGRATION ?= ^(api_hostile|api_contract|edtrun_integration|edtrun_elastic_scenarios|net_collectives|container_isolation)$$
 
-.PHONY: all build deps configure test unit fuzz test-asan demo bench install package clean slurm-up slurm-down
+.PHONY: all build deps configure test unit fuzz test-asan demo demo-slurm bench install package clean slurm-up slurm-down
 
 all: build
 
@@ -68,6 +68,12 @@ package: build
 demo: deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target demo_tools
 	scripts/demo.py --build $(BUILD)
+
+# The same scenario with edtd placing the containers on a Slurm cluster
+# that tests/slurm/harness.py builds on this machine (edtd --backend slurm).
+demo-slurm: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target demo_tools
+	scripts/demo.py --build $(BUILD) --backend slurm
 
 # A real Slurm cluster on this machine (needs root): nodes are network
 # namespaces on bridge edtsh0; tests/slurm/harness.py prints the

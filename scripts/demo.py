@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The reference scenario, end to end, narrated one line per step.
 
-    scripts/demo.py [--build DIR] [--epochs N] [--elastic-epochs MAX]
+    scripts/demo.py [--build DIR] [--epochs N] [--elastic-epochs MAX] [--backend slurm]
 
 Starts edtd on a temporary data dir (with a simulated GPU inventory when the
 machine has no GPU), creates the Horovod cluster `tthvd` with 2 containers,
@@ -13,8 +13,14 @@ containers (the leaving worker drains at its commit). It checks every step (samp
 what it measured, and removes everything it made: the cluster, edtd and the
 data dir. Exits non-zero at the first step that fails.
 
+With --backend slurm (`make demo-slurm`) the same scenario runs with edtd
+on the "login node" of a real Slurm cluster that tests/slurm/harness.py
+builds on this machine (4 nodes, each a network namespace with its own
+slurmd): each container is a Slurm job on a node, and the worker killed in
+the elastic run is ended by scancel of its container's job.
+
 `make demo` runs it after installing and building; ctest runs it as
-demo_scenario.
+demo_scenario, and as demo_slurm with --backend slurm.
 """
 
 import argparse
@@ -35,6 +41,8 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples/mnist"))
 import check_run  # noqa: E402  (the example's own checks of its epoch lines)
+sys.path.insert(0, os.path.join(ROOT, "tests/slurm"))
+import harness  # noqa: E402  (the Slurm cluster of --backend slurm)
 
 PYTHON = "/usr/bin/python3"
 # The demo's own bridge and block, apart from an installed edtd's (edt0,
@@ -123,6 +131,20 @@ class Demo:
         self.network = ["--network", "bridge:" + BRIDGE]  # edtd's --network flag
         self.edtd = None
         self.env = dict(os.environ)
+        # Where edtd keeps the clusters' files: its data dir, or with Slurm
+        # the shared directory (<data dir>/shared; edtd's own is <data dir>/edtd).
+        self.files_dir = self.data_dir
+        self.slurm = None
+        if args.backend == "slurm":
+            os.chmod(self.data_dir, 0o711)  # containers' roots bind from the shared directory in it
+            self.files_dir = os.path.join(self.data_dir, "shared")
+            os.makedirs(self.files_dir, mode=0o711)
+            self.slurm = harness.SlurmHarness(state_dir=os.path.join(self.data_dir, "slurm"), nodes=4, gpus=2,
+                                              cpus=2, memory_mb=4096, log=lambda text: None)
+            self.addresses = self.slurm.address_range_for_containers
+            self.network = ["--backend", "slurm", "--slurm-partition", self.slurm.partition, "--slurm-shared-dir",
+                            self.files_dir]
+            self.env.update(self.slurm.env)
         self.figures = {}
 
     # ---- helpers ----
@@ -146,22 +168,33 @@ class Demo:
         return self.edt("hostfile", "tthvd").stdout
 
     # ---- steps ----
+    def start_slurm(self):
+        say("a Slurm cluster on this machine (tests/slurm/harness.py): slurmctld and %d nodes, each a network "
+            "namespace with its own hostname and slurmd, 2 CPUs, 4 GiB and 2 GPUs (GRES %s)"
+            % (self.slurm.nodes, self.slurm.gpu_type))
+        self.slurm.up()
+        show(subprocess.run(["sinfo"], env=self.env, capture_output=True, text=True).stdout)
+
     def start_edtd(self):
         # Without a GPU, edtd is given a simulated inventory it hands out
         # like real devices (CUDA_VISIBLE_DEVICES, slots in the hostfile).
-        simulated = not has_gpus()
+        # With Slurm the GPUs are the partition's GRES.
+        simulated = not has_gpus() and not self.slurm
         flags = ["--gpus", "SIMULATED-GPU=4"] if simulated else []
         label = ("4 simulated GPUs (this machine has none; edtd hands them out like real ones)" if simulated
-                 else "the GPUs nvidia-smi lists")
+                 else "the partition's GPUs" if self.slurm else "the GPUs nvidia-smi lists")
+        if self.slurm:
+            self.start_slurm()
         say("starting edtd: data dir %s, API %s, containers in %s%s, %s"
             % (self.data_dir, self.api, self.addresses, " (" + " ".join(self.network) + ")" if self.network else "",
                label))
         log = open(os.path.join(self.data_dir, "edtd.log"), "w")
-        self.edtd = subprocess.Popen([self.edtd_bin, "--data-dir", self.data_dir, "--listen", self.api[7:],
+        edtd_data = os.path.join(self.data_dir, "edtd") if self.slurm else self.data_dir
+        self.edtd = subprocess.Popen([self.edtd_bin, "--data-dir", edtd_data, "--listen", self.api[7:],
                                       "--address-range", self.addresses, "--ssh-port", str(free_port()), "--grace",
-                                      "2s", *self.network, *flags], stdout=log, stderr=log)
+                                      "2s", *self.network, *flags], env=self.env, stdout=log, stderr=log)
         wait_for_edtd(self.edtd, self.api, os.path.join(self.data_dir, "edtd.log"))
-        with open(os.path.join(self.data_dir, "admin.token")) as f:
+        with open(os.path.join(edtd_data, "admin.token")) as f:
             self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
         # One GPU per container needs 4 of one model for the scale to 4.
         models = collections.Counter(g["model"] for g in json.loads(self.edt("gpu", "list", "-o", "json").stdout))
@@ -260,7 +293,7 @@ class Demo:
         grow = time.time()
         seconds, _ = self.scale(4)
         # When edtd wrote the hostfile of 4, not when the scale command saw it.
-        listed = os.stat(os.path.join(self.data_dir, "clusters/tthvd/mpi/hostfile")).st_mtime
+        listed = os.stat(os.path.join(self.files_dir, "clusters/tthvd/mpi/hostfile")).st_mtime
         grown = job.wait_for("a generation of 4 workers", lambda lines: generation(lines, 4), 180)
         show_generation(grown)
         kept = {g["host"]: g["pid"] for g in first}
@@ -271,16 +304,15 @@ class Demo:
         check(set(kept) <= {g["host"] for g in grown}, "a first worker is missing from the generation of 4")
         at4 = min(g["at"] for g in grown)
         self.figures.update(grow_containers=seconds, grow_hostfile_to_4=at4 - listed, grow_total=at4 - grow)
-        say("the job grew to 4 workers %.2f s after the hostfile listed 4: the 2 new workers were forked from edtd's "
-            "warm interpreter (torch already imported) while the first 2 kept training (to epoch %d, %d samples "
-            "done) in their same processes (%s)"
-            % (at4 - listed, grown[0]["epoch"], grown[0]["done"],
+        how = ("started on their nodes" if self.slurm else
+               "forked from edtd's warm interpreter (torch already imported)")
+        say("the job grew to 4 workers %.2f s after the hostfile listed 4: the 2 new workers were %s while the "
+            "first 2 kept training (to epoch %d, %d samples done) in their same processes (%s)"
+            % (at4 - listed, how, grown[0]["epoch"], grown[0]["done"],
                ", ".join("%s pid %d" % hp for hp in kept.items())))
 
         victim = "tthvd-worker-2"
-        say("edt exec %s -- pkill -9 -f %s   (SIGKILL one worker)" % (victim, TRAIN))
-        killed = time.time()
-        self.edt("exec", victim, "--", "pkill", "-9", "-f", "[t]rain_mnist")
+        killed = self.kill_worker(victim)
         left = job.wait_for("a generation of 3 workers", lambda lines: generation(lines, 3), 120)
         show_generation(left)
         show("\n".join(t for _, t in job.lines if "edtrun:" in t))
@@ -307,6 +339,23 @@ class Demo:
         count = epochs[-1].group(1)
         say("the elastic job finished: %s epoch%s, test accuracy %.4f" % (count, "" if count == "1" else "s", accuracy))
 
+    def kill_worker(self, victim):
+        """Ends the worker in container `victim`: SIGKILL, or with Slurm the
+        end of the container's job (scancel); returns when it was asked."""
+        if not self.slurm:
+            say("edt exec %s -- pkill -9 -f %s   (SIGKILL one worker)" % (victim, TRAIN))
+            killed = time.time()
+            self.edt("exec", victim, "--", "pkill", "-9", "-f", "[t]rain_mnist")
+            return killed
+        cluster = json.loads(self.edt("cluster", "get", "tthvd", "-o", "json").stdout)
+        job = next(c["slurm_job"] for c in cluster["status"]["containers"] if c["name"] == victim)
+        say("scancel %d   (the Slurm job of %s on %s: the container and its worker end; edtd starts it again "
+            "in a new job)" % (job, victim, next(c["node"] for c in cluster["status"]["containers"]
+                                                 if c["name"] == victim)))
+        killed = time.time()
+        subprocess.run(["scancel", str(job)], env=self.env, check=True)
+        return killed
+
     def _shrink(self, job):
         """Scales the cluster to 2 under the job: the leaving container's
         worker leaves at its next commit (the drain), with no failure."""
@@ -329,6 +378,8 @@ class Demo:
 
     def teardown(self, failed):
         if self.edtd is None:
+            if self.slurm:
+                self.slurm.down()
             shutil.rmtree(self.data_dir, ignore_errors=True)
             return
         if failed:
@@ -343,6 +394,8 @@ class Demo:
                 say("edt cluster delete %s --wait" % name)
                 self.edt("cluster", "delete", name, "--wait", check=False)
             stop(self.edtd)
+        if self.slurm:
+            self.slurm.down()
         left = processes_mentioning(self.data_dir + "/")
         shutil.rmtree(self.data_dir, ignore_errors=True)
         check(not left, "processes left behind:\n" + "\n".join(left))
@@ -359,7 +412,8 @@ class Demo:
             ("MNIST epoch, 4 workers (2500 samples each)", "%.2f s" % f["epoch_np4"]),
             ("elastic: hostfile of 4 -> training on 4 workers", "%.2f s" % f["grow_hostfile_to_4"]),
             ("elastic: scale asked -> training on 4 workers", "%.2f s" % f["grow_total"]),
-            ("elastic: SIGKILL of a worker -> training on 3", "%.2f s" % f["recover"]),
+            ("elastic: %s -> training on 3" % ("scancel of a worker's container" if self.slurm else
+                                                "SIGKILL of a worker"), "%.2f s" % f["recover"]),
             ("elastic: scale 4 -> 2 containers asked -> training on 2", "%.2f s" % f["shrink"]),
             ("elastic: survivors restarted", "0"),
             ("test accuracy after the elastic job", "%.4f" % f["accuracy"]),
@@ -476,6 +530,9 @@ def main():
                         "is done growing it, killing a worker and shrinking it")
     p.add_argument("--min-acc", type=float, default=0.9, help="the test accuracy the elastic run must reach")
     p.add_argument("--mnist-dir", help="MNIST's IDX files to train on (default: a synthetic MNIST-like set)")
+    p.add_argument("--backend", choices=["local", "slurm"], default="local",
+                   help="slurm: edtd places the containers on a Slurm cluster that tests/slurm/harness.py builds "
+                        "on this machine")
     args = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("demo: edtd makes sandboxes with bubblewrap and needs root; run it with sudo")

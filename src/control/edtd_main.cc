@@ -183,6 +183,7 @@ struct Settings {
   Layout layout;
   uint32_t first_subordinate_id = 0;  // 0: no user namespaces
   bool slurm = false;                 // --backend slurm
+  std::string login_address;         // with slurm: this host's address toward the containers
 };
 
 // The host's first subordinate id of --user-namespaces: the default's
@@ -284,6 +285,7 @@ Status check_slurm(const Flags& flags, Settings& settings) {
   auto range = AddressRange::parse(flags.address_range, NetworkMode::kBridge);
   if (!range.is_ok()) return range.status().with_context("--address-range");
   settings.range = *range;
+  EDT_ASSIGN_OR_RETURN(settings.login_address, SlurmBackend::source_address_toward(range->address(range->first)));
   return SlurmBackend::partition_gpus(flags.slurm_partition).status();
 }
 
@@ -378,7 +380,7 @@ std::optional<ContainerNetworkOptions> network_options(const Flags& flags, const
   const std::string warning = ContainerNetwork::firewall_warning(settings.bridge, settings.outbound_nat);
   if (!warning.empty()) log::warn("{}", warning);
   return ContainerNetworkOptions{settings.bridge, settings.range.gateway(), settings.range.prefix(),
-                                 flags.data_dir + "/containers", settings.outbound_nat, settings.range.cidr(), ""};
+                                 flags.data_dir + "/containers", settings.outbound_nat, settings.range.cidr(), "", ""};
 }
 
 // The GPUs of the Slurm partition, as GRES: edtd counts them so a cluster
@@ -405,7 +407,8 @@ std::unique_ptr<LocalBackend> make_backend(const Flags& flags, const Settings& s
                             self,
                             flags.slurm_interface,
                             flags.slurm_gateway,
-                            settings.range.prefix()});
+                            settings.range.prefix(),
+                            settings.login_address});
   }
   auto backend = std::make_unique<LocalBackend>(LocalBackendOptions{
       flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",

@@ -15,6 +15,8 @@ each on a node of its own. Checked, with Slurm's own view beside edt's:
     (table and -o json), CUDA_VISIBLE_DEVICES from Slurm, the hostfile of
     2, mpirun across the nodes;
   - scale to 4: 4 nodes; edtrun -np 4 trains MNIST, 2500 samples each;
+  - another cluster's container cannot connect to tthvd's (each container's
+    own filter lets in its cluster and edtd's host only); edtd's host can;
   - scale to 6: one new container runs on the fifth node, the other stays
     Pending with Slurm's reason (Resources) while the cluster runs on 5;
     scale to 4: both go, and their jobs with them;
@@ -267,6 +269,29 @@ def create_and_train(e, h, figures):
           % ("" if not errors else ":\n" + "\n".join(errors) + "\n" + out))
 
 
+def connects(address, port=2222):
+    try:
+        socket.create_connection((address, port), timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+
+def tenants_apart(e, h):
+    """Another cluster's containers cannot connect to tthvd's; edtd's host can."""
+    e.edt("cluster", "create", "other", "--containers", "2", "--shm", "64Mi", "--wait")
+    target = next(c for c in e.containers() if c["name"] == NAME + "-worker-0")["address"]
+    probe = ("python3 -c \"import socket; s = socket.socket(); s.settimeout(3); "
+             "print('reached' if s.connect_ex(('%s', 2222)) == 0 else 'refused')\"" % target)
+    own = e.edt("run", NAME, "--", "sh", "-c", probe).stdout.strip()
+    other = e.edt("run", "other", "--", "sh", "-c", probe).stdout.strip()
+    check(own == "reached" and other == "refused",
+          "tthvd-worker-0's sshd: reached from tthvd's launcher (%s), not from cluster other's (%s)" % (own, other))
+    check(connects(target), "and reached from edtd's host (the login address)")
+    e.edt("cluster", "delete", "other", "--wait")
+    wait("cluster other's jobs gone", lambda: len(our_jobs(h)) == 4, 30)
+
+
 def pending_scale(e, h):
     e.edt("cluster", "scale", NAME, "--containers", "6")
 
@@ -359,6 +384,7 @@ def main():
                 bad_input(e, h)
                 make_volume(e)
                 create_and_train(e, h, figures)
+                tenants_apart(e, h)
                 pending_scale(e, h)
                 survive_scancel(e, h)
                 survive_node_crash(e, h)

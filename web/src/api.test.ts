@@ -59,6 +59,33 @@ describe('toCluster', () => {
       ['worker', 'Creating', ['1']],
     ]);
   });
+
+  it("reads a Slurm-placed container's node and job, and leaves them out on the local backend", () => {
+    const c = toCluster({
+      name: 'sl',
+      framework: 'horovod',
+      containers: 3,
+      status: {
+        phase: 'Scaling',
+        containers: [
+          { name: 'sl-launcher', role: 'launcher', phase: 'Running', message: '', node: 'edtsh-n1', slurm_job: 4 },
+          { name: 'sl-worker-0', phase: 'Running', message: 'restarted after it stopped (Slurm job 4 on edtsh-n3 ended: CANCELLED)', node: 'edtsh-n2', slurm_job: 5 },
+          { name: 'sl-worker-1', phase: 'Pending', message: 'Slurm job 6 is PENDING: Resources', node: '', slurm_job: 6 },
+        ],
+      },
+    });
+    expect(c.container_status.map((s) => [s.name, s.phase, s.node, s.slurm_job, s.message])).toEqual([
+      ['sl-launcher', 'Running', 'edtsh-n1', 4, undefined],
+      ['sl-worker-0', 'Running', 'edtsh-n2', 5, 'restarted after it stopped (Slurm job 4 on edtsh-n3 ended: CANCELLED)'],
+      ['sl-worker-1', 'Pending', undefined, 6, 'Slurm job 6 is PENDING: Resources'],
+    ]);
+
+    const local = toCluster({ name: 'lo', containers: 2, status: { containers: [{ name: 'lo-launcher', role: 'launcher', phase: 'Running', message: '' }, { name: 'lo-worker-0', slurm_job: null, node: null }] } });
+    for (const s of local.container_status) {
+      expect(s.node).toBeUndefined();
+      expect(s.slurm_job).toBeUndefined();
+    }
+  });
 });
 
 describe('listEvents', () => {

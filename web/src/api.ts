@@ -33,6 +33,10 @@ export interface Container {
   gpus: string[];
   started?: string;
   message?: string;
+  // edtd --backend slurm only (absent on the local backend): the Slurm node
+  // it runs on (absent too while its job is pending) and the job that holds it.
+  node?: string;
+  slurm_job?: number;
 }
 
 export interface ClusterEvent {
@@ -149,6 +153,12 @@ function num(v: unknown, fallback = 0): number {
   return typeof v === 'number' && Number.isFinite(v) ? v : fallback;
 }
 
+// A number when there is one (a count or id sent as text too), else undefined.
+function optNum(v: unknown): number | undefined {
+  if (typeof v === 'number') return Number.isFinite(v) ? v : undefined;
+  return typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : undefined;
+}
+
 function arr(v: unknown): unknown[] {
   return Array.isArray(v) ? v : [];
 }
@@ -196,6 +206,8 @@ function toContainer(v: unknown): Container {
     gpus: gpuList(c['gpus']),
     started: time(c['started_at'] ?? c['started']),
     message: str(c['message']) || undefined,
+    node: str(c['node']) || undefined,
+    slurm_job: optNum(c['slurm_job']),
   };
 }
 

@@ -68,8 +68,16 @@ class FakeBackend : public Backend {
   SandboxState observe(const std::string& name, const SandboxRef& ref) override {
     auto it = state.find(ref.pid);
     if (it == state.end()) return SandboxState::kGone;
+    if (queued.count(name)) return SandboxState::kQueued;
     if (it->second == SandboxState::kStarting && !held.count(name)) it->second = SandboxState::kReady;
     return it->second;
+  }
+  // As an engine says: `node` for the placed, `reason` for the queued and
+  // the ended.
+  SandboxPlacement placement(const SandboxRef& ref) override {
+    if (node.empty()) return {};
+    const bool waits = queued.count(labels[ref.pid].second) > 0, ended = !state.count(ref.pid);
+    return {waits ? "" : node, ref.pid, waits || ended ? reason : ""};
   }
   Status signal(const SandboxRef& ref, int sig) override {
     events.push_back(std::string(sig == SIGKILL ? "kill " : "term ") + std::to_string(ref.pid));
@@ -104,6 +112,8 @@ class FakeBackend : public Backend {
   std::map<std::string, SandboxSpec> specs;
   std::map<int64_t, std::pair<std::string, std::string>> labels;  // by pid: cluster, container
   std::set<std::string> held;
+  std::set<std::string> queued;  // containers the engine has not placed
+  std::string node, reason;      // placement(): empty node, no placement
   std::string fail_start;
   bool leak_on_fail = false;
   bool stubborn = false;
@@ -218,6 +228,51 @@ class ReconcilerTest : public ::testing::Test {
   std::unique_ptr<Reconciler> reconciler_;
   int64_t now_ms_ = 1767225600000;
 };
+
+// A container its engine has not placed (a pending Slurm job) is Pending
+// with the engine's reason for as long as it waits, past the start timeout;
+// once placed it starts, its node and job recorded.
+TEST_F(ReconcilerTest, AQueuedContainerWaitsPendingWithTheEnginesReason) {
+  backend_.node = "n2";
+  backend_.reason = "Slurm job 7 is PENDING: Resources";
+  backend_.queued.insert("a-worker-0");
+  create("a", 2);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(reconciler_->reconcile("a").is_ok());
+  now_ms_ += 10 * 60 * 1000;  // far past the start timeout
+  ASSERT_TRUE(reconciler_->reconcile("a").is_ok());
+  auto c = db_->lock().cluster("a");
+  EXPECT_EQ(c->phase, Phase::kCreating);
+  EXPECT_EQ(c->containers[0].phase, Phase::kRunning);
+  EXPECT_EQ(c->containers[0].node, "n2");
+  EXPECT_EQ(c->containers[0].slurm_job, pid_of("a-launcher"));
+  EXPECT_EQ(c->containers[1].phase, Phase::kPending);
+  EXPECT_EQ(c->containers[1].message, "Slurm job 7 is PENDING: Resources");
+  EXPECT_EQ(c->containers[1].node, "");
+  EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\n");
+  backend_.queued.clear();
+  EXPECT_GT(settle("a"), 0);
+  c = db_->lock().cluster("a");
+  EXPECT_EQ(c->phase, Phase::kRunning);
+  EXPECT_EQ(c->containers[1].phase, Phase::kRunning);
+  EXPECT_EQ(c->containers[1].message, "");
+  EXPECT_EQ(c->containers[1].node, "n2");
+  EXPECT_EQ(c->containers[1].slurm_job, pid_of("a-worker-0"));
+}
+
+// A container whose engine ended it says how in its message and event.
+TEST_F(ReconcilerTest, ARestartSaysHowTheEngineEndedTheContainer) {
+  backend_.node = "n1";
+  create("a", 2);
+  settle("a");
+  backend_.reason = "Slurm job 102 on n1 ended: CANCELLED";
+  backend_.state.erase(pid_of("a-worker-0"));
+  ASSERT_TRUE(reconciler_->reconcile("a").is_ok());
+  auto c = db_->lock().cluster("a");
+  EXPECT_EQ(c->containers[1].message, "restarted after it stopped (Slurm job 102 on n1 ended: CANCELLED)");
+  const auto restarted = events_of(EventType::kRestarted);
+  ASSERT_EQ(restarted.size(), 1u);
+  EXPECT_EQ(restarted[0].message, "a-worker-0 stopped (Slurm job 102 on n1 ended: CANCELLED) and was started again");
+}
 
 TEST_F(ReconcilerTest, CreatesThenIsIdempotent) {
   create("a", 2, 1);

@@ -2,7 +2,7 @@
 // platform maintains, what happened to it, a scale panel, and its jobs, each
 // run in the container the user picks (the launcher by default).
 
-import { ApiError, type Cluster, type Job } from '../api';
+import { ApiError, type Cluster, type Container, type Job } from '../api';
 import type { Context } from '../app';
 import { describe } from '../app';
 import { age, h, keepFocus, phaseBadge, replace } from '../dom';
@@ -46,6 +46,16 @@ export function phaseChanges(before: Map<string, string> | null, containers: { n
   return [...changed, ...gone].join(' ');
 }
 
+// The containers table's columns: Node and Slurm job only when Slurm placed
+// the containers (edtd --backend slurm), Message only when a container has
+// one (a Pending one's says why its Slurm job waits); a local cluster's table
+// has neither.
+export function containerColumns(containers: Container[]): string[] {
+  const slurm = containers.some((c) => c.slurm_job !== undefined);
+  const message = containers.some((c) => c.message);
+  return ['Name', 'Role', 'Phase', 'Hostname', 'Address', 'GPUs', ...(slurm ? ['Node', 'Slurm job'] : []), ...(message ? ['Message'] : []), ''];
+}
+
 // Settled: neither the cluster nor any container is on its way somewhere
 // (a Failed one is settled too: nothing more comes by polling faster).
 const kMoving = new Set(['Pending', 'Creating', 'Scaling', 'Deleting', 'Draining', 'Stopping']);
@@ -58,6 +68,9 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
   let cluster: Cluster = await ctx.api.getCluster(name);
 
   const summary = h('dl', { class: 'summary' });
+  // The header follows the columns the containers need (containerColumns).
+  const containersHead = h('thead');
+  let shownColumns = '';
   const containersBody = h('tbody');
   // Each container's phase change, said by screen readers as it happens.
   const containersLive = h('p', { class: 'help', id: 'containers-live', role: 'status', 'aria-live': 'polite' });
@@ -133,6 +146,13 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
       ].flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
       cluster.message ? [h('dt', {}, 'Message'), h('dd', { class: 'message' }, cluster.message)] : [],
     );
+    const columns = containerColumns(cluster.container_status);
+    if (columns.join('|') !== shownColumns) {
+      shownColumns = columns.join('|');
+      replace(containersHead, h('tr', {}, columns.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions')))));
+    }
+    const slurm = columns.includes('Slurm job');
+    const messages = columns.includes('Message');
     replace(
       containersBody,
       cluster.container_status.map((c) =>
@@ -145,6 +165,9 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
           h('td', { 'data-label': 'Hostname', class: 'mono' }, c.hostname || '—'),
           h('td', { 'data-label': 'Address', class: 'mono' }, c.address || '—'),
           h('td', { 'data-label': 'GPUs' }, c.gpus.length ? c.gpus.join(', ') : '—'),
+          slurm ? h('td', { 'data-label': 'Node', 'data-col': 'node', class: 'mono' }, c.node || '—') : null,
+          slurm ? h('td', { 'data-label': 'Slurm job', 'data-col': 'slurm-job', class: 'num' }, c.slurm_job === undefined ? '—' : String(c.slurm_job)) : null,
+          messages ? h('td', { 'data-label': 'Message', 'data-col': 'message', class: 'message' }, c.message ?? '') : null,
           h(
             'td',
             {},
@@ -313,7 +336,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
           h(
             'table',
             { class: 'list', id: 'containers-table' },
-            h('thead', {}, h('tr', {}, ['Name', 'Role', 'Phase', 'Hostname', 'Address', 'GPUs', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions'))))),
+            containersHead,
             containersBody,
           ),
         ),

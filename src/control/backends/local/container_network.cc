@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -189,7 +190,7 @@ std::vector<std::string> ContainerNetwork::bridge_commands() {
 
 Status ContainerNetwork::attach(const std::string& cluster, const std::string& name, const std::string& address,
                                 pid_t init_pid) {
-  if (!options_.parent.empty()) return attach_macvlan(name, address, init_pid);
+  if (!options_.parent.empty()) return attach_macvlan(cluster, name, address, init_pid);
   const std::string dir = options_.containers_dir + "/" + name, host = host_interface(address);
   const std::string what = "give container " + name + " its interface", pid = std::to_string(init_pid);
   std::error_code ec;
@@ -217,21 +218,61 @@ Status ContainerNetwork::attach(const std::string& cluster, const std::string& n
   return sync_filter();
 }
 
-Status ContainerNetwork::attach_macvlan(const std::string& name, const std::string& address, pid_t init_pid) {
+Status ContainerNetwork::attach_macvlan(const std::string& cluster, const std::string& name,
+                                        const std::string& address, pid_t init_pid) {
   const std::string dir = options_.containers_dir + "/" + name, link = host_interface(address);
   const std::string what = "give container " + name + " its interface on " + options_.parent;
-  const std::string pid = std::to_string(init_pid);
+  const std::string pid = std::to_string(init_pid), netns = "/proc/" + pid + "/ns/net";
   EDT_RETURN_IF_ERROR(run_batch({"link add link " + options_.parent + " name " + link + " address " +
                                      container_mac(address) + " type macvlan mode bridge",
                                  "link set " + link + " netns " + pid},
                                 dir + "/network-host.ip", "")
                           .with_context(what));
+  EDT_RETURN_IF_ERROR(run_batch({"link set " + link + " name eth0",
+                                 "addr add " + address + "/" + std::to_string(options_.prefix) + " dev eth0",
+                                 "link set eth0 up", "link set lo up"},
+                                dir + "/network-ns.ip", netns)
+                          .with_context(what));
+  EDT_RETURN_IF_ERROR(filter_macvlan(name, init_pid, allowed_peers(cluster)));
   const std::string route = options_.gateway.empty() ? "route add default dev eth0"
                                                      : "route add default via " + options_.gateway;
-  return run_batch({"link set " + link + " name eth0", "addr add " + address + "/" + std::to_string(options_.prefix) +
-                    " dev eth0", "link set eth0 up", "link set lo up", route},
-                   dir + "/network-ns.ip", "/proc/" + pid + "/ns/net")
-      .with_context(what);
+  return run_batch({route}, dir + "/network-route.ip", netns).with_context(what);
+}
+
+std::vector<std::string> ContainerNetwork::allowed_peers(const std::string& cluster) const {
+  std::set<std::string> peers;
+  if (!options_.login_address.empty()) peers.insert(options_.login_address);
+  std::ifstream hosts(fs::path(options_.containers_dir).parent_path() / "clusters" / cluster / "mpi" / "hosts");
+  std::string address, rest;
+  while (hosts >> address && std::getline(hosts, rest))
+    if (address != "127.0.0.1") peers.insert(address);
+  return {peers.begin(), peers.end()};
+}
+
+std::string ContainerNetwork::macvlan_filter(const std::vector<std::string>& allowed) {
+  std::string set;
+  for (const auto& address : allowed) set += (set.empty() ? "" : ", ") + address;
+  return "table inet edt_container\ndelete table inet edt_container\n"
+         "table inet edt_container {\n"
+         "  chain input {\n"
+         "    type filter hook input priority 0; policy drop;\n"
+         "    iif \"lo\" accept\n"
+         "    ct state established,related accept\n" +
+         (set.empty() ? "" : "    ip saddr { " + set + " } accept\n") +
+         "  }\n"
+         "}\n";
+}
+
+Status ContainerNetwork::filter_macvlan(const std::string& name, pid_t init_pid,
+                                        const std::vector<std::string>& allowed) {
+  const std::string path = options_.containers_dir + "/" + name + "/filter.nft";
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << macvlan_filter(allowed);
+    if (!out.flush()) return Status(StatusCode::kIoError, "write " + path);
+  }
+  return run_status({kNsenter, "--net=/proc/" + std::to_string(init_pid) + "/ns/net", kNft, "-f", path})
+      .with_context("filter the connections into container " + name);
 }
 
 Status ContainerNetwork::forget() {

@@ -62,9 +62,15 @@ struct ContainerNetworkOptions {
   std::string range;  // the range, a.b.c.d/len: what is masqueraded, and untracked between containers
   // Macvlan mode (a Slurm node, slurm_node.h): eth0 is a macvlan of this
   // interface of the node, its address one of the node network's, its
-  // default route on-link (or via `gateway` when given). No bridge and no
-  // filter here: the containers' network is the site's.
+  // default route on-link (or via `gateway` when given). No bridge: the
+  // containers' network is the site's. A filter in the container's own
+  // namespace (which its root cannot change, having no CAP_NET_ADMIN) lets
+  // connections in only from its cluster's containers (the addresses in
+  // the cluster's hosts file, <data dir>/clusters/<cluster>/mpi/hosts) and
+  // from `login_address` (edtd's host: its terminals, Jupyter proxy and
+  // ssh); what the container opens, and the replies, pass.
   std::string parent;
+  std::string login_address;
 };
 
 class ContainerNetwork {
@@ -97,8 +103,18 @@ class ContainerNetwork {
   // `init_pid` its interface and `address`, and lets it reach the rest of
   // `cluster` (and nothing else).
   Status attach(const std::string& cluster, const std::string& name, const std::string& address, pid_t init_pid);
-  // Macvlan mode's attach.
-  Status attach_macvlan(const std::string& name, const std::string& address, pid_t init_pid);
+  // Macvlan mode's attach: the interface, then the filter, then the
+  // default route (after which the sandbox starts sshd).
+  Status attach_macvlan(const std::string& cluster, const std::string& name, const std::string& address,
+                        pid_t init_pid);
+  // Macvlan mode: the addresses that may connect to a container of
+  // `cluster` now (its cluster's and the login address), sorted.
+  std::vector<std::string> allowed_peers(const std::string& cluster) const;
+  // Macvlan mode: loads the container's filter (macvlan_filter) into the
+  // namespace of `init_pid`, replacing the one it had.
+  Status filter_macvlan(const std::string& name, pid_t init_pid, const std::vector<std::string>& allowed);
+  // The nft script of that filter.
+  static std::string macvlan_filter(const std::vector<std::string>& allowed);
   // Rewrites the filter from the containers' directories, with this edtd's
   // options (at start, and after a container's directory is gone); with no
   // container left, removes the tables and the bridge.

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,37 @@ TEST(ContainerNetworkTest, ModesAndBridgeNames) {
     ASSERT_FALSE(r.is_ok()) << bad;
     EXPECT_NE(r.status().message().find("--network"), std::string::npos) << r.status().message();
   }
+}
+
+// Macvlan mode (a Slurm node): the peers are the cluster's hosts file's
+// addresses and the login address; localhost is not a peer.
+TEST(ContainerNetworkTest, MacvlanPeersAreTheClusterAndTheLoginNode) {
+  char top[] = "/tmp/edt-net-test-XXXXXX";
+  ASSERT_NE(mkdtemp(top), nullptr);
+  const std::string dir = top;
+  std::filesystem::create_directories(dir + "/clusters/c/mpi");
+  std::filesystem::create_directories(dir + "/containers");
+  std::ofstream(dir + "/clusters/c/mpi/hosts") << "127.0.0.1\tlocalhost\n10.0.0.9\tc-worker-0\n10.0.0.3\tc-launcher\n";
+  ContainerNetworkOptions options;
+  options.containers_dir = dir + "/containers";
+  options.parent = "eth0";
+  options.login_address = "10.0.0.1";
+  ContainerNetwork network(options);
+  EXPECT_EQ(network.allowed_peers("c"), (std::vector<std::string>{"10.0.0.1", "10.0.0.3", "10.0.0.9"}));
+  // A cluster without a hosts file yet: the login node alone.
+  EXPECT_EQ(network.allowed_peers("d"), std::vector<std::string>{"10.0.0.1"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ContainerNetworkTest, MacvlanFilterLetsInItsPeersAndReplies) {
+  const std::string filter = ContainerNetwork::macvlan_filter({"10.0.0.1", "10.0.0.3"});
+  EXPECT_NE(filter.find("policy drop;"), std::string::npos) << filter;
+  EXPECT_NE(filter.find("ct state established,related accept"), std::string::npos) << filter;
+  EXPECT_NE(filter.find("ip saddr { 10.0.0.1, 10.0.0.3 } accept"), std::string::npos) << filter;
+  // Replaced whole: the old table goes in the same load.
+  EXPECT_EQ(filter.find("table inet edt_container\ndelete table inet edt_container\n"), 0u) << filter;
+  // No peer: no empty set (nft refuses one), nothing let in.
+  EXPECT_EQ(ContainerNetwork::macvlan_filter({}).find("saddr"), std::string::npos);
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ std::string last_words(const std::string& output) {
   std::istringstream in(read_text(output));
   std::string line, last;
   while (std::getline(in, line))
-    if (line.starts_with("edt slurm-node: ")) last = line.substr(16);
+    if (line.starts_with("edt slurm-node: ") && !line.starts_with("edt slurm-node: warning: ")) last = line.substr(16);
   return last.empty() ? "" : "; " + last;
 }
 
@@ -93,6 +93,15 @@ Result<std::map<std::string, int>> SlurmBackend::partition_gpus(const std::strin
   return slurm_jobs::parse_gres_inventory(*out);
 }
 
+Result<std::string> SlurmBackend::source_address_toward(const std::string& address) {
+  EDT_ASSIGN_OR_RETURN(std::string out, run_host_command({"/usr/sbin/ip", "-j", "route", "get", address}, "iproute2"));
+  auto routes = nlohmann::json::parse(out, nullptr, false);
+  if (routes.is_array() && !routes.empty() && routes[0].contains("prefsrc") && routes[0]["prefsrc"].is_string())
+    return routes[0]["prefsrc"].get<std::string>();
+  return failed_precondition("this host has no address toward " + address +
+                             " (ip route get): edtd must run on a host of the nodes' network");
+}
+
 Result<SandboxRef> SlurmBackend::start(const SandboxSpec& spec) {
   // A directory left by an earlier job of this container would say its
   // sshd listens before the new one does.
@@ -103,6 +112,7 @@ Result<SandboxRef> SlurmBackend::start(const SandboxSpec& spec) {
   network.parent = options_.interface;
   network.gateway = options_.gateway;
   network.prefix = options_.prefix;
+  network.login_address = options_.login_address;
   network.containers_dir = node.data_dir + "/containers";
   node.network = network;
   const std::string file = slurm_dir() + "/" + spec.name + ".json";
@@ -171,8 +181,12 @@ SandboxPlacement SlurmBackend::placement(const SandboxRef& ref) {
 Status SlurmBackend::signal(const SandboxRef& ref, int sig) {
   std::vector<std::string> argv = {"/usr/bin/scancel"};
   // Any signal but KILL goes to the node's helper alone, which hands it to
-  // every process of the container; KILL ends the job.
-  if (sig != SIGKILL) argv.insert(argv.end(), {"--batch", std::string("--signal=") + signal_name(sig)});
+  // every process of the container; KILL ends the job, and so does any
+  // signal to a job still waiting (nothing of it runs yet).
+  auto all = jobs(true);
+  const bool waiting = all.is_ok() && all->count(ref.pid) && slurm_jobs::waiting(all->at(ref.pid).state);
+  if (sig != SIGKILL && !waiting)
+    argv.insert(argv.end(), {"--batch", std::string("--signal=") + signal_name(sig)});
   argv.push_back(std::to_string(ref.pid));
   auto out = run_host_command(argv, kSlurmPackages);
   if (!out.is_ok() && out.status().message().find("already completed") == std::string::npos &&

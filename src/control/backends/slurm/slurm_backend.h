@@ -51,6 +51,9 @@ struct SlurmBackendOptions {
   std::string interface;
   std::string gateway;
   int prefix = 24;  // of the containers' addresses on the nodes' network
+  // This host's address on the nodes' network: the one address besides a
+  // cluster's own containers that may connect to them (container_network.h).
+  std::string login_address;
 };
 
 class SlurmBackend : public LocalBackend {
@@ -72,6 +75,9 @@ class SlurmBackend : public LocalBackend {
   // The GPUs of the partition's nodes, by model, from sinfo; an error
   // naming the partition when Slurm does not know it.
   static Result<std::map<std::string, int>> partition_gpus(const std::string& partition);
+  // This host's source address toward `address` (ip route get): the login
+  // address its containers let in.
+  static Result<std::string> source_address_toward(const std::string& address);
 
  protected:
   Result<std::vector<std::string>> enter_command(const SandboxRef& container) override;

@@ -125,7 +125,10 @@ json job_file(const SandboxSpec& spec, const LocalBackendOptions& node) {
   for (const auto& m : spec.mounts) mounts.push_back({{"host_path", m.host_path}, {"path", m.path}, {"read_only", m.read_only}});
   json network = nullptr;
   if (node.network)
-    network = {{"parent", node.network->parent}, {"gateway", node.network->gateway}, {"prefix", node.network->prefix}};
+    network = {{"parent", node.network->parent},
+               {"gateway", node.network->gateway},
+               {"prefix", node.network->prefix},
+               {"login_address", node.network->login_address}};
   return {{"spec",
            {{"cluster", spec.cluster}, {"name", spec.name}, {"address", spec.address}, {"image_root", spec.image_root},
             {"shm_bytes", spec.shm_bytes}, {"mounts", mounts}, {"env", spec.env}, {"job_dir", spec.job_dir},
@@ -167,6 +170,7 @@ Result<std::pair<SandboxSpec, LocalBackendOptions>> read_job_file(const json& j)
       options.parent = net.at("parent").get<std::string>();
       options.gateway = net.at("gateway").get<std::string>();
       options.prefix = net.at("prefix").get<int>();
+      options.login_address = net.at("login_address").get<std::string>();
       options.containers_dir = node.data_dir + "/containers";
       node.network = options;
     }

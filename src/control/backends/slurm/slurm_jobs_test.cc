@@ -108,6 +108,7 @@ TEST(SlurmJobsTest, JobFileRoundTrips) {
   ContainerNetworkOptions network;
   network.parent = "eth0";
   network.prefix = 20;
+  network.login_address = "10.20.0.5";
   node.network = network;
   auto read = read_job_file(job_file(two_gpu_worker(), node));
   ASSERT_TRUE(read.is_ok()) << read.status().message();
@@ -124,6 +125,7 @@ TEST(SlurmJobsTest, JobFileRoundTrips) {
   ASSERT_TRUE(options.network.has_value());
   EXPECT_EQ(options.network->parent, "eth0");
   EXPECT_EQ(options.network->prefix, 20);
+  EXPECT_EQ(options.network->login_address, "10.20.0.5");
   EXPECT_EQ(options.network->containers_dir, "/shared/edt/containers");
   EXPECT_FALSE(read_job_file(nlohmann::json{{"spec", 1}}).is_ok());
 }

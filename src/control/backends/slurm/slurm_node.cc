@@ -53,10 +53,19 @@ Status take_gpus(SandboxSpec& spec) {
 }
 
 // Waits for the sandbox to end, passing SIGTERM and SIGINT on and keeping
-// the worker count current; reaps what was reparented to it.
-void stay(LocalBackend& backend, const SandboxRef& ref, const std::string& workers_path, const sigset_t& signals) {
+// the worker count and the filter (its cluster's addresses) current; reaps
+// what was reparented to it.
+void stay(LocalBackend& backend, const SandboxSpec& spec, const ContainerNetworkOptions& options,
+          const SandboxRef& ref, const std::string& workers_path, const sigset_t& signals) {
   int last = -1;
+  ContainerNetwork network(options);
+  std::vector<std::string> peers = network.allowed_peers(spec.cluster);
   while (proc::alive(ref)) {
+    if (auto now = network.allowed_peers(spec.cluster); now != peers) {
+      Status st = network.filter_macvlan(spec.name, static_cast<pid_t>(ref.pid), now);
+      if (st.is_ok()) peers = now;
+      else if (proc::alive(ref)) std::fprintf(stderr, "edt slurm-node: warning: %s\n", st.message().c_str());
+    }
     const timespec tick{0, 200'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &tick);
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
@@ -82,6 +91,7 @@ int slurm_node_main(int argc, char** argv) {
   auto read = slurm_jobs::read_job_file(parsed);
   if (!read.is_ok()) return fail(read.status().message());
   auto [spec, options] = std::move(read).value();
+  if (!options.network) return fail("the job file names no network for the container");
   if (Status st = take_gpus(spec); !st.is_ok()) return fail(st.message());
   // What the sandbox leaves behind when its monitor exits is this
   // process's to reap, and stays in the job's process tree.
@@ -99,7 +109,7 @@ int slurm_node_main(int argc, char** argv) {
               static_cast<long long>(ref->pid));
   std::fflush(stdout);
   write_atomic(jobs, std::to_string(ref->pid) + " " + spec.name + "\n");
-  stay(backend, *ref, jobs + ".workers", signals);
+  stay(backend, spec, *options.network, *ref, jobs + ".workers", signals);
   std::error_code ec;
   fs::remove(jobs, ec);
   fs::remove(jobs + ".workers", ec);
