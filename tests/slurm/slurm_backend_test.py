@@ -13,7 +13,7 @@ each on a node of its own. Checked, with Slurm's own view beside edt's:
     each container a Slurm job on a different node (the job's helper runs
     in that node's network namespace), its node and job in `edt cluster get`
     (table and -o json), CUDA_VISIBLE_DEVICES from Slurm, the hostfile of
-    2, mpirun across the nodes;
+    2, mpirun across the nodes, edt ssh from edtd's host;
   - scale to 4: 4 nodes; edtrun -np 4 trains MNIST, 2500 samples each;
   - another cluster's container cannot connect to tthvd's (each container's
     own filter lets in its cluster and edtd's host only); edtd's host can;
@@ -25,6 +25,9 @@ each on a node of its own. Checked, with Slurm's own view beside edt's:
   - a node that crashes (its slurmd and every process of its jobs killed):
     the container there is replaced on the free node once Slurm says
     NODE_FAIL;
+  - a node whose slurmd alone is killed: Slurm ends its job NODE_FAIL while
+    the container lives on; its helper ends it (so the address is free for
+    its replacement on another node);
   - edtd killed (SIGKILL) right after a scale to 5 is asked, and started
     again: the scale completes, no job is left twice;
   - delete: nothing of this edtd is left in squeue.
@@ -259,6 +262,8 @@ def create_and_train(e, h, figures):
     check(re.search(r"CUDA=\d", out) is not None, "CUDA_VISIBLE_DEVICES comes from Slurm: " + out.splitlines()[0])
     check(sorted(line for line in out.splitlines() if line.startswith(NAME + "-") and " " not in line)
           == [NAME + "-launcher", NAME + "-worker-0"], "mpirun runs on both containers:\n" + out)
+    out = e.edt("ssh", NAME, NAME + "-worker-0", "hostname").stdout.strip()
+    check(out == NAME + "-worker-0", "edt ssh from edtd's host reaches a container on its node: " + out)
     started = time.time()
     e.edt("cluster", "scale", NAME, "--containers", "4", "--wait")
     figures["scale 2 -> 4"] = time.time() - started
@@ -345,6 +350,32 @@ def survive_node_crash(e, h):
     h.wait_nodes_state("IDLE", [victim["node"]], 60)
 
 
+def sandbox_pid(e, job):
+    with open(os.path.join(e.shared, "slurm", "jobs", str(job))) as f:
+        return int(f.read().split()[0])
+
+
+def survive_slurmd_kill(e, h):
+    """A node whose slurmd alone is killed: Slurm ends its jobs NODE_FAIL while
+    their processes live on; the container's helper ends it."""
+    victim = next(c for c in e.containers() if c["name"] == NAME + "-worker-0")
+    old = sandbox_pid(e, victim["slurm_job"])
+    h.kill_slurmd(victim["node"])
+    started = time.time()
+
+    def replaced():
+        c = next(c for c in e.containers() if c["name"] == victim["name"])
+        return c["phase"] == "Running" and c["slurm_job"] != victim["slurm_job"]
+    wait("worker-0 replaced", replaced, 120)
+    took = time.time() - started
+    wait("the old container on %s ended" % victim["node"], lambda: not os.path.exists("/proc/%d" % old), 30)
+    check(True, "slurmd of %s killed: worker-0 replaced in %.1f s, its old sandbox there ended %.1f s after the kill"
+          % (victim["node"], took, time.time() - started))
+    check_placement(e, h, 4)
+    h.start_slurmd(victim["node"])
+    h.wait_nodes_state("IDLE", [victim["node"]], 60)
+
+
 def survive_edtd_kill(e, h):
     e.edt("cluster", "scale", NAME, "--containers", "5")
     time.sleep(0.3)
@@ -388,6 +419,7 @@ def main():
                 pending_scale(e, h)
                 survive_scancel(e, h)
                 survive_node_crash(e, h)
+                survive_slurmd_kill(e, h)
                 survive_edtd_kill(e, h)
                 delete(e, h)
             except BaseException:

@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "control/backends/local/host_command.h"
 #include "control/backends/slurm/slurm_jobs.h"
 
 namespace edt::control {
@@ -52,30 +54,73 @@ Status take_gpus(SandboxSpec& spec) {
   return Status::ok();
 }
 
-// Waits for the sandbox to end, passing SIGTERM and SIGINT on and keeping
-// the worker count and the filter (its cluster's addresses) current; reaps
-// what was reparented to it.
-void stay(LocalBackend& backend, const SandboxSpec& spec, const ContainerNetworkOptions& options,
-          const SandboxRef& ref, const std::string& workers_path, const sigset_t& signals) {
-  int last = -1;
-  ContainerNetwork network(options);
-  std::vector<std::string> peers = network.allowed_peers(spec.cluster);
+// What the helper keeps current while its container runs.
+class Watch {
+ public:
+  Watch(LocalBackend& backend, const SandboxSpec& spec, const ContainerNetworkOptions& options, SandboxRef ref,
+        std::string job, std::string jobs_path)
+      : backend_(backend), spec_(spec), network_(options), ref_(ref), job_(std::move(job)),
+        workers_path_(std::move(jobs_path) + ".workers"), peers_(network_.allowed_peers(spec.cluster)) {}
+
+  // The filter, when the cluster's addresses changed.
+  void filter() {
+    auto now = network_.allowed_peers(spec_.cluster);
+    if (now == peers_) return;
+    Status st = network_.filter_macvlan(spec_.name, static_cast<pid_t>(ref_.pid), now);
+    if (st.is_ok()) peers_ = now;
+    else if (proc::alive(ref_)) std::fprintf(stderr, "edt slurm-node: warning: %s\n", st.message().c_str());
+  }
+
+  // The number of edtrun workers in it, for edtd's drain, when it changed.
+  void workers() {
+    auto count = backend_.training_processes(ref_);
+    if (!count.is_ok() || *count == workers_) return;
+    workers_ = *count;
+    write_atomic(workers_path_, std::to_string(workers_) + "\n");
+  }
+
+  // Every 5 s: whether Slurm says the job no longer runs, as when its node
+  // was declared failed while this node lives on (its slurmd gone): then the
+  // job's container is started elsewhere, at the same address. Slurm not
+  // answering says nothing.
+  bool lost() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - asked_ < std::chrono::seconds(5)) return false;
+    asked_ = now;
+    auto out = run_host_command({"/usr/bin/squeue", "-h", "-t", "all", "-j", job_, "-o", "%T"});
+    std::string state = out.is_ok() ? *out : "";
+    while (!state.empty() && (state.back() == '\n' || state.back() == ' ')) state.pop_back();
+    const bool gone = !out.is_ok() && out.status().message().find("Invalid job id") != std::string::npos;
+    if (!gone && (state.empty() || !slurm_jobs::ended(state) || state == "COMPLETING")) return false;
+    std::fprintf(stderr, "edt slurm-node: Slurm says job %s is %s: ending container %s\n", job_.c_str(),
+                 gone ? "gone" : state.c_str(), spec_.name.c_str());
+    return true;
+  }
+
+ private:
+  LocalBackend& backend_;
+  const SandboxSpec& spec_;
+  ContainerNetwork network_;
+  SandboxRef ref_;
+  std::string job_, workers_path_;
+  std::vector<std::string> peers_;
+  int workers_ = -1;
+  std::chrono::steady_clock::time_point asked_ = std::chrono::steady_clock::now();
+};
+
+// Waits for the sandbox to end, passing SIGTERM and SIGINT on, keeping
+// `watch` current, and ending it when Slurm lost its job; reaps what was
+// reparented to it.
+void stay(LocalBackend& backend, const SandboxRef& ref, Watch& watch, const sigset_t& signals) {
   while (proc::alive(ref)) {
-    if (auto now = network.allowed_peers(spec.cluster); now != peers) {
-      Status st = network.filter_macvlan(spec.name, static_cast<pid_t>(ref.pid), now);
-      if (st.is_ok()) peers = now;
-      else if (proc::alive(ref)) std::fprintf(stderr, "edt slurm-node: warning: %s\n", st.message().c_str());
-    }
+    watch.filter();
     const timespec tick{0, 200'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &tick);
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
     if (sig == SIGTERM || sig == SIGINT) (void)backend.signal(ref, SIGTERM);
-    auto count = backend.training_processes(ref);
-    if (count.is_ok() && *count != last) {
-      last = *count;
-      write_atomic(workers_path, std::to_string(last) + "\n");
-    }
+    watch.workers();
+    if (watch.lost()) (void)backend.signal(ref, SIGKILL);
   }
 }
 
@@ -109,7 +154,8 @@ int slurm_node_main(int argc, char** argv) {
               static_cast<long long>(ref->pid));
   std::fflush(stdout);
   write_atomic(jobs, std::to_string(ref->pid) + " " + spec.name + "\n");
-  stay(backend, spec, *options.network, *ref, jobs + ".workers", signals);
+  Watch watch(backend, spec, *options.network, *ref, job, jobs);
+  stay(backend, *ref, watch, signals);
   std::error_code ec;
   fs::remove(jobs, ec);
   fs::remove(jobs + ".workers", ec);

@@ -9,7 +9,13 @@
 //   - SIGTERM (scancel --batch --signal=TERM, or Slurm ending the job) is
 //     passed to every process of the container;
 //   - it is the subreaper of what it starts, so the sandbox stays in the
-//     job's process tree and Slurm's end of the job reaches it too.
+//     job's process tree and Slurm's end of the job reaches it too;
+//   - it keeps the container's filter to its cluster's addresses
+//     (container_network.h, macvlan mode);
+//   - every 5 s it asks Slurm (squeue) whether the job still runs, and ends
+//     the container when Slurm says it ended: a node declared failed while
+//     it lives on (its slurmd gone) stops holding the address that the
+//     container's new job elsewhere takes.
 // Its exit status: 0 when the container ended, 1 if it could not start it
 // (the reason on stderr, in the job's output).
 #pragma once
