@@ -674,6 +674,8 @@ TEST(EdtdFlags, BadFlagsAreRefusedBeforeAnythingIsMade) {
   fs::create_directories(dir);
   std::ofstream(dir + "/a-file") << "not a directory\n";
   const std::string data = dir + "/data";
+  // Good --backend slurm flags up to the ones under test.
+  const std::string slurm = "--backend slurm --slurm-partition p --slurm-shared-dir /s --address-range 198.18.190.128/25";
   struct Case {
     std::string flags, says;
   };
@@ -694,6 +696,15 @@ TEST(EdtdFlags, BadFlagsAreRefusedBeforeAnythingIsMade) {
       {"--network loopback --outbound none", "--outbound needs a bridge"},
       {"--log-level loud", "--log-level 'loud' is not a level"},
       {"--log-format xml", "--log-format 'xml' is not text or json"},
+      {"--backend kubernetes", "--backend 'kubernetes' is not local or slurm"},
+      {"--backend slurm --network loopback", "--network and --outbound are the local backend's"},
+      {"--backend slurm", "--backend slurm needs --slurm-partition"},
+      {"--backend slurm --slurm-partition p", "needs --slurm-shared-dir"},
+      {"--backend slurm --slurm-partition p --slurm-shared-dir shared", "needs --slurm-shared-dir, an absolute"},
+      {"--backend slurm --slurm-partition p --slurm-shared-dir /s", "needs --address-range"},
+      {"--backend slurm --slurm-partition p --slurm-shared-dir /s --address-range 127.1.0.0/16", "--address-range"},
+      {slurm + " --slurm-interface an-interface-name", "--slurm-interface 'an-interface-name' is not"},
+      {slurm + " --slurm-gateway router", "--slurm-gateway 'router' is not an IPv4 address"},
   };
   for (const auto& c : cases) {
     Output o = sh(std::string(EDTD_PATH) + " --data-dir " + data + " " + c.flags);

@@ -2,6 +2,7 @@
 // the reconcile loop that makes containers match it. Containers outlive edtd; a
 // restarted edtd re-adopts them from the store, and by their label those it
 // started but had not recorded (docs/platform.md, "Crash safety").
+#include <arpa/inet.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -9,7 +10,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -285,6 +288,16 @@ Status check_slurm(const Flags& flags, Settings& settings) {
   auto range = AddressRange::parse(flags.address_range, NetworkMode::kBridge);
   if (!range.is_ok()) return range.status().with_context("--address-range");
   settings.range = *range;
+  const std::string& nic = flags.slurm_interface;
+  if (nic.empty() || nic.size() > 15 || !std::all_of(nic.begin(), nic.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+      }))
+    return invalid_argument("--slurm-interface '" + nic + "' is not an interface name (letters, digits, '-', '_', "
+                            "'.'; at most 15); name the nodes' interface on the network of --address-range, e.g. eth0");
+  in_addr gateway{};
+  if (!flags.slurm_gateway.empty() && inet_pton(AF_INET, flags.slurm_gateway.c_str(), &gateway) != 1)
+    return invalid_argument("--slurm-gateway '" + flags.slurm_gateway + "' is not an IPv4 address; give the "
+                            "router of the nodes' network, or leave it out");
   EDT_ASSIGN_OR_RETURN(settings.login_address, SlurmBackend::source_address_toward(range->address(range->first)));
   return SlurmBackend::partition_gpus(flags.slurm_partition).status();
 }
