@@ -135,7 +135,7 @@ class Demo:
         # the shared directory (<data dir>/shared; edtd's own is <data dir>/edtd).
         self.files_dir = self.data_dir
         self.slurm = None
-        if args.backend == "slurm":
+        if getattr(args, "backend", "local") == "slurm":  # demo_cluster_types.py has no --backend
             os.chmod(self.data_dir, 0o711)  # containers' roots bind from the shared directory in it
             self.files_dir = os.path.join(self.data_dir, "shared")
             os.makedirs(self.files_dir, mode=0o711)

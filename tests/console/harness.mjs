@@ -112,6 +112,20 @@ export class Edtd {
   log() {
     return fs.existsSync(this.logPath) ? fs.readFileSync(this.logPath, 'utf8') : '';
   }
+
+  // Each cluster's containers and events: what a failed step leaves to read
+  // (the clusters are deleted when edtd stops).
+  async describe() {
+    const lines = [];
+    const { json } = await this.api('GET', '/clusters');
+    for (const { name } of json?.clusters ?? []) {
+      const cluster = (await this.api('GET', `/clusters/${name}`)).json;
+      lines.push(`cluster ${name}: ${cluster?.status?.phase} ${cluster?.status?.message ?? ''}`);
+      for (const c of cluster?.status?.containers ?? []) lines.push(`  ${c.name} ${c.phase} ${c.message}`);
+      for (const e of (await this.api('GET', `/clusters/${name}/events`)).json?.events ?? []) lines.push(`  ${e.time} ${e.type} ${e.message}`);
+    }
+    return lines.join('\n');
+  }
 }
 
 // The phases the cluster page's containers table shows, by container name.
@@ -153,7 +167,10 @@ export class Steps {
 
   // Stops edtd; after a failure its log is printed and its data kept.
   async end(edtd) {
-    if (this.failed) console.error(`edtd's log (${edtd?.logPath}):\n${edtd?.log().slice(-4000)}`);
+    if (this.failed) {
+      console.error(`edtd's log (${edtd?.logPath}):\n${edtd?.log().slice(-4000)}`);
+      console.error(`its clusters:\n${await edtd?.describe().catch((e) => `(not read: ${e})`)}`);
+    }
     await edtd?.stop({ keepData: this.failed });
   }
 }

@@ -159,7 +159,7 @@ def netns_inode(name):
 
 
 def processes():
-    """(pid, comm, cmdline, net namespace inode) of every process but this one."""
+    """(pid, comm, cmdline, net namespace inode, parent pid) of every process but this one."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         if int(pid) == os.getpid():
             continue
@@ -169,16 +169,33 @@ def processes():
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
             net = os.stat(f"/proc/{pid}/ns/net").st_ino
-        except OSError:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-        yield int(pid), comm, cmdline, net
+        yield int(pid), comm, cmdline, net, ppid
 
 
 def harness_pids(state_dir, namespaces):
-    """Every process inside the namespaces, and every Slurm or munge daemon started with the state dir."""
+    """Every process inside the namespaces and what descends from them (a
+    job's processes in namespaces of their own: edtd's containers), as a
+    machine's shutdown ends them, and every Slurm or munge daemon started
+    with the state dir."""
     inodes = {i for i in map(netns_inode, namespaces) if i}
-    return [pid for pid, comm, cmdline, net in processes()
-            if net in inodes or (comm in DAEMONS and state_dir + "/" in cmdline)]
+    return with_descendants(lambda comm, cmdline, net: net in inodes or (comm in DAEMONS and state_dir + "/" in cmdline))
+
+
+def with_descendants(chosen):
+    """The pids of the processes for which chosen(comm, cmdline, net namespace
+    inode) holds, and of everything that descends from them."""
+    listed = list(processes())
+    found = {pid for pid, comm, cmdline, net, _ in listed if chosen(comm, cmdline, net)}
+    grew = True
+    while grew:
+        more = {pid for pid, _, _, _, ppid in listed if ppid in found} - found
+        found |= more
+        grew = bool(more)
+    return sorted(found)
 
 
 def kill_all(state_dir, namespaces, timeout=10):
@@ -557,6 +574,20 @@ class SlurmHarness:
             child.wait()
         while os.path.exists(f"/proc/{pid}") and self.daemon_pid(name) == pid:
             time.sleep(0.01)
+
+    def crash_node(self, name):
+        """Ends node `name` as a crash would: its slurmd and every process in
+        its namespace or descending from one (its jobs' containers) are
+        SIGKILLed. start_slurmd(name) brings it back. Returns how many died."""
+        self.kill_slurmd(name)
+        inode = netns_inode(self.netns(name))
+        doomed = with_descendants(lambda comm, cmdline, net: net == inode)
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return len(doomed)
 
     def daemon_pid(self, daemon):
         """The pid of a running daemon ("munged", "slurmctld" or a node name), or None."""

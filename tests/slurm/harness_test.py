@@ -76,7 +76,7 @@ def leftovers(state_dir):
     left = harness.our_namespaces()
     names = re.findall(r"^\d+: ([^:@\s]+)", harness.sh(["ip", "-o", "link", "show"]), re.M)
     left += [n for n in names if n.startswith(harness.PREFIX)]
-    for pid, comm, cmdline, _ in harness.processes():
+    for pid, comm, cmdline, _, _ in harness.processes():
         status = read(f"/proc/{pid}/status")
         if comm in harness.DAEMONS and state_dir in cmdline and "State:\tZ" not in status:
             left.append(f"{comm} (pid {pid})")

@@ -13,7 +13,8 @@ each on a node of its own. Checked, with Slurm's own view beside edt's:
     each container a Slurm job on a different node (the job's helper runs
     in that node's network namespace), its node and job in `edt cluster get`
     (table and -o json), CUDA_VISIBLE_DEVICES from Slurm, the hostfile of
-    2, mpirun across the nodes, edt ssh from edtd's host;
+    2, mpirun across the nodes, edt ssh from edtd's host, Jupyter in the
+    launcher through edtd's proxy;
   - scale to 4: 4 nodes; edtrun -np 4 trains MNIST, 2500 samples each;
   - another cluster's container cannot connect to tthvd's (each container's
     own filter lets in its cluster and edtd's host only); edtd's host can;
@@ -45,6 +46,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -100,7 +103,6 @@ class Edtd:
 
     def healthy(self):
         try:
-            import urllib.request
             with urllib.request.urlopen(self.api + "/healthz", timeout=2) as r:
                 return r.status == 200
         except OSError:
@@ -134,6 +136,15 @@ class Edtd:
     def run_in(self, command, timeout=600):
         """`edt run` in the launcher (through srun --overlap into its job)."""
         return self.edt("run", NAME, "--", "sh", "-c", command, timeout=timeout)
+
+
+def get(url, token):
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def our_jobs(h):
@@ -189,33 +200,6 @@ def check_placement(e, h, count):
     return containers
 
 
-def crash_node(h, node):
-    """Kills node `node`'s slurmd and every process of its jobs, as a crash would."""
-    h.kill_slurmd(node)
-    inode = os.stat("/run/netns/" + h.netns(node)).st_ino
-    parents, roots = {}, set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/stat" % pid) as f:
-                parents[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            if os.stat("/proc/%s/ns/net" % pid).st_ino == inode:
-                roots.add(int(pid))
-        except OSError:
-            continue
-    doomed = set(roots)
-    grew = True
-    while grew:
-        more = {p for p, parent in parents.items() if parent in doomed} - doomed
-        doomed |= more
-        grew = bool(more)
-    for pid in doomed:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return len(doomed)
-
-
 def bad_input(e, h):
     run = subprocess.run(e.flags(partition="nope"), env=h.env, capture_output=True, text=True, timeout=60)
     check(run.returncode != 0 and "no such partition" in run.stderr + run.stdout,
@@ -262,6 +246,10 @@ def create_and_train(e, h, figures):
     check(re.search(r"CUDA=\d", out) is not None, "CUDA_VISIBLE_DEVICES comes from Slurm: " + out.splitlines()[0])
     check(sorted(line for line in out.splitlines() if line.startswith(NAME + "-") and " " not in line)
           == [NAME + "-launcher", NAME + "-worker-0"], "mpirun runs on both containers:\n" + out)
+    link = e.edt("jupyter", NAME).stdout.strip()
+    status, body = get(e.api + "/c/%s/jupyter/api/status" % NAME, e.env["EDT_TOKEN"])
+    check(status == 200 and "started" in body,
+          "Jupyter in the launcher (started through srun, proxied by edtd): %s -> %d" % (link, status))
     out = e.edt("ssh", NAME, NAME + "-worker-0", "hostname").stdout.strip()
     check(out == NAME + "-worker-0", "edt ssh from edtd's host reaches a container on its node: " + out)
     started = time.time()
@@ -336,7 +324,7 @@ def survive_scancel(e, h):
 
 def survive_node_crash(e, h):
     victim = next(c for c in e.containers() if c["name"] == NAME + "-worker-1")
-    killed = crash_node(h, victim["node"])
+    killed = h.crash_node(victim["node"])
     started = time.time()
 
     def replaced():

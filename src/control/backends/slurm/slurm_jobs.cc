@@ -43,9 +43,11 @@ std::vector<Job> parse_squeue(const std::string& text) {
 }
 
 bool ended(const std::string& state) {
-  static const std::set<std::string> kEnded = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "COMPLETING", "DEADLINE",
-                                               "FAILED",    "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT",
-                                               "SPECIAL_EXIT", "REVOKED"};
+  // Not COMPLETING: Slurm is still ending its processes, which may hold the
+  // container's address a moment longer.
+  static const std::set<std::string> kEnded = {"BOOT_FAIL", "CANCELLED", "COMPLETED",     "DEADLINE",
+                                               "FAILED",    "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+                                               "TIMEOUT",   "SPECIAL_EXIT", "REVOKED"};
   return kEnded.count(state) > 0;
 }
 

@@ -40,7 +40,8 @@ inline constexpr const char* kSqueueFormat = "%i|%j|%T|%N|%r|%k";
 // Lines "id|name|state|node|reason|comment"; others are skipped.
 std::vector<Job> parse_squeue(const std::string& text);
 
-// Whether a job in `state` is over (its container gone).
+// Whether a job in `state` is over (its container gone; a COMPLETING job
+// is not yet).
 bool ended(const std::string& state);
 // Whether it waits to be placed.
 bool waiting(const std::string& state);

@@ -70,6 +70,8 @@ TEST(SlurmJobsTest, ParsesSqueueLinesAndSkipsOthers) {
   EXPECT_FALSE(ended(jobs[0].state));
   for (const char* state : {"CANCELLED", "NODE_FAIL", "TIMEOUT", "PREEMPTED", "COMPLETED", "FAILED"})
     EXPECT_TRUE(ended(state)) << state;
+  // Its processes are still being ended: it still holds its address.
+  EXPECT_FALSE(ended("COMPLETING"));
 }
 
 TEST(SlurmJobsTest, JobNamesBelongToOneEdtd) {

@@ -91,7 +91,7 @@ class Watch {
     std::string state = out.is_ok() ? *out : "";
     while (!state.empty() && (state.back() == '\n' || state.back() == ' ')) state.pop_back();
     const bool gone = !out.is_ok() && out.status().message().find("Invalid job id") != std::string::npos;
-    if (!gone && (state.empty() || !slurm_jobs::ended(state) || state == "COMPLETING")) return false;
+    if (!gone && (state.empty() || !slurm_jobs::ended(state))) return false;
     std::fprintf(stderr, "edt slurm-node: Slurm says job %s is %s: ending container %s\n", job_.c_str(),
                  gone ? "gone" : state.c_str(), spec_.name.c_str());
     return true;
