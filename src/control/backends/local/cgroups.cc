@@ -88,7 +88,14 @@ Status write_limits(const std::string& dir, const std::string& controller, const
 Status make_cgroup(const std::string& dir, const std::string& controller, const std::string& enable,
                    const ContainerLimits& limits) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  // Another container leaving removes the parent once it is empty, which
+  // may fall between making the parent and making this one in it: make
+  // both again (once this one exists the parent cannot go).
+  for (int tries = 0; tries < 100; ++tries) {
+    ec.clear();
+    fs::create_directories(dir, ec);
+    if (ec != std::errc::no_such_file_or_directory) break;
+  }
   if (ec) return Status(StatusCode::kIoError, "make cgroup " + dir + ": " + ec.message());
   if (controller.empty())
     EDT_RETURN_IF_ERROR(write_control(fs::path(dir).parent_path().string() + "/cgroup.subtree_control", enable));

@@ -4,7 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 #include <fstream>
 #include <sstream>
 #include <ctime>
@@ -63,6 +66,32 @@ TEST(CgroupsTest, AMachineWithoutTheControllersSaysWhich) {
 // On this machine's own cgroups (root, as CI runs): a process that joins a
 // container's cgroup cannot make more tasks than its pids bound, and the
 // memory bound is written. Elsewhere the test says why it cannot run.
+// Containers start and leave at once (the reconciler starts a scale's from
+// several threads): one leaving removes the shared parent when it is empty,
+// which must not fail another's start between making the parent and its own.
+TEST(CgroupsTest, ContainersStartingAndLeavingAtOnceAllGetTheirCgroups) {
+  ContainerCgroups cgroups("/sys/fs/cgroup", "race" + std::to_string(getpid()));
+  const ContainerLimits limits{16};
+  if (std::string why = cgroups.unavailable(limits); !why.empty()) GTEST_SKIP() << why;
+  std::atomic<int> failures{0};
+  std::string first;
+  std::mutex mu;
+  auto churn = [&](const std::string& name) {
+    for (int i = 0; i < 300; ++i) {
+      auto made = cgroups.make(name, limits);
+      if (!made.is_ok()) {
+        std::lock_guard lock(mu);
+        if (failures++ == 0) first = made.status().message();
+      }
+      (void)cgroups.remove(name);
+    }
+  };
+  std::thread a(churn, "a"), b(churn, "b");
+  a.join();
+  b.join();
+  EXPECT_EQ(failures.load(), 0) << first;
+}
+
 TEST(CgroupsTest, AProcessInAContainersCgroupIsBoundedByIt) {
   ContainerCgroups cgroups("/sys/fs/cgroup", "test" + std::to_string(getpid()));
   const ContainerLimits limits{8, 256ull << 20};
