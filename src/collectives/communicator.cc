@@ -254,6 +254,9 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
       std::vector<std::vector<uint8_t>> raw;
       EDT_RETURN_IF_ERROR(shm_->round_with_descriptor(&mine, sizeof mine, &raw));
       for (int r = 0; r < size_; ++r) std::memcpy(&all[r], raw[r].data(), sizeof(Descriptor));
+    } else if (doubling()) {
+      all[rank_] = mine;
+      EDT_RETURN_IF_ERROR(doubling_agree(data, &all));
     } else {
       all[rank_] = mine;
       EDT_RETURN_IF_ERROR(exchange_descriptors(mine, data, &all));
@@ -262,14 +265,71 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     return check_descriptors(all, recv_counts);
   }
 
+  // Agreement where the ranks are a power of two (and not all behind one
+  // shared-memory segment): recursive doubling. At the step of distance
+  // 2^k each rank swaps with rank ^ 2^k the descriptors of the 2^k ranks it
+  // has heard from so far, followed, when its own descriptor carries data,
+  // by their data combined. log2(size) messages per rank instead of
+  // size - 1: across hosts each one costs both ends a trip through the
+  // kernel's network stack. Afterwards every rank holds every descriptor
+  // and, when all of them agree, everyone's data combined in combined_.
+  // Each step combines the lower block with the upper one, in that order,
+  // so every rank computes the same bits. What a rank sends depends on its
+  // own descriptor alone and the receiver reads the length from it, so the
+  // streams stay in step whatever the ranks called.
+  Status doubling_agree(const void* data, std::vector<Descriptor>* all) {
+    const Descriptor mine = (*all)[rank_];
+    const size_t bytes = data_bytes(mine);
+    const auto* first = static_cast<const uint8_t*>(data);
+    combined_.assign(first, first + bytes);
+    bool combining = bytes > 0;
+    for (int dist = 1; dist < size_; dist <<= 1) {
+      const int peer = rank_ ^ dist;
+      const int ours = rank_ & ~(dist - 1), theirs = peer & ~(dist - 1);
+      const size_t table = dist * sizeof(Descriptor);
+      outbox_.resize(table + bytes);
+      std::memcpy(outbox_.data(), all->data() + ours, table);
+      if (bytes > 0) std::memcpy(outbox_.data() + table, combined_.data(), bytes);
+      EDT_RETURN_IF_ERROR(
+          transport_->exchange({{peer, outbox_.data(), outbox_.size()}}, {{peer, all->data() + theirs, table}}));
+      std::vector<uint8_t>& in = inbox_[peer];
+      in.resize(data_bytes((*all)[peer]));
+      if (!in.empty()) EDT_RETURN_IF_ERROR(transport_->exchange({}, {{peer, in.data(), in.size()}}));
+      for (int r = theirs; r < theirs + dist; ++r) combining = combining && same_allreduce((*all)[r], mine);
+      if (!combining) continue;
+      // Into the lower block's buffer: reduce() may swap its operands when
+      // the output is the second one, which for min and max over a NaN is
+      // another result.
+      std::vector<uint8_t>& lower = rank_ < peer ? combined_ : in;
+      const std::vector<uint8_t>& upper = rank_ < peer ? in : combined_;
+      kernels::reduce(lower.data(), lower.data(), upper.data(), mine.count, mine.type, kernels::combining_op(mine.op));
+      if (&lower != &combined_) combined_.swap(in);
+    }
+    return Status::ok();
+  }
+
+  static bool same_allreduce(const Descriptor& a, const Descriptor& b) {
+    return a.kind == b.kind && a.count == b.count && a.type == b.type && a.op == b.op && !a.bad_arguments;
+  }
+
+  // What follows a rank's descriptor on the wire.
+  size_t data_bytes(const Descriptor& d) const { return carries_data(d) ? d.count * dtype_size(d.type) : 0; }
+
+  bool doubling() const { return !single_segment() && (size_ & (size_ - 1)) == 0; }
+
   Status exchange_descriptors(const Descriptor& mine, const void* data, std::vector<Descriptor>* all) {
-    const size_t bytes = carries_data(mine) ? mine.count * dtype_size(mine.type) : 0;
+    // The descriptor and its data leave as one message: one send, and one
+    // segment on the wire for a small allreduce, where two would cost the
+    // receiver a second wake-up.
+    const size_t bytes = data_bytes(mine);
+    outbox_.resize(sizeof mine + bytes);
+    std::memcpy(outbox_.data(), &mine, sizeof mine);
+    if (bytes > 0) std::memcpy(outbox_.data() + sizeof mine, data, bytes);
     std::vector<transport::Send> sends;
     std::vector<transport::Recv> recvs;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      sends.push_back({r, &mine, sizeof mine});
-      if (bytes > 0) sends.push_back({r, data, bytes});
+      sends.push_back({r, outbox_.data(), outbox_.size()});
       recvs.push_back({r, &(*all)[r], sizeof(Descriptor)});
     }
     return transport_->exchange(sends, recvs);
@@ -281,7 +341,7 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     std::vector<transport::Recv> recvs;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_ || !carries_data(all[r])) continue;
-      inbox_[r].resize(all[r].count * dtype_size(all[r].type));
+      inbox_[r].resize(data_bytes(all[r]));
       recvs.push_back({r, inbox_[r].data(), inbox_[r].size()});
     }
     if (recvs.empty()) return Status::ok();
@@ -336,7 +396,11 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     }
     if (carries_data(d)) {
       EDT_RETURN_IF_ERROR(agree(d, nullptr, send));
-      reduce_inbox(send, recv, count, type, kernels::combining_op(op));
+      if (doubling()) {
+        std::memcpy(recv, combined_.data(), combined_.size());
+      } else {
+        reduce_inbox(send, recv, count, type, kernels::combining_op(op));
+      }
     } else {
       EDT_RETURN_IF_ERROR(agree(d, nullptr));
       EDT_RETURN_IF_ERROR(allreduce_data(send, recv, count, type, kernels::combining_op(op)));
@@ -468,6 +532,8 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   // Data that came with each rank's descriptor (carries_data); only the
   // thread running ops touches it.
   std::vector<std::vector<uint8_t>> inbox_;
+  std::vector<uint8_t> outbox_;    // what this rank sends: descriptors and the data behind them
+  std::vector<uint8_t> combined_;  // doubling_agree(): the data combined so far
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -470,11 +471,17 @@ TEST_P(Collectives, SmallAllreduceOnBothSidesOfTheDataWithDescriptorBound) {
 // its data (shared memory) meets a rank that sends none or more (a larger
 // count, another collective): every rank reports the mismatch, leaves its
 // output as it was, takes the data it was sent off the stream, and the next
-// op works.
-class DataWithDescriptor : public ::testing::TestWithParam<Topology> {};
+// op works. 3 ranks send to every peer at once; 4 and 8 (a power of two)
+// swap in log2(n) steps, where the odd rank is heard of at second hand.
+class DataWithDescriptor : public ::testing::TestWithParam<std::tuple<Topology, int>> {
+ protected:
+  Topology topology() const { return std::get<0>(GetParam()); }
+  int ranks() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(DataWithDescriptor, MismatchStaysAnErrorOnEveryRankAndTheCommunicatorUsable) {
-  run_ranks(GetParam(), 3, [&](Communicator& c) {
+  const int n = ranks();
+  run_ranks(topology(), n, [&](Communicator& c) {
     std::vector<float> buf(100000, 1.0f);
     const size_t count = c.rank() == 2 ? buf.size() : 10;
     Status s = c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
@@ -487,13 +494,41 @@ TEST_P(DataWithDescriptor, MismatchStaysAnErrorOnEveryRankAndTheCommunicatorUsab
     EXPECT_NE(s.message().find("rank 0 called broadcast"), std::string::npos) << s.message();
     EXPECT_EQ(buf[0], 1.0f);
     ASSERT_TRUE(c.allreduce(buf.data(), buf.data(), 7, DataType::kFloat32, ReduceOp::kSum).is_ok());
-    EXPECT_EQ(buf[6], 3.0f);
+    EXPECT_EQ(buf[6], float(n));
   });
 }
 
+// Whatever order each rank hears the others' data in, every rank ends with
+// the same bits: values whose float sum depends on the order of the
+// additions, every op that has an order (min and max meet a NaN).
+TEST_P(DataWithDescriptor, EveryRankGetsTheSameBits) {
+  const int n = ranks();
+  const size_t count = 997;
+  std::vector<std::vector<float>> out(n);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    run_ranks(topology(), n, [&](Communicator& c) {
+      std::vector<float> send(count);
+      for (size_t i = 0; i < count; ++i) {
+        const float sign = (c.rank() + i) % 2 ? -1.0f : 1.0f;
+        send[i] = sign * std::ldexp(1.0f + float(i % 13) / 7.0f, int((c.rank() * 7 + i) % 41) - 20);
+      }
+      if (c.rank() == 1) send[5] = std::nanf("");
+      out[c.rank()].assign(count, 0.0f);
+      ASSERT_TRUE(c.allreduce(send.data(), out[c.rank()].data(), count, DataType::kFloat32, op).is_ok());
+    });
+    for (int r = 1; r < n; ++r)
+      EXPECT_EQ(std::memcmp(out[r].data(), out[0].data(), count * sizeof(float)), 0)
+          << "rank " << r << " differs from rank 0, op " << reduce_op_name(op);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, DataWithDescriptor,
-                         ::testing::Values(Topology::kShm, Topology::kTcp, Topology::kTwoHosts),
-                         [](const auto& info) { return std::string(topology_name(info.param)); });
+                         ::testing::Combine(::testing::Values(Topology::kShm, Topology::kTcp, Topology::kTwoHosts),
+                                            ::testing::Values(3, 4, 8)),
+                         [](const auto& info) {
+                           return std::string(topology_name(std::get<0>(info.param))) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Transports, BadInput, ::testing::Values(Topology::kShm, Topology::kTcp, Topology::kTwoHosts),
                          [](const auto& info) { return std::string(topology_name(info.param)); });

@@ -8,7 +8,12 @@
 namespace edt::cpu {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 thread_local std::chrono::nanoseconds t_spin_limit = std::chrono::nanoseconds::max();
+thread_local Clock::time_point t_no_pause_until{};
+
+constexpr auto kNoPauseFor = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -21,5 +26,9 @@ int usable_cores() {
 void limit_thread_spin(std::chrono::nanoseconds limit) { t_spin_limit = limit; }
 
 std::chrono::nanoseconds thread_spin_limit() { return t_spin_limit; }
+
+bool pause_pays(Clock::time_point now) { return now >= t_no_pause_until; }
+
+void pause_ran_out(Clock::time_point now) { t_no_pause_until = now + kNoPauseFor; }
 
 }  // namespace edt::cpu

@@ -23,4 +23,14 @@ int usable_cores();
 void limit_thread_spin(std::chrono::nanoseconds limit);
 std::chrono::nanoseconds thread_spin_limit();
 
+// Whether a wait of the calling thread should pause before it yields:
+// not for 100 ms after one of its pauses ran out with nothing to show. A
+// peer with a core of its own answers within the pause; one that does not
+// is most often waiting for a core (more ranks than cores, or the kernel's
+// network stack needing the core to deliver its bytes), which a pause only
+// holds from it. A wait that yields at once costs a fraction of a
+// microsecond more where the pause would have paid.
+bool pause_pays(std::chrono::steady_clock::time_point now);
+void pause_ran_out(std::chrono::steady_clock::time_point now);
+
 }  // namespace edt::cpu

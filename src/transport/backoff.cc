@@ -29,21 +29,21 @@ bool Backoff::pausing() {
   // Reading the clock costs about as much as a pause: look every 16 idles.
   if (idles_ == 1) {
     const auto now = Clock::now();
+    pause_ = cpu::pause_pays(now);
     pause_until_ = now + std::min(spin_, kDefaultSpin);
     spin_until_ = now + spin_;
   }
-  if (yields_ > 0) return false;
-  return (idles_ & 15) != 0 || Clock::now() < pause_until_;
+  if (yields_ > 0 || !pause_) return false;
+  if ((idles_ & 15) != 0) return true;
+  const auto now = Clock::now();
+  if (now < pause_until_) return true;
+  cpu::pause_ran_out(now);
+  return false;
 }
 
 bool Backoff::spin(Clock::time_point since) {
-  const auto waited = Clock::now() - since;
-  if (waited >= spin_) return false;
-  if (waited < kDefaultSpin) {
-    cpu_relax();
-  } else {
-    sched_yield();
-  }
+  if (Clock::now() - since >= spin_) return false;
+  sched_yield();
   return true;
 }
 

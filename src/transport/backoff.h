@@ -9,12 +9,14 @@
 // The spin is bounded in time, not in pause instructions (a pause takes 10
 // to 150 cycles depending on the CPU). It pauses for at most cpu::kPauseSpin,
 // then yields the core (to any thread that wants it) until `spin` has
-// passed. A long spin pays when every rank has a core of its own: the
-// waiting rank's core has nothing else to do, and a core that goes idle
-// comes back late and with cold caches (a virtual CPU that halts gives its
-// physical core to others), which in a training step slows the next forward
-// and backward pass; yielding hands the core over where something else
-// needs it. With more ranks than cores on a host the communicator asks for
+// passed. A pause that runs out makes the thread's waits of the next 100 ms
+// yield at once (cpu::pause_pays): a peer that did not answer within it was
+// most often waiting for a core. A long spin pays when every rank has a
+// core of its own: the waiting rank's core has nothing else to do, and a
+// core that goes idle comes back late and with cold caches (a virtual CPU
+// that halts gives its physical core to others), which in a training step
+// slows the next forward and backward pass; yielding hands the core over
+// where something else needs it. With more ranks than cores on a host the communicator asks for
 // a short spin, and a thread that shares its core with the training (the
 // engine's) limits its own (cpu::limit_thread_spin).
 //
@@ -23,7 +25,13 @@
 // once, so that the condition is checked once more with the doorbell armed
 // (see doorbell.h); the next idle() then blocks. A caller that blocks its own
 // way (poll() on sockets) calls spin() instead of idle() and blocks once it
-// returns false.
+// returns false. spin() yields from the start, without the pause: what a
+// socket brings arrives through the kernel, tens of microseconds after the
+// peer sent it, so a yield's fraction of a microsecond costs nothing, and
+// where the ranks outnumber the cores (or the kernel's network stack needs
+// the core to deliver the bytes) a pause holds the core from the very
+// process that would send them (4 KiB allreduce, 4 ranks sharing 2 cores
+// across 2 shaped links: 211 us pausing for 50 us first, 85 us yielding).
 //
 // Threads: one Backoff per wait, used by the waiting thread only.
 #pragma once
@@ -53,9 +61,9 @@ class Backoff {
   void idle(bool may_block = true);
   // One step of the spin alone, for a caller whose check of the condition
   // costs a system call (sockets) and who blocks its own way (poll()): a
-  // pause, or a yield, and true; false once `spin` has passed `since` (the
-  // last progress), when the caller should block. The phases count from
-  // `since` and the clock is read on every call, so they end on time.
+  // yield, and true; false once `spin` has passed `since` (the last
+  // progress), when the caller should block. The clock is read on every
+  // call, so the spin ends on time.
   bool spin(Clock::time_point since);
   void reset() {
     idles_ = 0;
@@ -79,6 +87,7 @@ class Backoff {
   Doorbell* doorbell_;
   uint32_t idles_ = 0;   // idle() and spin() calls since progress
   uint32_t yields_ = 0;  // of which yielded
+  bool pause_ = true;    // this wait pauses first (cpu::pause_pays)
   Clock::time_point pause_until_{};
   Clock::time_point spin_until_{};
   bool armed_ = false;
