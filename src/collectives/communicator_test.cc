@@ -31,11 +31,15 @@ const char* topology_name(Topology t) {
   return "?";
 }
 
+// The host names are identities only: the listener is given its address, so
+// that no test waits for a resolver to give up on "hostA" (5 s where DNS
+// does not answer, longer than some of the tests' timeouts).
 CommunicatorOptions options_for(Topology t, int rank, int size, milliseconds timeout = milliseconds(20000)) {
   CommunicatorOptions o;
   o.rank = rank;
   o.size = size;
   o.timeout = timeout;
+  o.bind_address = "127.0.0.1";
   switch (t) {
     case Topology::kShm: o.host = "hostA"; break;
     case Topology::kTcp:
@@ -548,7 +552,7 @@ TEST(CommunicatorCreate, RejectsBadOptions) {
 
 TEST(CommunicatorCreate, MissingRankTimesOutNamingIt) {
   auto store = std::make_shared<MemoryStore>();
-  CommunicatorOptions o{.rank = 0, .size = 3, .host = "h", .timeout = milliseconds(300)};
+  CommunicatorOptions o{.rank = 0, .size = 3, .host = "h", .timeout = milliseconds(300), .bind_address = "127.0.0.1"};
   auto r = Communicator::create(store, o);
   EXPECT_EQ(r.status().code(), StatusCode::kTimeout);
   EXPECT_NE(r.status().message().find("missing rank(s) 1, 2"), std::string::npos) << r.status().message();
@@ -560,7 +564,7 @@ TEST(CommunicatorCreate, ShmAcrossHostsIsRefused) {
   for (int r = 0; r < 2; ++r)
     ts.emplace_back([&, r] {
       CommunicatorOptions o{.rank = r, .size = 2, .host = r ? "b" : "a", .transport = "shm",
-                            .timeout = milliseconds(3000)};
+                            .timeout = milliseconds(3000), .bind_address = "127.0.0.1"};
       auto c = Communicator::create(store, o);
       EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
     });
@@ -574,7 +578,7 @@ TEST(CommunicatorCreate, GenerationsUnderPrefixesDoNotMix) {
     for (int r = 0; r < 2; ++r)
       ts.emplace_back([&, r] {
         auto store = std::make_shared<PrefixStore>("gen" + std::to_string(gen), base);
-        CommunicatorOptions o{.rank = r, .size = 2, .host = "h"};
+        CommunicatorOptions o{.rank = r, .size = 2, .host = "h", .bind_address = "127.0.0.1"};
         auto c = Communicator::create(store, o);
         ASSERT_TRUE(c.is_ok()) << c.status().to_string();
         int32_t x = gen + r;

@@ -42,8 +42,13 @@ bool Backoff::pausing() {
 }
 
 bool Backoff::spin(Clock::time_point since) {
-  if (Clock::now() - since >= spin_) return false;
-  sched_yield();
+  const auto waited = Clock::now() - since;
+  if (waited >= spin_) return false;
+  if (spin_ <= kDefaultSpin) {
+    cpu_relax();  // a spin no longer than the pause: blocking frees the core next
+  } else {
+    sched_yield();
+  }
   return true;
 }
 
