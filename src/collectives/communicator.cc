@@ -254,13 +254,16 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
       std::vector<std::vector<uint8_t>> raw;
       EDT_RETURN_IF_ERROR(shm_->round_with_descriptor(&mine, sizeof mine, &raw));
       for (int r = 0; r < size_; ++r) std::memcpy(&all[r], raw[r].data(), sizeof(Descriptor));
+    } else if (hierarchical_) {
+      all[rank_] = mine;
+      EDT_RETURN_IF_ERROR(leader_agree(data, &all));
     } else if (doubling()) {
       all[rank_] = mine;
       EDT_RETURN_IF_ERROR(doubling_agree(data, &all));
     } else {
       all[rank_] = mine;
       EDT_RETURN_IF_ERROR(exchange_descriptors(mine, data, &all));
-      EDT_RETURN_IF_ERROR(take_data(all));
+      EDT_RETURN_IF_ERROR(take_data(all, all_members_));
     }
     return check_descriptors(all, recv_counts);
   }
@@ -308,6 +311,100 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     return Status::ok();
   }
 
+  // Agreement across hosts with shared memory inside: each rank sends its
+  // descriptor (and data) to its host's leader over shared memory, the
+  // leaders swap their hosts' descriptors and data combined over TCP, and
+  // each leader hands every descriptor and the result back to its host.
+  // Only leaders cross hosts: H (H - 1) messages per op over TCP. Every
+  // leader combines the same host partials in host order, each host's
+  // members in rank order, so every rank gets the same bits.
+  Status leader_agree(const void* data, std::vector<Descriptor>* all) {
+    const Descriptor mine = (*all)[rank_];
+    const size_t bytes = data_bytes(mine);
+    const auto* first = static_cast<const uint8_t*>(data);
+    const int leader = topology_.local_members[0];
+    if (rank_ != leader) {
+      outbox_.resize(sizeof mine + bytes);
+      std::memcpy(outbox_.data(), &mine, sizeof mine);
+      if (bytes > 0) std::memcpy(outbox_.data() + sizeof mine, first, bytes);
+      EDT_RETURN_IF_ERROR(transport_->exchange({{leader, outbox_.data(), outbox_.size()}},
+                                               {{leader, all->data(), all->size() * sizeof(Descriptor)}}));
+      combined_.resize(data_bytes((*all)[leader]));
+      if (combined_.empty()) return Status::ok();
+      return transport_->exchange({}, {{leader, combined_.data(), combined_.size()}});
+    }
+    combined_.assign(first, first + bytes);
+    EDT_RETURN_IF_ERROR(gather_host(all));
+    combine_from(*all, topology_.local_members);
+    EDT_RETURN_IF_ERROR(swap_among_leaders(all));
+    combine_from(*all, topology_.leaders);
+    const size_t table = all->size() * sizeof(Descriptor);
+    outbox_.resize(table + bytes);
+    std::memcpy(outbox_.data(), all->data(), table);
+    if (bytes > 0) std::memcpy(outbox_.data() + table, combined_.data(), bytes);
+    std::vector<transport::Send> sends;
+    for (int m : topology_.local_members)
+      if (m != rank_) sends.push_back({m, outbox_.data(), outbox_.size()});
+    return transport_->exchange(sends, std::span<transport::Recv>());
+  }
+
+  // The leader takes its host's descriptors, then the data behind them.
+  Status gather_host(std::vector<Descriptor>* all) {
+    std::vector<transport::Recv> recvs;
+    for (int m : topology_.local_members)
+      if (m != rank_) recvs.push_back({m, &(*all)[m], sizeof(Descriptor)});
+    EDT_RETURN_IF_ERROR(transport_->exchange(std::span<const transport::Send>(), recvs));
+    return take_data(*all, topology_.local_members);
+  }
+
+  // Each leader sends every other its host's descriptors (in rank order)
+  // and its host's data combined (as long as its own data), and takes
+  // theirs.
+  Status swap_among_leaders(std::vector<Descriptor>* all) {
+    const auto members = host_members();
+    const auto& mine = members[topology_.host_index];
+    const size_t bytes = combined_.size();
+    outbox_.resize(mine.size() * sizeof(Descriptor) + bytes);
+    for (size_t i = 0; i < mine.size(); ++i)
+      std::memcpy(outbox_.data() + i * sizeof(Descriptor), &(*all)[mine[i]], sizeof(Descriptor));
+    if (bytes > 0) std::memcpy(outbox_.data() + mine.size() * sizeof(Descriptor), combined_.data(), bytes);
+    std::vector<std::vector<Descriptor>> tables(members.size());
+    std::vector<transport::Send> sends;
+    std::vector<transport::Recv> recvs;
+    for (int h = 0; h < topology_.hosts(); ++h) {
+      if (h == topology_.host_index) continue;
+      tables[h].resize(members[h].size());
+      sends.push_back({topology_.leaders[h], outbox_.data(), outbox_.size()});
+      recvs.push_back({topology_.leaders[h], tables[h].data(), tables[h].size() * sizeof(Descriptor)});
+    }
+    EDT_RETURN_IF_ERROR(transport_->exchange(sends, recvs));
+    for (int h = 0; h < topology_.hosts(); ++h)
+      for (size_t i = 0; i < tables[h].size(); ++i) (*all)[members[h][i]] = tables[h][i];
+    return take_data(*all, topology_.leaders);
+  }
+
+  // Each host's ranks, ascending.
+  std::vector<std::vector<int>> host_members() const {
+    std::vector<std::vector<int>> members(topology_.hosts());
+    for (int r = 0; r < size_; ++r) members[topology_.host_of[r]].push_back(r);
+    return members;
+  }
+
+  // combined_ = the data of `ranks` in their order, this rank's own from
+  // combined_ and the others' from the inbox, when all of their descriptors
+  // agree with this rank's; else combined_ stays as it was.
+  void combine_from(const std::vector<Descriptor>& all, const std::vector<int>& ranks) {
+    const Descriptor& mine = all[rank_];
+    if (combined_.empty()) return;
+    for (int r : ranks)
+      if (!same_allreduce(all[r], mine)) return;
+    std::vector<const void*> parts;
+    for (int r : ranks) parts.push_back(r == rank_ ? combined_.data() : inbox_[r].data());
+    scratch_.resize(combined_.size());
+    collectives::reduce_in_order(scratch_.data(), parts, mine.count, mine.type, kernels::combining_op(mine.op));
+    combined_.swap(scratch_);
+  }
+
   static bool same_allreduce(const Descriptor& a, const Descriptor& b) {
     return a.kind == b.kind && a.count == b.count && a.type == b.type && a.op == b.op && !a.bad_arguments;
   }
@@ -337,9 +434,9 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
 
   // Takes what peers sent behind their descriptors into inbox_[peer], whether
   // or not the descriptors agree: the streams stay in step either way.
-  Status take_data(const std::vector<Descriptor>& all) {
+  Status take_data(const std::vector<Descriptor>& all, const std::vector<int>& from) {
     std::vector<transport::Recv> recvs;
-    for (int r = 0; r < size_; ++r) {
+    for (int r : from) {
       if (r == rank_ || !carries_data(all[r])) continue;
       inbox_[r].resize(data_bytes(all[r]));
       recvs.push_back({r, inbox_[r].data(), inbox_[r].size()});
@@ -396,7 +493,7 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     }
     if (carries_data(d)) {
       EDT_RETURN_IF_ERROR(agree(d, nullptr, send));
-      if (doubling()) {
+      if (hierarchical_ || doubling()) {
         std::memcpy(recv, combined_.data(), combined_.size());
       } else {
         reduce_inbox(send, recv, count, type, kernels::combining_op(op));
@@ -533,7 +630,8 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   // thread running ops touches it.
   std::vector<std::vector<uint8_t>> inbox_;
   std::vector<uint8_t> outbox_;    // what this rank sends: descriptors and the data behind them
-  std::vector<uint8_t> combined_;  // doubling_agree(): the data combined so far
+  std::vector<uint8_t> combined_;  // doubling_agree(), leader_agree(): the data combined so far
+  std::vector<uint8_t> scratch_;
 
   std::mutex mu_;
   std::condition_variable cv_;

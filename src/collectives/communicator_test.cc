@@ -475,8 +475,10 @@ TEST_P(Collectives, SmallAllreduceOnBothSidesOfTheDataWithDescriptorBound) {
 // its data (shared memory) meets a rank that sends none or more (a larger
 // count, another collective): every rank reports the mismatch, leaves its
 // output as it was, takes the data it was sent off the stream, and the next
-// op works. 3 ranks send to every peer at once; 4 and 8 (a power of two)
-// swap in log2(n) steps, where the odd rank is heard of at second hand.
+// op works. Over TCP 3 ranks send to every peer at once, 4 and 8 (a power
+// of two) swap in log2(n) steps, where the odd rank is heard of at second
+// hand; on two hosts every rank goes through its host's leader (hosts of 2
+// and 1 ranks for 3).
 class DataWithDescriptor : public ::testing::TestWithParam<std::tuple<Topology, int>> {
  protected:
   Topology topology() const { return std::get<0>(GetParam()); }
