@@ -16,9 +16,9 @@
 // core that goes idle comes back late and with cold caches (a virtual CPU
 // that halts gives its physical core to others), which in a training step
 // slows the next forward and backward pass; yielding hands the core over
-// where something else needs it. With more ranks than cores on a host the communicator asks for
-// a short spin, and a thread that shares its core with the training (the
-// engine's) limits its own (cpu::limit_thread_spin).
+// where something else needs it. With more ranks than cores on a host the
+// communicator asks for a short spin, and a thread that shares its core
+// with the training (the engine's) limits its own (cpu::limit_thread_spin).
 //
 // Use: check the wait condition; on progress call reset(), otherwise idle(),
 // and check again. Before blocking, idle() arms the doorbell and returns at
