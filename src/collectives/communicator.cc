@@ -245,27 +245,39 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   // --- descriptors --------------------------------------------------------
 
   // Publishes this rank's descriptor and checks everyone's. `data` follows
-  // the descriptor to every peer when carries_data(mine).
+  // the descriptor to every peer when carries_data(mine); once all agree,
+  // everyone's data combined is in combined_.
   Status agree(Descriptor mine, const std::vector<size_t>* recv_counts, const void* data = nullptr) {
     EDT_RETURN_IF_ERROR(transport_->broken());
     mine.seq = seq_++;
     std::vector<Descriptor> all(size_);
+    all[rank_] = mine;
+    const auto* first = static_cast<const uint8_t*>(data);
+    combined_.assign(first, first + data_bytes(mine));
     if (single_segment()) {
       std::vector<std::vector<uint8_t>> raw;
       EDT_RETURN_IF_ERROR(shm_->round_with_descriptor(&mine, sizeof mine, &raw));
       for (int r = 0; r < size_; ++r) std::memcpy(&all[r], raw[r].data(), sizeof(Descriptor));
     } else if (hierarchical_) {
-      all[rank_] = mine;
-      EDT_RETURN_IF_ERROR(leader_agree(data, &all));
+      EDT_RETURN_IF_ERROR(leader_agree(&all));
     } else if (doubling()) {
-      all[rank_] = mine;
-      EDT_RETURN_IF_ERROR(doubling_agree(data, &all));
+      EDT_RETURN_IF_ERROR(doubling_agree(&all));
     } else {
-      all[rank_] = mine;
-      EDT_RETURN_IF_ERROR(exchange_descriptors(mine, data, &all));
+      EDT_RETURN_IF_ERROR(exchange_descriptors(&all));
       EDT_RETURN_IF_ERROR(take_data(all, all_members_));
+      combine_from(all, all_members_);
     }
     return check_descriptors(all, recv_counts);
+  }
+
+  // outbox_ = `table` and, behind it, this rank's data (combined so far):
+  // one message, one send, and one segment on the wire for a small
+  // allreduce, where two would cost the receiver a second wake-up.
+  void pack(std::span<const Descriptor> table) {
+    const size_t head = table.size_bytes();
+    outbox_.resize(head + combined_.size());
+    std::memcpy(outbox_.data(), table.data(), head);
+    if (!combined_.empty()) std::memcpy(outbox_.data() + head, combined_.data(), combined_.size());
   }
 
   // Agreement where the ranks are a power of two (and not all behind one
@@ -280,29 +292,22 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   // so every rank computes the same bits. What a rank sends depends on its
   // own descriptor alone and the receiver reads the length from it, so the
   // streams stay in step whatever the ranks called.
-  Status doubling_agree(const void* data, std::vector<Descriptor>* all) {
+  Status doubling_agree(std::vector<Descriptor>* all) {
     const Descriptor mine = (*all)[rank_];
-    const size_t bytes = data_bytes(mine);
-    const auto* first = static_cast<const uint8_t*>(data);
-    combined_.assign(first, first + bytes);
-    bool combining = bytes > 0;
+    bool combining = !combined_.empty();
     for (int dist = 1; dist < size_; dist <<= 1) {
       const int peer = rank_ ^ dist;
       const int ours = rank_ & ~(dist - 1), theirs = peer & ~(dist - 1);
-      const size_t table = dist * sizeof(Descriptor);
-      outbox_.resize(table + bytes);
-      std::memcpy(outbox_.data(), all->data() + ours, table);
-      if (bytes > 0) std::memcpy(outbox_.data() + table, combined_.data(), bytes);
-      EDT_RETURN_IF_ERROR(
-          transport_->exchange({{peer, outbox_.data(), outbox_.size()}}, {{peer, all->data() + theirs, table}}));
-      std::vector<uint8_t>& in = inbox_[peer];
-      in.resize(data_bytes((*all)[peer]));
-      if (!in.empty()) EDT_RETURN_IF_ERROR(transport_->exchange({}, {{peer, in.data(), in.size()}}));
+      pack(std::span(*all).subspan(ours, dist));
+      EDT_RETURN_IF_ERROR(transport_->exchange({{peer, outbox_.data(), outbox_.size()}},
+                                               {{peer, all->data() + theirs, dist * sizeof(Descriptor)}}));
+      EDT_RETURN_IF_ERROR(take_data(*all, std::span(&peer, 1)));
       for (int r = theirs; r < theirs + dist; ++r) combining = combining && same_allreduce((*all)[r], mine);
       if (!combining) continue;
       // Into the lower block's buffer: reduce() may swap its operands when
       // the output is the second one, which for min and max over a NaN is
       // another result.
+      std::vector<uint8_t>& in = inbox_[peer];
       std::vector<uint8_t>& lower = rank_ < peer ? combined_ : in;
       const std::vector<uint8_t>& upper = rank_ < peer ? in : combined_;
       kernels::reduce(lower.data(), lower.data(), upper.data(), mine.count, mine.type, kernels::combining_op(mine.op));
@@ -318,30 +323,21 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   // Only leaders cross hosts: H (H - 1) messages per op over TCP. Every
   // leader combines the same host partials in host order, each host's
   // members in rank order, so every rank gets the same bits.
-  Status leader_agree(const void* data, std::vector<Descriptor>* all) {
-    const Descriptor mine = (*all)[rank_];
-    const size_t bytes = data_bytes(mine);
-    const auto* first = static_cast<const uint8_t*>(data);
+  Status leader_agree(std::vector<Descriptor>* all) {
     const int leader = topology_.local_members[0];
     if (rank_ != leader) {
-      outbox_.resize(sizeof mine + bytes);
-      std::memcpy(outbox_.data(), &mine, sizeof mine);
-      if (bytes > 0) std::memcpy(outbox_.data() + sizeof mine, first, bytes);
+      pack(std::span(*all).subspan(rank_, 1));
       EDT_RETURN_IF_ERROR(transport_->exchange({{leader, outbox_.data(), outbox_.size()}},
                                                {{leader, all->data(), all->size() * sizeof(Descriptor)}}));
-      combined_.resize(data_bytes((*all)[leader]));
-      if (combined_.empty()) return Status::ok();
-      return transport_->exchange({}, {{leader, combined_.data(), combined_.size()}});
+      EDT_RETURN_IF_ERROR(take_data(*all, std::span(&leader, 1)));
+      combined_.swap(inbox_[leader]);
+      return Status::ok();
     }
-    combined_.assign(first, first + bytes);
     EDT_RETURN_IF_ERROR(gather_host(all));
     combine_from(*all, topology_.local_members);
     EDT_RETURN_IF_ERROR(swap_among_leaders(all));
     combine_from(*all, topology_.leaders);
-    const size_t table = all->size() * sizeof(Descriptor);
-    outbox_.resize(table + bytes);
-    std::memcpy(outbox_.data(), all->data(), table);
-    if (bytes > 0) std::memcpy(outbox_.data() + table, combined_.data(), bytes);
+    pack(*all);
     std::vector<transport::Send> sends;
     for (int m : topology_.local_members)
       if (m != rank_) sends.push_back({m, outbox_.data(), outbox_.size()});
@@ -361,33 +357,22 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   // and its host's data combined (as long as its own data), and takes
   // theirs.
   Status swap_among_leaders(std::vector<Descriptor>* all) {
-    const auto members = host_members();
-    const auto& mine = members[topology_.host_index];
-    const size_t bytes = combined_.size();
-    outbox_.resize(mine.size() * sizeof(Descriptor) + bytes);
-    for (size_t i = 0; i < mine.size(); ++i)
-      std::memcpy(outbox_.data() + i * sizeof(Descriptor), &(*all)[mine[i]], sizeof(Descriptor));
-    if (bytes > 0) std::memcpy(outbox_.data() + mine.size() * sizeof(Descriptor), combined_.data(), bytes);
-    std::vector<std::vector<Descriptor>> tables(members.size());
+    std::vector<std::vector<Descriptor>> tables(topology_.hosts());
+    for (int h = 0; h < topology_.hosts(); ++h) tables[h].resize(host_members_[h].size());
+    for (size_t i = 0; i < tables[topology_.host_index].size(); ++i)
+      tables[topology_.host_index][i] = (*all)[host_members_[topology_.host_index][i]];
+    pack(tables[topology_.host_index]);
     std::vector<transport::Send> sends;
     std::vector<transport::Recv> recvs;
     for (int h = 0; h < topology_.hosts(); ++h) {
       if (h == topology_.host_index) continue;
-      tables[h].resize(members[h].size());
       sends.push_back({topology_.leaders[h], outbox_.data(), outbox_.size()});
       recvs.push_back({topology_.leaders[h], tables[h].data(), tables[h].size() * sizeof(Descriptor)});
     }
     EDT_RETURN_IF_ERROR(transport_->exchange(sends, recvs));
     for (int h = 0; h < topology_.hosts(); ++h)
-      for (size_t i = 0; i < tables[h].size(); ++i) (*all)[members[h][i]] = tables[h][i];
+      for (size_t i = 0; i < tables[h].size(); ++i) (*all)[host_members_[h][i]] = tables[h][i];
     return take_data(*all, topology_.leaders);
-  }
-
-  // Each host's ranks, ascending.
-  std::vector<std::vector<int>> host_members() const {
-    std::vector<std::vector<int>> members(topology_.hosts());
-    for (int r = 0; r < size_; ++r) members[topology_.host_of[r]].push_back(r);
-    return members;
   }
 
   // combined_ = the data of `ranks` in their order, this rank's own from
@@ -414,14 +399,8 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
 
   bool doubling() const { return !single_segment() && (size_ & (size_ - 1)) == 0; }
 
-  Status exchange_descriptors(const Descriptor& mine, const void* data, std::vector<Descriptor>* all) {
-    // The descriptor and its data leave as one message: one send, and one
-    // segment on the wire for a small allreduce, where two would cost the
-    // receiver a second wake-up.
-    const size_t bytes = data_bytes(mine);
-    outbox_.resize(sizeof mine + bytes);
-    std::memcpy(outbox_.data(), &mine, sizeof mine);
-    if (bytes > 0) std::memcpy(outbox_.data() + sizeof mine, data, bytes);
+  Status exchange_descriptors(std::vector<Descriptor>* all) {
+    pack(std::span(*all).subspan(rank_, 1));
     std::vector<transport::Send> sends;
     std::vector<transport::Recv> recvs;
     for (int r = 0; r < size_; ++r) {
@@ -434,11 +413,12 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
 
   // Takes what peers sent behind their descriptors into inbox_[peer], whether
   // or not the descriptors agree: the streams stay in step either way.
-  Status take_data(const std::vector<Descriptor>& all, const std::vector<int>& from) {
+  Status take_data(const std::vector<Descriptor>& all, std::span<const int> from) {
     std::vector<transport::Recv> recvs;
     for (int r : from) {
-      if (r == rank_ || !carries_data(all[r])) continue;
+      if (r == rank_) continue;
       inbox_[r].resize(data_bytes(all[r]));
+      if (inbox_[r].empty()) continue;
       recvs.push_back({r, inbox_[r].data(), inbox_[r].size()});
     }
     if (recvs.empty()) return Status::ok();
@@ -493,27 +473,13 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
     }
     if (carries_data(d)) {
       EDT_RETURN_IF_ERROR(agree(d, nullptr, send));
-      if (hierarchical_ || doubling()) {
-        std::memcpy(recv, combined_.data(), combined_.size());
-      } else {
-        reduce_inbox(send, recv, count, type, kernels::combining_op(op));
-      }
+      std::memcpy(recv, combined_.data(), combined_.size());
     } else {
       EDT_RETURN_IF_ERROR(agree(d, nullptr));
       EDT_RETURN_IF_ERROR(allreduce_data(send, recv, count, type, kernels::combining_op(op)));
     }
     if (op == ReduceOp::kAverage) kernels::finish_average(recv, count, type, size_);
     return Status::ok();
-  }
-
-  // recv = every rank's data (this rank's from send, the others' from the
-  // inbox) combined in rank order: the same bits on every rank.
-  void reduce_inbox(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
-    const size_t bytes = count * dtype_size(type);
-    inbox_[rank_].assign(static_cast<const uint8_t*>(send), static_cast<const uint8_t*>(send) + bytes);
-    std::vector<const void*> parts;
-    for (const auto& data : inbox_) parts.push_back(data.data());
-    collectives::reduce_in_order(recv, parts, count, type, op);
   }
 
   Status allreduce_data(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
@@ -632,6 +598,7 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   std::vector<uint8_t> outbox_;    // what this rank sends: descriptors and the data behind them
   std::vector<uint8_t> combined_;  // doubling_agree(), leader_agree(): the data combined so far
   std::vector<uint8_t> scratch_;
+  std::vector<std::vector<int>> host_members_;  // each host's ranks, ascending
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -717,6 +684,8 @@ Status CommunicatorImpl::init(std::shared_ptr<Store> store, const CommunicatorOp
   inbox_.resize(size_);
   EDT_ASSIGN_OR_RETURN(transport::TransportPlan plan, transport::plan_transport(kind, topology_, *peers));
   hierarchical_ = plan.hierarchical;
+  host_members_.resize(topology_.hosts());
+  for (int r = 0; r < size_; ++r) host_members_[topology_.host_of[r]].push_back(r);
   transport_name_ = plan.name;
 
   transport::TransportOptions to{.peers = std::move(peers).value(), .topology = topology_, .plan = plan,
