@@ -30,7 +30,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples/mnist"))
 import check_run  # noqa: E402  (the example's own checks of its epoch lines)
 sys.path.insert(0, os.path.join(ROOT, "tests/slurm"))
 import harness  # noqa: E402  (the Slurm cluster of --backend slurm)
+from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
 
 PYTHON = "/usr/bin/python3"
 # The demo's own bridge and block, apart from an installed edtd's (edt0,
@@ -66,12 +66,6 @@ def say(text):
 def show(text):
     for line in text.rstrip("\n").splitlines():
         print("    " + line, flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Job:

@@ -26,15 +26,23 @@ export const kChromiumArgs = [
   '--disable-sync',
 ];
 
-async function freePort() {
-  return new Promise((resolve, reject) => {
+function canListen(port) {
+  return new Promise((resolve) => {
     const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+// A port below the kernel's ephemeral range (see scripts/ports.py): one the
+// kernel hands out could be taken by any connect() before edtd binds it.
+async function freePort() {
+  const [low] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+  for (let tries = 0; tries < 200; tries++) {
+    const port = 20000 + Math.floor(Math.random() * (low - 20000));
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port on 127.0.0.1 in 20000-${low - 1}`);
 }
 
 export async function waitFor(what, fn, { timeoutMs = 30000, intervalMs = 200 } = {}) {

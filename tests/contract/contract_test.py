@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,9 @@ import urllib.error
 import urllib.request
 
 import jsonschema
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
 
 METHODS = ("get", "post", "patch", "put", "delete")
 # The body of an operation that takes raw bytes (application/octet-stream).
@@ -46,12 +48,6 @@ EXAMPLES = {
     "TerminalRequest": {},
     "JupyterRequest": {},
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def to_json_schema(node):

@@ -46,18 +46,15 @@ import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+
 ADDRESSES = "127.85.0.0/24"  # this test's own block (grep --address-range for the others)
 GPUS = "NVIDIA-P4=8"
 OPERATIONS = ["create", "scale-up", "scale-down", "delete"]
 CLUSTER = "crash"  # the cluster the operations act on
 BYSTANDER = "steady"  # Running throughout; its sandboxes must survive every crash
 TIMEOUT = 60  # seconds for any one state to be reached
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what, check, timeout=TIMEOUT, state=lambda: ""):

@@ -16,13 +16,16 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
 
 BUILD = os.environ["EDT_BUILD_DIR"]
 SOURCE = os.environ["EDT_SOURCE_DIR"]
@@ -130,12 +133,6 @@ def test_programs_answer_help(root):
     for program in ["edtd", "edt", "edtrun"]:
         out = run([root / "usr/bin" / program, "--help"], env=clean_env(root)).stdout
         assert "usage" in out.lower() or "options" in out.lower(), out
-
-
-def free_port(host="127.0.0.1"):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -55,6 +55,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples", "mnist"))
 import check_run  # noqa: E402  (the example's own checks of its epoch lines)
 import harness  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
 
 NAME = "tthvd"
 TRAIN = "train_mnist.py"
@@ -68,12 +70,6 @@ def check(ok, what):
     print(("ok    " if ok else "FAIL  ") + what, flush=True)
     if not ok:
         raise Failed(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Edtd:
