@@ -305,6 +305,10 @@ class Bridge(tenants.Tenants):
         ex = self.cli(token, "exec", containers[1]["name"], "--", "sh", "-c", "ip -o -4 addr show dev eth0")
         self.check(ex.returncode == 0 and f"inet {containers[1]['address']}/24" in ex.stdout,
                    f"edt exec in the worker: {ex.returncode} {ex.stdout} {ex.stderr}")
+        # bwrap brings lo up in the new namespace; edtd leaves it to it.
+        lo = self.cli(token, "exec", containers[0]["name"], "--", "sh", "-c", "ip -o -4 addr show dev lo; ip -o link show dev lo")
+        self.check(lo.returncode == 0 and "inet 127.0.0.1/8" in lo.stdout and "LOOPBACK,UP" in lo.stdout,
+                   f"lo in the launcher: {lo.returncode} {lo.stdout} {lo.stderr}")
 
     def from_host(self, token, containers):
         """edt ssh and Jupyter: the host opens the connections, the replies

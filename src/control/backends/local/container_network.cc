@@ -211,7 +211,7 @@ Status ContainerNetwork::attach(const std::string& cluster, const std::string& n
   }
   // The default route last: the sandbox starts sshd once it is there.
   EDT_RETURN_IF_ERROR(run_batch({"addr add " + address + "/" + std::to_string(options_.prefix) + " dev eth0",
-                                 "link set eth0 up", "link set lo up", "route add default via " + options_.gateway},
+                                 "link set eth0 up", "route add default via " + options_.gateway},
                                 dir + "/network-ns.ip", "/proc/" + pid + "/ns/net")
                           .with_context(what));
   std::lock_guard<std::mutex> lock(mu_);
@@ -230,7 +230,7 @@ Status ContainerNetwork::attach_macvlan(const std::string& cluster, const std::s
                           .with_context(what));
   EDT_RETURN_IF_ERROR(run_batch({"link set " + link + " name eth0",
                                  "addr add " + address + "/" + std::to_string(options_.prefix) + " dev eth0",
-                                 "link set eth0 up", "link set lo up"},
+                                 "link set eth0 up"},
                                 dir + "/network-ns.ip", netns)
                           .with_context(what));
   EDT_RETURN_IF_ERROR(filter_macvlan(name, init_pid, allowed_peers(cluster)));

@@ -7,7 +7,9 @@
 // only address there. Each container gets a veth pair: the host end
 // (edtv<address in hex>) is a port of the bridge, the other end is eth0 in
 // the container's namespace with the container's address and a MAC made
-// from it (container_mac), a default route via the gateway, and lo up.
+// from it (container_mac), and a default route via the gateway. lo is bwrap's:
+// it brings it up as it makes the namespace, while edtd may already be
+// attaching eth0, so edtd leaves lo alone (two writers raced there).
 //
 // Filtering, in nftables tables named edt_<bridge> (bridge, inet, and ip
 // with --outbound nat) that edtd owns and rewrites whole (one `nft -f`,
