@@ -71,8 +71,9 @@ std::string running_count(const json& cluster) {
 }
 
 // Polls the cluster until it is Running (or gone, when `gone` is set),
-// logging each change of phase. Fails on Failed or after five minutes.
-int wait_for(Client& client, const std::string& name, bool gone) {
+// logging each change of phase. Fails on Failed, on a scale to `containers`
+// (when not 0) that failed and went back, or after five minutes.
+int wait_for(Client& client, const std::string& name, bool gone, int containers = 0) {
   const auto started = std::chrono::steady_clock::now();
   const auto deadline = started + std::chrono::minutes(5);
   std::string last;
@@ -96,6 +97,12 @@ int wait_for(Client& client, const std::string& name, bool gone) {
     }
     if (phase == "Failed") {
       log::error("cluster {} failed: {}", name, status[key(status_field::message)].get<std::string>());
+      return 1;
+    }
+    if (!gone && phase == "Running" && containers && cluster[key(cluster_field::containers)] != containers) {
+      log::error("cluster {} is Running with {} containers, not {}: {}", name,
+                 cluster[key(cluster_field::containers)].get<int>(), containers,
+                 status[key(status_field::message)].get<std::string>());
       return 1;
     }
     if (!gone && phase == "Running") return 0;
@@ -325,7 +332,7 @@ int scale_cluster(const NameOptions& o) {
   json body = {{key(api::fields::Scale::containers), o.containers}};
   if (!o.drain_timeout.empty()) body[key(api::fields::Scale::drain_timeout)] = o.drain_timeout;
   if (auto f = client.call("PATCH", "/clusters/" + o.name, &body, nullptr)) return fail(*f);
-  if (o.wait) return wait_for(client, o.name, false);
+  if (o.wait) return wait_for(client, o.name, false, o.containers);
   printf("cluster %s scaling to %d containers\n", o.name.c_str(), o.containers);
   return 0;
 }

@@ -17,6 +17,10 @@ cluster to 2 once all 4 workers train, and checks that
   - the scale ends with 2 Running containers; each leaving container was
     Drained (an event), none timed out.
 
+Then a scale back to 4 whose new containers cannot start (their volume's
+directory moved away) must go back to 2, and `edt cluster scale --wait`
+must say so and exit 1.
+
 Cases: `short` (steps of a few ms) and `long` (each step sleeps 1.5 s, more
 than edtrun takes to see the hostfile, so a container stopped at once would
 kill its worker mid-step). Prints how long each scale took. Exits non-zero
@@ -186,6 +190,24 @@ class DrainTest:
         print("    " + out.strip().replace("\n", "\n    "), flush=True)
         return seconds, seen_draining
 
+    def failed_scale(self):
+        """A scale whose new containers cannot start (their volume's directory
+        is gone) goes back to the former size; `--wait` says so and fails."""
+        p = self.platform
+        say("a scale that fails: the volume's directory moved away, edt cluster scale %s --containers 4 --wait"
+            % CLUSTER)
+        os.rename(self.volume, self.volume + ".away")
+        try:
+            run = p.edt("cluster", "scale", CLUSTER, "--containers", "4", "--wait", check_exit=False)
+        finally:
+            os.rename(self.volume + ".away", self.volume)
+        check(run.returncode == 1 and "Running with 2 containers, not 4: scale to 4 failed" in run.stderr
+              and "is gone from the host" in run.stderr,
+              "the failed scale: exit code %d, it said:\n%s%s" % (run.returncode, run.stdout, run.stderr))
+        c = p.cluster()
+        check(c["containers"] == 2 and len(c["status"]["containers"]) == 2, "after the failed scale: %s" % c)
+        print("    " + run.stderr.strip().splitlines()[-1], flush=True)
+
     def check_cluster_after(self):
         c = self.platform.cluster()
         phases = [k["phase"] for k in c["status"]["containers"]]
@@ -281,6 +303,7 @@ def main():
         test.setup()
         for name in (["short", "long"] if args.case == "both" else [args.case]):
             test.run_case(name)
+        test.failed_scale()
         failed = False
     except Failed as e:
         print("drain_test: FAILED: %s" % e, file=sys.stderr)

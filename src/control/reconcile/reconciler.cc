@@ -42,6 +42,12 @@ ClusterFiles cluster_files(const std::vector<ContainerRecord>& records) {
   return files;
 }
 
+// Whether the cluster's row still says what a pass read from it.
+bool unchanged_since(const Cluster& read, const std::optional<Cluster>& now) {
+  return now && now->spec.containers == read.spec.containers && now->phase == read.phase &&
+         now->message == read.message && now->scale_failure == read.scale_failure && now->deleting == read.deleting;
+}
+
 }  // namespace
 
 // What one pass read and has decided so far.
@@ -431,6 +437,13 @@ Status Reconciler::record_phase(Pass& pass) {
   if (next == cluster.phase && message == cluster.message) return Status::ok();
   if (all_running && cluster.phase != Phase::kRunning) fault_point("running.before_record");
   auto tx = db_->transaction();
+  // A scale or a delete since this pass read the cluster makes what it saw
+  // stale (a scale to 4 is not Running because the 2 it saw are): write
+  // nothing, the next pass (the change enqueued one) decides.
+  if (!unchanged_since(cluster, tx.cluster(name))) {
+    pass.settled = false;
+    return Status::ok();
+  }
   EDT_RETURN_IF_ERROR(tx.set_status(name, next, message, cluster.ever_running || all_running));
   if (all_running && cluster.phase != Phase::kRunning)
     EDT_RETURN_IF_ERROR(tx.add_event(name, EventType::kRunning, message, pass.now));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -66,6 +67,7 @@ class FakeBackend : public Backend {
     return ended;
   }
   SandboxState observe(const std::string& name, const SandboxRef& ref) override {
+    if (during_observe) std::exchange(during_observe, nullptr)();
     auto it = state.find(ref.pid);
     if (it == state.end()) return SandboxState::kGone;
     if (queued.count(name)) return SandboxState::kQueued;
@@ -117,6 +119,7 @@ class FakeBackend : public Backend {
   std::string fail_start;
   bool leak_on_fail = false;
   bool stubborn = false;
+  std::function<void()> during_observe;  // run once, in the middle of a pass
   ClusterFiles files;
   int64_t next_pid = 100;
   std::mutex start_mu;
@@ -306,6 +309,24 @@ TEST_F(ReconcilerTest, ScaleUpListsNewContainersOnceRunning) {
   settle("a");
   EXPECT_EQ(std::count(backend_.files.hostfile.begin(), backend_.files.hostfile.end(), '\n'), 4);
   EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kRunning);
+}
+
+// A scale that lands while a pass runs: that pass saw the 3 containers of
+// the scale before Running, and must not record the cluster, now of 4, as
+// Running.
+TEST_F(ReconcilerTest, APassDoesNotCallAScaleThatLandedDuringItRunning) {
+  create("a", 2);
+  settle("a");
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 3).ok());
+  backend_.held.insert("a-worker-1");
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  backend_.held.clear();
+  backend_.during_observe = [this] { ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok()); };
+  EXPECT_FALSE(reconciler_->reconcile("a")->done());
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kScaling);
+  settle("a");
+  EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kRunning);
+  EXPECT_EQ(db_->lock().cluster("a")->message, "4 of 4 containers Running");
 }
 
 TEST_F(ReconcilerTest, ScaleDownLeavesTheFilesBeforeBeingStopped) {

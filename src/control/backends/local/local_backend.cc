@@ -155,6 +155,17 @@ bool stage_binds(const StagedBinds& binds) {
   return true;
 }
 
+// A bind whose source is gone (a volume's directory moved away) would stop
+// the sandbox with a message about mounts; this one names the source.
+Status sources_exist(const std::vector<SandboxMount>& binds) {
+  std::error_code ec;
+  for (const auto& bind : binds)
+    if (!fs::exists(bind.host_path, ec))
+      return not_found("the source of " + bind.path + ", " + bind.host_path +
+                       ", is gone from the host: put it back, or make the cluster without that mount");
+  return Status::ok();
+}
+
 // With user namespaces bubblewrap runs as the container's unprivileged
 // root, which cannot pass through a directory such as /root (0700) above a
 // bind's source. So the sandbox's first process, still the host's root,
@@ -815,6 +826,7 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   auto etc = etc_links(spec);
   if (!etc.is_ok()) return fail(etc.status());
   std::vector<SandboxMount> shared = shared_binds(spec);
+  if (Status st = sources_exist(shared); !st.is_ok()) return fail(st);
   Result<StagedBinds> staged = *first_id != 0 ? stage_sources(shared, dir) : StagedBinds{};
   if (!staged.is_ok()) return fail(staged.status());
   auto monitor = spawn_detached({.argv = bwrap_args(spec, dir, *etc, shared),
@@ -827,7 +839,11 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
                                  .first_id = *first_id,
                                  .staged_binds = *staged});
   block.close_end(0);
-  if (!monitor.is_ok()) return fail(monitor.status());
+  if (!monitor.is_ok()) {
+    const std::string log = read_file(dir + "/log");
+    const Status& st = monitor.status();
+    return fail(log.empty() ? st : Status(st.code(), st.message() + "; the sandbox said: " + log));
+  }
   fault_point("start.spawned");
   // bwrap writes the pid of the sandbox's init to its info fd once the
   // namespaces exist; that is the pid edtd keeps.
