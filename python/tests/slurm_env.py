@@ -12,6 +12,9 @@ import pytest
 from edt import _slurm
 from edt._slurm import SlurmEnvironmentError, expand_nodelist, job_environment
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+
 
 @pytest.mark.parametrize("nodelist, hosts", [
     ("tt-launcher", ["tt-launcher"]),
@@ -95,10 +98,7 @@ def test_two_tasks_form_a_job_from_slurms_variables_alone():
     base.update(SLURM_NTASKS="2", SLURM_JOB_ID=str(os.getpid()), SLURM_STEP_ID="0", SLURMD_NODENAME="localhost",
                 SLURM_STEP_NODELIST="localhost", SLURM_NODEID="0", EDT_SLURM_PORT="0")
     # Port 0 would be a random one that rank 1 cannot know: pick a free one.
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        base["EDT_SLURM_PORT"] = str(s.getsockname()[1])
+    base["EDT_SLURM_PORT"] = str(free_port())
     procs = [subprocess.Popen([sys.executable, "-c", WORKER], env=dict(base, SLURM_PROCID=str(r), SLURM_LOCALID=str(r)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
     outputs = [p.communicate(timeout=120)[0] for p in procs]
