@@ -56,7 +56,7 @@ TEST_P(PeerFailure, SurvivorErrsWithinSecondsNamingTheDeadRank) {
   CommunicatorOptions o;
   o.rank = 0;
   o.size = 2;
-  o.host = "hostA";
+  o.host = "127.0.0.1";  // an address: a made-up name would go to DNS, which may take seconds
   o.transport = c.transport;
   o.timeout = 60s;  // far beyond the bound below: only failure detection may end the wait
   auto comm = Communicator::create(store, o);
@@ -91,10 +91,10 @@ TEST_P(PeerFailure, SurvivorErrsWithinSecondsNamingTheDeadRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, PeerFailure,
-                         ::testing::Values(Case{"shm_small", "hostA", "auto", 1000},
-                                           Case{"shm_large", "hostA", "auto", 4 << 20},
-                                           Case{"tcp_small", "hostB", "auto", 1000},
-                                           Case{"tcp_large", "hostA", "tcp", 4 << 20}),
+                         ::testing::Values(Case{"shm_small", "127.0.0.1", "auto", 1000},
+                                           Case{"shm_large", "127.0.0.1", "auto", 4 << 20},
+                                           Case{"tcp_small", "127.0.0.2", "auto", 1000},
+                                           Case{"tcp_large", "127.0.0.1", "tcp", 4 << 20}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -24,6 +24,7 @@ using namespace std::chrono_literals;
 constexpr uint64_t kSamples = 1200;
 constexpr uint64_t kBatch = 3;
 constexpr int kCommitEvery = 4;
+constexpr const char* kHost = "127.0.0.1";  // an address: a made-up name would go to DNS, which may take seconds
 
 struct Model final : StateObject {
   std::vector<int64_t> counts = std::vector<int64_t>(kSamples);
@@ -81,7 +82,7 @@ class ElasticJob {
   // generation has all of them, whichever thread registers first.
   std::vector<std::future<WorkerResult>> start(const std::vector<Start>& workers) {
     std::lock_guard lock(mu_);
-    for (const auto& w : workers) coordinator_.expect(w.id, "h", 0, w.slot);
+    for (const auto& w : workers) coordinator_.expect(w.id, kHost, 0, w.slot);
     std::vector<std::future<WorkerResult>> started;
     for (const auto& w : workers)
       started.push_back(std::async(std::launch::async, [=, this] { return work(w.id, w.die_at_step); }));
@@ -108,7 +109,7 @@ class ElasticJob {
     auto state = State::create({.store = store_,
                                 .watch_store = store_,
                                 .worker_id = id,
-                                .host = "h",
+                                .host = kHost,
                                 .transport = "tcp",
                                 .collective_timeout = 5000ms,
                                 .elastic_timeout = 10000ms,
@@ -242,7 +243,7 @@ TEST(ElasticState, PlacementBeforeRunIsTheFirstGeneration) {
   expect_exactly_once(ra);
   EXPECT_EQ(ra.first.rank, 0);
   EXPECT_EQ(rb.first.rank, 1);
-  EXPECT_EQ(rb.first.hosts, (std::vector<std::string>{"h", "h"}));
+  EXPECT_EQ(rb.first.hosts, (std::vector<std::string>{kHost, kHost}));
   EXPECT_EQ(rb.first.generation, 1);
 }
 
