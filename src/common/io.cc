@@ -1,6 +1,8 @@
 #include "common/io.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -8,6 +10,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 namespace edt::io {
 namespace {
@@ -52,6 +56,33 @@ Status write_all(int fd, std::string_view bytes, const std::string& what, Clock:
     if (socket || err == EPIPE) return unavailable(what + " is gone: " + std::strerror(err));
     return io_error("cannot write to " + what, err);
   }
+  return Status::ok();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+Status write_file(const std::string& path, std::string_view content, mode_t mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) return io_error("create " + path, errno);
+  if (Status st = write_all(fd, content, path); !st.is_ok()) {
+    ::close(fd);
+    return st;
+  }
+  ::fchmod(fd, mode);
+  if (::close(fd) != 0) return io_error("close " + path, errno);
+  return Status::ok();
+}
+
+Status replace_file(const std::string& path, std::string_view content, mode_t mode) {
+  std::ifstream in(path, std::ios::binary);
+  if (in && std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()) == content)
+    return Status::ok();
+  const std::string tmp = path + ".tmp";
+  EDT_RETURN_IF_ERROR(write_file(tmp, content, mode));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return io_error("rename " + tmp, errno);
   return Status::ok();
 }
 

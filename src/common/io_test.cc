@@ -5,7 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <csignal>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -57,6 +60,60 @@ TEST(WriteAll, ADeadlineEndsAWaitForAReaderThatNeverComes) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
   ::close(fds[0]);
   ::close(fds[1]);
+}
+
+// A directory of its own per test, removed with it.
+class Files : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/edt-io-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(Files, WrittenFilesReadBackWithTheirMode) {
+  const std::string path = dir_ + "/f";
+  ASSERT_TRUE(write_file(path, std::string("a\0b", 3), 0640).is_ok());
+  EXPECT_EQ(read_file(path), std::string("a\0b", 3));
+  struct stat st{};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(read_file(dir_ + "/missing"), "");
+}
+
+TEST_F(Files, AWriteNeverGoesThroughALink) {
+  const std::string target = dir_ + "/target", link = dir_ + "/link";
+  ASSERT_TRUE(write_file(target, "kept", 0600).is_ok());
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  EXPECT_FALSE(write_file(link, "replaced", 0600).is_ok());
+  EXPECT_EQ(read_file(target), "kept");
+}
+
+TEST_F(Files, AReplaceSwapsTheFileWholeAndLeavesNoTemporary) {
+  const std::string path = dir_ + "/f";
+  ASSERT_TRUE(replace_file(path, "one", 0644).is_ok());
+  struct stat first{}, again{}, second{};
+  ASSERT_EQ(::stat(path.c_str(), &first), 0);
+  // Unchanged content is not rewritten: the same inode.
+  ASSERT_TRUE(replace_file(path, "one", 0644).is_ok());
+  ASSERT_EQ(::stat(path.c_str(), &again), 0);
+  EXPECT_EQ(again.st_ino, first.st_ino);
+  // New content is a new file renamed over the old: a reader holding the
+  // old one still reads "one".
+  int reader = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(reader, 0);
+  ASSERT_TRUE(replace_file(path, "two", 0644).is_ok());
+  ASSERT_EQ(::stat(path.c_str(), &second), 0);
+  EXPECT_NE(second.st_ino, first.st_ino);
+  char old[8] = {};
+  EXPECT_EQ(::read(reader, old, sizeof old), 3);
+  ::close(reader);
+  EXPECT_STREQ(old, "one");
+  EXPECT_EQ(read_file(path), "two");
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/io.h"
 #include "common/net.h"
 #include "common/process.h"
 #include "control/console/random_hex.h"
@@ -20,16 +21,9 @@ namespace {
 // it listens.
 constexpr std::string_view kServingLine = "is running at";
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The last lines of a server's log, for an error message.
 std::string log_tail(const std::string& path) {
-  std::string text = read_text(path);
+  std::string text = io::read_file(path);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   size_t start = text.size();
   for (int lines = 0; lines < 3 && start != std::string::npos && start > 0; ++lines) start = text.rfind('\n', start - 1);
@@ -132,7 +126,7 @@ Outcome<JupyterEndpoint> JupyterServers::start(const Cluster& cluster, const Con
 bool JupyterServers::wait_until_serving(const std::string& log_path, const SandboxRef& process) {
   const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (read_text(log_path).find(kServingLine) != std::string::npos) return proc::alive(process);
+    if (io::read_file(log_path).find(kServingLine) != std::string::npos) return proc::alive(process);
     if (!proc::alive(process)) return false;
     ::poll(nullptr, 0, 50);  // the log has no event to wait on; look again
   }

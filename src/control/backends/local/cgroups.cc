@@ -13,19 +13,14 @@
 
 #include <fmt/format.h>
 
+#include "common/io.h"
+
 namespace edt::control {
 namespace {
 
 namespace fs = std::filesystem;
 
 constexpr int64_t kCpuPeriodUs = 100000;  // the CPU bound's period: 100 ms
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 // Writes `value` to a cgroup control file (no O_CREAT: the kernel makes them).
 Status write_control(const std::string& path, const std::string& value) {
@@ -124,7 +119,7 @@ bool ContainerCgroups::unified() const {
 std::string ContainerCgroups::unavailable(const ContainerLimits& limits) const {
   for (const auto& controller : controllers(limits)) {
     if (unified()) {
-      std::istringstream available(read_text(root_ + "/cgroup.controllers"));
+      std::istringstream available(io::read_file(root_ + "/cgroup.controllers"));
       bool found = false;
       for (std::string c; available >> c;) found |= c == controller;
       if (!found) return fmt::format("cgroup v2 at {} has no {} controller", root_, controller);
@@ -188,7 +183,7 @@ std::string cgroup_key(const std::string& text) {
 }
 
 Status join_cgroups_of(pid_t pid, const std::string& fs_root) {
-  std::istringstream lines(read_text(fmt::format("/proc/{}/cgroup", pid)));
+  std::istringstream lines(io::read_file(fmt::format("/proc/{}/cgroup", pid)));
   for (std::string line; std::getline(lines, line);) {
     // hierarchy-id:controllers:path
     const size_t first = line.find(':'), second = line.find(':', first + 1);

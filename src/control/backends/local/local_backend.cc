@@ -38,38 +38,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Status write_file(const std::string& path, const std::string& content, mode_t mode) {
-  // Never through a link: a path edtd writes is its own file.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-  if (fd < 0) return io_error("create " + path, errno);
-  if (Status st = io::write_all(fd, content, path); !st.is_ok()) {
-    ::close(fd);
-    return st;
-  }
-  ::fchmod(fd, mode);
-  if (::close(fd) != 0) return io_error("close " + path, errno);
-  return Status::ok();
-}
-
-// Replaces `path` in one step, so a reader sees the old or the new file.
-// Unchanged content is not rewritten.
-Status write_file_atomic(const std::string& path, const std::string& content, mode_t mode) {
-  std::ifstream in(path);
-  if (in) {
-    std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (old == content) return Status::ok();
-  }
-  const std::string tmp = path + ".tmp";
-  EDT_RETURN_IF_ERROR(write_file(tmp, content, mode));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return io_error("rename " + tmp, errno);
-  return Status::ok();
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 Status make_dirs(const std::string& path, mode_t mode) {
   std::error_code ec;
   fs::create_directories(path, ec);
@@ -77,7 +45,6 @@ Status make_dirs(const std::string& path, mode_t mode) {
   ::chmod(path.c_str(), mode);
   return Status::ok();
 }
-
 
 // In a forked child: moves itself into the cgroup whose cgroup.procs file
 // is `path` ("0" names the writer); async-signal-safe.
@@ -179,7 +146,7 @@ Result<StagedBinds> stage_sources(std::vector<SandboxMount>& binds, const std::s
   for (auto& bind : binds) {
     const std::string at = dir + "/binds/" + std::to_string(staged.size());
     const bool made = fs::is_directory(bind.host_path, ec) ? ::mkdir(at.c_str(), 0700) == 0
-                                                           : write_file(at, "", 0600).is_ok();
+                                                           : io::write_file(at, "", 0600).is_ok();
     if (!made) return io_error("make " + at, errno);
     staged.emplace_back(bind.host_path, at);
     bind.host_path = at;
@@ -323,7 +290,7 @@ std::string env_value(const std::string& env, std::string_view key) {
 // Whether `pid` is pid 1 of a PID namespace below ours: the last of the
 // pids /proc/<pid>/status lists for it, one per namespace level, is 1.
 bool namespace_init(pid_t pid) {
-  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  const std::string status = io::read_file("/proc/" + std::to_string(pid) + "/status");
   const size_t at = status.find("\nNSpid:");
   if (at == std::string::npos) return false;
   std::istringstream line(status.substr(at + 7, status.find('\n', at + 1) - at - 7));
@@ -347,7 +314,7 @@ std::vector<LabelledProcess> labelled_processes(const std::string& home) {
   const std::string mark = '\0' + std::string(kLabelHome) + '=' + home + '\0';
   for (pid_t pid : all_pids()) {
     // Another user's process reads as empty.
-    const std::string env = '\0' + read_file("/proc/" + std::to_string(pid) + "/environ");
+    const std::string env = '\0' + io::read_file("/proc/" + std::to_string(pid) + "/environ");
     if (env.find(mark) == std::string::npos) continue;
     auto stat = proc::read_stat(pid);
     if (!stat || stat->zombie()) continue;
@@ -450,7 +417,7 @@ LocalBackend::LocalBackend(LocalBackendOptions options)
   // bwrap reads the filter from this file, and so does the warm interpreter.
   if (seccomp_.is_ok()) {
     fs::create_directories(options_.data_dir, ec);
-    if (Status st = write_file_atomic(seccomp_path(), *seccomp_, 0644); !st.is_ok()) seccomp_ = st;
+    if (Status st = io::replace_file(seccomp_path(), *seccomp_, 0644); !st.is_ok()) seccomp_ = st;
   }
   if (options_.network) {
     network_ = std::make_unique<ContainerNetwork>(*options_.network);
@@ -531,7 +498,7 @@ Status LocalBackend::prepare_cluster(const std::string& cluster) {
                             .with_context("make the SSH keys of cluster " + cluster));
   }
   EDT_ASSIGN_OR_RETURN(std::string known_hosts, ssh_known_hosts(cluster));
-  return write_file_atomic(dir + "/mpi/known_hosts", known_hosts, 0644);
+  return io::replace_file(dir + "/mpi/known_hosts", known_hosts, 0644);
 }
 
 Status LocalBackend::make_host_key(const SandboxSpec& spec, const std::string& conf) {
@@ -566,14 +533,14 @@ Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
   for (const auto& [sub, mode] : {std::pair{"/root", 0700}, {"/root/.ssh", 0700}, {"/tmp", 01777},
                                   {"/var/tmp", 01777}, {"/masked", 0555}})
     ::chmod((dir + sub).c_str(), mode);
-  EDT_RETURN_IF_ERROR(write_file(dir + "/masked-file", "", 0444));
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/masked-file", "", 0444));
   std::error_code ec;
   fs::create_symlink("/run", dir + "/var/run", ec);
   fs::create_symlink("/run/lock", dir + "/var/lock", ec);
   if (spec.slurm) EDT_RETURN_IF_ERROR(make_dirs(dir + "/munge-run", 0755));
   const std::string image_etc = (spec.image_root == "/" ? "" : spec.image_root) + "/etc";
-  EDT_RETURN_IF_ERROR(write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
-  return write_file(dir + "/etc/shadow", shadow_for(read_file(image_etc + "/passwd")), 0600);
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
+  return io::write_file(dir + "/etc/shadow", shadow_for(io::read_file(image_etc + "/passwd")), 0600);
 }
 
 // Makes in `dir` the links of etc_links(): one to /run/host/etc/NAME for
@@ -587,8 +554,8 @@ Status make_etc_links(const std::string& dir, const std::vector<std::string>& na
   }
   fs::create_symlink("mpi/hosts", dir + "/hosts", ec);
   if (ec) return Status(StatusCode::kIoError, "link " + dir + "/hosts: " + ec.message());
-  EDT_RETURN_IF_ERROR(write_file(dir + "/hostname", "", 0644));
-  EDT_RETURN_IF_ERROR(write_file(dir + "/shadow", "", 0600));
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/hostname", "", 0644));
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/shadow", "", 0600));
   if (slurm) {
     for (const char* sub : {"/slurm", "/munge"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
   }
@@ -636,11 +603,11 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
   // container's address and checks host keys against the cluster's CA, and
   // sshd on that address with a host key and certificate of its own.
   const std::string ssh = dir + "/root/.ssh/";
-  EDT_RETURN_IF_ERROR(write_file(ssh + "id_ed25519", read_file(keys + "id_ed25519"), 0600));
-  EDT_RETURN_IF_ERROR(write_file(ssh + "id_ed25519.pub", read_file(keys + "id_ed25519.pub"), 0644));
-  EDT_RETURN_IF_ERROR(write_file(ssh + "authorized_keys", read_file(keys + "id_ed25519.pub"), 0600));
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519", io::read_file(keys + "id_ed25519"), 0600));
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519.pub", io::read_file(keys + "id_ed25519.pub"), 0644));
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "authorized_keys", io::read_file(keys + "id_ed25519.pub"), 0600));
   const std::string port = std::to_string(options_.ssh_port);
-  EDT_RETURN_IF_ERROR(write_file(ssh + "config",
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "config",
                                  "Host *\n  Port " + port + "\n  BindAddress " + spec.address +
                                      "\n  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking yes\n"
                                      "  UserKnownHostsFile " + std::string(kKnownHostsInContainer) +
@@ -649,7 +616,7 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
   EDT_RETURN_IF_ERROR(make_host_key(spec, dir + "/conf"));
   std::string set_env;
   for (const auto& [key, value] : spec.env) set_env += " " + quote_env(key, value);
-  EDT_RETURN_IF_ERROR(write_file(dir + "/conf/sshd_config",
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/conf/sshd_config",
                                  "ListenAddress " + spec.address + ":" + port +
                                      "\nHostKey /run/edt/host_ed25519\nHostCertificate /run/edt/host_ed25519-cert.pub\n"
                                      "PermitRootLogin prohibit-password\n"
@@ -659,7 +626,7 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
                                  0600));
   // For the warm interpreter (on the host only): the cluster, and the
   // environment a session in this container gets.
-  return write_file(dir + "/session.json", nlohmann::json{{"cluster", spec.cluster}, {"env", spec.env}}.dump(), 0600);
+  return io::write_file(dir + "/session.json", nlohmann::json{{"cluster", spec.cluster}, {"env", spec.env}}.dump(), 0600);
 }
 
 std::vector<SandboxMount> LocalBackend::shared_binds(const SandboxSpec& spec) const {
@@ -770,15 +737,15 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
 }
 
 Status LocalBackend::write_slurm_files(const SandboxSpec& spec, const std::string& dir) {
-  EDT_RETURN_IF_ERROR(write_file(dir + "/conf/gres.conf", spec.slurm->gres_conf, 0644));
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/conf/gres.conf", spec.slurm->gres_conf, 0644));
   const std::string cluster = cluster_dir(spec.cluster);
   std::lock_guard<std::mutex> lock(cluster_files_mu_);
   EDT_RETURN_IF_ERROR(make_dirs(cluster + "/slurm", 0755));
-  EDT_RETURN_IF_ERROR(write_file_atomic(cluster + "/slurm/slurm.conf", spec.slurm->slurm_conf, 0644));
-  EDT_RETURN_IF_ERROR(write_file_atomic(cluster + "/slurm/slurm-daemons.conf", spec.slurm->daemons_conf, 0644));
-  EDT_RETURN_IF_ERROR(write_file_atomic(cluster + "/slurm/cgroup.conf", spec.slurm->cgroup_conf, 0644));
+  EDT_RETURN_IF_ERROR(io::replace_file(cluster + "/slurm/slurm.conf", spec.slurm->slurm_conf, 0644));
+  EDT_RETURN_IF_ERROR(io::replace_file(cluster + "/slurm/slurm-daemons.conf", spec.slurm->daemons_conf, 0644));
+  EDT_RETURN_IF_ERROR(io::replace_file(cluster + "/slurm/cgroup.conf", spec.slurm->cgroup_conf, 0644));
   // Where each container's own gres.conf is bound.
-  EDT_RETURN_IF_ERROR(write_file_atomic(cluster + "/slurm/gres.conf", "", 0644));
+  EDT_RETURN_IF_ERROR(io::replace_file(cluster + "/slurm/gres.conf", "", 0644));
   // The cluster's munge key: made once, readable by the containers' root
   // only, and bound into this cluster's containers alone.
   EDT_RETURN_IF_ERROR(make_dirs(cluster + "/munge", 0700));
@@ -788,7 +755,7 @@ Status LocalBackend::write_slurm_files(const SandboxSpec& spec, const std::strin
   std::ifstream random("/dev/urandom", std::ios::binary);
   if (!random.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
     return internal_error("read /dev/urandom for the munge key of cluster " + spec.cluster);
-  return write_file_atomic(key, bytes, 0400);
+  return io::replace_file(key, bytes, 0400);
 }
 
 Status LocalBackend::attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release) {
@@ -840,7 +807,7 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
                                  .staged_binds = *staged});
   block.close_end(0);
   if (!monitor.is_ok()) {
-    const std::string log = read_file(dir + "/log");
+    const std::string log = io::read_file(dir + "/log");
     const Status& st = monitor.status();
     return fail(log.empty() ? st : Status(st.code(), st.message() + "; the sandbox said: " + log));
   }
@@ -848,14 +815,14 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   // bwrap writes the pid of the sandbox's init to its info fd once the
   // namespaces exist; that is the pid edtd keeps.
   for (int i = 0; i < 400; ++i) {
-    std::string info = read_file(info_path);
+    std::string info = io::read_file(info_path);
     auto parsed = nlohmann::json::parse(info, nullptr, false);
     if (!parsed.is_discarded() && parsed.contains("child-pid")) {
       auto ref = parsed["child-pid"].is_number_integer() ? proc::identify(parsed["child-pid"].get<int64_t>())
                                                          : std::nullopt;
       if (ref && network_) {
         if (Status st = attach_network(spec, *ref, block.fds[1]); !st.is_ok()) {
-          const std::string log = read_file(dir + "/log");
+          const std::string log = io::read_file(dir + "/log");
           return fail(log.empty() ? st : Status(st.code(), st.message() + "; the sandbox said: " + log));
         }
       }
@@ -866,7 +833,7 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
     if (!monitor_stat || monitor_stat->zombie()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  std::string log = read_file(dir + "/log");
+  std::string log = io::read_file(dir + "/log");
   ::kill(static_cast<pid_t>(*monitor), SIGKILL);
   return fail(internal_error("bubblewrap did not start: " + (log.empty() ? "no output" : log)));
 }
@@ -874,7 +841,7 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
 SandboxState LocalBackend::observe(const std::string& name, const SandboxRef& ref) {
   if (!proc::alive(ref)) return SandboxState::kGone;
   // sshd -e says so on stderr once it listens.
-  if (read_file(container_dir(name) + "/log").find("Server listening on") != std::string::npos)
+  if (io::read_file(container_dir(name) + "/log").find("Server listening on") != std::string::npos)
     return SandboxState::kReady;
   return SandboxState::kStarting;
 }
@@ -898,7 +865,7 @@ Result<int> LocalBackend::training_processes(const SandboxRef& ref) {
   static constexpr std::string_view kVariable{"\0EDT_COORDINATOR=", 17};
   int count = 0;
   for (pid_t pid : processes_in_namespace(static_cast<pid_t>(ref.pid))) {
-    const std::string env = '\0' + read_file("/proc/" + std::to_string(pid) + "/environ");
+    const std::string env = '\0' + io::read_file("/proc/" + std::to_string(pid) + "/environ");
     if (env.find(kVariable) != std::string::npos) ++count;
   }
   return count;
@@ -940,10 +907,10 @@ Status LocalBackend::remove(const std::string& name) {
 
 Status LocalBackend::write_cluster_files(const std::string& cluster, const ClusterFiles& files) {
   const std::string mpi = cluster_dir(cluster) + "/mpi/";
-  EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "hosts", files.hosts, 0644));
-  EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "hostfile", files.hostfile, 0644));
-  EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "hostnames", files.hostnames, 0644));
-  EDT_RETURN_IF_ERROR(write_file_atomic(mpi + "discover_hosts.sh",
+  EDT_RETURN_IF_ERROR(io::replace_file(mpi + "hosts", files.hosts, 0644));
+  EDT_RETURN_IF_ERROR(io::replace_file(mpi + "hostfile", files.hostfile, 0644));
+  EDT_RETURN_IF_ERROR(io::replace_file(mpi + "hostnames", files.hostnames, 0644));
+  EDT_RETURN_IF_ERROR(io::replace_file(mpi + "discover_hosts.sh",
                                         "#!/bin/sh\n# The Running containers of cluster " + cluster +
                                             ", as name:slots.\ncat <<'EOF'\n" + files.discover + "EOF\n",
                                         0755));
@@ -983,20 +950,20 @@ Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpe
 }
 
 Result<std::string> LocalBackend::ssh_private_key(const std::string& cluster) {
-  std::string key = read_file(cluster_dir(cluster) + "/ssh/id_ed25519");
+  std::string key = io::read_file(cluster_dir(cluster) + "/ssh/id_ed25519");
   if (key.empty()) return not_found("cluster " + cluster + " has no SSH key yet");
   return key;
 }
 
 Result<std::string> LocalBackend::ssh_known_hosts(const std::string& cluster) {
   const std::string keys = cluster_dir(cluster) + "/ssh/";
-  std::string ca = read_file(keys + "host_ca.pub");
+  std::string ca = io::read_file(keys + "host_ca.pub");
   if (ca.empty()) return not_found("cluster " + cluster + " has no SSH host CA yet");
   if (ca.back() != '\n') ca += '\n';
   std::string known = "@cert-authority * " + ca;
   // A cluster made before host certificates: its running containers still
   // present the one host key they shared.
-  if (std::string shared = read_file(keys + "host_ed25519.pub"); !shared.empty())
+  if (std::string shared = io::read_file(keys + "host_ed25519.pub"); !shared.empty())
     known += "* " + shared + (shared.back() == '\n' ? "" : "\n");
   return known;
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/io.h"
 #include "common/log.h"
 #include "control/backends/local/cgroups.h"
 #include "control/backends/local/host_command.h"
@@ -20,28 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kSlurmPackages = "slurm-client";
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Written whole or not at all (write, then rename), readable by root only.
-Status write_private(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) return io_error("write " + tmp, errno);
-  }
-  fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status(StatusCode::kIoError, "rename " + tmp + ": " + ec.message());
-  return Status::ok();
-}
 
 const char* signal_name(int sig) {
   switch (sig) {
@@ -63,7 +42,7 @@ std::string quote(const std::string& word) {
 // The node's last error in a job's output ("edt slurm-node: ..."), as
 // "; <it>", or "" when it has none.
 std::string last_words(const std::string& output) {
-  std::istringstream in(read_text(output));
+  std::istringstream in(io::read_file(output));
   std::string line, last;
   while (std::getline(in, line))
     if (line.starts_with("edt slurm-node: ") && !line.starts_with("edt slurm-node: warning: ")) last = line.substr(16);
@@ -116,7 +95,7 @@ Result<SandboxRef> SlurmBackend::start(const SandboxSpec& spec) {
   network.containers_dir = node.data_dir + "/containers";
   node.network = network;
   const std::string file = slurm_dir() + "/" + spec.name + ".json";
-  EDT_RETURN_IF_ERROR(write_private(file, slurm_jobs::job_file(spec, node).dump()));
+  EDT_RETURN_IF_ERROR(io::replace_file(file, slurm_jobs::job_file(spec, node).dump(), 0600));
   const std::string command = quote(options_.node_program) + " slurm-node " + quote(file);
   auto out = run_host_command(slurm_jobs::sbatch_argv(spec, options_.placement, key_,
                                                       slurm_dir() + "/" + spec.name + ".out", command),
@@ -153,7 +132,7 @@ SandboxState SlurmBackend::observe(const std::string& name, const SandboxRef& re
   auto it = all->find(ref.pid);
   if (it == all->end() || slurm_jobs::ended(it->second.state)) return SandboxState::kGone;
   if (slurm_jobs::waiting(it->second.state)) return SandboxState::kQueued;
-  if (read_text(container_dir(name) + "/log").find("Server listening on") != std::string::npos)
+  if (io::read_file(container_dir(name) + "/log").find("Server listening on") != std::string::npos)
     return SandboxState::kReady;
   return SandboxState::kStarting;
 }
@@ -197,7 +176,7 @@ Status SlurmBackend::signal(const SandboxRef& ref, int sig) {
 }
 
 Result<int> SlurmBackend::training_processes(const SandboxRef& ref) {
-  const std::string text = read_text(job_path(ref.pid) + ".workers");
+  const std::string text = io::read_file(job_path(ref.pid) + ".workers");
   return text.empty() ? 0 : std::atoi(text.c_str());
 }
 
@@ -239,7 +218,7 @@ Status SlurmBackend::remove(const std::string& name) {
 
 Result<std::vector<std::string>> SlurmBackend::enter_command(const SandboxRef& container) {
   // "<pid> <container>", written by the node once the sandbox runs.
-  std::istringstream in(read_text(job_path(container.pid)));
+  std::istringstream in(io::read_file(job_path(container.pid)));
   int64_t pid = 0;
   if (!(in >> pid) || pid <= 0) return failed_precondition("the container is not running");
   // srun finds Slurm as edtd does (exec's wrapper has a bare environment).

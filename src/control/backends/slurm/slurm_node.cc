@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/io.h"
 #include "common/log.h"
 #include "common/process.h"
 #include "control/backends/local/host_command.h"
@@ -25,15 +26,6 @@ namespace fs = std::filesystem;
 std::string env_or(const char* name, const std::string& fallback = "") {
   const char* value = std::getenv(name);
   return value ? value : fallback;
-}
-
-void write_atomic(const std::string& path, const std::string& text) {
-  {
-    std::ofstream out(path + ".tmp", std::ios::trunc);
-    out << text;
-  }
-  std::error_code ec;
-  fs::rename(path + ".tmp", path, ec);
 }
 
 int fail(const std::string& why) {
@@ -76,7 +68,7 @@ class Watch {
     auto count = backend_.training_processes(ref_);
     if (!count.is_ok() || *count == workers_) return;
     workers_ = *count;
-    write_atomic(workers_path_, std::to_string(workers_) + "\n");
+    (void)io::replace_file(workers_path_, std::to_string(workers_) + "\n", 0644);
   }
 
   // Every 5 s: whether Slurm says the job no longer runs, as when its node
@@ -153,7 +145,7 @@ int slurm_node_main(int argc, char** argv) {
   std::printf("container %s runs on %s as pid %lld\n", spec.name.c_str(), env_or("SLURMD_NODENAME").c_str(),
               static_cast<long long>(ref->pid));
   std::fflush(stdout);
-  write_atomic(jobs, std::to_string(ref->pid) + " " + spec.name + "\n");
+  (void)io::replace_file(jobs, std::to_string(ref->pid) + " " + spec.name + "\n", 0644);
   Watch watch(backend, spec, *options.network, *ref, job, jobs);
   stay(backend, *ref, watch, signals);
   std::error_code ec;
