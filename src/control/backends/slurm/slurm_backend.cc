@@ -104,7 +104,7 @@ Result<SandboxRef> SlurmBackend::start(const SandboxSpec& spec) {
   const int64_t job = slurm_jobs::parse_job_id(*out);
   if (job == 0) return internal_error("sbatch gave no job id for container " + spec.name + ": " + *out);
   log::info("container {} is Slurm job {}", spec.name, job);
-  (void)jobs(true);
+  forget_jobs();
   return SandboxRef{job, 0};
 }
 
@@ -120,6 +120,11 @@ Result<std::map<int64_t, slurm_jobs::Job>> SlurmBackend::jobs(bool fresh) {
     if (!slurm_jobs::container_of(key_, job.name).empty()) jobs_[job.id] = std::move(job);
   jobs_at_ = now;
   return jobs_;
+}
+
+void SlurmBackend::forget_jobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_at_ = {};
 }
 
 SandboxState SlurmBackend::observe(const std::string& name, const SandboxRef& ref) {
@@ -171,7 +176,7 @@ Status SlurmBackend::signal(const SandboxRef& ref, int sig) {
   if (!out.is_ok() && out.status().message().find("already completed") == std::string::npos &&
       out.status().message().find("Invalid job id") == std::string::npos)
     return out.status().with_context("signal Slurm job " + std::to_string(ref.pid));
-  (void)jobs(true);
+  forget_jobs();
   return Status::ok();
 }
 

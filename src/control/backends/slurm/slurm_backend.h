@@ -87,12 +87,14 @@ class SlurmBackend : public LocalBackend {
   std::string job_path(int64_t job) const;
   // squeue's jobs of this edtd by id, at most 250 ms old.
   Result<std::map<int64_t, slurm_jobs::Job>> jobs(bool fresh = false);
+  // The next jobs() asks squeue again (after a change edtd made).
+  void forget_jobs();
 
   SlurmBackendOptions options_;
   std::string key_;
   std::mutex mu_;
   std::map<int64_t, slurm_jobs::Job> jobs_;  // under mu_
-  std::chrono::steady_clock::time_point jobs_at_{};
+  std::chrono::steady_clock::time_point jobs_at_{};  // under mu_
 };
 
 }  // namespace edt::control
