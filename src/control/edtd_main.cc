@@ -421,7 +421,8 @@ std::unique_ptr<LocalBackend> make_backend(const Flags& flags, const Settings& s
                             flags.slurm_interface,
                             flags.slurm_gateway,
                             settings.range.prefix(),
-                            settings.login_address});
+                            settings.login_address,
+                            settings.range.cidr()});
   }
   auto backend = std::make_unique<LocalBackend>(LocalBackendOptions{
       flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",

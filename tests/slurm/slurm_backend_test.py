@@ -18,6 +18,7 @@ each on a node of its own. Checked, with Slurm's own view beside edt's:
   - scale to 4: 4 nodes; edtrun -np 4 trains MNIST, 2500 samples each;
   - another cluster's container cannot connect to tthvd's (each container's
     own filter lets in its cluster and edtd's host only); edtd's host can;
+    tthvd's launcher cannot open a connection to a server on edtd's host;
   - scale to 6: one new container runs on the fifth node, the other stays
     Pending with Slurm's reason (Resources) while the cluster runs on 5;
     scale to 4: both go, and their jobs with them;
@@ -266,17 +267,28 @@ def connects(address, port=2222):
         return False
 
 
+def probe(address, port):
+    """A shell command that prints whether it could connect to address:port."""
+    return ("python3 -c \"import socket; s = socket.socket(); s.settimeout(3); "
+            "print('reached' if s.connect_ex(('%s', %d)) == 0 else 'refused')\"" % (address, port))
+
+
 def tenants_apart(e, h):
-    """Another cluster's containers cannot connect to tthvd's; edtd's host can."""
+    """Another cluster's containers cannot connect to tthvd's; edtd's host
+    can. No container opens a connection to edtd's host."""
     e.edt("cluster", "create", "other", "--containers", "2", "--shm", "64Mi", "--wait")
     target = next(c for c in e.containers() if c["name"] == NAME + "-worker-0")["address"]
-    probe = ("python3 -c \"import socket; s = socket.socket(); s.settimeout(3); "
-             "print('reached' if s.connect_ex(('%s', 2222)) == 0 else 'refused')\"" % target)
-    own = e.edt("run", NAME, "--", "sh", "-c", probe).stdout.strip()
-    other = e.edt("run", "other", "--", "sh", "-c", probe).stdout.strip()
+    own = e.edt("run", NAME, "--", "sh", "-c", probe(target, 2222)).stdout.strip()
+    other = e.edt("run", "other", "--", "sh", "-c", probe(target, 2222)).stdout.strip()
     check(own == "reached" and other == "refused",
           "tthvd-worker-0's sshd: reached from tthvd's launcher (%s), not from cluster other's (%s)" % (own, other))
     check(connects(target), "and reached from edtd's host (the login address)")
+    with socket.socket() as listener:
+        listener.bind((h.login_address, 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        out = e.edt("run", NAME, "--", "sh", "-c", probe(h.login_address, port)).stdout.strip()
+    check(out == "refused", "a server on edtd's host (%s:%d) from tthvd's launcher: %s" % (h.login_address, port, out))
     e.edt("cluster", "delete", "other", "--wait")
     wait("cluster other's jobs gone", lambda: len(our_jobs(h)) == 4, 30)
 

@@ -233,15 +233,14 @@ Status ContainerNetwork::attach_macvlan(const std::string& cluster, const std::s
                                  "link set eth0 up"},
                                 dir + "/network-ns.ip", netns)
                           .with_context(what));
-  EDT_RETURN_IF_ERROR(filter_macvlan(name, init_pid, allowed_peers(cluster)));
+  EDT_RETURN_IF_ERROR(filter_macvlan(name, init_pid, cluster_peers(cluster)));
   const std::string route = options_.gateway.empty() ? "route add default dev eth0"
                                                      : "route add default via " + options_.gateway;
   return run_batch({route}, dir + "/network-route.ip", netns).with_context(what);
 }
 
-std::vector<std::string> ContainerNetwork::allowed_peers(const std::string& cluster) const {
+std::vector<std::string> ContainerNetwork::cluster_peers(const std::string& cluster) const {
   std::set<std::string> peers;
-  if (!options_.login_address.empty()) peers.insert(options_.login_address);
   std::ifstream hosts(fs::path(options_.containers_dir).parent_path() / "clusters" / cluster / "mpi" / "hosts");
   std::string address, rest;
   while (hosts >> address && std::getline(hosts, rest))
@@ -249,26 +248,41 @@ std::vector<std::string> ContainerNetwork::allowed_peers(const std::string& clus
   return {peers.begin(), peers.end()};
 }
 
-std::string ContainerNetwork::macvlan_filter(const std::vector<std::string>& allowed) {
-  std::string set;
-  for (const auto& address : allowed) set += (set.empty() ? "" : ", ") + address;
+std::string ContainerNetwork::macvlan_filter(const std::vector<std::string>& peers, const std::string& login_address,
+                                             const std::string& range) {
+  // One rule per address set; nft refuses an empty set.
+  auto rule = [](const char* field, std::vector<std::string> addresses, const char* verdict) -> std::string {
+    std::string set;
+    for (const auto& address : addresses)
+      if (!address.empty()) set += (set.empty() ? "" : ", ") + address;
+    return set.empty() ? "" : std::string("    ip ") + field + " { " + set + " } " + verdict + "\n";
+  };
+  std::vector<std::string> in = peers;
+  in.push_back(login_address);
   return "table inet edt_container\ndelete table inet edt_container\n"
          "table inet edt_container {\n"
          "  chain input {\n"
          "    type filter hook input priority 0; policy drop;\n"
          "    iif \"lo\" accept\n"
          "    ct state established,related accept\n" +
-         (set.empty() ? "" : "    ip saddr { " + set + " } accept\n") +
+         rule("saddr", in, "accept") +
+         "  }\n"
+         "  chain output {\n"
+         "    type filter hook output priority 0; policy accept;\n"
+         "    oif \"lo\" accept\n"
+         "    ct state established,related accept\n" +
+         rule("daddr", peers, "accept") + rule("daddr", {login_address}, "drop") +
+         rule("daddr", {range}, "drop") +
          "  }\n"
          "}\n";
 }
 
 Status ContainerNetwork::filter_macvlan(const std::string& name, pid_t init_pid,
-                                        const std::vector<std::string>& allowed) {
+                                        const std::vector<std::string>& peers) {
   const std::string path = options_.containers_dir + "/" + name + "/filter.nft";
   {
     std::ofstream out(path, std::ios::trunc);
-    out << macvlan_filter(allowed);
+    out << macvlan_filter(peers, options_.login_address, options_.range);
     if (!out.flush()) return Status(StatusCode::kIoError, "write " + path);
   }
   return run_status({kNsenter, "--net=/proc/" + std::to_string(init_pid) + "/ns/net", kNft, "-f", path})

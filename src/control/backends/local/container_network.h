@@ -70,7 +70,9 @@ struct ContainerNetworkOptions {
   // connections in only from its cluster's containers (the addresses in
   // the cluster's hosts file, <data dir>/clusters/<cluster>/mpi/hosts) and
   // from `login_address` (edtd's host: its terminals, Jupyter proxy and
-  // ssh); what the container opens, and the replies, pass.
+  // ssh). Out, it opens connections to its cluster's containers and beyond
+  // the nodes' network, as the site routes, but none to `login_address` or
+  // to another address of `range` (other clusters); replies pass.
   std::string parent;
   std::string login_address;
 };
@@ -109,14 +111,16 @@ class ContainerNetwork {
   // default route (after which the sandbox starts sshd).
   Status attach_macvlan(const std::string& cluster, const std::string& name, const std::string& address,
                         pid_t init_pid);
-  // Macvlan mode: the addresses that may connect to a container of
-  // `cluster` now (its cluster's and the login address), sorted.
-  std::vector<std::string> allowed_peers(const std::string& cluster) const;
-  // Macvlan mode: loads the container's filter (macvlan_filter) into the
-  // namespace of `init_pid`, replacing the one it had.
-  Status filter_macvlan(const std::string& name, pid_t init_pid, const std::vector<std::string>& allowed);
-  // The nft script of that filter.
-  static std::string macvlan_filter(const std::vector<std::string>& allowed);
+  // Macvlan mode: the addresses of `cluster`'s containers now, sorted.
+  std::vector<std::string> cluster_peers(const std::string& cluster) const;
+  // Macvlan mode: loads the container's filter (macvlan_filter) for its
+  // cluster's `peers` into the namespace of `init_pid`, replacing the one it had.
+  Status filter_macvlan(const std::string& name, pid_t init_pid, const std::vector<std::string>& peers);
+  // The nft script of that filter: connections in from `peers` and
+  // `login_address`; out to `peers`, never to `login_address` or the rest of
+  // `range` (other clusters' containers); replies both ways.
+  static std::string macvlan_filter(const std::vector<std::string>& peers, const std::string& login_address,
+                                    const std::string& range);
   // Rewrites the filter from the containers' directories, with this edtd's
   // options (at start, and after a container's directory is gone); with no
   // container left, removes the tables and the bridge.

@@ -102,21 +102,31 @@ TEST(ContainerNetworkTest, MacvlanPeersAreTheClusterAndTheLoginNode) {
   options.parent = "eth0";
   options.login_address = "10.0.0.1";
   ContainerNetwork network(options);
-  EXPECT_EQ(network.allowed_peers("c"), (std::vector<std::string>{"10.0.0.1", "10.0.0.3", "10.0.0.9"}));
-  // A cluster without a hosts file yet: the login node alone.
-  EXPECT_EQ(network.allowed_peers("d"), std::vector<std::string>{"10.0.0.1"});
+  EXPECT_EQ(network.cluster_peers("c"), (std::vector<std::string>{"10.0.0.3", "10.0.0.9"}));
+  // A cluster without a hosts file yet: none.
+  EXPECT_EQ(network.cluster_peers("d"), std::vector<std::string>{});
   std::filesystem::remove_all(dir);
 }
 
 TEST(ContainerNetworkTest, MacvlanFilterLetsInItsPeersAndReplies) {
-  const std::string filter = ContainerNetwork::macvlan_filter({"10.0.0.1", "10.0.0.3"});
+  const std::string filter = ContainerNetwork::macvlan_filter({"10.0.0.3", "10.0.0.9"}, "10.0.0.1", "10.0.0.0/25");
   EXPECT_NE(filter.find("policy drop;"), std::string::npos) << filter;
   EXPECT_NE(filter.find("ct state established,related accept"), std::string::npos) << filter;
-  EXPECT_NE(filter.find("ip saddr { 10.0.0.1, 10.0.0.3 } accept"), std::string::npos) << filter;
+  EXPECT_NE(filter.find("ip saddr { 10.0.0.3, 10.0.0.9, 10.0.0.1 } accept"), std::string::npos) << filter;
+  // Out: its peers, then nothing new to the login node or the rest of the range.
+  const size_t out = filter.find("chain output");
+  ASSERT_NE(out, std::string::npos) << filter;
+  const size_t peers = filter.find("ip daddr { 10.0.0.3, 10.0.0.9 } accept", out);
+  const size_t dropped = filter.find("ip daddr { 10.0.0.1 } drop\n    ip daddr { 10.0.0.0/25 } drop", out);
+  EXPECT_NE(peers, std::string::npos) << filter;
+  EXPECT_NE(dropped, std::string::npos) << filter;
+  EXPECT_LT(peers, dropped) << filter;
   // Replaced whole: the old table goes in the same load.
   EXPECT_EQ(filter.find("table inet edt_container\ndelete table inet edt_container\n"), 0u) << filter;
-  // No peer: no empty set (nft refuses one), nothing let in.
-  EXPECT_EQ(ContainerNetwork::macvlan_filter({}).find("saddr"), std::string::npos);
+  // No peer, no login node, no range: no empty set (nft refuses one), nothing let in.
+  const std::string bare = ContainerNetwork::macvlan_filter({}, "", "");
+  EXPECT_EQ(bare.find("saddr"), std::string::npos) << bare;
+  EXPECT_EQ(bare.find("daddr"), std::string::npos) << bare;
 }
 
 }  // namespace

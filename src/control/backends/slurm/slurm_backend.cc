@@ -92,6 +92,7 @@ Result<SandboxRef> SlurmBackend::start(const SandboxSpec& spec) {
   network.gateway = options_.gateway;
   network.prefix = options_.prefix;
   network.login_address = options_.login_address;
+  network.range = options_.range;
   network.containers_dir = node.data_dir + "/containers";
   node.network = network;
   const std::string file = slurm_dir() + "/" + spec.name + ".json";

@@ -54,6 +54,7 @@ struct SlurmBackendOptions {
   // This host's address on the nodes' network: the one address besides a
   // cluster's own containers that may connect to them (container_network.h).
   std::string login_address;
+  std::string range;  // the containers' block (--address-range), a.b.c.d/len
 };
 
 class SlurmBackend : public LocalBackend {

@@ -130,7 +130,8 @@ json job_file(const SandboxSpec& spec, const LocalBackendOptions& node) {
     network = {{"parent", node.network->parent},
                {"gateway", node.network->gateway},
                {"prefix", node.network->prefix},
-               {"login_address", node.network->login_address}};
+               {"login_address", node.network->login_address},
+               {"range", node.network->range}};
   return {{"spec",
            {{"cluster", spec.cluster}, {"name", spec.name}, {"address", spec.address}, {"image_root", spec.image_root},
             {"shm_bytes", spec.shm_bytes}, {"mounts", mounts}, {"env", spec.env}, {"job_dir", spec.job_dir},
@@ -173,6 +174,7 @@ Result<std::pair<SandboxSpec, LocalBackendOptions>> read_job_file(const json& j)
       options.gateway = net.at("gateway").get<std::string>();
       options.prefix = net.at("prefix").get<int>();
       options.login_address = net.at("login_address").get<std::string>();
+      options.range = net.value("range", "");
       options.containers_dir = node.data_dir + "/containers";
       node.network = options;
     }

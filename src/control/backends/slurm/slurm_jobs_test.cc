@@ -111,6 +111,7 @@ TEST(SlurmJobsTest, JobFileRoundTrips) {
   network.parent = "eth0";
   network.prefix = 20;
   network.login_address = "10.20.0.5";
+  network.range = "10.20.128.0/17";
   node.network = network;
   auto read = read_job_file(job_file(two_gpu_worker(), node));
   ASSERT_TRUE(read.is_ok()) << read.status().message();
@@ -128,6 +129,7 @@ TEST(SlurmJobsTest, JobFileRoundTrips) {
   EXPECT_EQ(options.network->parent, "eth0");
   EXPECT_EQ(options.network->prefix, 20);
   EXPECT_EQ(options.network->login_address, "10.20.0.5");
+  EXPECT_EQ(options.network->range, "10.20.128.0/17");
   EXPECT_EQ(options.network->containers_dir, "/shared/edt/containers");
   EXPECT_FALSE(read_job_file(nlohmann::json{{"spec", 1}}).is_ok());
 }

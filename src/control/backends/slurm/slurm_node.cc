@@ -52,11 +52,11 @@ class Watch {
   Watch(LocalBackend& backend, const SandboxSpec& spec, const ContainerNetworkOptions& options, SandboxRef ref,
         std::string job, std::string jobs_path)
       : backend_(backend), spec_(spec), network_(options), ref_(ref), job_(std::move(job)),
-        workers_path_(std::move(jobs_path) + ".workers"), peers_(network_.allowed_peers(spec.cluster)) {}
+        workers_path_(std::move(jobs_path) + ".workers"), peers_(network_.cluster_peers(spec.cluster)) {}
 
   // The filter, when the cluster's addresses changed.
   void filter() {
-    auto now = network_.allowed_peers(spec_.cluster);
+    auto now = network_.cluster_peers(spec_.cluster);
     if (now == peers_) return;
     Status st = network_.filter_macvlan(spec_.name, static_cast<pid_t>(ref_.pid), now);
     if (st.is_ok()) peers_ = now;
