@@ -19,6 +19,9 @@ An edtd (simulated GPUs NVIDIA-P4=4) makes cluster `ts` of 2 containers,
     lists 4;
   - scaled to 2: the two highest nodes leave Slurm (sinfo shows 2), and a
     batch job that ran on all 4 is requeued (pending, Restarts=1);
+  - the launcher killed (every process of its sandbox): edtd starts it
+    again, and its slurmctld still knows that job (its state is the
+    cluster's, not the container's), with both nodes;
   - deleted: no munged, slurmctld or slurmd of this edtd is left.
 
 The same with --bridge: each container in its own network namespace on
@@ -30,6 +33,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -47,8 +51,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 NAME = "ts"
 
 
-def our_daemons(data_dir):
-    """The munged, slurmctld and slurmd processes of this edtd's sandboxes."""
+def sandbox_processes(data_dir, container=None):
+    """(pid, comm) of the processes of this edtd's sandboxes (of `container`
+    alone, when given)."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -56,15 +61,20 @@ def our_daemons(data_dir):
         try:
             with open("/proc/%s/comm" % pid) as f:
                 comm = f.read().strip()
-            if comm not in ("munged", "slurmctld", "slurmd", "slurmstepd"):
-                continue
             with open("/proc/%s/environ" % pid, "rb") as f:
-                env = f.read()
+                env = f.read().split(b"\0")
         except OSError:
             continue
-        if ("EDT_SANDBOX_HOME=" + data_dir).encode() in env:
-            found.append("%s %s" % (pid, comm))
+        if ("EDT_SANDBOX_HOME=" + data_dir).encode() in env and (
+                container is None or ("EDT_SANDBOX_CONTAINER=" + container).encode() in env):
+            found.append((int(pid), comm))
     return found
+
+
+def our_daemons(data_dir):
+    """The munged, slurmctld and slurmd processes of this edtd's sandboxes."""
+    return ["%d %s" % (pid, comm) for pid, comm in sandbox_processes(data_dir)
+            if comm in ("munged", "slurmctld", "slurmd", "slurmstepd")]
 
 
 class SlurmTest(tenants.Tenants):
@@ -221,6 +231,26 @@ def main():
                    "the two highest nodes leave Slurm on the scale to 2", 20)
         t.wait_for("scontrol show job %s" % wide, lambda o: "Restarts=1" in o and "JobState=PENDING" in o,
                    "the job on the nodes that left is requeued", 20)
+
+        # The launcher dies (every process of its sandbox killed) and edtd
+        # starts it again: its slurmctld finds the pending job in its state.
+        for pid, _ in sandbox_processes(data_dir, NAME + "-launcher"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        def restarted():
+            return any(e["type"] == "Restarted" for e in t.api("GET", "/clusters/%s/events" % NAME)[1]["events"])
+        deadline = time.time() + 30
+        while time.time() < deadline and not restarted():
+            time.sleep(0.2)
+        t.check(restarted(), "edtd starts the killed launcher again (a Restarted event)")
+        t.wait_running(NAME, edtd.token, 2)
+        # (Its state may change again: the launcher's node went down with it.)
+        t.wait_for("scontrol show job %s" % wide, lambda o: "JobId=%s " % wide in o,
+                   "the job outlives a restart of the launcher", 30)
+        t.wait_for("sinfo -h -N -o %N | sort | tr '\\n' ' '", lambda o: o.split() == names2,
+                   "both nodes in Slurm after the launcher's restart", 30)
         t.sh("scancel %s" % wide)
 
         status, _ = t.api("DELETE", "/clusters/" + NAME)

@@ -25,7 +25,9 @@ std::string render_slurm_conf(const ClusterSpec& spec, const std::string& contro
   out += "SlurmUser=root\nSlurmdUser=root\n";
   out += "AuthType=auth/munge\nCredType=cred/munge\n";
   out += "StateSaveLocation=/var/spool/slurmctld\nSlurmdSpoolDir=/var/spool/slurmd\n";
-  out += "SlurmctldPidFile=/var/spool/slurmctld/slurmctld.pid\nSlurmdPidFile=/var/spool/slurmd/slurmd.pid\n";
+  // Not in the state directory, which outlives the launcher: a pid there
+  // from before a restart would name another process of the new one.
+  out += "SlurmctldPidFile=/var/spool/slurmctld.pid\nSlurmdPidFile=/var/spool/slurmd/slurmd.pid\n";
   out += "SlurmctldLogFile=/var/log/slurm/slurmctld.log\nSlurmdLogFile=/var/log/slurm/slurmd.log\n";
   // The container is the boundary: no cgroups of Slurm's own.
   out += "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n";

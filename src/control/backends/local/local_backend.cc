@@ -453,6 +453,7 @@ Result<uint32_t> LocalBackend::hand_over_to_container(const SandboxSpec& spec, c
   if (spec.slurm) {
     std::lock_guard<std::mutex> lock(cluster_files_mu_);
     EDT_RETURN_IF_ERROR(hand_over(cluster_dir(spec.cluster) + "/munge", first_id));
+    if (spec.slurm->controller) EDT_RETURN_IF_ERROR(hand_over(cluster_dir(spec.cluster) + "/slurmctld", first_id));
   }
   const std::string volumes = options_.data_dir + "/volumes/";
   for (const auto& m : spec.mounts) {
@@ -675,6 +676,7 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
     a.insert(a.end(), {"--ro-bind", cluster + "/slurm", "/etc/slurm", "--ro-bind", dir + "/conf/gres.conf",
                        "/etc/slurm/gres.conf", "--ro-bind", cluster + "/munge", "/etc/munge", "--bind",
                        dir + "/munge-run", "/run/munge"});
+    if (spec.slurm->controller) a.insert(a.end(), {"--bind", cluster + "/slurmctld", "/var/spool/slurmctld"});
   }
   if (std::error_code ec; !warm_.socket_dir().empty() && fs::is_directory(warm_.socket_dir(), ec))
     a.insert(a.end(), {"--ro-bind", warm_.socket_dir(), "/run/edt-warm"});
@@ -746,6 +748,9 @@ Status LocalBackend::write_slurm_files(const SandboxSpec& spec, const std::strin
   EDT_RETURN_IF_ERROR(io::replace_file(cluster + "/slurm/cgroup.conf", spec.slurm->cgroup_conf, 0644));
   // Where each container's own gres.conf is bound.
   EDT_RETURN_IF_ERROR(io::replace_file(cluster + "/slurm/gres.conf", "", 0644));
+  // slurmctld's state (StateSaveLocation), the cluster's: a launcher that
+  // restarts finds its jobs again.
+  if (spec.slurm->controller) EDT_RETURN_IF_ERROR(make_dirs(cluster + "/slurmctld", 0700));
   // The cluster's munge key: made once, readable by the containers' root
   // only, and bound into this cluster's containers alone.
   EDT_RETURN_IF_ERROR(make_dirs(cluster + "/munge", 0700));
