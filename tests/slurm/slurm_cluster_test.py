@@ -13,6 +13,8 @@ An edtd (simulated GPUs NVIDIA-P4=4) makes cluster `ts` of 2 containers,
   - srun -N 2 --ntasks-per-node 1 python3 train_mnist.py trains with
     edt.torch without edtrun: each of the 2 workers 5000 samples;
   - the munge key is the cluster's own, mode 0400;
+  - another slurm cluster's slurmctld serves its own launcher and refuses
+    ts's root, who points a slurm.conf of its own at it;
   - scaled to 4: sinfo shows 4 idle nodes, srun -N 4 hostname all four;
     MNIST under srun -N 4 and under `salloc -N 4 edtrun -np 4` (hosts from
     the allocation): each of the 4 workers 2500 samples; the hostfile
@@ -82,20 +84,22 @@ class SlurmTest(tenants.Tenants):
         super().__init__(edtd)
         self.launcher = None
 
-    def sh(self, command, timeout=tenants.TIMEOUT):
-        key = os.path.join(self.edtd.dir, "data", "clusters", NAME, "ssh", "id_ed25519")
+    def sh(self, command, timeout=tenants.TIMEOUT, cluster=NAME, address=None):
+        """Runs `command` in `cluster`'s container at `address` (ts's launcher)."""
+        key = os.path.join(self.edtd.dir, "data", "clusters", cluster, "ssh", "id_ed25519")
         argv = ["ssh", "-i", key, "-p", str(self.edtd.ssh_port), "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "root@" + self.launcher,
-                command]
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "root@" + (address or self.launcher), command]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
-    def wait_for(self, command, want, what, seconds=30):
-        """Runs `command` in the launcher until want(stdout) holds; the
-        seconds it took, or None (a failed check) when it never did."""
+    def wait_for(self, command, want, what, seconds=30, **where):
+        """Runs `command` in the launcher (or as sh() is told by `where`)
+        until want(stdout) holds; the seconds it took, or None (a failed
+        check) when it never did."""
         start = time.time()
         last = None
         while time.time() - start < seconds:
-            last = self.sh(command)
+            last = self.sh(command, **where)
             if last.returncode == 0 and want(last.stdout):
                 return time.time() - start
             time.sleep(0.2)
@@ -108,6 +112,36 @@ class SlurmTest(tenants.Tenants):
         if status != 200:
             raise RuntimeError("scale to %d: %s %s" % (containers, status, body))
         return self.wait_running(NAME, self.edtd.token, containers)
+
+
+def other_controller_refuses(t, on_bridge):
+    """Another slurm cluster's slurmctld serves its own cluster, and refuses
+    ts's root, who knows its address and writes a slurm.conf naming it: the
+    munge key is each cluster's own (and on a bridge the filter stops the
+    connection first)."""
+    status, body = t.api("POST", "/clusters", {"name": "tb", "framework": "slurm", "containers": 2})
+    if status != 201:
+        raise RuntimeError("create tb: %s %s" % (status, body))
+    other = t.wait_running("tb", t.edtd.token, 2)
+    address = next(c["address"] for c in other["status"]["containers"] if c["name"] == "tb-launcher")
+    t.wait_for("sinfo -h -o '%D %t'", idle_nodes(2), "sinfo in tb's launcher", 20, cluster="tb", address=address)
+    forged = t.sh("sed 's/^SlurmctldHost=.*/SlurmctldHost=tb-launcher(%s)/; s/^ClusterName=.*/ClusterName=tb/' "
+                  "/etc/slurm/slurm.conf > /tmp/tb.conf && grep -c 'tb-launcher(%s)' /tmp/tb.conf && "
+                  "SLURM_CONF=/tmp/tb.conf timeout 60 sinfo -h; echo rc=$?" % (address, address))
+    print("ts's root at tb's slurmctld: " + " ".join((forged.stdout + forged.stderr).split()), flush=True)
+    t.check(forged.stdout.startswith("1\n") and "rc=0" not in forged.stdout and "idle" not in forged.stdout,
+            "ts's root asking tb's slurmctld with a slurm.conf of its own: %s %s" % (forged.stdout, forged.stderr))
+    # Sharing the host's network, the request gets there and the key stops
+    # it; on a bridge it gets nowhere.
+    log = os.path.join(t.edtd.dir, "data", "containers", "tb-launcher", "var", "log", "slurm", "slurmctld.log")
+    with open(log) as f:
+        refused = "Munge decode failed: Invalid credential" in f.read()
+    t.check("connect failure" in forged.stderr if on_bridge else refused,
+            "why tb's slurmctld did not answer: %s (its log says munge refused it: %s)" % (forged.stderr, refused))
+    t.api("DELETE", "/clusters/tb")
+    deadline = time.time() + 60
+    while time.time() < deadline and t.api("GET", "/clusters/tb")[0] != 404:
+        time.sleep(0.2)
 
 
 def idle_nodes(n):
@@ -194,6 +228,7 @@ def main():
         t.check(mode == 0o400 and os.path.getsize(key) == 1024, "the munge key: mode %o" % mode)
         seen = t.sh("ls -l /etc/munge/munge.key && munge -n | unmunge | grep STATUS")
         t.check("Success" in seen.stdout, "munge works in the launcher: %s %s" % (seen.stdout, seen.stderr))
+        other_controller_refuses(t, args.bridge)
 
         train = t.sh("cd ~/work && srun -N 2 --ntasks-per-node 1 python3 train_mnist.py --epochs 1", timeout=400)
         lines = re.findall(r"epoch=1 rank=(\d) size=(\d) samples=(\d+)", train.stdout)

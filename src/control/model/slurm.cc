@@ -20,8 +20,10 @@ std::string render_slurm_conf(const ClusterSpec& spec, const std::string& contro
   out += "SlurmctldHost=" + launcher + "(" + controller_address + ")\n";
   out += "SlurmctldPort=" + std::to_string(kControllerPort) + "\n";
   out += "SlurmdPort=" + std::to_string(kNodePort) + "\n";
-  // Each daemon binds its own container's address, not every address.
-  if (daemons) out += "CommunicationParameters=NoInAddrAny\n";
+  // Each daemon binds its own container's address, not every address:
+  // NoInAddrAny for slurmd, NoCtldInAddrAny for slurmctld (without it, a
+  // second cluster's slurmctld could not listen in loopback mode).
+  if (daemons) out += "CommunicationParameters=NoInAddrAny,NoCtldInAddrAny\n";
   out += "SlurmUser=root\nSlurmdUser=root\n";
   out += "AuthType=auth/munge\nCredType=cred/munge\n";
   out += "StateSaveLocation=/var/spool/slurmctld\nSlurmdSpoolDir=/var/spool/slurmd\n";

@@ -10,9 +10,10 @@
 //
 // In loopback mode all containers share the host's network namespace, so
 // the daemons cannot all listen on every address: they read
-// slurm-daemons.conf, which adds CommunicationParameters=NoInAddrAny, and
-// each binds its own container's address (its hostname, which /etc/hosts
-// resolves); so all of them use the same two ports. Commands (srun, sbatch,
+// slurm-daemons.conf, which adds CommunicationParameters=NoInAddrAny,
+// NoCtldInAddrAny, and each binds its own container's address (its
+// hostname, which /etc/hosts resolves); so all of them, of every cluster,
+// use the same two ports. Commands (srun, sbatch,
 // scontrol...) read slurm.conf, without it: they listen on every address,
 // since Slurm answers them at the address their requests came from, which
 // in a shared namespace is 127.0.0.1, not the container's. For the same

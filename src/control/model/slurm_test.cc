@@ -33,7 +33,7 @@ TEST(SlurmConf, NamesTheLauncherAsControllerAtItsAddress) {
   EXPECT_EQ(conf_value(conf, "SlurmdPort"), "6818");
   // Containers share one network namespace in loopback mode: each daemon
   // binds its own address.
-  EXPECT_EQ(conf_value(conf, "CommunicationParameters"), "NoInAddrAny");
+  EXPECT_EQ(conf_value(conf, "CommunicationParameters"), "NoInAddrAny,NoCtldInAddrAny");
   // Commands listen on every address: Slurm answers them at 127.0.0.1.
   const std::string commands = render_slurm_conf(spec_with_gpus("", 0), "127.83.0.1", false);
   EXPECT_EQ(conf_value(commands, "CommunicationParameters"), "");
