@@ -596,7 +596,7 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   // thread running ops touches it.
   std::vector<std::vector<uint8_t>> inbox_;
   std::vector<uint8_t> outbox_;    // what this rank sends: descriptors and the data behind them
-  std::vector<uint8_t> combined_;  // doubling_agree(), leader_agree(): the data combined so far
+  std::vector<uint8_t> combined_;  // agree(): this rank's data, then everyone's combined so far
   std::vector<uint8_t> scratch_;
   std::vector<std::vector<int>> host_members_;  // each host's ranks, ascending
 

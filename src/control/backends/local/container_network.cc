@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/io.h"
 #include "control/backends/local/host_command.h"
 
 namespace edt::control {
@@ -280,11 +281,7 @@ std::string ContainerNetwork::macvlan_filter(const std::vector<std::string>& pee
 Status ContainerNetwork::filter_macvlan(const std::string& name, pid_t init_pid,
                                         const std::vector<std::string>& peers) {
   const std::string path = options_.containers_dir + "/" + name + "/filter.nft";
-  {
-    std::ofstream out(path, std::ios::trunc);
-    out << macvlan_filter(peers, options_.login_address, options_.range);
-    if (!out.flush()) return Status(StatusCode::kIoError, "write " + path);
-  }
+  EDT_RETURN_IF_ERROR(io::write_file(path, macvlan_filter(peers, options_.login_address, options_.range), 0644));
   return run_status({kNsenter, "--net=/proc/" + std::to_string(init_pid) + "/ns/net", kNft, "-f", path})
       .with_context("filter the connections into container " + name);
 }
