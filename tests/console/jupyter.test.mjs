@@ -40,8 +40,11 @@ async function inJupyter(method, route, body) {
 }
 
 // Types `source` into the notebook's last cell, runs it, and returns the
-// cell's output once `done` matches it.
-async function runCell(source, done, timeoutMs) {
+// cell's output once the kernel has finished the cell (its prompt shows a
+// number, not *) and every pattern in `expected` matches it. The end alone
+// is not enough: a line can still be on its way to the page; a pattern alone
+// is not either: the lines after it could be.
+async function runCell(source, expected, timeoutMs) {
   // By index: Shift+Enter adds a cell below, which .last() would then name.
   const cell = jupyter.locator('.cell').nth((await jupyter.locator('.cell').count()) - 1);
   await cell.locator('.CodeMirror').click();
@@ -50,8 +53,9 @@ async function runCell(source, done, timeoutMs) {
   let text = '';
   try {
     return await waitFor(`the output of ${source}`, async () => {
+      const finished = /\[\d+\]/.test(await cell.locator('.input_prompt').innerText());
       text = await cell.locator('.output_area').allInnerTexts().then((t) => t.join('\n'));
-      return done.test(text) ? text : null;
+      return finished && expected.every((p) => p.test(text)) ? text : null;
     }, { timeoutMs });
   } catch (e) {
     throw new Error(`${e.message}; the cell's output:\n${text}`);
@@ -106,12 +110,11 @@ step('a notebook cell reads /etc/mpi/hostfile and one trains MNIST with edtrun f
   const name = JSON.parse(made.text).name;
   await jupyter.goto(`${edtd.base}${kBase}notebooks/${encodeURIComponent(name)}`);
   await waitFor('the kernel to be idle', async () => (await jupyter.locator('#kernel_indicator_icon.kernel_idle_icon').count()) === 1, { timeoutMs: 60000 });
-  const hosts = await runCell('!cat /etc/mpi/hostfile', /tthvd-worker-0 slots=1/, 30000);
+  const hosts = await runCell('!cat /etc/mpi/hostfile', [/tthvd-worker-0 slots=1/], 30000);
   assert.deepEqual(hosts.trim().split('\n').map((l) => l.trim()), ['tthvd-launcher slots=1', 'tthvd-worker-0 slots=1']);
   const trained = await runCell(
     `!edtrun -np 2 --hostfile /etc/mpi/hostfile python3 ${kTrain} --epochs 1 --data-dir /root/data/mnist`,
-    /epoch=1 rank=0 size=2 samples=5000/, 240000);
-  assert.match(trained, /epoch=1 rank=1 size=2 samples=5000/);
+    [/epoch=1 rank=0 size=2 samples=5000/, /epoch=1 rank=1 size=2 samples=5000/], 240000);
   await screenshot('notebook', jupyter);
 });
 
