@@ -218,6 +218,10 @@ Status Reconciler::fail_start(const Pass& pass, const std::string& reason) {
     }
   }
   auto tx = db_->transaction();
+  // A scale or a delete since this pass read the cluster: undoing to the
+  // size it read would undo that too. Write nothing; the next pass sees the
+  // failure again (a start that failed is retried) and undoes from there.
+  if (!unchanged_since(cluster, tx.cluster(name))) return Status::ok();
   EDT_RETURN_IF_ERROR(tx.mark_leaving(undo));
   EDT_RETURN_IF_ERROR(tx.add_event(name, EventType::kFailed, reason, pass.now));
   if (!cluster.ever_running) {

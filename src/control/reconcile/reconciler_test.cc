@@ -385,6 +385,27 @@ TEST_F(ReconcilerTest, FailedScaleGoesBackToTheFormerSize) {
   EXPECT_EQ(types, (std::vector<std::string>{"Created", "Running", "Scaling", "Failed", "Running", "Scaling", "Running"}));
 }
 
+// A scale to 5 lands while a pass starts the containers of a scale to 4,
+// one of which fails: that pass's undo must not put back the size it read
+// (2 of 4 Running), which would strand the container the scale to 5 added.
+// The next pass fails the start again and goes back from there: to the 3
+// then Running (a-worker-1 started with the failed one).
+TEST_F(ReconcilerTest, AFailedStartDoesNotUndoAScaleThatLandedDuringIt) {
+  create("a", 2);
+  settle("a");
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok());
+  backend_.fail_start = "a-worker-2";
+  backend_.during_observe = [this] { ASSERT_TRUE(service_->scale_cluster(alice_, "a", 5).ok()); };
+  settle("a");
+  auto c = db_->lock().cluster("a");
+  EXPECT_EQ(c->phase, Phase::kRunning);
+  EXPECT_EQ(c->spec.containers, 3);
+  EXPECT_EQ(c->containers.size(), 3u);
+  EXPECT_NE(c->message.find("scale to 5 failed: no room for a-worker-2; back to 3"), std::string::npos) << c->message;
+  EXPECT_EQ(backend_.files.hostfile, "a-launcher slots=1\na-worker-0 slots=1\na-worker-1 slots=1\n");
+  EXPECT_EQ(backend_.state.size(), 3u);
+}
+
 TEST_F(ReconcilerTest, TheContainersOfAScaleStartAtOnce) {
   create("a", 2);
   settle("a");
