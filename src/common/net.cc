@@ -17,6 +17,9 @@
 #include <thread>
 #include <algorithm>
 #include <memory>
+#include <random>
+#include <sstream>
+#include <vector>
 
 namespace edt::net {
 namespace {
@@ -99,12 +102,32 @@ Result<uint16_t> local_port(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
+std::pair<int, int> ephemeral_range() {
+  std::istringstream in(io::read_file("/proc/sys/net/ipv4/ip_local_port_range"));
+  int low = 0, high = 0;
+  if (in >> low >> high && 0 < low && low <= high && high <= 65535) return {low, high};
+  return {32768, 60999};  // Linux's default
+}
+
 Result<uint16_t> free_port(const std::string& host) {
-  Result<int> fd = listen_tcp(host, 0);
-  if (!fd.is_ok()) return fd.status();
-  Result<uint16_t> port = local_port(*fd);
-  ::close(*fd);
-  return port;
+  Result<int> probe = listen_tcp(host, 0);  // the host's own errors, once
+  if (!probe.is_ok()) return probe.status();
+  ::close(*probe);
+  constexpr int kLowest = 20000;
+  const auto [low, high] = ephemeral_range();
+  std::vector<uint16_t> candidates;
+  for (int port = kLowest; port <= 65535; ++port)
+    if (port < low || port > high) candidates.push_back(static_cast<uint16_t>(port));
+  std::mt19937 random(std::random_device{}());
+  for (int tries = 0; tries < 200 && !candidates.empty(); ++tries) {
+    const uint16_t port = candidates[std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(random)];
+    Result<int> fd = listen_tcp(host, port);
+    if (!fd.is_ok()) continue;
+    ::close(*fd);
+    return port;
+  }
+  return unavailable("no port free on " + host + " outside the ephemeral range " + std::to_string(low) + "-" +
+                     std::to_string(high) + " (/proc/sys/net/ipv4/ip_local_port_range)");
 }
 
 Result<int> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "edt/status.h"
 
@@ -32,8 +33,14 @@ Result<int> listen_tcp(const std::string& host, uint16_t port, int backlog = 128
 // The port a bound socket got.
 Result<uint16_t> local_port(int fd);
 
-// A port free on `host` now (bound, read and released): for tests and
-// benchmarks that must name a port before the server that takes it starts.
+// The kernel's ephemeral port range (bind to port 0, connect()), low and
+// high; Linux's default when /proc does not say.
+std::pair<int, int> ephemeral_range();
+
+// A port free on `host` now, for whoever must name a port before the server
+// that takes it starts. It comes from outside the ephemeral range, where the
+// kernel never hands one out by itself: a port from there could be taken
+// by any connect() on the machine before that server binds it.
 Result<uint16_t> free_port(const std::string& host);
 
 // Connects, retrying while nobody listens yet, until `deadline`.

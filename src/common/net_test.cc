@@ -1,6 +1,7 @@
 #include "common/net.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace edt::net {
 namespace {
@@ -21,6 +22,21 @@ TEST(ParseHostPort, HostsPortsAndTheirErrors) {
   ASSERT_TRUE(any.is_ok());
   EXPECT_EQ(any->port, 0);
   EXPECT_FALSE(parse_host_port("localhost:65536", true).is_ok());
+}
+
+// A free port is one the kernel would not hand out by itself, and that a
+// server can then bind.
+TEST(FreePort, IsOutsideTheEphemeralRangeAndBindable) {
+  const auto [low, high] = ephemeral_range();
+  for (int i = 0; i < 20; ++i) {
+    auto port = free_port("127.0.0.1");
+    ASSERT_TRUE(port.is_ok()) << port.status().to_string();
+    EXPECT_TRUE(*port < low || *port > high) << *port << " is in " << low << "-" << high;
+    auto fd = listen_tcp("127.0.0.1", *port);
+    ASSERT_TRUE(fd.is_ok()) << fd.status().to_string();
+    ::close(*fd);
+  }
+  EXPECT_FALSE(free_port("192.0.2.1").is_ok()) << "not an address of this machine";
 }
 
 }  // namespace
