@@ -23,15 +23,21 @@ def ephemeral_range():
         return 32768, 60999  # Linux's default
 
 
-def free_port(host="127.0.0.1"):
-    """A port nothing listens on at `host`, outside the ephemeral range."""
+def free_port(*hosts):
+    """A port nothing listens on at any of `hosts` (127.0.0.1 if none), outside the ephemeral range."""
+    hosts = hosts or ("127.0.0.1",)
     low, high = ephemeral_range()
     candidates = list(range(LOWEST, low)) + list(range(high + 1, 65536))
     for port in random.sample(candidates, min(200, len(candidates))):
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
+        if all(_bindable(host, port) for host in hosts):
             return port
-    raise RuntimeError(f"no free port on {host} outside the ephemeral range {low}-{high}")
+    raise RuntimeError(f"no port free on {', '.join(hosts)} outside the ephemeral range {low}-{high}")
+
+
+def _bindable(host, port):
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True

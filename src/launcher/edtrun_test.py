@@ -23,31 +23,12 @@ import time
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+
 EDTRUN = os.environ.get("EDTRUN", "edtrun")
 PYTHON = "/usr/bin/python3"
 HOSTS = ("127.0.0.2", "127.0.0.3")
-
-
-def free_port_on(addresses):
-    """A TCP port free on every address in `addresses`."""
-    for _ in range(100):
-        probe = socket.socket()
-        probe.bind((addresses[0], 0))
-        port = probe.getsockname()[1]
-        others = []
-        try:
-            for address in addresses[1:]:
-                s = socket.socket()
-                s.bind((address, port))
-                others.append(s)
-            return port
-        except OSError:
-            continue
-        finally:
-            probe.close()
-            for s in others:
-                s.close()
-    raise RuntimeError("no port free on all of %s" % (addresses,))
 
 
 def wait_for_listener(address, port, limit=10.0):
@@ -64,7 +45,7 @@ def wait_for_listener(address, port, limit=10.0):
 class Sshd:
     def __init__(self, directory):
         self.directory = directory
-        self.port = free_port_on(HOSTS)
+        self.port = free_port(*HOSTS)
         self.key = os.path.join(directory, "client_key")
         host_key = os.path.join(directory, "host_key")
         for path in (self.key, host_key):
@@ -351,7 +332,7 @@ def test_sigkilled_edtrun_leaves_no_worker(sshd, workdir):
     process = subprocess.Popen([EDTRUN, "-np", "3", "-H", "localhost:1,127.0.0.2:2"] + sshd.args() +
                                [PYTHON, "sleeper.py"], cwd=workdir, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
-    pids = read_pids(workdir, 6)
+    read_pids(workdir, 6)  # every worker and its child are up
     process.kill()
     process.wait()
     worker_pids = [int(open(os.path.join(workdir, "pid.%d" % r)).read()) for r in range(3)]
