@@ -1,12 +1,6 @@
 #include "launcher/static_driver.h"
 
-#include <arpa/inet.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "common/log.h"
 #include "common/net.h"
@@ -18,23 +12,6 @@ using Clock = std::chrono::steady_clock;
 
 // Deadlines are checked after every wakeup; this bounds how late.
 constexpr std::chrono::milliseconds kTick{100};
-
-Result<int> free_tcp_port() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return io_error("cannot make a socket to find a free port", errno);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  socklen_t length = sizeof address;
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  int err = errno;
-  close(fd);
-  if (port < 0) return io_error("cannot find a free TCP port for MASTER_PORT", err);
-  return port;
-}
 
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
@@ -52,7 +29,13 @@ StaticDriver::~StaticDriver() = default;
 Status StaticDriver::start_rendezvous() {
   EDT_ASSIGN_OR_RETURN(store_, TcpStoreServer::start(TcpStoreServerOptions{}));
   bool rank0_local = !remote(slots_.front());
-  EDT_ASSIGN_OR_RETURN(int master_port, free_tcp_port());
+  // torch.distributed's own store binds it later, on rank 0's host (this
+  // one when rank 0 is local): a port outside the ephemeral range, which no
+  // connect() takes in the meantime.
+  auto master_port = net::free_port("0.0.0.0");
+  if (!master_port.is_ok())
+    return Status(master_port.status().code(), "cannot find a free TCP port for MASTER_PORT: " +
+                                                   master_port.status().message());
   // torchrun (the usual worker of --per-host) hands node 0's --master_addr
   // on to the processes of every node, so there each host is told one
   // address they all reach: this machine's toward a remote host.
@@ -73,10 +56,10 @@ Status StaticDriver::start_rendezvous() {
     Rendezvous r;
     r.coordinator = net::format_host_port(here, store_->port());
     r.master_addr = !rank0_local ? slots_.front().host : shared_master.empty() ? here : shared_master;
-    r.master_port = master_port;
+    r.master_port = *master_port;
     rendezvous_[slot.host] = r;
   }
-  log::debug("store listening on port {}, MASTER_PORT {}", store_->port(), master_port);
+  log::debug("store listening on port {}, MASTER_PORT {}", store_->port(), *master_port);
   return Status::ok();
 }
 
