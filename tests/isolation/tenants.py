@@ -43,8 +43,8 @@ class Tenants:
             raise RuntimeError(f"POST /users {name}: {status} {body}")
         return body["token"]
 
-    def ssh(self, cluster, address, command, stdin=None):
+    def ssh(self, cluster, address, command, stdin=None, timeout=TIMEOUT):
         key = os.path.join(self.edtd.dir, "data", "clusters", cluster, "ssh", "id_ed25519")
         argv = ["ssh", "-i", key, "-p", str(self.edtd.ssh_port), "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
                 "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", f"root@{address}", command]
-        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=TIMEOUT)
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)

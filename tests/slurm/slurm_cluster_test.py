@@ -86,11 +86,7 @@ class SlurmTest(tenants.Tenants):
 
     def sh(self, command, timeout=tenants.TIMEOUT, cluster=NAME, address=None):
         """Runs `command` in `cluster`'s container at `address` (ts's launcher)."""
-        key = os.path.join(self.edtd.dir, "data", "clusters", cluster, "ssh", "id_ed25519")
-        argv = ["ssh", "-i", key, "-p", str(self.edtd.ssh_port), "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                "root@" + (address or self.launcher), command]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return self.ssh(cluster, address or self.launcher, command, timeout=timeout)
 
     def wait_for(self, command, want, what, seconds=30, **where):
         """Runs `command` in the launcher (or as sh() is told by `where`)
