@@ -33,9 +33,7 @@ Status StaticDriver::start_rendezvous() {
   // one when rank 0 is local): a port outside the ephemeral range, which no
   // connect() takes in the meantime.
   auto master_port = net::free_port("0.0.0.0");
-  if (!master_port.is_ok())
-    return Status(master_port.status().code(), "cannot find a free TCP port for MASTER_PORT: " +
-                                                   master_port.status().message());
+  if (!master_port.is_ok()) return master_port.status().with_context("cannot find a free TCP port for MASTER_PORT");
   // torchrun (the usual worker of --per-host) hands node 0's --master_addr
   // on to the processes of every node, so there each host is told one
   // address they all reach: this machine's toward a remote host.

@@ -13,10 +13,10 @@
 // slurm-daemons.conf, which adds CommunicationParameters=NoInAddrAny,
 // NoCtldInAddrAny, and each binds its own container's address (its
 // hostname, which /etc/hosts resolves); so all of them, of every cluster,
-// use the same two ports. Commands (srun, sbatch,
-// scontrol...) read slurm.conf, without it: they listen on every address,
-// since Slurm answers them at the address their requests came from, which
-// in a shared namespace is 127.0.0.1, not the container's. For the same
+// use the same two ports. Commands (srun, sbatch, scontrol...) read
+// slurm.conf, without it: they listen on every address, since Slurm
+// answers them at the address their requests came from, which in a shared
+// namespace is 127.0.0.1, not the container's. For the same
 // reason a dynamic node registers with 127.0.0.1 as its address, and the
 // container corrects it (scontrol update NodeAddr=) before it is Running.
 //
