@@ -23,6 +23,20 @@ under a seccomp filter other than edtd's containers' (--seccomp), which
 the worker loads) are answered "cold": the client then
 starts the command itself, as it would without this server.
 
+Who asks: the relay takes a pidfd of the process that connected from the
+kernel (SO_PEERPIDFD, Linux 6.5), not its pid (SO_PEERCRED's pid is a
+number that another process may hold by the time it is read: a client
+that connects and exits at once would otherwise have its worker made in
+the image of whatever process took its pid next, such as host root). It
+reads the client's /proc/<pid> through a directory opened while the pidfd
+showed it running, and checks that it still runs after the last read: a
+process that runs held its pid all along. A client that exited is answered
+cold, and so is every request where the kernel has no SO_PEERPIDFD (the
+server says so once in its log). The worker takes the client's credentials
+and seccomp filter before it looks at any path the request names. The
+client learns the worker's pid as its own PID namespace sees it, or none
+(a worker in another container): never a host pid.
+
 Fork safety: the server stays single-threaded (it checks before each fork)
 and reads nothing from a client itself: it keeps four relays forked ahead,
 each waiting to accept one client, so a slow or hostile client holds only
@@ -35,13 +49,17 @@ session environment (what its sshd gives a session) under the request's,
 and the client's credentials and limits, as over ssh but without it. Only
 a client inside a container of the same cluster may ask: the relay finds
 the client's container by its PID namespace, which the client cannot
-choose, among those edtd recorded for that cluster. The worker prints the
-request's "marker" line before the command runs.
+choose, among those edtd recorded for that cluster. A container's init is
+the process bwrap recorded in info.json, taken by a pidfd, which counts
+only if it is the init of the PID namespace bwrap recorded and started no
+later than the record (a process that took the pid since started after
+it). The worker prints the request's "marker" line before the command runs.
 
 Protocol (SOCK_SEQPACKET, one JSON object a message):
   client -> relay  {"argv": [...], "env": ["K=V", ...]} + SCM_RIGHTS [0, 1, 2]
                    (+ "host", "cwd", "marker" for another container)
-  relay -> client  {"started": pid} | {"cold": "reason"}
+  relay -> client  {"started": pid | null} | {"cold": "reason"}
+                   (pid: the worker's in the client's PID namespace)
   client -> relay  {"signal": N}                     (any number of times)
   relay -> client  {"exit": code} | {"killed": N}    (once, at the end)
 """
@@ -91,6 +109,9 @@ libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_NAME, PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP = 15, 1, 8, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 38, 47, 2
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+# getsockopt(SOL_SOCKET, SO_PEERPIDFD): Linux 6.5; Python 3.11 has no name
+# for it. 77 is asm-generic's (x86-64, arm64, riscv64).
+SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77 if os.uname().machine in ("x86_64", "aarch64", "riscv64") else None)
 
 # edtd's containers' seccomp filter (--seccomp): a client under exactly one
 # filter more than the server's gets this one loaded in its worker.
@@ -248,22 +269,100 @@ def check_preloaded(path, packages):
 
 # ---- becoming the client's process --------------------------------------------
 
+class Process:
+    """A process named by a pidfd, with its /proc directory opened while the
+    pidfd showed it running. What is read through that directory is this
+    process's and never another's that took its pid later: the directory
+    stays bound to the process it was opened for (reads fail once it is
+    gone), and the pidfd to the process it was made for. Callers call
+    check_alive() after their last read: a process that still runs held its pid
+    all along, so every read named it."""
+
+    def __init__(self, pidfd, what):
+        self.pidfd, self.what, self.dir = pidfd, what, -1
+        try:
+            self.pid = pidfd_pid(pidfd)
+            if self.pid <= 0:  # -1: it exited; 0: it is not in our PID namespace
+                raise Cold("%s exited" % what if self.pid < 0 else "%s is outside the host's PID namespace" % what)
+            self.dir = os.open("/proc/%d" % self.pid, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            self.check_alive()
+        except (OSError, ValueError, Cold) as e:
+            self.close()
+            raise e if isinstance(e, Cold) else Cold("%s exited" % what) from None
+
+    def check_alive(self):
+        if select.select([self.pidfd], [], [], 0)[0]:
+            raise Cold("%s exited" % self.what)
+
+    def open(self, name, flags=0):
+        return os.open(name, os.O_RDONLY | os.O_CLOEXEC | flags, dir_fd=self.dir)
+
+    def read(self, name):
+        with open(self.open(name)) as f:
+            return f.read()
+
+    def inode(self, name):
+        fd = self.open(name)
+        try:
+            return os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
+
+    def close(self):
+        for fd in (self.dir, self.pidfd):
+            if fd >= 0:
+                os.close(fd)
+        self.dir = self.pidfd = -1
+
+
+def pidfd_pid(pidfd):
+    """The pid of a pidfd's process in the host's PID namespace: -1 once it
+    exited, 0 where that namespace does not see it."""
+    for line in read_text("/proc/self/fdinfo/%d" % pidfd).splitlines():
+        if line.startswith("Pid:"):
+            return int(line.split()[1])
+    raise Cold("the kernel does not say which process a pidfd names")
+
+
+def peer_pidfd(conn):
+    """A pidfd of the very process that connected (recorded by the kernel at
+    connect(), so never another that took its pid since)."""
+    if SO_PEERPIDFD is None:
+        raise Cold("this platform has no SO_PEERPIDFD")
+    try:
+        return struct.unpack("i", conn.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD, 4))[0]
+    except OSError as e:
+        raise Cold("no pidfd of the client (SO_PEERPIDFD): %s" % e.strerror) from None
+
+
+def peer_pidfd_missing():
+    """Why this kernel gives no SO_PEERPIDFD (before Linux 6.5), or None."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        os.close(peer_pidfd(a))
+        return None
+    except Cold as e:
+        return str(e)
+    finally:
+        a.close()
+        b.close()
+
+
 class Peer:
-    """What the relay learned of the client, as descriptors opened in the host's view."""
+    """What the relay learned of the client, as descriptors opened in the
+    host's view, through a pidfd of the process that connected: a client
+    that exited (and whose pid another process may hold) is answered cold."""
 
     def __init__(self, conn):
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        self.pid, self.uid, self.gid = struct.unpack("3i", creds)
-        base = "/proc/%d/" % self.pid
-        self.pidfd = os.pidfd_open(self.pid)
-        self.status = read_status(base + "status")
-        self.ns = {kind: os.open(base + "ns/" + kind, os.O_RDONLY | os.O_CLOEXEC)
-                   for kind in NAMESPACES + ("pid", "user")}
-        self.root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self.cwd = os.open(base + "cwd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self.limits = read_limits(base + "limits")
-        self.first_ids = first_ids(base)
-        self.cgroups = read_text(base + "cgroup")
+        self.process = Process(peer_pidfd(conn), "the client")
+        p = self.process
+        self.status = parse_status(p.read("status"))
+        self.ns = {kind: p.open("ns/" + kind) for kind in NAMESPACES + ("pid", "user")}
+        self.root = p.open("root", os.O_DIRECTORY)
+        self.cwd = p.open("cwd", os.O_DIRECTORY)
+        self.limits = parse_limits(p.read("limits"))
+        self.first_ids = first_ids(p)
+        self.cgroups = p.read("cgroup")
         if not same_cgroups_but_a_containers(self.cgroups):
             raise Cold("the client is in another cgroup")
         # Filters are inherited and never removed: a client under the
@@ -276,25 +375,24 @@ class Peer:
             if not (container_filter and self.status["Seccomp"][0] == "2" and extra == 1):
                 raise Cold("the client runs under a seccomp filter the warm interpreter does not have")
             self.confine = True
-        # The descriptors name the process that asked only if it still runs.
-        if select.select([self.pidfd], [], [], 0)[0]:
-            raise Cold("the client exited")
+        # Everything above named the process that asked if it still runs.
+        p.check_alive()
         self.container_env = {}
 
     def enter_container(self, container):
         """Aims the worker at another container: its namespaces and root,
         with the client's credentials and limits (the containers of a
         cluster are made alike), in a working directory the request names."""
-        base = "/proc/%d/" % container.pid
-        pidfd = os.pidfd_open(container.pid)
-        ns = {kind: os.open(base + "ns/" + kind, os.O_RDONLY | os.O_CLOEXEC) for kind in NAMESPACES + ("pid", "user")}
-        root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        cgroups = read_text(base + "cgroup")
+        p = container.process
+        ns = {kind: p.open("ns/" + kind) for kind in NAMESPACES + ("pid", "user")}
+        root = p.open("root", os.O_DIRECTORY)
+        cgroups = p.read("cgroup")
         if not same_cgroups_but_a_containers(cgroups):
             raise Cold("%s is in a cgroup of its own" % container.name)
-        ids = first_ids(base)
-        if os.fstat(ns["pid"]).st_ino != container.pid_ns or select.select([pidfd], [], [], 0)[0]:
+        ids = first_ids(p)
+        if os.fstat(ns["pid"]).st_ino != container.pid_ns:
             raise Cold("%s stopped" % container.name)
+        p.check_alive()
         for fd in list(self.ns.values()) + [self.root, self.cwd]:
             os.close(fd)
         self.ns, self.root, self.cwd, self.container_env = ns, root, None, container.env
@@ -319,33 +417,54 @@ class Container:
         if not isinstance(self.cluster, str) or not isinstance(self.env, dict) or \
                 not all(isinstance(v, str) for v in self.env.values()):
             raise Cold("%s has no valid session.json" % name)
-        self.base, self.pid, self.pid_ns = base, None, None
+        self.base, self.process, self.pid_ns = base, None, None
 
     def find_init(self):
-        """The pid of the container's init and its PID namespace; Cold if it
-        does not run. A pid counts only if it is the init of a PID namespace
-        of its own and started when bwrap recorded it (not a reused pid)."""
+        """The container's init, as a Process, and its PID namespace; Cold
+        if it does not run. bwrap recorded the init's pid and PID namespace
+        in info.json as it started it. The process now holding that pid
+        counts only if it is the init of that very namespace and started no
+        later than the record: a namespace's number is reused only once
+        the namespace is gone, and with it that init, so a process that
+        took the pid since started after the record."""
         info_path = os.path.join(self.base, "info.json")
         try:
             with open(info_path) as f:
-                pid = json.load(f).get("child-pid")
-            recorded = os.stat(info_path).st_mtime
-            status = read_text("/proc/%d/status" % pid) if isinstance(pid, int) and pid > 0 else ""
+                info = json.load(f)
+            pid, pid_ns = info.get("child-pid"), info.get("pid-namespace")
+            recorded = boot_time_of(os.stat(info_path).st_mtime)
+            if not (isinstance(pid, int) and pid > 0 and isinstance(pid_ns, int)):
+                raise ValueError("no child-pid or pid-namespace")
+            process = Process(os.pidfd_open(pid), self.name)
+        except (OSError, ValueError, AttributeError, Cold):
+            raise Cold("%s is not running" % self.name) from None
+        try:
+            status = process.read("status")
             nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
-            ns = os.stat("/proc/%d/ns/pid" % pid).st_ino if len(nspid) > 1 and nspid[-1] == "1" else None
-            started = process_start_time(pid) if ns else 0
-        except (OSError, ValueError, AttributeError):
-            ns = None
-        if ns is None or abs(started - recorded) > 10:
-            raise Cold("%s is not running" % self.name)
-        self.pid, self.pid_ns = pid, ns
+            ns = process.inode("ns/pid")
+            started = start_time(process.read("stat"))
+            if len(nspid) < 2 or nspid[-1] != "1" or ns != pid_ns or not recorded - 10 <= started <= recorded + 0.05:
+                raise Cold("another process holds its pid")
+            process.check_alive()
+        except (OSError, ValueError, Cold):
+            process.close()
+            raise Cold("%s is not running" % self.name) from None
+        self.process, self.pid_ns = process, ns
         return self
 
+    def close(self):
+        if self.process:
+            self.process.close()
 
-def process_start_time(pid):
-    ticks = int(read_text("/proc/%d/stat" % pid).rpartition(")")[2].split()[19])
-    boot = next(int(line.split()[1]) for line in read_text("/proc/stat").splitlines() if line.startswith("btime "))
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+def start_time(stat):
+    """When a process started (its /proc/<pid>/stat), in seconds of CLOCK_BOOTTIME."""
+    return int(stat.rpartition(")")[2].split()[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def boot_time_of(wall):
+    """A time of the wall clock (a file's mtime) in seconds of CLOCK_BOOTTIME."""
+    return wall - (time.clock_gettime(time.CLOCK_REALTIME) - time.clock_gettime(time.CLOCK_BOOTTIME))
 
 
 def cluster_container(containers, host, client):
@@ -361,9 +480,12 @@ def cluster_container(containers, host, client):
         try:
             member = Container(containers, name)
             if member.cluster == target.cluster and member.find_init().pid_ns == client_ns:
+                member.close()
                 return target
+            member.close()
         except Cold:
             continue
+    target.close()
     raise Cold("%s is not a container of the client's cluster" % host)
 
 
@@ -413,34 +535,38 @@ def join_cgroups(text, fs_root="/sys/fs/cgroup"):
 
 
 def read_status(path):
+    return parse_status(read_text(path))
+
+
+def parse_status(text):
     fields = {}
-    for line in read_text(path).splitlines():
+    for line in text.splitlines():
         name, _, value = line.partition(":")
         if name in STATUS_FIELDS:
             fields[name] = value.split()
     return fields
 
 
-def read_limits(path):
+def parse_limits(text):
     """{RLIMIT_*: (soft, hard)} from /proc/<pid>/limits, whose rows are in
     the order of the RLIMIT_* numbers."""
     def value(text):
         return resource.RLIM_INFINITY if text == "unlimited" else int(text)
     limits = {}
-    for number, line in enumerate(read_text(path).splitlines()[1:]):
+    for number, line in enumerate(text.splitlines()[1:]):
         fields = line[26:].split()  # the name column is 26 wide
         if len(fields) >= 2:
             limits[number] = (value(fields[0]), value(fields[1]))
     return limits
 
 
-def first_ids(base):
-    """The host's first uid and gid of the user namespace of the process at
-    `base` (/proc/<pid>/): 0, 0 in ours; a container's of edtd's
-    --user-namespaces maps its ids from 0 as one range ("0 FIRST COUNT")."""
+def first_ids(process):
+    """The host's first uid and gid of the user namespace of a Process: 0, 0
+    in ours; a container's of edtd's --user-namespaces maps its ids from 0
+    as one range ("0 FIRST COUNT")."""
     firsts = []
     for name in ("uid_map", "gid_map"):
-        rows = [line.split() for line in read_text(base + name).splitlines()]
+        rows = [line.split() for line in process.read(name).splitlines()]
         if len(rows) != 1 or len(rows[0]) != 3 or rows[0][0] != "0":
             raise Cold("the client's user namespace maps its ids otherwise than edtd's containers: %r" % rows)
         firsts.append(int(rows[0][1]))
@@ -581,6 +707,10 @@ def become_worker(peer, request, command, server):
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     join_cgroups(peer.cgroups)  # before the mount namespace hides the host's /sys/fs/cgroup
     enter_namespaces(peer)
+    # The client's credentials, limits and seccomp filter before any path
+    # the request names (working directory, PATH, script, PYTHONPATH) is
+    # looked at: as host root, its checks would see what the client cannot.
+    take_credentials(peer)
     env = request.env
     if request.host is not None:
         env = enter_directory(request, peer)
@@ -591,12 +721,12 @@ def become_worker(peer, request, command, server):
     path = module_path(first, env)
     check_preloaded(path, server.packages)
     check_startup_variables(env)
-    take_credentials(peer)
     for i, fd in enumerate(request.fds):
         os.dup2(fd, i)
         os.close(fd)
     os.environ.clear()
     os.environ.update(env)
+    size_blas_threads(env)
     set_title(request.argv, env)
     reset_signals()
     reseed()
@@ -608,6 +738,31 @@ def become_worker(peer, request, command, server):
     if request.marker:
         os.write(1, (request.marker + "\n").encode())
     return kind, target
+
+
+def loaded_openblas():
+    """The OpenBLAS library this process has loaded (numpy's, torch's), or None."""
+    for line in read_text("/proc/self/maps").splitlines():
+        path = line.split(None, 5)[-1]
+        if "openblas" in os.path.basename(path) or "/openblas" in path:
+            try:
+                library = ctypes.CDLL(path)
+                return library if hasattr(library, "openblas_set_num_threads") else None
+            except OSError:
+                return None
+    return None
+
+
+def size_blas_threads(env):
+    """The server loads OpenBLAS with one thread (main()); a worker's pool is
+    sized as a fresh process's would be: by its variables, else one thread
+    per CPU it may run on."""
+    library = loaded_openblas()
+    if library is None:
+        return
+    wanted = next((env[k] for k in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+                   if env.get(k, "").strip().isdigit() and int(env[k]) > 0), None)
+    library.openblas_set_num_threads(int(wanted) if wanted else len(os.sched_getaffinity(0)))
 
 
 def enter_directory(request, peer):
@@ -646,6 +801,8 @@ def relay(conn, server):
         conn.settimeout(REQUEST_TIMEOUT)
         request = Request(*receive(conn, 3))
         command = parse_command(request.argv)
+        if server.no_peer_pidfd:
+            raise Cold(server.no_peer_pidfd)
         peer = Peer(conn)
         if request.host is not None:
             peer.enter_container(cluster_container(server.containers, request.host, peer))
@@ -663,13 +820,14 @@ def relay(conn, server):
         except BaseException as e:  # noqa: B036 (told to the client, which starts cold)
             os.write(report_w, ("cold: " + str(e) if isinstance(e, Cold) else "cold: %r" % e).encode())
             os._exit(0)
-        os.write(report_w, b"ok")
+        # Its pid in its own PID namespace: the client's, unless it runs in another container.
+        os.write(report_w, b"ok %d" % os.getpid())
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the relay's and the server's: nothing leaks
         return plan
     os.close(report_w)
     for fd in request.fds:
         os.close(fd)
-    supervise(conn, worker, report_r)
+    supervise(conn, worker, report_r, request.host is None)
 
 
 def answer_cold(conn, why):
@@ -680,21 +838,24 @@ def answer_cold(conn, why):
     os._exit(0)
 
 
-def supervise(conn, worker, report_r):
-    """Tells the client whether its worker runs, relays its signals, reports its end."""
+def supervise(conn, worker, report_r, visible):
+    """Tells the client whether its worker runs, relays its signals, reports
+    its end. The client learns the worker's pid as its own PID namespace
+    sees it (`visible`: the worker is in it), else none; never the host's."""
     report = b""
     while True:
         chunk = os.read(report_r, 4096)
         if not chunk:
             break
         report += chunk
-    if report != b"ok":
+    ok, _, seen_pid = report.decode(errors="replace").partition(" ")
+    if ok != "ok" or not seen_pid.isdigit():
         os.waitpid(worker, 0)
         answer_cold(conn, report.decode(errors="replace").partition("cold: ")[2] or "the worker did not start")
     conn.settimeout(None)
-    pidfd = os.pidfd_open(worker)
+    pidfd = os.pidfd_open(worker)  # the relay's child, not reaped: the pid is its
     try:
-        send(conn, {"started": worker})
+        send(conn, {"started": int(seen_pid) if visible else None})
         while pidfd not in select.select([conn, pidfd], [], [])[0]:
             message, _ = receive(conn)
             if not isinstance(message, dict):
@@ -754,6 +915,12 @@ class Server:
         self.listener.listen(128)
         self.pid = os.getpid()
         self.relays, self.spares = set(), set()
+        # Without a pidfd of the client, its pid could name another process
+        # by the time the relay reads /proc: every request then starts cold.
+        self.no_peer_pidfd = peer_pidfd_missing()
+        if self.no_peer_pidfd:
+            print("edt._warm: %s (Linux 6.5 or later has it); every request starts cold" % self.no_peer_pidfd,
+                  file=sys.stderr, flush=True)
 
     def close(self):
         """Stops listening; removes the socket unless a newer server bound the path since."""
@@ -896,6 +1063,11 @@ def main():
                              "another container of its cluster")
     parser.add_argument("--seccomp", help="the seccomp filter (classic BPF) of edtd's containers")
     args = parser.parse_args()
+    # OpenBLAS (numpy's, torch's) starts a thread per CPU when it is loaded,
+    # and the server forks only while it has one thread: the preloaded one
+    # has none, and each worker sizes its pool as a fresh process would
+    # (size_blas_threads).
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     if args.seccomp:
         global container_filter
         with open(args.seccomp, "rb") as f:

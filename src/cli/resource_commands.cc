@@ -1,4 +1,4 @@
-// edt volume create|list|delete|upload, edt image list, edt gpu list.
+// edt volume create|list|delete|upload, edt job list|delete, edt image list, edt gpu list.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -110,6 +110,41 @@ int list_gpus(const std::string& output) {
   return 0;
 }
 
+int list_jobs(const std::string& cluster, const std::string& output) {
+  namespace job = api::fields::Job;
+  json jobs;
+  if (int code = get_list("/clusters/" + cluster + "/jobs", api::fields::JobList::jobs, &jobs)) return code;
+  if (print_json_if_asked(output, jobs)) return 0;
+  std::vector<std::vector<std::string>> rows = {{"ID", "CONTAINER", "STATE", "EXIT", "COMMAND"}};
+  for (const auto& j : jobs)
+    rows.push_back({std::to_string(j[key(job::id)].get<int64_t>()), j[key(job::container)], j[key(job::state)],
+                    std::to_string(j[key(job::exit_code)].get<int>()), j[key(job::command)]});
+  print_table(rows);
+  return 0;
+}
+
+int delete_job(const std::string& id) {
+  Client client(load_endpoint());
+  if (auto f = client.call("DELETE", "/jobs/" + id, nullptr, nullptr)) return fail(*f);
+  printf("job %s deleted\n", id.c_str());
+  return 0;
+}
+
+// edt job list CLUSTER [-o json], edt job delete ID.
+void add_job_commands(CLI::App& app, Action* action) {
+  auto* job = app.add_subcommand("job", "jobs: commands run by edt exec and edt run, with their logs");
+  job->require_subcommand(1);
+  auto cluster = std::make_shared<std::string>(), output = std::make_shared<std::string>();
+  auto* list = job->add_subcommand("list", "list a cluster's jobs, newest first");
+  list->add_option("cluster", *cluster)->required();
+  add_output_option(list, output.get());
+  list->callback([cluster, output, action] { *action = [cluster, output] { return list_jobs(*cluster, *output); }; });
+  auto id = std::make_shared<std::string>();
+  auto* delete_cmd = job->add_subcommand("delete", "delete an ended job and its log (a job also goes with its cluster)");
+  delete_cmd->add_option("id", *id)->required()->check(CLI::PositiveNumber);
+  delete_cmd->callback([id, action] { *action = [id] { return delete_job(*id); }; });
+}
+
 // Adds GROUP list [-o json] running `run`.
 void add_list(CLI::App& app, const std::string& group, const std::string& help, const std::string& list_help,
               Action* action, int (*run)(const std::string&)) {
@@ -152,6 +187,7 @@ void add_volume_commands(CLI::App& app, Action* action) {
 
 void add_resource_commands(CLI::App& app, Action* action) {
   add_volume_commands(app, action);
+  add_job_commands(app, action);
   add_list(app, "image", "images", "list images and their frameworks", action, list_images);
   add_list(app, "gpu", "GPUs", "list the GPU inventory", action, list_gpus);
 }

@@ -19,11 +19,15 @@
 #include <fstream>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "common/log.h"
 #include "common/net.h"
 #include "common/units.h"
 #include "control/api/server.h"
 #include "control/backends/fault_points.h"
+#include "control/backends/local/cgroups.h"
+#include "control/backends/local/container_log.h"
 #include "control/backends/local/enter.h"
 #include "control/backends/local/local_backend.h"
 #include "control/backends/slurm/slurm_backend.h"
@@ -53,8 +57,10 @@ struct Flags {
   std::string log_level;        // empty: EDT_LOG_LEVEL's, else info
   std::string log_format = "text";
   std::string warm_start = "on";
-  int64_t container_pids_max = 16384;
+  int64_t container_pids_max = -1;  // -1: the host's share (container_pids_share)
+  std::string job_log_limit = "16MiB";
   std::string user_namespaces = "on";
+  std::string container_disk = "10GiB";  // each container's writable dirs (disk_quota.h)
   bool fault_points = false;  // print them and exit
   // --backend slurm (slurm_backend.h).
   std::string backend = "local";
@@ -185,9 +191,44 @@ struct Settings {
   bool simulated_gpus = false;
   Layout layout;
   uint32_t first_subordinate_id = 0;  // 0: no user namespaces
+  uint64_t container_disk = 0;        // bytes; 0: no bound
   bool slurm = false;                 // --backend slurm
   std::string login_address;         // with slurm: this host's address toward the containers
+  uint64_t job_log_limit = kDefaultJobLogLimit;
+  int64_t pids_max = 0;      // each container's bound on tasks; 0: none
+  std::string pids_warning;  // logged at start, if any
 };
+
+// --container-pids-max against the host's tasks (cgroups.h): the default is
+// a container's share; more than that is warned of, since a few such
+// containers take the tasks of the others; more than all containers
+// together may have (edt-<key>'s bound, half the host's) is refused.
+Status check_pids_max(int64_t flag, Settings& settings) {
+  auto host = read_host_tasks();
+  if (!host.is_ok() && flag < 0)
+    return host.status().with_context("the default of --container-pids-max; give it a number");
+  if (!host.is_ok()) {
+    settings.pids_max = flag;
+    return Status::ok();
+  }
+  const int64_t share = container_pids_share(*host), all = all_containers_pids_max(*host);
+  settings.pids_max = flag < 0 ? share : flag;
+  const std::string tasks = fmt::format("pid_max {}, threads-max {}", host->pid_max, host->threads_max);
+  if (flag > all)
+    return invalid_argument(fmt::format("--container-pids-max {} is over {}, what all containers together may have "
+                                        "(half of this host's tasks: {}); write at most --container-pids-max {}, or "
+                                        "leave it out for each container's share, {}",
+                                        flag, all, tasks, all, share));
+  if (flag == 0)
+    settings.pids_warning = fmt::format("--container-pids-max 0: containers have no bound on their tasks, and one "
+                                        "can take all of this host's ({}); leave the flag out for a share of {}",
+                                        tasks, share);
+  else if (flag > share)
+    settings.pids_warning = fmt::format("--container-pids-max {} is over a container's share of this host's tasks "
+                                        "({}; {}): {} such containers take the {} that all containers may have",
+                                        flag, share, tasks, (all + flag - 1) / flag, all);
+  return Status::ok();
+}
 
 // The host's first subordinate id of --user-namespaces: the default's
 // ranges (2^28 and up, 61,440 users) are clear of /etc/subuid's usual
@@ -317,7 +358,13 @@ Result<Settings> check_flags(const Flags& flags) {
   if (flags.log_format != "text" && flags.log_format != "json")
     return invalid_argument("--log-format '" + flags.log_format + "' is not text or json; write --log-format json");
   settings.log_format = flags.log_format == "json" ? log::Format::kJson : log::Format::kText;
+  auto job_log_limit = parse_size(flags.job_log_limit);
+  if (!job_log_limit.is_ok() || *job_log_limit < kMinJobLogLimit)
+    return invalid_argument("--job-log-limit '" + flags.job_log_limit + "' is not a size of at least 4KiB; write, "
+                            "e.g., --job-log-limit 64MiB");
+  settings.job_log_limit = *job_log_limit;
   EDT_RETURN_IF_ERROR(flags.backend == "slurm" ? check_slurm(flags, settings) : check_network(flags, settings));
+  if (flags.backend == "local") EDT_RETURN_IF_ERROR(check_pids_max(flags.container_pids_max, settings));
   auto grace = parse_duration(flags.grace);
   if (!grace.is_ok()) return grace.status().with_context("--grace");
   settings.grace = *grace;
@@ -334,6 +381,11 @@ Result<Settings> check_flags(const Flags& flags) {
     EDT_ASSIGN_OR_RETURN(settings.gpus, parse_gpu_flag(flags.gpus));
     settings.simulated_gpus = true;
   }
+  auto disk = parse_size(flags.container_disk);
+  if (!disk.is_ok() || (*disk != 0 && *disk < kMinDiskBytes))
+    return invalid_argument("--container-disk '" + flags.container_disk + "' is not 0 or a size of at least 16MiB; " +
+                            "write, e.g., --container-disk 20GiB");
+  settings.container_disk = *disk;
   EDT_ASSIGN_OR_RETURN(settings.first_subordinate_id, parse_user_namespaces(flags.user_namespaces));
   if (settings.first_subordinate_id != 0) {
     EDT_RETURN_IF_ERROR(check_user_namespaces_allowed());
@@ -415,7 +467,7 @@ std::unique_ptr<LocalBackend> make_backend(const Flags& flags, const Settings& s
     return std::make_unique<SlurmBackend>(
         LocalBackendOptions{flags.slurm_shared_dir, flags.ssh_port, settings.layout.tool_binds,
                             settings.layout.tool_path, "", {}, "", std::nullopt, 0, "/sys/fs/cgroup",
-                            settings.first_subordinate_id},
+                            settings.first_subordinate_id, DiskBound{}},
         SlurmBackendOptions{{flags.slurm_partition, flags.slurm_account, flags.slurm_qos},
                             self,
                             flags.slurm_interface,
@@ -424,12 +476,13 @@ std::unique_ptr<LocalBackend> make_backend(const Flags& flags, const Settings& s
                             settings.login_address,
                             settings.range.cidr()});
   }
+  if (!settings.pids_warning.empty()) log::warn("{}", settings.pids_warning);
   auto backend = std::make_unique<LocalBackend>(LocalBackendOptions{
       flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
       {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", flags.data_dir + "/containers", base_env,
        /*seccomp_path: the backend's*/ ""},
-      /*enter_program: edtd itself*/ "", network_options(flags, settings), flags.container_pids_max, "/sys/fs/cgroup",
-      settings.first_subordinate_id});
+      /*enter_program: edtd itself*/ "", network_options(flags, settings), settings.pids_max, "/sys/fs/cgroup",
+      settings.first_subordinate_id, DiskBound{settings.container_disk, 0}});
   backend->keep_warm();
   return backend;
 }
@@ -452,7 +505,7 @@ int serve(const Flags& flags, const Settings& settings) {
   if (!settings.layout.python_path.empty()) base_env["PYTHONPATH"] = settings.layout.python_path;
   const std::unique_ptr<LocalBackend> owned = make_backend(flags, settings, base_env);
   LocalBackend& backend = *owned;
-  JobRunner jobs(db.get(), &backend, flags.data_dir, base_env);
+  JobRunner jobs(db.get(), &backend, flags.data_dir, base_env, {"", settings.job_log_limit});
   ReconcilerOptions reconciler_options;
   reconciler_options.grace = settings.grace;
   reconciler_options.base_env = base_env;
@@ -519,6 +572,12 @@ int main(int argc, char** argv) {
   // forever; and it has nothing to flush.
   if (argc > 1 && std::string_view(argv[1]) == edt::control::kEnterContainerCommand)
     _exit(edt::control::enter_container_main(argc, argv));
+  // A container's log writer (container_log.h): it holds nothing of edtd's.
+  if (argc > 1 && std::string_view(argv[1]) == edt::control::kContainerLogCommand)
+    return edt::control::container_log_main(argc, argv);
+  // A job's log writer (job_log.h).
+  if (argc > 1 && std::string_view(argv[1]) == edt::control::kJobLogCommand)
+    return edt::control::job_log_main(argc, argv);
   // A container's Slurm job on its node (slurm_node.h).
   if (argc > 1 && std::string_view(argv[1]) == edt::control::kSlurmNodeCommand)
     return edt::control::slurm_node_main(argc, argv);
@@ -554,8 +613,17 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--container-pids-max", flags.container_pids_max,
-                 "the most tasks (processes and threads) each container may have, in its cgroup; 0: no bound")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 22))
+                 "the most tasks (processes and threads) each container may have, in its cgroup (default: its share "
+                 "of the host's, min(4096, pid_max/16); at most pid_max/2, what all containers together may have); "
+                 "0: no bound")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 22));
+  app.add_option("--job-log-limit", flags.job_log_limit,
+                 "the most a job's log keeps (its first and its last output, with a marker line where the rest "
+                 "was dropped), e.g. 64MiB")
+      ->capture_default_str();
+  app.add_option("--container-disk", flags.container_disk,
+                 "the most bytes each container's writable dirs (/root, /tmp, /var) hold together, as a disk of "
+                 "their own with one file per 16 KiB; a write past it fails with ENOSPC; 0: no bound")
       ->capture_default_str();
   app.add_option("--user-namespaces", flags.user_namespaces,
                  "on: each container in a user namespace, its root an unprivileged host uid of its owner's "

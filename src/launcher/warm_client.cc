@@ -144,8 +144,11 @@ Result<WarmSession> warm_start(const std::string& socket_path, const WarmRequest
   Status sent = stdio[0] < 0 ? io_error("open /dev/null", errno) : send_message(fd, message, stdio, 3);
   if (stdio[0] > 2) close(stdio[0]);
   Result<json> answer = sent.is_ok() ? receive_message(fd, deadline) : Result<json>(sent);
-  if (answer.is_ok() && answer->contains("started") && (*answer)["started"].is_number_integer())
-    return WarmSession{fd, (*answer)["started"].get<int>()};
+  // The worker's pid as this process's PID namespace sees it, or null (a
+  // worker in another container): the server never says a host pid.
+  if (answer.is_ok() && answer->contains("started") &&
+      ((*answer)["started"].is_number_integer() || (*answer)["started"].is_null()))
+    return WarmSession{fd, (*answer)["started"].is_null() ? 0 : (*answer)["started"].get<int>()};
   close(fd);
   if (!answer.is_ok()) return answer.status();
   if (answer->contains("cold") && (*answer)["cold"].is_string())

@@ -49,7 +49,9 @@ struct WarmRequest {
 // A worker that the server started; `fd` is the connection to its relay.
 struct WarmSession {
   int fd = -1;
-  int worker_pid = 0;  // in the server's PID namespace
+  // In this process's PID namespace; 0 when it is not there (a worker in
+  // another container). Never a host pid: the server does not say those.
+  int worker_pid = 0;
 };
 
 // How a worker ended: an exit code, or the signal that killed it.

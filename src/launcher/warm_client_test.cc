@@ -111,7 +111,8 @@ TEST(WarmClient, SendsArgvEnvironmentAndTheThreeStreams) {
 }
 
 TEST(WarmClient, AnotherContainerGetsItsHostDirectoryAndMarker) {
-  FakeServer server({json{{"started", 42}}, json{{"exit", 0}}});
+  // A worker in another container is not in the client's PID namespace: no pid.
+  FakeServer server({json{{"started", nullptr}}, json{{"exit", 0}}});
   WarmRequest r = request({"python3", "t.py"}, {"A=1"});
   r.host = "tthvd-worker-1";
   r.cwd = "/root/data";
@@ -121,6 +122,7 @@ TEST(WarmClient, AnotherContainerGetsItsHostDirectoryAndMarker) {
   EXPECT_EQ(server.request, (json{{"argv", {"python3", "t.py"}}, {"env", {"A=1"}}, {"host", "tthvd-worker-1"},
                                   {"cwd", "/root/data"}, {"marker", "edtrun: worker started"}}));
   EXPECT_EQ(server.fds_received, 3);
+  EXPECT_EQ(session->worker_pid, 0);
   close(session->fd);
 }
 

@@ -263,8 +263,8 @@ class FakeContainer:
         os.makedirs(os.path.join(containers, name))
         with open(os.path.join(containers, name, "session.json"), "w") as f:
             json.dump({"cluster": cluster, "env": env}, f)
-        with open(os.path.join(containers, name, "info.json"), "w") as f:
-            json.dump({"child-pid": self.pid}, f)
+        with open(os.path.join(containers, name, "info.json"), "w") as f:  # as bwrap's --info-fd
+            json.dump({"child-pid": self.pid, "pid-namespace": os.stat("/proc/%d/ns/pid" % self.pid).st_ino}, f)
         self.pidns = os.readlink("/proc/%d/ns/pid" % self.pid)
 
     def stop(self):

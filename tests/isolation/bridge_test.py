@@ -19,6 +19,10 @@ two containers each, then checks:
     never bob's; binding bob's or alice's worker's
     address fails (the container does not have them); from bob's launcher,
     alice's sshd is unreachable;
+  - ARP stays in its cluster's ports: each launcher, having tried the other
+    cluster's launcher (its neighbour entry waits), then ARPs for its own
+    worker (a broadcast request, flooded to every port of the bridge); the
+    other launcher learns no MAC from it;
   - out of the host (edtd's default --outbound nat), against an "outside"
     network the test makes (a namespace behind a veth pair at 198.18.215.0/30):
     alice's launcher reaches a server there, which sees the host's address
@@ -292,6 +296,41 @@ class Bridge(tenants.Tenants):
         self.check(got["connect"][f"{bob[1]['address']}:{self.edtd.ssh_port}"] == "ok", f"bob -> bob: {got}")
         self.check(got["connect"][f"{alice[0]['address']}:{self.edtd.ssh_port}"] != "ok", f"bob -> alice: {got}")
 
+    def netns_of(self, cluster, address):
+        """The host's path to the network namespace of the container at
+        `address`: that of a process of the host in it (its sshd)."""
+        ns = self.ssh(cluster, address, "readlink /proc/self/ns/net").stdout.strip()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.readlink(f"/proc/{pid}/ns/net") == ns:
+                    return f"/proc/{pid}/ns/net"
+            except OSError:
+                continue
+        raise RuntimeError(f"no process of the host in the network namespace {ns!r} of {address}")
+
+    def arp_from(self, cluster, launcher, worker):
+        """The launcher's next packet to its worker starts with a broadcast
+        ARP request (the host, as the test, drops its entry for the worker:
+        the tenant cannot). Returns the MACs the launcher then knows."""
+        subprocess.run(["nsenter", "--net=" + self.netns_of(cluster, launcher["address"]), "ip", "neigh", "del",
+                        worker["address"], "dev", "eth0"], capture_output=True, timeout=TIMEOUT)
+        got = self.probe(cluster, launcher["address"], {"connect": [[worker["address"], self.edtd.ssh_port]],
+                                                        "bind": [], "timeout": BLOCKED_WAIT})
+        self.check(got["connect"][f"{worker['address']}:{self.edtd.ssh_port}"] == "ok", f"{cluster}: {got}")
+        return got["arp"]
+
+    def arp_isolated(self, alice, bob):
+        """Each launcher tried the other's (inside_alice, inside_bob): it
+        holds a neighbour entry for that address, which any ARP request from
+        there would fill. The other cluster's broadcasts must not reach it."""
+        self.arp_from("bob-c", bob[0], bob[1])
+        alice_knows = self.arp_from("alice-c", alice[0], alice[1])
+        bob_knows = self.probe("bob-c", bob[0]["address"], {"connect": [], "bind": [], "timeout": BLOCKED_WAIT})["arp"]
+        self.check(alice[1]["address"] in alice_knows and bob[0]["address"] not in alice_knows,
+                   f"after bob's launcher ARPed for its worker, alice's launcher knows the MACs of {alice_knows}")
+        self.check(bob[1]["address"] in bob_knows and alice[0]["address"] not in bob_knows,
+                   f"after alice's launcher ARPed for its worker, bob's launcher knows the MACs of {bob_knows}")
+
     def jobs(self, token, containers):
         mpi = self.cli(token, "run", "alice-c", "--", "mpirun", "--allow-run-as-root", "--hostfile",
                        "/etc/mpi/hostfile", "-np", "2", "hostname")
@@ -377,6 +416,7 @@ class Bridge(tenants.Tenants):
         socket.create_connection((GATEWAY, listener_port), timeout=TIMEOUT).close()
         self.inside_alice(alice, bob, listener_port)
         self.inside_bob(alice, bob)
+        self.arp_isolated(alice, bob)
         self.jobs(alice_token, alice)
         self.from_host(alice_token, alice)
         self.outbound(alice, outside, True)

@@ -22,7 +22,10 @@ below tries:
   - links planted where edtd writes (/root/.ssh/*, /etc/mpi/*.tmp) toward
     a host file, then the container restarted (its sshd killed) and the
     cluster scaled, which makes edtd write those files again;
-  - a fork bomb, which must end at the container's pids bound, 1 GiB
+  - a fork bomb, which must end at the container's pids bound (and all
+    containers' parent cgroup, edt-<key>, has half the host's tasks as
+    its bound; edtd refuses a --container-pids-max over that); open files
+    bounded to 1024 per process, which container root cannot raise; 1 GiB
     of memory in a container bounded to 512 MiB, which the kernel must
     kill there (while 256 MiB fits), and a busy loop in a container
     bounded to 0.5 CPU, which must get well under one CPU.
@@ -51,6 +54,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,8 +68,43 @@ ADDRESSES = "127.89.0.0/24"  # this test's own block (grep --address-range for t
 BRIDGE, BRIDGE_ADDRESSES = "edtisotest0", "198.18.89.0/24"  # with --user-namespaces
 RANGE = 65536  # ids in each user's subordinate range
 PIDS_MAX = 256  # each container's bound on tasks (--container-pids-max)
+OPEN_FILES = 1024  # each container process's RLIMIT_NOFILE, soft and hard (cgroups.h)
 MEMORY = "512Mi"  # alice's containers' memory bound
 CPUS = "0.5"  # and their CPU bound
+DISK = 64 << 20  # each container's writable dirs together (--container-disk), bytes
+DISK_FILES = DISK // (16 << 10)  # and files (one per 16 KiB)
+
+# Writes 1 MiB blocks into the file argv[1] until 4 times the disk bound or
+# an error, fsyncs; prints the bytes written and the error's name ("ok").
+FILL = r'''
+import errno, os, sys
+written, why = 0, "ok"
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+try:
+    while written < 4 * DISK:
+        written += os.write(fd, b"x" * (1 << 20))
+    os.fsync(fd)
+except OSError as e:
+    why = errno.errorcode.get(e.errno, str(e.errno))
+os.close(fd)
+print(written, why)
+'''.replace("DISK", str(DISK))
+
+# Makes empty files in the directory argv[1] until 3 times the disk's file
+# bound or an error; prints how many and the error's name, then removes them.
+FILES = r'''
+import errno, os, shutil, sys
+os.mkdir(sys.argv[1])
+made, why = 0, "ok"
+try:
+    while made < 3 * DISK_FILES:
+        os.close(os.open(os.path.join(sys.argv[1], str(made)), os.O_WRONLY | os.O_CREAT, 0o600))
+        made += 1
+except OSError as e:
+    why = errno.errorcode.get(e.errno, str(e.errno))
+shutil.rmtree(sys.argv[1])
+print(made, why)
+'''.replace("DISK_FILES", str(DISK_FILES))
 
 # Spins for 1.5 s; prints its CPU time over the wall time it took.
 BUSY = r'''
@@ -275,6 +314,7 @@ class Isolation(tenants.Tenants):
         made, why = (bomb.stdout.split() + ["?", "?"])[:2]
         self.check(why == "EAGAIN" and made.isdigit() and 0 < int(made) < PIDS_MAX,
                    f"a fork bomb made {made} processes ({why}), not fewer than {PIDS_MAX}: {bomb.stderr[-500:]}")
+        self.bounded_in_all(address)
         hog = self.ssh("alice-c", address, "python3 -c 'b = b\"x\" * (1 << 30); print(len(b))'; echo status $?")
         self.check(hog.stdout.split() == ["status", "137"],  # 128 + SIGKILL, from the kernel's OOM killer
                    f"1 GiB in a container bounded to {MEMORY}: exit {hog.returncode}, {hog.stdout!r} {hog.stderr[-300:]!r}")
@@ -285,6 +325,61 @@ class Isolation(tenants.Tenants):
         # The bound is 0.5; 0.75 leaves room for the interpreter's start.
         self.check(share is not None and share < 0.75,
                    f"a busy loop in a container bounded to {CPUS} CPU used {share} of one: {busy.stderr[-300:]!r}")
+
+    def bounded_in_all(self, address):
+        """Host-wide bounds: all containers together under their parent's
+        pids bound, half the host's tasks, and a bound on open files that
+        container root cannot raise; a pids bound over the parent's is refused."""
+        tasks = min(int(open("/proc/sys/kernel/pid_max").read()), int(open("/proc/sys/kernel/threads-max").read()))
+        parents = [d for d in cgroups_of(os.path.join(self.edtd.dir, "data")) if os.path.exists(d + "/pids.max")]
+        bounds = [open(d + "/pids.max").read().strip() for d in parents]
+        self.check(bounds and set(bounds) == {str(tasks // 2)},
+                   f"edtd's parent cgroups {parents} have pids.max {bounds}, not half the host's {tasks} tasks")
+        files = self.ssh("alice-c", address, "ulimit -Sn; ulimit -Hn; ulimit -n 4096 2>/dev/null && echo raised || "
+                                             "echo refused")
+        self.check(files.stdout.split() == [str(OPEN_FILES), str(OPEN_FILES), "refused"],
+                   f"a container's open files (soft, hard, raising them): {files.stdout!r} {files.stderr[-300:]!r}")
+        with tempfile.TemporaryDirectory(prefix="edt-pids-") as d:
+            r = subprocess.run([self.edtd.proc.args[0], "--data-dir", d + "/data", "--listen", "127.0.0.1:1",
+                                "--network", "loopback", "--container-pids-max", str(tasks // 2 + 1)],
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            self.check(r.returncode != 0 and "what all containers together may have" in r.stderr and
+                       not os.path.exists(d + "/data"), f"--container-pids-max {tasks // 2 + 1}: {r.returncode} {r.stderr}")
+
+    def disk_bounded(self, address):
+        """Writes past the container's disk bound, in /tmp and in /root,
+        fail with ENOSPC, and the host's file system gives no more than the
+        bound to it; files past its file bound fail too; and the container
+        sees no other container's disk."""
+        data = os.path.join(self.edtd.dir, "data")
+        for where in ("/tmp/fill", "/root/fill"):
+            free = shutil.disk_usage(data).free
+            got = self.ssh("alice-c", address, "python3 - " + where, stdin=FILL)
+            used = free - shutil.disk_usage(data).free  # the file is still there
+            written, why = (got.stdout.split() + ["?", "?"])[:2]
+            self.check(why == "ENOSPC" and written.isdigit() and int(written) <= DISK,
+                       f"writing {4 * DISK} bytes to {where} under a {DISK}-byte disk bound: {written} written, "
+                       f"then {why} {got.stderr[-300:]!r}")
+            # 16 MiB of slack: what else on this host wrote meanwhile.
+            self.check(used < DISK + (16 << 20), f"the host's file system lost {used} bytes to {where}, over {DISK}")
+            self.ssh("alice-c", address, "rm -f " + where)
+        got = self.ssh("alice-c", address, "python3 - /tmp/many", stdin=FILES)
+        made, why = (got.stdout.split() + ["?", "?"])[:2]
+        self.check(why == "ENOSPC" and made.isdigit() and int(made) <= DISK_FILES,
+                   f"making {3 * DISK_FILES} files under a {DISK_FILES}-file bound: {made} made, then {why} "
+                   f"{got.stderr[-300:]!r}")
+        disks = {}  # the container's name -> its disk's device, as the host mounted them
+        with open("/proc/self/mountinfo") as f:
+            for fields in (line.split() for line in f):
+                parent, leaf = os.path.split(fields[4])
+                if leaf == "disk" and os.path.dirname(parent) == os.path.join(os.path.realpath(data), "containers"):
+                    disks[os.path.basename(parent)] = fields[fields.index("-") + 2]
+        seen = self.ssh("alice-c", address, "cat /proc/self/mountinfo").stdout.splitlines()
+        devices = {line.split(" - ")[1].split()[1] for line in seen if " - " in line}
+        launcher = next((name for name in disks if name.startswith("alice-c-launcher")), None)
+        self.check(launcher is not None and len(disks) >= 4, f"the hosts' container disks: {disks}")
+        self.check(devices & set(disks.values()) == {disks.get(launcher)},
+                   f"alice's launcher sees the disks {devices & set(disks.values())} of {disks}")
 
     def id_map(self, cluster, address):
         """The first host id of the container's uid and gid maps (both must
@@ -406,6 +501,7 @@ class Isolation(tenants.Tenants):
         self.attack_over_ssh(launcher)
         self.attack_as_job(alice)
         self.bounded(launcher)
+        self.disk_bounded(launcher)
         self.plant_links_and_restart(alice, launcher)
         for size in (3, 2):
             status, body = self.api("PATCH", "/clusters/alice-c", {"containers": size}, alice)
@@ -444,12 +540,28 @@ def cgroups_of(data_dir):
     return glob.glob("/sys/fs/cgroup/*/" + name) + glob.glob("/sys/fs/cgroup/" + name)
 
 
+def disks_of(data_dir):
+    """What is mounted under `data_dir`, and the loop devices backed by its files."""
+    data_dir = os.path.realpath(data_dir)
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split()[4] for line in f if line.split()[4].startswith(data_dir + "/")]
+    loops = []
+    for backing in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(backing) as f:
+                if f.read().startswith(data_dir + "/"):
+                    loops.append(backing.split("/")[3])
+        except OSError:
+            continue
+    return mounts + loops
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edtd", required=True)
     parser.add_argument("--user-namespaces", action="store_true", help="run edtd with --user-namespaces on")
     args = parser.parse_args()
-    extra = ["--container-pids-max", str(PIDS_MAX)]
+    extra = ["--container-pids-max", str(PIDS_MAX), "--container-disk", str(DISK)]
     if args.user_namespaces:
         extra += ["--user-namespaces", "on", "--network", "bridge:" + BRIDGE]
     else:
@@ -465,6 +577,7 @@ def main():
         os.unlink(test.canary)
         os.rmdir(test.canary_dir)
     test.check(not cgroups_of(data_dir), f"cgroups left after every cluster was deleted: {cgroups_of(data_dir)}")
+    test.check(not disks_of(data_dir), f"disks left after every cluster was deleted: {disks_of(data_dir)}")
     for failure in test.failures:
         print("FAIL:", failure)
     print(f"{test.checks} isolation checks, {len(test.failures)} failed")

@@ -51,7 +51,9 @@ Answer cluster_ssh(ApiContext& ctx, const Request& req, const User& user);
 
 // jobs.cc
 Answer start_job(ApiContext& ctx, const Request& req, const User& user);
+Answer list_jobs(ApiContext& ctx, const Request& req, const User& user);
 Answer get_job(ApiContext& ctx, const Request& req, const User& user);
+Answer delete_job(ApiContext& ctx, const Request& req, const User& user);
 Answer job_log(ApiContext& ctx, const Request& req, const User& user);
 
 // volumes.cc

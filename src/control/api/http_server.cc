@@ -130,27 +130,121 @@ bool send_all(int fd, std::string_view bytes, std::chrono::milliseconds timeout)
 
 }  // namespace
 
+ClientLimits::ClientLimits(const HttpServerOptions& options) : options_(options) {}
+
+ClientLimits::Bound ClientLimits::bound(Kind kind) const {
+  const HttpServerOptions& o = options_;
+  switch (kind) {
+    case Kind::kConnection: return {o.max_connections, o.max_connections_per_user, o.max_connections_per_address};
+    case Kind::kStream: return {o.max_streams, o.max_streams_per_user, o.max_streams_per_address};
+    case Kind::kRequest:
+      // Requests wait for a worker in turn; the bound in all is the connections'.
+      return {std::numeric_limits<size_t>::max(), o.max_requests_per_user, o.max_requests_per_address};
+    case Kind::kLargeBody: return {o.max_large_bodies, o.max_large_bodies_per_user, o.max_large_bodies_per_user};
+  }
+  return {0, 0, 0};
+}
+
+std::string ClientLimits::key(const Client& client) {
+  return client.user.empty() ? "address " + client.address : "user " + client.user;
+}
+
+std::optional<Error> ClientLimits::take(Kind kind, const Client& client) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Bound b = bound(kind);
+  if (total_[kind] >= b.in_all) return refusal(kind, client, true);
+  size_t& mine = held_[{kind, key(client)}];
+  if (mine >= (client.user.empty() ? b.per_address : b.per_user)) {
+    if (mine == 0) held_.erase({kind, key(client)});
+    return refusal(kind, client, false);
+  }
+  ++mine;
+  ++total_[kind];
+  return std::nullopt;
+}
+
+void ClientLimits::give_back(Kind kind, const Client& client) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find({kind, key(client)});
+  EDT_CHECK_MSG(it != held_.end() && it->second > 0, "gave back what " + key(client) + " did not hold");
+  if (--it->second == 0) held_.erase(it);
+  --total_[kind];
+}
+
+std::optional<Error> ClientLimits::move_connection(const Client& from, const Client& to) {
+  if (key(from) == key(to)) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  const Bound b = bound(Kind::kConnection);
+  size_t& theirs = held_[{Kind::kConnection, key(to)}];
+  std::optional<Error> refused;
+  if (theirs >= (to.user.empty() ? b.per_address : b.per_user)) refused = refusal(Kind::kConnection, to, false);
+  ++theirs;
+  auto it = held_.find({Kind::kConnection, key(from)});
+  EDT_CHECK_MSG(it != held_.end() && it->second > 0, "moved a connection " + key(from) + " did not hold");
+  if (--it->second == 0) held_.erase(it);
+  return refused;
+}
+
+size_t ClientLimits::held(Kind kind, const Client& client) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find({kind, key(client)});
+  return it == held_.end() ? 0 : it->second;
+}
+
+size_t ClientLimits::held(Kind kind) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = total_.find(kind);
+  return it == total_.end() ? 0 : it->second;
+}
+
+// The 503's body: which bound is full, whose, and what to do.
+Error ClientLimits::refusal(Kind kind, const Client& client, bool in_all) const {
+  const Bound b = bound(kind);
+  const size_t n = in_all ? b.in_all : client.user.empty() ? b.per_address : b.per_user;
+  const std::string count = std::to_string(n);
+  const std::string who = client.user.empty() ? "from " + client.address + " without a valid token"
+                                              : "of the user " + client.user;
+  const std::string whose = in_all             ? "as many as edtd serves at once"
+                            : client.user.empty() ? "as many as one address may have before a token is shown"
+                                                  : "as many as one user may have";
+  const std::string show_token =
+      client.user.empty() ? "send 'Authorization: Bearer <token>' with each request (a connection then counts "
+                            "against your user, not your address), "
+                          : "";
+  std::string message, fix;
+  switch (kind) {
+    case Kind::kConnection:
+      message = in_all ? "edtd has " + count + " connections open" : "there are " + count + " connections " + who;
+      fix = in_all ? "retry shortly; close connections you keep idle"
+                   : show_token + "reuse one connection for several requests (keep-alive), or close ones you keep idle";
+      break;
+    case Kind::kStream:
+      message = (in_all ? "edtd is serving " + count + " streams" : "there are " + count + " streams open " + who) +
+                " (followed logs and events, Jupyter connections)";
+      fix = in_all ? "retry later" : show_token + "close a log or event stream or a Jupyter tab you keep open";
+      break;
+    case Kind::kRequest:
+      message = "there are " + count + " requests " + who + " being read or handled at once";
+      fix = show_token + "wait for answers before sending more requests";
+      break;
+    case Kind::kLargeBody:
+      message = (in_all ? "edtd is reading " + count + " large bodies" : "there are " + count + " large bodies " + who) +
+                " (uploads over " + format_size(options_.max_body_bytes) + ") at once";
+      fix = "retry when one of the uploads under way has ended";
+      break;
+  }
+  return Error{Error::Kind::kMalformed, "", message + ", " + whose, fix};
+}
+
 class HttpServer::Impl {
  public:
   Impl(HttpServerOptions options, HttpHandler handler)
       : options_(std::move(options)), handler_(std::move(handler)), workers_(options_.workers) {}
 
-  enum class Admission { kAdmitted, kTooMany, kTooManyFromAddress };
+  using Kind = ClientLimits::Kind;
 
-  Admission admit(const std::string& address) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (connections_ >= options_.max_connections) return Admission::kTooMany;
-    if (per_address_[address] >= options_.max_connections_per_address) return Admission::kTooManyFromAddress;
-    ++connections_;
-    ++per_address_[address];
-    return Admission::kAdmitted;
-  }
-
-  void release(const std::string& address) {
-    std::lock_guard<std::mutex> lock(mu_);
-    --connections_;
-    if (--per_address_[address] == 0) per_address_.erase(address);
-  }
+  // What each client holds (set up by start(), before any connection).
+  ClientLimits& limits() { return *limits_; }
 
   void count_refusal() {
     if (options_.counters) options_.counters->refusals++;
@@ -172,38 +266,29 @@ class HttpServer::Impl {
     return stopping_;
   }
 
-  // Reserves one of max_streams; run_stream() or give_back_stream_slot() returns it.
-  bool take_stream_slot() {
+  // Reserves a stream for `client`; run_stream() or give_back_stream_slot()
+  // returns it. The refusal when edtd is stopping or a bound is full.
+  std::optional<Error> take_stream_slot(const Client& client) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || stream_slots_ >= options_.max_streams) return false;
+    if (stopping_) return Error{Error::Kind::kMalformed, "", "edtd is stopping", "retry once it has restarted"};
+    if (auto refused = limits_->take(Kind::kStream, client)) return refused;
     ++stream_slots_;
-    return true;
+    return std::nullopt;
   }
 
-  void give_back_stream_slot() {
+  void give_back_stream_slot(const Client& client) {
     std::lock_guard<std::mutex> lock(mu_);
+    limits_->give_back(Kind::kStream, client);
     --stream_slots_;
     streams_done_.notify_all();
   }
 
-  // Reserves one of max_large_bodies; give_back_large_body() returns it.
-  bool take_large_body() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (large_bodies_ >= options_.max_large_bodies) return false;
-    ++large_bodies_;
-    return true;
-  }
-
-  void give_back_large_body() {
-    std::lock_guard<std::mutex> lock(mu_);
-    --large_bodies_;
-  }
-
   // Runs `body` on a thread of its own, writing to `fd` (this takes it).
-  void run_stream(int fd, std::string head, bool chunked, std::function<void(StreamWriter&)> body);
+  void run_stream(int fd, const Client& client, std::string head, bool chunked,
+                  std::function<void(StreamWriter&)> body);
   // Runs `work` on a thread of its own with the connection `fd` (this
-  // takes it, and closes it and gives back its stream slot after `work`).
-  void run_connection(int fd, std::function<void(int fd)> work);
+  // takes it, and closes it and gives back `client`'s stream slot after `work`).
+  void run_connection(int fd, const Client& client, std::function<void(int fd)> work);
 
   Status start(const std::string& host, int port);
   void stop();
@@ -220,9 +305,7 @@ class HttpServer::Impl {
   HttpHandler handler_;
   std::mutex mu_;
   std::condition_variable streams_done_;
-  size_t connections_ = 0;                       // guarded by mu_
-  size_t large_bodies_ = 0;                      // guarded by mu_
-  std::map<std::string, size_t> per_address_;   // guarded by mu_
+  std::unique_ptr<ClientLimits> limits_;
   std::set<int> streams_;                        // guarded by mu_: their sockets
   size_t stream_slots_ = 0;                      // guarded by mu_: streams reserved or running
   bool stopping_ = false;                        // guarded by mu_
@@ -242,12 +325,14 @@ namespace {
 // a deadline passes or a reply ends the connection.
 class Session : public std::enable_shared_from_this<Session> {
  public:
+  // `admitted`: a connection of `address`'s is held for it (ClientLimits).
   Session(tcp::socket socket, HttpServer::Impl& server, std::string address, bool admitted)
-      : stream_(std::move(socket)), server_(server), options_(server.options()), address_(std::move(address)),
-        admitted_(admitted) {}
+      : stream_(std::move(socket)), server_(server), options_(server.options()), address_(address),
+        client_{"", std::move(address)}, admitted_(admitted) {}
   ~Session() {
     give_back_large_body();
-    if (admitted_) server_.release(address_);
+    give_back_request();
+    if (admitted_) server_.limits().give_back(ClientLimits::Kind::kConnection, client_);
   }
 
   void start() { wait_for_request(); }
@@ -255,6 +340,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Answers `reply` and closes: for connections over a bound.
   void refuse(int status, const Error& error) {
     server_.count_refusal();
+    give_back_large_body();  // no request of this connection's is read or handled after this
+    give_back_request();
     keep_alive_ = false;
     respond(error_reply(status, error));
   }
@@ -292,14 +379,14 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const Message& m = parser_->get();
     if (auto refused = check_header(m, options_)) return refuse(refused->first, refused->second);
+    const Request head = head_of(m, address_);
+    if (auto refused = charge(head)) return refuse(503, *refused);
     if (options_.body_limit) {
-      const size_t limit = options_.body_limit(head_of(m, address_));
+      const size_t limit = options_.body_limit(head);
       if (parser_->content_length().value_or(0) > limit) return refuse(413, too_large(limit));
       // A chunked body's length is unknown: it may take all of `limit`.
       if (parser_->content_length().value_or(limit) > options_.max_body_bytes) {
-        if (!server_.take_large_body())
-          return refuse(503, {Error::Kind::kMalformed, "", "edtd is reading as many large bodies (uploads) as it allows at once",
-                              "retry when one of the uploads under way has ended"});
+        if (auto refused = server_.limits().take(ClientLimits::Kind::kLargeBody, client_)) return refuse(503, *refused);
         holds_large_body_ = true;
       }
       parser_->body_limit(limit);
@@ -320,6 +407,23 @@ class Session : public std::enable_shared_from_this<Session> {
     read_body();
   }
 
+  // Charges the connection to the user whose token the request shows (if
+  // another than before), and the request to the connection's client; the
+  // refusal when a bound of theirs is full.
+  std::optional<Error> charge(const Request& head) {
+    if (options_.identify) {
+      if (std::optional<std::string> user = options_.identify(head); user && *user != client_.user) {
+        const Client to{*user, address_};
+        std::optional<Error> refused = server_.limits().move_connection(client_, to);
+        client_ = to;  // refused or not: until it is closed, it is theirs
+        if (refused) return refused;
+      }
+    }
+    if (auto refused = server_.limits().take(ClientLimits::Kind::kRequest, client_)) return refused;
+    holds_request_ = true;
+    return std::nullopt;
+  }
+
   void read_body() {
     stream_.expires_after(options_.body_timeout);
     http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -336,6 +440,7 @@ class Session : public std::enable_shared_from_this<Session> {
       Reply reply = self->server_.run(*request);
       request.reset();  // the body's memory goes before the large-body slot does
       self->give_back_large_body();
+      self->give_back_request();
       net::post(self->stream_.get_executor(),
                 [self, reply = std::move(reply)]() mutable { self->respond(std::move(reply)); });
     });
@@ -361,9 +466,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void start_stream(Reply reply) {
-    if (!server_.take_stream_slot())
-      return refuse(503, {Error::Kind::kMalformed, "", "edtd is serving as many streams as it allows at once",
-                          "close a log or event stream you keep open, or retry later"});
+    if (auto refused = server_.take_stream_slot(client_)) return refuse(503, *refused);
     std::string head = "HTTP/1." + std::to_string(version_ % 10) + " " + std::to_string(reply.status) + " " +
                        std::string(http::obsolete_reason(static_cast<http::status>(reply.status))) +
                        "\r\nServer: edtd\r\nContent-Type: " + reply.content_type + "\r\nConnection: close\r\n";
@@ -371,7 +474,7 @@ class Session : public std::enable_shared_from_this<Session> {
     head += chunked ? "Transfer-Encoding: chunked\r\n\r\n" : "\r\n";
     const int fd = hand_off_socket();
     if (fd < 0) return;
-    server_.run_stream(fd, std::move(head), chunked && !head_, head_ ? nullptr : std::move(reply.stream));
+    server_.run_stream(fd, client_, std::move(head), chunked && !head_, head_ ? nullptr : std::move(reply.stream));
   }
 
   // The connection's socket, taken from Beast for a thread of its own (a
@@ -382,20 +485,18 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec;
     const int fd = stream_.socket().release(ec);
     if (!ec) return fd;
-    server_.give_back_stream_slot();
+    server_.give_back_stream_slot(client_);
     close();
     return -1;
   }
 
   // Hands the connection to the reply's tunnel, on a thread of its own.
   void start_tunnel(Reply reply) {
-    if (!server_.take_stream_slot())
-      return refuse(503, {Error::Kind::kMalformed, "", "edtd is serving as many streams as it allows at once",
-                          "close a log or event stream or a Jupyter tab you keep open, or retry later"});
+    if (auto refused = server_.take_stream_slot(client_)) return refuse(503, *refused);
     std::string early = beast::buffers_to_string(buffer_.data());
     const int fd = hand_off_socket();
     if (fd < 0) return;
-    server_.run_connection(fd, [tunnel = std::move(reply.tunnel), early = std::move(early)](int socket) {
+    server_.run_connection(fd, client_, [tunnel = std::move(reply.tunnel), early = std::move(early)](int socket) {
       tunnel(socket, early);
     });
   }
@@ -427,11 +528,18 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpServer::Impl& server_;
   const HttpServerOptions& options_;
   std::string address_;
+  // Whom the connection is charged to. Changed on the I/O strand only,
+  // between requests; read by the worker of the request under way.
+  Client client_;
   bool admitted_;
   std::atomic<bool> holds_large_body_{false};
+  std::atomic<bool> holds_request_{false};
 
   void give_back_large_body() {
-    if (holds_large_body_.exchange(false)) server_.give_back_large_body();
+    if (holds_large_body_.exchange(false)) server_.limits().give_back(ClientLimits::Kind::kLargeBody, client_);
+  }
+  void give_back_request() {
+    if (holds_request_.exchange(false)) server_.limits().give_back(ClientLimits::Kind::kRequest, client_);
   }
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -477,20 +585,21 @@ class HttpServer::Impl::FdWriter : public StreamWriter {
   bool failed_ = false;
 };
 
-void HttpServer::Impl::run_stream(int fd, std::string head, bool chunked, std::function<void(StreamWriter&)> body) {
-  run_connection(fd, [this, head = std::move(head), chunked, body = std::move(body)](int socket) {
+void HttpServer::Impl::run_stream(int fd, const Client& client, std::string head, bool chunked,
+                                  std::function<void(StreamWriter&)> body) {
+  run_connection(fd, client, [this, head = std::move(head), chunked, body = std::move(body)](int socket) {
     FdWriter writer(*this, socket, chunked);
     if (writer.send(head) && body) body(writer);
     writer.finish();
   });
 }
 
-void HttpServer::Impl::run_connection(int fd, std::function<void(int fd)> work) {
+void HttpServer::Impl::run_connection(int fd, const Client& client, std::function<void(int fd)> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     streams_.insert(fd);
   }
-  std::thread([this, fd, work = std::move(work)] {
+  std::thread([this, fd, client, work = std::move(work)] {
     try {
       work(fd);
     } catch (const std::exception& e) {
@@ -503,7 +612,7 @@ void HttpServer::Impl::run_connection(int fd, std::function<void(int fd)> work) 
     }
     ::shutdown(fd, SHUT_WR);
     ::close(fd);
-    give_back_stream_slot();
+    give_back_stream_slot(client);
   }).detach();
 }
 
@@ -519,19 +628,12 @@ void HttpServer::Impl::accept() {
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     const std::string address = socket.remote_endpoint(ignored).address().to_string();
-    const Admission admission = admit(address);
-    auto session = std::make_shared<Session>(std::move(socket), *this, address, admission == Admission::kAdmitted);
-    if (admission == Admission::kAdmitted) {
-      session->start();
-    } else if (admission == Admission::kTooMany) {
-      session->refuse(503, {Error::Kind::kMalformed, "", "edtd has " + std::to_string(options_.max_connections) +
-                                                             " connections open, as many as it serves at once",
-                            "retry shortly; close connections you keep idle"});
+    std::optional<Error> refused = limits_->take(Kind::kConnection, Client{"", address});
+    auto session = std::make_shared<Session>(std::move(socket), *this, address, !refused);
+    if (refused) {
+      session->refuse(503, *refused);
     } else {
-      session->refuse(503, {Error::Kind::kMalformed, "",
-                            "edtd has " + std::to_string(options_.max_connections_per_address) +
-                                " connections open from " + address + ", as many as it serves from one address",
-                            "close connections you keep idle, or reuse one (keep-alive)"});
+      session->start();
     }
     accept();
   });
@@ -542,6 +644,7 @@ Status HttpServer::Impl::start(const std::string& host, int port) {
   rlimit files{};
   if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
     options_.max_connections = std::min<size_t>(options_.max_connections, files.rlim_cur / 2);
+  limits_ = std::make_unique<ClientLimits>(options_);
   beast::error_code ec;
   const auto address = net::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
   if (ec) return invalid_argument("cannot listen on '" + host + "': not an IP address");

@@ -8,15 +8,21 @@
 //     the previous reply), all its headers within `header_timeout` of that
 //     byte, its body within `body_timeout`, and a reply must be taken by
 //     the client within `write_timeout`;
-//   - connections are bounded in total (and to half of RLIMIT_NOFILE) and
-//     per client address; one over either bound is answered 503 (saying
-//     which) and closed;
+//   - connections, streams, requests being handled and large bodies are
+//     bounded per client (ClientLimits below) and in all: a client is the
+//     user whose valid token the connection's latest request showed
+//     (`identify`), or, until one did, the client's address, whose bounds
+//     are small. So one user never takes what another needs (their bounds
+//     are their own), users behind one address (a NAT, loopback) do not
+//     share bounds, and clients without a token share only their address's
+//     small allowance. The bounds in all (connections: also half of
+//     RLIMIT_NOFILE) are several users' worth. One over a bound is answered
+//     503 naming the bound and what to do, and closed;
 //   - handlers run on a pool of `workers` threads; a streamed reply (a
-//     job's log followed) runs on a thread of its own, at most `max_streams`
-//     at once (503 beyond), so streams never take a handler's thread;
-//   - a body over max_body_bytes (a route's larger `body_limit`) is read
-//     for at most `max_large_bodies` requests at once (503 beyond), so the
-//     memory large bodies take stays bounded;
+//     job's log followed) runs on a thread of its own, so streams never
+//     take a handler's thread;
+//   - a body over max_body_bytes (a route's larger `body_limit`) is a large
+//     body, bounded at once as above, so the memory they take stays bounded;
 //   - responses go out with TCP_NODELAY, so keep-alive needs no delayed ACK.
 //
 // Before a handler runs, a request is checked: a request line over
@@ -31,10 +37,14 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "control/api/http.h"
+#include "control/model/error.h"
 #include "edt/status.h"
 
 namespace edt::control {
@@ -50,9 +60,16 @@ struct HttpServerOptions {
   std::chrono::milliseconds header_timeout{10000};
   std::chrono::milliseconds body_timeout{30000};
   std::chrono::milliseconds write_timeout{30000};
-  size_t max_connections = 1000;
-  size_t max_connections_per_address = 100;
-  size_t max_streams = 64;
+  // Bounds in all, per user (a valid token shown) and per address (no
+  // valid token shown yet on the connection); docs/security.md's table.
+  size_t max_connections = 1000;  // and at most half of RLIMIT_NOFILE
+  size_t max_connections_per_user = 64;
+  size_t max_connections_per_address = 32;
+  size_t max_streams = 256;  // streamed replies and tunnels, each a thread
+  size_t max_streams_per_user = 32;
+  size_t max_streams_per_address = 8;
+  size_t max_requests_per_user = 8;  // being read or handled at once
+  size_t max_requests_per_address = 16;
   size_t workers = 16;
   size_t io_threads = 2;
   RequestCounters* counters = nullptr;  // refusals are counted here (optional)
@@ -63,6 +80,56 @@ struct HttpServerOptions {
   // Requests with a body over max_body_bytes read or handled at once; more
   // are answered 503, so large bodies held in memory stay bounded.
   size_t max_large_bodies = 4;
+  size_t max_large_bodies_per_user = 2;  // and per address
+  // The user a request's head (no body yet) shows a valid token of, or
+  // nullopt; unset: no one (every connection is its address's). Only for
+  // the bounds above: the handler authenticates for itself. Runs on an I/O
+  // thread: it must be quick.
+  std::function<std::optional<std::string>(const Request& head)> identify;
+};
+
+// Who a connection, and what it asks for, is charged to: the user whose
+// valid token its latest request showed, else ("" user) its address.
+struct Client {
+  std::string user;
+  std::string address;
+  bool operator==(const Client&) const = default;
+};
+
+// HttpServer's bounds per client and in all (HttpServerOptions'
+// max_*): what each client holds, taken and given back. Thread-safe.
+class ClientLimits {
+ public:
+  enum class Kind { kConnection, kStream, kRequest, kLargeBody };
+
+  explicit ClientLimits(const HttpServerOptions& options);
+
+  // Takes one `kind` for `client`; nullopt, or (nothing taken) the
+  // refusal that names the bound that is full and what to do.
+  std::optional<Error> take(Kind kind, const Client& client);
+  void give_back(Kind kind, const Client& client);
+  // Charges one connection of `from` to `to` instead (its request showed
+  // `to`'s token), even past `to`'s bound: the connection is theirs until
+  // it is closed, and must not stay on its address's small allowance.
+  // nullopt, or the refusal when `to` already held all it may (the caller
+  // then refuses the request and closes the connection).
+  std::optional<Error> move_connection(const Client& from, const Client& to);
+
+  size_t held(Kind kind, const Client& client) const;
+  size_t held(Kind kind) const;  // by all clients
+
+ private:
+  struct Bound {
+    size_t in_all, per_user, per_address;
+  };
+  Bound bound(Kind kind) const;
+  Error refusal(Kind kind, const Client& client, bool in_all) const;
+  static std::string key(const Client& client);
+
+  HttpServerOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::pair<Kind, std::string>, size_t> held_;  // guarded by mu_; none held: erased
+  std::map<Kind, size_t> total_;                        // guarded by mu_
 };
 
 // Answers a checked request; runs on a worker thread; may throw (500).

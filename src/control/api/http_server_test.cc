@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
+#include <vector>
 
 namespace edt::control {
 namespace {
@@ -182,6 +184,57 @@ TEST_F(HttpServerTest, ARequestsOwnBodyLimitAndABoundOnLargeBodiesAtOnce) {
   EXPECT_EQ(answer(put("/big", 50) + std::string(50, 'c')), "HTTP/1.1 200");
 }
 
+TEST(ClientLimits, EachUserAndEachAddressWithoutATokenHasBoundsOfItsOwn) {
+  HttpServerOptions options;
+  options.max_connections = 5;
+  options.max_connections_per_user = 2;
+  options.max_connections_per_address = 1;
+  options.max_streams_per_user = 1;
+  using Kind = ClientLimits::Kind;
+  ClientLimits limits(options);
+  const Client nat{"", "10.0.0.1"}, alice{"alice", "10.0.0.1"}, bob{"bob", "10.0.0.1"};
+  // A connection counts against its address until it shows a token, then against its user.
+  ASSERT_FALSE(limits.take(Kind::kConnection, nat));
+  std::optional<Error> refused = limits.take(Kind::kConnection, nat);
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->message.find("10.0.0.1 without a valid token"), std::string::npos) << refused->message;
+  EXPECT_NE(refused->fix.find("Authorization: Bearer"), std::string::npos) << refused->fix;
+  ASSERT_FALSE(limits.move_connection(nat, alice));
+  EXPECT_EQ(limits.held(Kind::kConnection, nat), 0u);
+  ASSERT_FALSE(limits.take(Kind::kConnection, nat));
+  ASSERT_FALSE(limits.move_connection(nat, alice));
+  EXPECT_EQ(limits.held(Kind::kConnection, alice), 2u);
+  // Alice is full: her third connection is refused, naming her; bob's is not.
+  ASSERT_FALSE(limits.take(Kind::kConnection, nat));
+  refused = limits.move_connection(nat, alice);
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->message.find("of the user alice"), std::string::npos) << refused->message;
+  // The refused connection is alice's until closed, not her address's.
+  EXPECT_EQ(limits.held(Kind::kConnection, nat), 0u);
+  EXPECT_EQ(limits.held(Kind::kConnection, alice), 3u);
+  limits.give_back(Kind::kConnection, alice);
+  ASSERT_FALSE(limits.take(Kind::kConnection, nat));
+  ASSERT_FALSE(limits.move_connection(nat, bob));
+  // A kept-alive connection showing another user's token moves to them.
+  ASSERT_FALSE(limits.move_connection(bob, Client{"carol", "10.0.0.1"}));
+  EXPECT_EQ(limits.held(Kind::kConnection, bob), 0u);
+  EXPECT_EQ(limits.held(Kind::kConnection), 3u);
+  // The bound in all still stands.
+  ASSERT_FALSE(limits.take(Kind::kConnection, Client{"", "10.0.0.3"}));
+  ASSERT_FALSE(limits.take(Kind::kConnection, Client{"", "10.0.0.4"}));
+  refused = limits.take(Kind::kConnection, Client{"", "10.0.0.5"});
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->message.find("edtd has 5 connections open"), std::string::npos) << refused->message;
+  // Streams: per user as well.
+  ASSERT_FALSE(limits.take(Kind::kStream, alice));
+  refused = limits.take(Kind::kStream, alice);
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->message.find("streams open of the user alice"), std::string::npos) << refused->message;
+  EXPECT_FALSE(limits.take(Kind::kStream, bob));
+  limits.give_back(Kind::kStream, alice);
+  EXPECT_FALSE(limits.take(Kind::kStream, alice));
+}
+
 TEST_F(HttpServerTest, BoundsConnectionsPerAddressAndAnswersOthers) {
   HttpServerOptions options;
   options.max_connections_per_address = 3;
@@ -198,6 +251,71 @@ TEST_F(HttpServerTest, BoundsConnectionsPerAddressAndAnswersOthers) {
   for (int fd : held) ::close(fd);
   ::close(over);
   ::close(other);
+}
+
+// Users behind one address: each has bounds of their own, and one over
+// hers is refused while the other is served.
+TEST_F(HttpServerTest, OneUserCannotPushAnotherIntoA503) {
+  HttpServerOptions options;
+  options.max_connections_per_address = 2;
+  options.max_connections_per_user = 6;
+  options.max_streams_per_user = 2;
+  options.identify = [](const Request& head) -> std::optional<std::string> {
+    if (!head.has_header("X-User")) return std::nullopt;
+    return head.get_header_value("X-User");
+  };
+  start(options);
+  auto as = [](const std::string& user, const std::string& path = "/x") {
+    return "GET " + path + " HTTP/1.1\r\nHost: h\r\nX-User: " + user + "\r\n\r\n";
+  };
+  // Alice: 4 kept-alive connections and 2 streams, more than the address's 2.
+  std::vector<int> alices;
+  for (int i = 0; i < 4; ++i) {
+    alices.push_back(connect_from(port(), "127.0.0.2"));
+    send_text(alices.back(), as("alice"));
+    ASSERT_EQ(receive(alices.back(), "}").substr(0, 12), "HTTP/1.1 200") << i;
+  }
+  for (int i = 0; i < 2; ++i) {
+    alices.push_back(connect_from(port(), "127.0.0.2"));
+    send_text(alices.back(), as("alice", "/stream"));
+    ASSERT_NE(receive(alices.back(), "first").find("first"), std::string::npos) << i;
+  }
+  // More of hers: up to her 6 (a stream's connection counts until the
+  // stream has it), then 503 naming her.
+  std::string refused;
+  int fifth = -1;
+  while (refused.empty() && alices.size() < 12) {
+    fifth = connect_from(port(), "127.0.0.2");
+    send_text(fifth, as("alice"));
+    const std::string got = receive(fifth, "}");
+    if (got.starts_with("HTTP/1.1 200")) alices.push_back(fifth);
+    else refused = got + receive(fifth, "}}");
+  }
+  EXPECT_LE(alices.size(), 8u);  // 6 kept alive, 2 streaming
+  EXPECT_EQ(refused.substr(0, 12), "HTTP/1.1 503") << refused;
+  EXPECT_NE(refused.find("connections of the user alice"), std::string::npos) << refused;
+  send_text(alices[0], as("alice", "/stream"));  // on a connection she holds
+  refused = receive(alices[0], "}}");
+  EXPECT_EQ(refused.substr(0, 12), "HTTP/1.1 503") << refused;
+  EXPECT_NE(refused.find("streams open of the user alice"), std::string::npos) << refused;
+  // Bob, from the same address: his requests and his stream are served.
+  const int bobs = connect_from(port(), "127.0.0.2");
+  for (int i = 0; i < 3; ++i) {
+    send_text(bobs, as("bob"));
+    EXPECT_EQ(receive(bobs, "}").substr(0, 12), "HTTP/1.1 200") << i;
+  }
+  const int bobs_stream = connect_from(port(), "127.0.0.2");
+  send_text(bobs_stream, as("bob", "/stream"));
+  EXPECT_NE(receive(bobs_stream, "first").find("first"), std::string::npos);
+  // Connections without a token: 2 from an address, the third 503.
+  const int anonymous[] = {connect_from(port(), "127.0.0.3"), connect_from(port(), "127.0.0.3")};
+  const int over = connect_from(port(), "127.0.0.3");
+  refused = receive(over, "}}");
+  EXPECT_EQ(refused.substr(0, 12), "HTTP/1.1 503") << refused;
+  EXPECT_NE(refused.find("127.0.0.3 without a valid token"), std::string::npos) << refused;
+  release_ = true;
+  for (int fd : alices) ::close(fd);
+  for (int fd : {fifth, bobs, bobs_stream, anonymous[0], anonymous[1], over}) ::close(fd);
 }
 
 TEST_F(HttpServerTest, ClosesASlowHeaderAndAnIdleConnection) {

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "control/api/handlers.h"
+#include "control/model/filters.h"
 
 namespace edt::control::handlers {
 
@@ -42,6 +43,26 @@ Answer start_job(ApiContext& ctx, const Request& req, const User& user) {
                           {"cluster", job->cluster},
                           {"container", job->container},
                           {"state", to_string(job->state)}});
+}
+
+Answer list_jobs(ApiContext& ctx, const Request& req, const User& user) {
+  auto cluster = ctx.service->cluster(user, req.matches[1]);
+  if (!cluster.ok()) return cluster.error();
+  JobFilter filter;
+  if (auto refused = parse_job_filter(req.params, &filter)) return *refused;
+  json items = json::array();
+  for (const auto& job : ctx.jobs->jobs_of(cluster->spec.name))
+    if (filter.matches(job)) items.push_back(job_to_json(job));
+  return json_reply(200, {{"jobs", items}});
+}
+
+// An ended job goes with its log; a running one is refused (409).
+Answer delete_job(ApiContext& ctx, const Request& req, const User& user) {
+  auto job = job_in_path(ctx, req, user);
+  if (!job.ok()) return job.error();
+  auto removed = ctx.jobs->remove(*job);
+  if (!removed.ok()) return removed.error();
+  return json_reply(200, {{"deleted", std::to_string(removed->id)}});
 }
 
 Answer get_job(ApiContext& ctx, const Request& req, const User& user) {

@@ -27,6 +27,7 @@ ApiServer::ApiServer(ApiServerOptions options)
   http.max_header_bytes = api::limits::RequestLimits::max_headers_bytes;
   http.counters = &counters_;
   http.body_limit = [this](const Request& head) { return body_limit(head); };
+  http.identify = [this](const Request& head) { return identify(head); };
   server_ = std::make_unique<HttpServer>(http, [this](Request& request) { return answer(request); });
 }
 
@@ -53,6 +54,22 @@ size_t ApiServer::body_limit(const Request& head) const {
   return std::max(options_.max_upload_bytes, options_.max_body_bytes);
 }
 
+std::optional<std::string> ApiServer::identify(const Request& head) {
+  std::optional<std::string> token = bearer_token(head.get_header_value("Authorization"));
+  if (!token) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(identities_mu_);
+    if (auto it = identities_.find(*token); it != identities_.end() && it->second.until > now) return it->second.user;
+  }
+  std::optional<std::string> user;
+  if (std::optional<User> found = options_.service->authenticate(*token)) user = found->name;
+  std::lock_guard<std::mutex> lock(identities_mu_);
+  if (identities_.size() >= kIdentitiesKept) identities_.clear();  // many tokens, most of them wrong: start over
+  identities_[*token] = Identity{user, now + kIdentityTtl};
+  return user;
+}
+
 ApiServer::~ApiServer() { stop(); }
 
 std::vector<Route> ApiServer::routes() {
@@ -75,8 +92,10 @@ std::vector<Route> ApiServer::routes() {
       {"GET", cluster + "/hostfile", A::kUser, "", bind(h::cluster_hostfile)},
       {"GET", cluster + "/events", A::kUser, "", bind(h::cluster_events)},
       {"GET", cluster + "/ssh", A::kUser, "", bind(h::cluster_ssh)},
+      {"GET", cluster + "/jobs", A::kUser, "", bind(h::list_jobs)},
       {"POST", cluster + "/jobs", A::kUser, "", bind(h::start_job)},
       {"GET", "/api/v1/jobs/{id}", A::kUser, "", bind(h::get_job)},
+      {"DELETE", "/api/v1/jobs/{id}", A::kUser, "", bind(h::delete_job)},
       {"GET", "/api/v1/jobs/{id}/log", A::kUser, "", bind(h::job_log)},
       {"GET", "/api/v1/volumes", A::kUser, "", bind(h::list_volumes)},
       {"POST", "/api/v1/volumes", A::kUser, "", bind(h::create_volume)},

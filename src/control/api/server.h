@@ -10,8 +10,12 @@
 // and refusals) on a pool of threads; what they call is thread-safe.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "control/api/handlers.h"
@@ -58,6 +62,13 @@ class ApiServer {
   Reply answer(Request& request);
   // The body limit of a request (HttpServerOptions::body_limit).
   size_t body_limit(const Request& head) const;
+  // The user a request's bearer token names (HttpServerOptions::identify),
+  // remembered for kIdentityTtl so that the I/O threads seldom wait on the
+  // store: the connection bounds may count a revoked token's connection
+  // against its user that long; what it may do is decided by the middleware.
+  std::optional<std::string> identify(const Request& head);
+  static constexpr std::chrono::seconds kIdentityTtl{2};
+  static constexpr size_t kIdentitiesKept = 4096;
 
   ApiServerOptions options_;
   RequestCounters counters_;
@@ -65,6 +76,12 @@ class ApiServer {
   ApiContext context_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
+  struct Identity {
+    std::optional<std::string> user;
+    std::chrono::steady_clock::time_point until;
+  };
+  std::mutex identities_mu_;
+  std::unordered_map<std::string, Identity> identities_;  // by token; guarded by identities_mu_
 };
 
 // The OpenAPI 3 document of /api/v1.

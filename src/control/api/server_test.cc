@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "common/net.h"
+#include "control/service/volume_files.h"
 
 namespace edt::control {
 namespace {
@@ -294,6 +295,22 @@ TEST_F(ApiServerTest, AnUploadsPathAndBodyAreHostile) {
   expect_refused(call("PUT", "/api/v1/volumes/bobs/files?path=big", "edt_wrong", "x"), 401, "Authorization");
   // The raised limit is the upload route's alone.
   expect_refused(call("POST", "/api/v1/volumes", bob_, std::string(5000, ' ')), 413, "");
+}
+
+TEST_F(ApiServerTest, ADirectoryRemovedDuringAnUploadIs409) {
+  ASSERT_EQ(call("POST", "/api/v1/volumes", bob_, R"({"name": "bobs"})").first, 201);
+  struct Unhook {
+    ~Unhook() { set_volume_upload_hook_for_testing(nullptr); }
+  } unhook;
+  const auto race = dir_ / "volumes/bobs/race";
+  set_volume_upload_hook_for_testing([&](const std::string&) { std::filesystem::remove_all(race); });
+  auto got = call("PUT", "/api/v1/volumes/bobs/files?path=race/x", bob_, std::string(10000, 'x'));
+  expect_refused(got, 409, "path");
+  EXPECT_NE(got.second["error"]["message"].get<std::string>().find("during the upload"), std::string::npos)
+      << got.second.dump();
+  EXPECT_FALSE(std::filesystem::exists(race));
+  set_volume_upload_hook_for_testing(nullptr);
+  EXPECT_EQ(call("PUT", "/api/v1/volumes/bobs/files?path=race/x", bob_, "x").first, 200);
 }
 
 TEST_F(ApiServerTest, EventsAreFilteredByTypeAndSince) {

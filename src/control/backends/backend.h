@@ -122,7 +122,11 @@ class Backend {
   // container that is gone.
   virtual Result<int> training_processes(const SandboxRef& ref) = 0;
   // The labelled sandboxes of this backend that run now, found without the
-  // store. A backend whose containers cannot outlive edtd has none.
+  // store. Which container each is comes from what the backend itself made
+  // and recorded (LocalBackend: the sandbox's cgroup and edtd's record),
+  // never from the label, which the container may rewrite; a labelled
+  // sandbox it cannot tell is left out (and so ended as a stray). A backend
+  // whose containers cannot outlive edtd has none.
   virtual Result<std::vector<FoundSandbox>> running_sandboxes() { return std::vector<FoundSandbox>{}; }
   // Ends every labelled sandbox not in `keep`, and every process of its
   // label that made no sandbox yet (a start cut short), and waits until they

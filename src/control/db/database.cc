@@ -1,5 +1,9 @@
 #include "control/db/database.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "common/log.h"
 #include "control/db/schema.h"
 #include "control/db/sqlite.h"
@@ -138,9 +142,23 @@ Status expect_changed(sqlite3* db, Status st, const std::string& what) {
   return st;
 }
 
+// The store is 0600: made so before SQLite opens it, since SQLite makes its
+// -wal, -shm and -journal files with the database's mode; those an earlier
+// edtd left wider are narrowed too.
+Status make_private(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return io_error("open database " + path, errno);
+  const bool narrowed = ::fchmod(fd, 0600) == 0;
+  ::close(fd);
+  if (!narrowed) return io_error("chmod 0600 " + path, errno);
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) ::chmod((path + suffix).c_str(), 0600);
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
+  EDT_RETURN_IF_ERROR(make_private(path));
   sqlite3* db = nullptr;
   if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : "out of memory";
@@ -416,6 +434,7 @@ Status Database::Tx::delete_cluster(const std::string& name) {
   left.bind(1, name);
   if (left.step() && left.i64(0) > 0) return failed_precondition("cluster '" + name + "' still has containers");
   EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM events WHERE cluster = ?").bind(1, name).run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM jobs WHERE cluster = ?").bind(1, name).run());
   return Stmt(db_, "DELETE FROM clusters WHERE name = ?").bind(1, name).run();
 }
 
@@ -524,6 +543,30 @@ std::vector<Job> Database::Tx::jobs_running() {
   s.bind(1, std::string(to_string(JobState::kRunning)));
   while (s.step()) out.push_back(read_job(s));
   return out;
+}
+
+std::vector<Job> Database::Tx::jobs_of(const std::string& cluster) {
+  std::vector<Job> out;
+  Stmt s(db_, select(kJobColumns, "FROM jobs WHERE cluster = ? ORDER BY id DESC"));
+  s.bind(1, cluster);
+  while (s.step()) out.push_back(read_job(s));
+  return out;
+}
+
+std::set<int64_t> Database::Tx::job_ids() {
+  std::set<int64_t> out;
+  Stmt s(db_, "SELECT id FROM jobs");
+  while (s.step()) out.insert(s.i64(0));
+  return out;
+}
+
+Status Database::Tx::delete_job(int64_t id) {
+  Stmt s(db_, "DELETE FROM jobs WHERE id = ?");
+  return expect_changed(db_, s.bind(1, id).run(), "job " + std::to_string(id));
+}
+
+Status Database::Tx::delete_orphan_jobs() {
+  return Stmt(db_, "DELETE FROM jobs WHERE cluster NOT IN (SELECT name FROM clusters)").run();
 }
 
 int64_t Database::Tx::version() { return sqlite3_total_changes64(db_); }

@@ -105,7 +105,8 @@ class Database::Tx {
   Status set_scale_failure(const std::string& name, const std::string& failure);
   // Marks the cluster deleting and all its containers leaving (NotFound if none).
   Status mark_deleting(const std::string& name);
-  // Drops the cluster and its events; FailedPrecondition while containers remain.
+  // Drops the cluster, its events and its jobs' records; FailedPrecondition
+  // while containers remain.
   Status delete_cluster(const std::string& name);
 
   // Containers.
@@ -127,6 +128,11 @@ class Database::Tx {
   Status update_job(const Job& job);
   std::optional<Job> job(int64_t id);
   std::vector<Job> jobs_running();
+  std::vector<Job> jobs_of(const std::string& cluster);  // newest first
+  std::set<int64_t> job_ids();
+  Status delete_job(int64_t id);  // NotFound if none
+  // Drops the records of jobs whose cluster is gone (left by edtds that kept them).
+  Status delete_orphan_jobs();
 
   // Grows with every row written; equal values mean nothing changed in
   // between (readers cache what they built from the database by it).

@@ -1,6 +1,7 @@
 #include "control/db/database.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -167,6 +168,68 @@ TEST_F(DatabaseTest, VolumesAndJobs) {
   ASSERT_TRUE(db_->lock().update_job(done).is_ok());
   EXPECT_TRUE(db_->lock().jobs_running().empty());
   EXPECT_EQ(db_->lock().job(*id)->state, JobState::kSucceeded);
+}
+
+// A job of each of two clusters; returns their ids.
+std::pair<int64_t, int64_t> add_jobs(Database& db) {
+  Job job;
+  job.container = "x";
+  job.owner = "alice";
+  job.command = "true";
+  job.cluster = "a";
+  const int64_t of_a = db.lock().insert_job(job).value();
+  job.cluster = "b";
+  const int64_t of_b = db.lock().insert_job(job).value();
+  return {of_a, of_b};
+}
+
+TEST_F(DatabaseTest, JobsAreListedDeletedAndGoWithTheirCluster) {
+  add_cluster("a", 0);
+  add_cluster("b", 0);
+  const auto [of_a, of_b] = add_jobs(*db_);
+  const int64_t second_of_a = add_jobs(*db_).first;
+  ASSERT_EQ(db_->lock().jobs_of("a").size(), 2u);
+  EXPECT_EQ(db_->lock().jobs_of("a")[0].id, second_of_a);  // newest first
+  EXPECT_EQ(db_->lock().job_ids(), (std::set<int64_t>{of_a, of_b, second_of_a, second_of_a + 1}));
+
+  ASSERT_TRUE(db_->lock().delete_job(second_of_a).is_ok());
+  EXPECT_EQ(db_->lock().delete_job(second_of_a).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(db_->lock().delete_cluster("a").is_ok());
+  EXPECT_FALSE(db_->lock().job(of_a).has_value());
+  EXPECT_TRUE(db_->lock().jobs_of("a").empty());
+  EXPECT_TRUE(db_->lock().job(of_b).has_value());
+}
+
+TEST_F(DatabaseTest, JobsOfClustersDeletedBeforeAreDropped) {
+  add_cluster("b", 0);
+  const auto [of_a, of_b] = add_jobs(*db_);  // cluster a has no row: an earlier edtd left its jobs
+  ASSERT_TRUE(db_->lock().delete_orphan_jobs().is_ok());
+  EXPECT_FALSE(db_->lock().job(of_a).has_value());
+  EXPECT_TRUE(db_->lock().job(of_b).has_value());
+}
+
+// The store holds every tenant's job records and tokens' hashes: the
+// database and the files SQLite makes beside it are root's alone, whatever
+// the umask, and those an earlier edtd left wider are narrowed.
+TEST_F(DatabaseTest, TheStoreAndItsWalAndShmAre0600) {
+  db_.reset();
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_);
+  const std::string db = (dir_ / "edtd.db").string();
+  const mode_t old_umask = ::umask(022);
+  reopen();
+  ASSERT_TRUE(db_->lock().insert_user({"alice", false}).is_ok());  // the WAL has a frame
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+  };
+  for (const char* suffix : {"", "-wal", "-shm"}) EXPECT_EQ(mode(db + suffix), 0600) << db + suffix;
+  db_.reset();
+  ::chmod(db.c_str(), 0644);
+  ::chmod((db + "-wal").c_str(), 0644);
+  reopen();
+  ::umask(old_umask);
+  for (const char* suffix : {"", "-wal", "-shm"}) EXPECT_EQ(mode(db + suffix), 0600) << db + suffix;
 }
 
 TEST_F(DatabaseTest, EachUserHasARangeOfItsOwnNeverGivenTwice) {

@@ -29,7 +29,9 @@
 // before its sandbox starts, and the sandbox carries a label naming the
 // cluster and container (backend.h). edtd may die at any moment, between
 // starting a sandbox and recording its pid included; start() first recovers:
-// a labelled sandbox whose container's recorded sandbox is not running is
+// a sandbox that the backend identifies (running_sandboxes: by what it made
+// and recorded, not by the label, which a container may rewrite) as a
+// container whose recorded sandbox is not running is
 // adopted (its pid recorded), and every other labelled sandbox (no row
 // claims it, or its row's recorded sandbox runs) is ended, and waited for,
 // before the first pass, so its address and port are free again. It does
@@ -104,7 +106,7 @@ class Reconciler {
 
   ReconcilerStats stats();
 
-  // Adopts each labelled sandbox that its container lost track of, ends the
+  // Adopts each sandbox the backend identifies that its container lost track of, ends the
   // others that no container claims, and waits until they are gone.
   Status recover();
 

@@ -57,6 +57,13 @@ Error in_the_way(const std::string& where, const std::string& what) {
 
 Error file_system(const std::string& what, int err) { return error_from_status(io_error(what, err), "path"); }
 
+// The refusal for an upload whose directory, or temporary file, was
+// removed while it was written (ENOENT where the file system had them).
+Error changed_during_upload(const std::string& path) {
+  return conflict("path", "a directory on the way to '" + path + "' in the volume was removed or changed during the upload",
+                  "upload again (and do not remove the directory while uploading into it)");
+}
+
 // Who what an upload makes belongs to: the owner of the volume's top
 // directory (with user namespaces, its owner's container root).
 struct Owner {
@@ -70,11 +77,14 @@ Outcome<Fd> open_directory(int parent, const std::string& name, const std::strin
   if (::mkdirat(parent, name.c_str(), kDirectoryMode) == 0) {
     if (::fchownat(parent, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0)
       return file_system("give the directory '" + where + "' in the volume to its owner", errno);
+  } else if (errno == ENOENT) {
+    return changed_during_upload(where);  // the directory it goes in was removed
   } else if (errno != EEXIST) {
     return file_system("make the directory '" + where + "' in the volume", errno);
   }
   Fd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.get() >= 0) return fd;
+  if (errno == ENOENT) return changed_during_upload(where);
   if (errno == ELOOP || errno == ENOTDIR) return in_the_way(where, "a symbolic link or not a directory");
   return file_system("open the directory '" + where + "' in the volume", errno);
 }
@@ -91,6 +101,11 @@ Refusal check_target(int parent, const std::string& name, const std::string& pat
   return std::nullopt;
 }
 
+std::function<void(const std::string&)>& upload_hook() {
+  static std::function<void(const std::string&)> hook;
+  return hook;
+}
+
 // A name for a temporary file no other upload of this edtd uses.
 std::string temporary_name() {
   static std::atomic<uint64_t> next{0};
@@ -103,22 +118,31 @@ Outcome<int64_t> replace_file(int parent, const std::string& name, const std::st
                               Owner owner) {
   const std::string temp = temporary_name();
   Fd fd(::openat(parent, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode));
+  if (fd.get() < 0 && errno == ENOENT) return changed_during_upload(path);  // the directory is gone
   if (fd.get() < 0) return file_system("make a temporary file beside '" + path + "'", errno);
   Status st = io::write_all(fd.get(), bytes, "'" + path + "' in the volume");
   if (st.is_ok() && ::fchown(fd.get(), owner.uid, owner.gid) != 0)
     st = io_error("give '" + path + "' to the volume's owner", errno);
   if (st.is_ok() && ::fchmod(fd.get(), kFileMode) != 0) st = io_error("set the mode of '" + path + "'", errno);
   if (st.is_ok() && ::fsync(fd.get()) != 0) st = io_error("sync '" + path + "'", errno);
-  if (st.is_ok() && ::renameat(parent, temp.c_str(), parent, name.c_str()) != 0)
+  if (st.is_ok() && upload_hook()) upload_hook()(path);
+  bool gone = false;  // the directory or the temporary file was removed meanwhile
+  if (st.is_ok() && ::renameat(parent, temp.c_str(), parent, name.c_str()) != 0) {
+    gone = errno == ENOENT;
     st = io_error("rename the upload to '" + path + "'", errno);
+  }
   if (!st.is_ok()) {
     ::unlinkat(parent, temp.c_str(), 0);
-    return error_from_status(st, "path");
+    return gone ? changed_during_upload(path) : error_from_status(st, "path");
   }
   return static_cast<int64_t>(bytes.size());
 }
 
 }  // namespace
+
+void set_volume_upload_hook_for_testing(std::function<void(const std::string& path)> hook) {
+  upload_hook() = std::move(hook);
+}
 
 Refusal check_volume_file_path(const std::string& path, const std::string& field) {
   const std::string fix = "give a relative path such as data/train.csv: no leading '/', no '.' or '..' "

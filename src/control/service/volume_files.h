@@ -14,6 +14,9 @@
 // bytes go to a new temporary file in the same directory (O_EXCL, mode
 // 0644), are synced, and the file is renamed over the name: a reader sees
 // the old file or the whole new one, and a failure leaves no partial file.
+// A directory on the way removed (or the temporary file taken away) while
+// the upload is written, as a container's `rm -r` may do, is a kConflict
+// (409: the directory changed during the upload; try again), never a 500.
 // The file is owned by edtd's user, which is the containers' user (root in
 // the container; no user namespace, docs/security.md), so a container can
 // read and write it. Thread-safe: concurrent writes to one name end with
@@ -21,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -42,5 +46,10 @@ Refusal check_volume_file_path(const std::string& path, const std::string& field
 // bytes written, or the refusal (kMalformed path, kConflict link or
 // non-file in the way, kInternal the file system failed).
 Outcome<int64_t> write_volume_file(const std::string& dir, const std::string& path, std::string_view bytes);
+
+// For tests: `hook(path)` runs in each write once the bytes are written and
+// synced, just before the rename (where a container's `rm -r` races an
+// upload); empty (the default): nothing. Set it while no write runs.
+void set_volume_upload_hook_for_testing(std::function<void(const std::string& path)> hook);
 
 }  // namespace edt::control

@@ -130,6 +130,39 @@ TEST_F(VolumeFilesTest, AFailedWriteLeavesNoPartialFile) {
   EXPECT_EQ(missing.error().kind, Error::Kind::kInternal);
 }
 
+// A container removing the directory an upload goes into, while it is
+// written: a conflict to retry (409), not an internal error, and nothing left.
+TEST_F(VolumeFilesTest, ADirectoryRemovedDuringTheUploadIsAConflict) {
+  struct Unhook {
+    ~Unhook() { set_volume_upload_hook_for_testing(nullptr); }
+  } unhook;
+  int races = 0;
+  set_volume_upload_hook_for_testing([&](const std::string& path) {
+    ++races;
+    EXPECT_EQ(path, "race/deeper/x");
+    fs::remove_all(volume_ / "race");  // its temporary file with it, as rm -r does
+  });
+  auto written = write_volume_file(volume_.string(), "race/deeper/x", "bytes");
+  EXPECT_EQ(races, 1);
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.error().kind, Error::Kind::kConflict) << written.error().message;
+  EXPECT_EQ(written.error().field, "path");
+  EXPECT_NE(written.error().message.find("during the upload"), std::string::npos) << written.error().message;
+  EXPECT_TRUE(listing(volume_).empty());
+  // Only the temporary file taken away: the same.
+  set_volume_upload_hook_for_testing([&](const std::string&) {
+    for (const auto& e : fs::directory_iterator(volume_ / "kept")) fs::remove(e.path());
+  });
+  written = write_volume_file(volume_.string(), "kept/x", "bytes");
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.error().kind, Error::Kind::kConflict) << written.error().message;
+  EXPECT_EQ(listing(volume_), (std::vector<std::string>{"kept"}));
+  // Once the directory stays, the upload goes through.
+  set_volume_upload_hook_for_testing(nullptr);
+  EXPECT_EQ(write_volume_file(volume_.string(), "race/deeper/x", "bytes").value(), 5);
+  EXPECT_EQ(read(volume_ / "race/deeper/x"), "bytes");
+}
+
 TEST_F(VolumeFilesTest, WhatAnUploadMakesBelongsToTheVolumesOwner) {
   // With user namespaces a volume's top belongs to its owner's container
   // root: an upload must be that root's too, or the container could not

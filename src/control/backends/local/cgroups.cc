@@ -1,9 +1,12 @@
 #include "control/backends/local/cgroups.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +24,21 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kCpuPeriodUs = 100000;  // the CPU bound's period: 100 ms
+// A container's default share of the host's tasks, and its most.
+constexpr int64_t kContainerShareDivisor = 16, kContainerShareMost = 4096;
+
+// A positive number in `path` (one line, as /proc/sys writes it).
+Result<int64_t> read_count(const std::string& path) {
+  std::string text = io::read_file(path);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value <= 0)
+    return failed_precondition(fmt::format("{} holds '{}', not a positive number of tasks", path, text));
+  return value;
+}
+
+int64_t host_tasks(const HostTasks& host) { return std::min(host.pid_max, host.threads_max); }
 
 // Writes `value` to a cgroup control file (no O_CREAT: the kernel makes them).
 Status write_control(const std::string& path, const std::string& value) {
@@ -108,8 +126,30 @@ bool bounding_hierarchy(const std::string& controllers) {
 
 }  // namespace
 
-ContainerCgroups::ContainerCgroups(std::string fs_root, std::string key)
-    : root_(std::move(fs_root)), parent_("edt-" + std::move(key)) {}
+Result<HostTasks> read_host_tasks(const std::string& proc_sys_kernel) {
+  EDT_ASSIGN_OR_RETURN(int64_t pid_max, read_count(proc_sys_kernel + "/pid_max"));
+  EDT_ASSIGN_OR_RETURN(int64_t threads_max, read_count(proc_sys_kernel + "/threads-max"));
+  return HostTasks{pid_max, threads_max};
+}
+
+int64_t container_pids_share(const HostTasks& host) {
+  return std::max<int64_t>(1, std::min(kContainerShareMost, host_tasks(host) / kContainerShareDivisor));
+}
+
+int64_t all_containers_pids_max(const HostTasks& host) { return std::max<int64_t>(1, host_tasks(host) / 2); }
+
+bool bound_open_files() {
+  const struct rlimit files = {kContainerOpenFiles, kContainerOpenFiles};
+  return ::setrlimit(RLIMIT_NOFILE, &files) == 0;
+}
+
+ContainerCgroups::ContainerCgroups(std::string fs_root, std::string key, int64_t all_pids_max)
+    : root_(std::move(fs_root)), parent_("edt-" + std::move(key)), all_pids_max_(all_pids_max) {
+  if (all_pids_max_ == kHostShare) {
+    auto host = read_host_tasks();
+    all_pids_max_ = host.is_ok() ? all_containers_pids_max(*host) : 0;
+  }
+}
 
 bool ContainerCgroups::unified() const {
   std::error_code ec;
@@ -151,7 +191,12 @@ Result<std::vector<std::string>> ContainerCgroups::make(const std::string& conta
   for (const auto& controller : controllers(limits)) enable += (enable.empty() ? "+" : " +") + controller;
   if (unified()) EDT_RETURN_IF_ERROR(write_control(root_ + "/cgroup.subtree_control", enable));
   for (const auto& [controller, dir] : dirs(container, limits)) {
-    if (Status st = make_cgroup(dir, controller, enable, limits); !st.is_ok()) {
+    Status st = make_cgroup(dir, controller, enable, limits);
+    // All containers together: written on every make, since the parent
+    // goes with the last container (and may be an earlier edtd's).
+    if (st.is_ok() && all_pids_max_ > 0 && limits.pids_max > 0 && (controller.empty() || controller == "pids"))
+      st = write_control(fs::path(dir).parent_path().string() + "/pids.max", std::to_string(all_pids_max_));
+    if (!st.is_ok()) {
       (void)remove(container);  // nothing half made
       return st;
     }
@@ -182,8 +227,9 @@ std::string cgroup_key(const std::string& text) {
   return fmt::format("{:012x}", hash & 0xffffffffffffull);
 }
 
-Status join_cgroups_of(pid_t pid, const std::string& fs_root) {
-  std::istringstream lines(io::read_file(fmt::format("/proc/{}/cgroup", pid)));
+Status join_cgroups(const std::string& proc_cgroup, const std::string& fs_root) {
+  if (!bound_open_files()) return io_error("set RLIMIT_NOFILE to " + std::to_string(kContainerOpenFiles), errno);
+  std::istringstream lines(proc_cgroup);
   for (std::string line; std::getline(lines, line);) {
     // hierarchy-id:controllers:path
     const size_t first = line.find(':'), second = line.find(':', first + 1);

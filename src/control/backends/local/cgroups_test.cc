@@ -1,6 +1,7 @@
 #include "control/backends/local/cgroups.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +197,127 @@ TEST(CgroupsTest, AProcessInAContainersCgroupGetsItsCpuBound) {
   EXPECT_GT(cpu_stat(dir, "nr_throttled"), 0) << read_file(dir + "/cpu.stat");
   ASSERT_TRUE(cgroups.remove("c").is_ok());
   EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST(CgroupsTest, TheDefaultPidsBoundIsAShareOfTheHostsTasks) {
+  // This host's figures (pid_max 32768): 2048 each, 16384 for all together.
+  EXPECT_EQ(container_pids_share({32768, 192735}), 2048);
+  EXPECT_EQ(all_containers_pids_max({32768, 192735}), 16384);
+  // A large pid_max: at most 4096 each; threads-max, when lower, counts.
+  EXPECT_EQ(container_pids_share({4194304, 1000000}), 4096);
+  EXPECT_EQ(all_containers_pids_max({4194304, 1000000}), 500000);
+  EXPECT_EQ(container_pids_share({32768, 8000}), 500);
+  // No two containers at their default bound take half the host's tasks,
+  // and all of them together leave it half.
+  for (int64_t pid_max : {301, 32768, 65536, 4194304}) {
+    const HostTasks host{pid_max, 1 << 30};
+    EXPECT_LE(2 * container_pids_share(host), pid_max / 2) << pid_max;
+    EXPECT_LE(all_containers_pids_max(host), pid_max / 2) << pid_max;
+  }
+  auto here = read_host_tasks();
+  ASSERT_TRUE(here.is_ok()) << here.status().message();
+  EXPECT_GE(here->pid_max, 301);
+  EXPECT_GT(here->threads_max, 0);
+}
+
+TEST(CgroupsTest, TheHostsTasksAreReadOrTheFileNamed) {
+  const fs::path dir = fs::temp_directory_path() / ("edt-cgroups-proc-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "pid_max") << "32768\n";
+  std::ofstream(dir / "threads-max") << "192735\n";
+  auto host = read_host_tasks(dir.string());
+  ASSERT_TRUE(host.is_ok()) << host.status().message();
+  EXPECT_EQ(host->pid_max, 32768);
+  EXPECT_EQ(host->threads_max, 192735);
+  std::ofstream(dir / "threads-max") << "lots\n";
+  auto bad = read_host_tasks(dir.string());
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find((dir / "threads-max").string() + " holds 'lots'"), std::string::npos)
+      << bad.status().message();
+  fs::remove_all(dir);
+}
+
+// In a child that joins the cgroups of `procs`: forks up to `tries` parked
+// tasks and writes how many it made to `report`, then waits to be killed
+// with its process group (the caller's kill(-pid)).
+pid_t fork_parked(const std::vector<std::string>& procs, int tries, int report) {
+  const pid_t child = fork();
+  if (child != 0) return child;
+  setpgid(0, 0);
+  for (const auto& file : procs) std::ofstream(file) << "0";
+  int made = 0;
+  for (int i = 0; i < tries; ++i) {
+    const pid_t p = fork();
+    if (p == 0) {
+      pause();
+      _exit(0);
+    }
+    if (p < 0) break;
+    ++made;
+  }
+  (void)!write(report, &made, sizeof(made));
+  pause();
+  _exit(0);
+}
+
+// All of one edtd's containers together stay under its parent's bound,
+// whatever each one's is.
+TEST(CgroupsTest, AllContainersTogetherAreBoundedByTheirParent) {
+  const std::string key = "all" + std::to_string(getpid());
+  ContainerCgroups cgroups("/sys/fs/cgroup", key, 40);
+  const ContainerLimits limits{30};
+  if (std::string why = cgroups.unavailable(limits); !why.empty()) GTEST_SKIP() << why;
+  auto a = cgroups.make("a", limits), b = cgroups.make("b", limits);
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  ASSERT_TRUE(b.is_ok()) << b.status().message();
+  EXPECT_EQ(read_file(fs::path(a->front()).parent_path().parent_path().string() + "/pids.max"), "40\n");
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  int made_a = -1, made_b = -1;
+  const pid_t in_a = fork_parked(*a, 60, report[1]);
+  ASSERT_EQ(read(report[0], &made_a, sizeof(made_a)), static_cast<ssize_t>(sizeof(made_a)));
+  const pid_t in_b = fork_parked(*b, 60, report[1]);
+  ASSERT_EQ(read(report[0], &made_b, sizeof(made_b)), static_cast<ssize_t>(sizeof(made_b)));
+  for (pid_t group : {in_a, in_b}) {
+    kill(-group, SIGKILL);
+    waitpid(group, nullptr, 0);
+  }
+  close(report[0]);
+  close(report[1]);
+  EXPECT_EQ(made_a, 29);  // its own bound: 30 with itself
+  EXPECT_EQ(made_b, 40 - 30 - 1);  // the parent's: 40 in all
+  ASSERT_TRUE(cgroups.remove("a").is_ok());
+  ASSERT_TRUE(cgroups.remove("b").is_ok());
+  // By default the parent's bound is half the host's tasks.
+  ContainerCgroups host_share("/sys/fs/cgroup", key);
+  auto c = host_share.make("c", limits);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  auto host = read_host_tasks();
+  ASSERT_TRUE(host.is_ok());
+  EXPECT_EQ(read_file(fs::path(c->front()).parent_path().parent_path().string() + "/pids.max"),
+            std::to_string(all_containers_pids_max(*host)) + "\n");
+  ASSERT_TRUE(host_share.remove("c").is_ok());
+}
+
+TEST(CgroupsTest, AProcessJoiningAContainerTakesItsOpenFilesBound) {
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    struct rlimit files {};
+    // The test's own cgroups are no container's: only the bound is taken.
+    const bool ok = join_cgroups(read_file("/proc/self/cgroup")).is_ok() && getrlimit(RLIMIT_NOFILE, &files) == 0;
+    const uint64_t got[2] = {ok ? files.rlim_cur : 0, ok ? files.rlim_max : 0};
+    (void)!write(report[1], got, sizeof(got));
+    _exit(0);
+  }
+  close(report[1]);
+  uint64_t got[2] = {};
+  ASSERT_EQ(read(report[0], got, sizeof(got)), static_cast<ssize_t>(sizeof(got)));
+  close(report[0]);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(got[0], kContainerOpenFiles);
+  EXPECT_EQ(got[1], kContainerOpenFiles);
 }
 
 }  // namespace

@@ -305,26 +305,40 @@ std::string ContainerNetwork::ruleset(bool empty) const {
     std::string cluster, address;
     if (in >> cluster >> address) clusters[cluster].push_back(address);
   }
-  return text + bridge_table(clusters) + host_tables();
+  return text + bridge_table(options_.bridge, clusters) + host_tables();
 }
 
 // The bridge family's table: frames between two ports pass only within a
 // cluster. Only frames between this bridge's ports are judged: another
 // bridge's (another edtd's, Docker's) pass this table untouched.
-std::string ContainerNetwork::bridge_table(const std::map<std::string, std::vector<std::string>>& clusters) const {
+//
+// Each rule checks both ports as well as both addresses: a broadcast (an
+// ARP request) is flooded to every port, and the forward hook sees it once
+// per egress port, so the egress check is what keeps one cluster's ARP
+// requests (which carry the sender's MAC, and update any neighbour entry
+// the receiver holds for that address) from reaching another's containers.
+// The host's own frames (the gateway's ARP) take the output and input
+// hooks, not this one.
+std::string ContainerNetwork::bridge_table(const std::string& bridge,
+                                           const std::map<std::string, std::vector<std::string>>& clusters) {
   std::string ports, sets, rules;
   int index = 0;
   for (const auto& [cluster, addresses] : clusters) {
-    for (const auto& address : addresses) ports += (ports.empty() ? " \"" : ", \"") + host_interface(address) + "\"";
-    const std::string set = "c" + std::to_string(index++);
+    const std::string n = std::to_string(index++), set = "c" + n, own = "p" + n;
+    std::string own_ports;
+    for (const auto& address : addresses)
+      own_ports += (own_ports.empty() ? " \"" : ", \"") + host_interface(address) + "\"";
+    ports += (ports.empty() ? "" : ",") + own_ports;
     sets += "  set " + set + " { type ipv4_addr; comment \"" + cluster + "\"; elements = {";
     for (size_t i = 0; i < addresses.size(); ++i) sets += (i ? ", " : " ") + addresses[i];
     sets += " } }\n";
+    sets += "  set " + own + " { type ifname; comment \"" + cluster + "\"; elements = {" + own_ports + " } }\n";
     // ARP too: a container learns no other cluster's addresses or MACs.
-    rules += "    arp saddr ip @" + set + " arp daddr ip @" + set + " accept\n";
-    rules += "    ip saddr @" + set + " ip daddr @" + set + " accept\n";
+    const std::string between = "    iifname @" + own + " oifname @" + own + " ";
+    rules += between + "arp saddr ip @" + set + " arp daddr ip @" + set + " accept\n";
+    rules += between + "ip saddr @" + set + " ip daddr @" + set + " accept\n";
   }
-  return "table bridge " + table_of(options_.bridge) + " {\n  set ports { type ifname; elements = {" + ports + " } }\n" +
+  return "table bridge " + table_of(bridge) + " {\n  set ports { type ifname; elements = {" + ports + " } }\n" +
          sets + "  chain forward {\n    type filter hook forward priority 0; policy accept;\n" +
          "    iifname != @ports accept\n" + rules + "    drop\n  }\n}\n";
 }

@@ -15,9 +15,11 @@
 // with --outbound nat) that edtd owns and rewrites whole (one `nft -f`,
 // atomic) when it starts and whenever a container joins or leaves:
 //   bridge family, forward: from a container's port (the set of host ends),
-//     ARP, and IPv4 only
-//     from an address of a cluster to an address of the same cluster; the
-//     rest is dropped (other clusters, whoever the user; IPv6).
+//     ARP, and IPv4 only, from a port of a cluster to a port of the same
+//     cluster and from an address of that cluster to an address of it; the
+//     rest is dropped (other clusters, whoever the user; IPv6, and with it
+//     its neighbour discovery). Checking the egress port keeps a cluster's
+//     broadcast ARP requests, flooded to every port, from its own ports.
 //   inet family, prerouting: traffic between two containers is not
 //     tracked (no rule judges it by state);
 //   inet family, input: from the bridge only replies to connections the host
@@ -121,6 +123,11 @@ class ContainerNetwork {
   // `range` (other clusters' containers); replies both ways.
   static std::string macvlan_filter(const std::vector<std::string>& peers, const std::string& login_address,
                                     const std::string& range);
+  // The bridge family's table of `bridge` for `clusters` (cluster -> its
+  // containers' addresses): frames between two ports pass only when both
+  // ports and both addresses (IPv4, or ARP's) are one cluster's.
+  static std::string bridge_table(const std::string& bridge,
+                                  const std::map<std::string, std::vector<std::string>>& clusters);
   // Rewrites the filter from the containers' directories, with this edtd's
   // options (at start, and after a container's directory is gone); with no
   // container left, removes the tables and the bridge.
@@ -139,7 +146,6 @@ class ContainerNetwork {
   std::vector<std::string> bridge_commands();  // with mu_ held
   Status sync_filter();                        // with mu_ held
   std::string ruleset(bool empty) const;
-  std::string bridge_table(const std::map<std::string, std::vector<std::string>>& clusters) const;
   std::string host_tables() const;
   std::string outbound_rules(const std::string& br) const;  // br: the bridge's name, quoted
 

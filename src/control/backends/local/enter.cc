@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/process.h"
 #include "control/backends/local/cgroups.h"
 #include "control/backends/local/sandbox_policy.h"
 
@@ -33,34 +34,67 @@ int fail(const std::string& what, int error = 0) {
   return kCannotEnter;
 }
 
-// Enters the namespaces and root of `pid`; returns 0 or an exit code.
-int enter(const std::string& pid) {
-  const std::string base = "/proc/" + pid + "/";
-  int fds[std::size(kNamespaces)];
+// The container's init, with its namespaces, root and cgroups opened through
+// its pinned /proc directory, so that none of them can be another process's
+// that took a reused pid (proc::PinnedProcess).
+struct Target {
+  int ns[std::size(kNamespaces)];
+  int root = -1;
+  std::string cgroups;
+};
+
+// Opens `pid` (started at `start_time`, 0: unknown) as a container's init;
+// returns 0 or an exit code.
+int open_target(int64_t pid, uint64_t start_time, Target& target) {
+  auto pinned = proc::PinnedProcess::open(pid, start_time);
+  if (!pinned.is_ok()) return fail("the container is not running: " + pinned.status().message());
+  if (!proc::namespace_init(pinned->read("status")))
+    return fail("process " + std::to_string(pid) + " is not a container's init");
+  target.cgroups = pinned->read("cgroup");
   for (size_t i = 0; i < std::size(kNamespaces); ++i) {
-    fds[i] = ::open((base + "ns/" + kNamespaces[i]).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fds[i] < 0) return fail("open " + base + "ns/" + kNamespaces[i], errno);
+    target.ns[i] = pinned->open_entry(std::string("ns/") + kNamespaces[i], O_RDONLY);
+    if (target.ns[i] < 0) return fail(std::string("open the container's ") + kNamespaces[i] + " namespace", errno);
   }
-  const int root = ::open((base + "root").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) return fail("open " + base + "root", errno);
+  target.root = pinned->open_entry("root", O_RDONLY | O_DIRECTORY);
+  if (target.root < 0) return fail("open the container's root", errno);
+  // Alive after every read: they were all of the process the pidfd names.
+  if (!pinned->still_alive()) return fail("the container stopped while it was entered");
+  return 0;
+}
+
+// Enters the target's namespaces and root; returns 0 or an exit code.
+int enter(const Target& target) {
   bool user_namespace = false;
   for (size_t i = 0; i < std::size(kNamespaces); ++i) {
     struct stat theirs {}, ours {};
-    const bool same = fstat(fds[i], &theirs) == 0 &&
+    const bool same = fstat(target.ns[i], &theirs) == 0 &&
                       stat((std::string("/proc/self/ns/") + kNamespaces[i]).c_str(), &ours) == 0 &&
                       theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev;
-    if (!same && setns(fds[i], 0) != 0)
+    if (!same && setns(target.ns[i], 0) != 0)
       return fail(std::string("enter the container's ") + kNamespaces[i] + " namespace", errno);
     user_namespace = user_namespace || (!same && i == 0);
-    ::close(fds[i]);
+    ::close(target.ns[i]);
   }
-  if (fchdir(root) != 0 || chroot(".") != 0 || chdir("/") != 0) return fail("enter the container's root", errno);
-  ::close(root);
+  if (fchdir(target.root) != 0 || chroot(".") != 0 || chdir("/") != 0)
+    return fail("enter the container's root", errno);
+  ::close(target.root);
   // In the container's user namespace our host ids are not mapped: become
   // its root, as a login is.
   if (user_namespace && (setresgid(0, 0, 0) != 0 || setgroups(0, nullptr) != 0 || setresuid(0, 0, 0) != 0))
     return fail("become root of the container's user namespace", errno);
   return 0;
+}
+
+// "<pid>" or "<pid>:<start time>" (field 22 of /proc/<pid>/stat).
+bool parse_target(std::string_view text, int64_t& pid, uint64_t& start_time) {
+  const size_t colon = text.find(':');
+  const std::string_view pid_text = text.substr(0, colon);
+  auto [end, ec] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
+  if (ec != std::errc() || end != pid_text.data() + pid_text.size() || pid <= 0) return false;
+  if (colon == std::string_view::npos) return true;
+  const std::string_view start = text.substr(colon + 1);
+  auto [end2, ec2] = std::from_chars(start.data(), start.data() + start.size(), start_time);
+  return ec2 == std::errc() && end2 == start.data() + start.size() && start_time > 0;
 }
 
 // The child's exit status as an exit code, once it ends; SIGTERM, SIGINT
@@ -82,21 +116,22 @@ int wait_for(pid_t child) {
 }  // namespace
 
 int enter_container_main(int argc, char** argv) {
-  int pid = 0;
-  const std::string_view pid_text = argc > 2 ? argv[2] : "";
-  auto [end, ec] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
-  if (argc < 5 || ec != std::errc() || end != pid_text.data() + pid_text.size() || pid <= 0 ||
-      std::string_view(argv[3]) != "--")
-    return fail("usage: edtd enter-container <pid of the container's init> -- <program> [args...]");
+  int64_t pid = 0;
+  uint64_t start_time = 0;
+  if (argc < 5 || !parse_target(argv[2], pid, start_time) || std::string_view(argv[3]) != "--")
+    return fail("usage: edtd enter-container <pid of the container's init>[:<its start time>] -- <program> [args...]");
   // Blocked before the fork, so the child's SIGCHLD is not lost; the child
   // unblocks them.
   sigset_t signals, old;
   sigemptyset(&signals);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&signals, sig);
   sigprocmask(SIG_BLOCK, &signals, &old);
+  Target target;
+  if (int rc = open_target(pid, start_time, target); rc != 0) return rc;
   // Its cgroups first: the host's /sys/fs/cgroup is out of sight inside.
-  if (Status st = join_cgroups_of(pid); !st.is_ok()) return fail("join the container's cgroups: " + st.message());
-  if (int rc = enter(std::string(pid_text)); rc != 0) return rc;
+  if (Status st = join_cgroups(target.cgroups); !st.is_ok())
+    return fail("join the container's cgroups: " + st.message());
+  if (int rc = enter(target); rc != 0) return rc;
   if (Status st = confine_self(); !st.is_ok()) return fail(st.message());
   // The PID namespace applies to children only.
   const pid_t child = fork();

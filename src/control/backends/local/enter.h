@@ -1,6 +1,11 @@
 // Entering a running container from the host, for a command edtd runs
-// there (a job): `edtd enter-container <pid> -- <argv...>`, where <pid> is
-// the container's init. The command gets the container's cgroups (its pids,
+// there (a job): `edtd enter-container <pid>[:<start time>] -- <argv...>`,
+// where <pid> is the container's init and <start time> its start (field 22
+// of /proc/<pid>/stat) as edtd recorded it. The init is pinned by a pidfd
+// and must be a PID namespace's init (never a process of the host's own)
+// that started then; its namespaces, root and cgroups are opened through
+// its pinned /proc directory, so a pid that was reused in between names
+// nothing (proc::PinnedProcess). The command gets the container's cgroups (its pids,
 // memory and CPU bounds, cgroups.h), namespaces and root directory and the limits of sandbox_policy.h (the kept capabilities,
 // no_new_privs, the seccomp filter), as a process started by the
 // container's sshd would; it does not keep edtd's privileges, which
@@ -12,7 +17,7 @@ namespace edt::control {
 // The first argument edtd's main() hands to enter_container_main().
 inline constexpr const char* kEnterContainerCommand = "enter-container";
 
-// argv: {"edtd", "enter-container", "<pid>", "--", program, args...}.
+// argv: {"edtd", "enter-container", "<pid>[:<start time>]", "--", program, args...}.
 // Returns the command's exit code (128 + N for a signal N), or 125 with a
 // message on stderr when the container cannot be entered.
 int enter_container_main(int argc, char** argv);

@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "control/backends/fault_points.h"
+#include "control/backends/local/container_log.h"
 #include "control/backends/local/enter.h"
 #include "control/backends/local/host_command.h"
 #include "control/backends/local/sandbox_policy.h"
@@ -101,7 +102,9 @@ using StagedBinds = std::vector<std::pair<std::string, std::string>>;
 // What spawn_detached() starts.
 struct Spawn {
   std::vector<std::string> argv, env;
-  std::string log_path;   // its stdout and stderr
+  std::string log_path;   // its stdout and stderr, unless out_fd is set; empty: /dev/null
+  int out_fd = -1;        // if not -1: its stdout and stderr (the container log's pipe)
+  int in_fd = -1;         // if not -1: its stdin; else /dev/null
   std::string fd3_path;   // if any: its fd 3, written
   std::string fd4_path;   // if any: its fd 4, read
   int fd5 = -1;           // if not -1: its fd 5
@@ -161,10 +164,12 @@ Result<StagedBinds> stage_sources(std::vector<SandboxMount>& binds, const std::s
   // node's helper) it is at 3 or 4, where the dup2s below put the
   // program's fds 3 and 4.
   const int fd5 = spec.fd5 < 0 ? -1 : fcntl(spec.fd5, F_DUPFD_CLOEXEC, 64);
-  int null = ::open("/dev/null", O_RDONLY);
-  int log = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  if (null < 0 || log < 0) _exit(126);
-  dup2(null, 0);
+  int in = spec.in_fd >= 0 ? spec.in_fd : ::open("/dev/null", O_RDONLY);
+  int log = spec.out_fd >= 0         ? spec.out_fd
+            : spec.log_path.empty() ? ::open("/dev/null", O_WRONLY)
+                                    : ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (in < 0 || log < 0) _exit(126);
+  dup2(in, 0);
   dup2(log, 1);
   dup2(log, 2);
   int next = 3;
@@ -177,6 +182,8 @@ Result<StagedBinds> stage_sources(std::vector<SandboxMount>& binds, const std::s
     if (in < 0 || dup2(in, next++) < 0) _exit(126);
   }
   if (fd5 >= 0 && dup2(fd5, next++) < 0) _exit(126);
+  // A container's open files (cgroups.h): its processes cannot raise it.
+  if (!bound_open_files()) _exit(126);
   for (const auto& procs : spec.cgroup_procs) {
     if (!join_cgroup(procs.c_str())) {
       static constexpr char kWhy[] = "edtd: could not join the container's cgroup\n";
@@ -287,17 +294,6 @@ std::string env_value(const std::string& env, std::string_view key) {
   return env.substr(begin, env.find('\0', begin) - begin);
 }
 
-// Whether `pid` is pid 1 of a PID namespace below ours: the last of the
-// pids /proc/<pid>/status lists for it, one per namespace level, is 1.
-bool namespace_init(pid_t pid) {
-  const std::string status = io::read_file("/proc/" + std::to_string(pid) + "/status");
-  const size_t at = status.find("\nNSpid:");
-  if (at == std::string::npos) return false;
-  std::istringstream line(status.substr(at + 7, status.find('\n', at + 1) - at - 7));
-  std::vector<std::string> pids{std::istream_iterator<std::string>(line), std::istream_iterator<std::string>()};
-  return pids.size() > 1 && pids.back() == "1";
-}
-
 // A live process that carries the label of sandboxes under `home`.
 struct LabelledProcess {
   pid_t pid = 0;
@@ -320,7 +316,7 @@ std::vector<LabelledProcess> labelled_processes(const std::string& home) {
     if (!stat || stat->zombie()) continue;
     LabelledProcess p{pid, *stat, env_value(env, kLabelCluster), env_value(env, kLabelContainer)};
     p.outer = pid_namespace(pid) == own_ns;
-    p.init = !p.outer && namespace_init(pid);
+    p.init = !p.outer && proc::namespace_init(io::read_file("/proc/" + std::to_string(pid) + "/status"));
     out.push_back(std::move(p));
   }
   return out;
@@ -339,6 +335,56 @@ std::vector<pid_t> stray_processes(const std::vector<LabelledProcess>& processes
   for (const auto& p : processes)
     if ((p.init && !kept(p)) || (p.outer && !monitors.count(p.pid))) out.push_back(p.pid);
   return out;
+}
+
+// edtd's record of a sandbox (local_backend.h, "What edtd believes"): in
+// the container's directory, which no bind gives the container, as a file
+// edtd owns, never read through a link.
+constexpr const char* kRecordFile = "/sandbox.json";
+
+Status write_record(const SandboxRecord& record, const std::string& dir) {
+  const nlohmann::json j = {{"cluster", record.cluster},
+                            {"container", record.container},
+                            {"pid", record.ref.pid},
+                            {"start_time", record.ref.start_time}};
+  return io::replace_file(dir + kRecordFile, j.dump() + "\n", 0600);
+}
+
+std::optional<SandboxRecord> read_record(const std::string& dir) {
+  const int fd = ::open((dir + kRecordFile).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string text(4096, '\0');
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_size < 4096)
+    n = ::pread(fd, text.data(), text.size(), 0);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  text.resize(static_cast<size_t>(n));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.value("cluster", nlohmann::json()).is_string() ||
+      !j.value("container", nlohmann::json()).is_string() || !j.value("pid", nlohmann::json()).is_number_integer() ||
+      !j.value("start_time", nlohmann::json()).is_number_unsigned())
+    return std::nullopt;
+  return SandboxRecord{j["cluster"], j["container"], {j["pid"].get<int64_t>(), j["start_time"].get<uint64_t>()}};
+}
+
+// How long start() waits for the log writer to have written what a sandbox
+// that failed said, before it quotes the log's tail.
+constexpr auto kLastWordsWait = std::chrono::seconds(2);
+
+// The end of a failed sandbox's log, once its writer has it all (it ends
+// when every process of the sandbox is gone) or kLastWordsWait passed.
+std::string last_words(const std::string& dir, const SandboxRef& writer) {
+  const auto deadline = std::chrono::steady_clock::now() + kLastWordsWait;
+  while (proc::alive(writer) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return container_log_tail(dir);
+}
+
+Status with_last_words(const Status& st, const std::string& dir, const SandboxRef& writer) {
+  const std::string log = last_words(dir, writer);
+  return log.empty() ? st : Status(st.code(), st.message() + "; the sandbox said: " + log);
 }
 
 // What any user may read: a file readable by others, a directory they may
@@ -413,6 +459,10 @@ LocalBackend::LocalBackend(LocalBackendOptions options)
     log::warn("containers get no bound on their number of tasks: {}", why);
     options_.pids_max = 0;
   }
+  if (std::string why = bounded_disks_unavailable(); options_.container_disk.bytes > 0 && !why.empty()) {
+    log::warn("containers get no bound on the bytes and files they write: {}", why);
+    options_.container_disk = {};
+  }
   if (options_.enter_program.empty()) options_.enter_program = fs::read_symlink("/proc/self/exe", ec).string();
   // bwrap reads the filter from this file, and so does the warm interpreter.
   if (seccomp_.is_ok()) {
@@ -433,6 +483,47 @@ LocalBackend::LocalBackend(LocalBackendOptions options)
       ::chmod((options_.data_dir + sub).c_str(), 0711);
     }
   }
+}
+
+std::optional<std::string> cgroup_container(std::string_view proc_cgroup, std::string_view parent) {
+  const std::string mark = "/" + std::string(parent) + "/";
+  size_t begin = 0;
+  while (begin < proc_cgroup.size()) {
+    size_t end = proc_cgroup.find('\n', begin);
+    if (end == std::string_view::npos) end = proc_cgroup.size();
+    const std::string_view line = proc_cgroup.substr(begin, end - begin);
+    begin = end + 1;
+    // hierarchy-id:controllers:path; the path's last two components.
+    const size_t colon = line.find(':', line.find(':') + 1);
+    if (colon == std::string_view::npos) continue;
+    const std::string_view path = line.substr(colon + 1);
+    const size_t at = path.rfind(mark);
+    if (at == std::string_view::npos) continue;
+    const std::string_view name = path.substr(at + mark.size());
+    if (!name.empty() && name.find('/') == std::string_view::npos) return std::string(name);
+  }
+  return std::nullopt;
+}
+
+std::optional<FoundSandbox> identify_sandbox(const SandboxRef& ref, const std::optional<std::string>& in_cgroup,
+                                             const std::vector<SandboxRecord>& records) {
+  if (in_cgroup) {
+    // The kernel's word for the container; the record gives its cluster
+    // and, once written, which of the cgroup's sandboxes is the current one.
+    for (const auto& r : records)
+      if (r.container == *in_cgroup)
+        return r.ref.pid == 0 || r.ref == ref ? std::optional<FoundSandbox>({r.cluster, r.container, ref})
+                                              : std::nullopt;
+    return std::nullopt;
+  }
+  const SandboxRecord* match = nullptr;
+  for (const auto& r : records) {
+    if (r.ref.pid == 0 || r.ref != ref) continue;
+    if (match) return std::nullopt;  // two records of one process: trust neither
+    match = &r;
+  }
+  if (!match) return std::nullopt;
+  return FoundSandbox{match->cluster, match->container, ref};
 }
 
 Result<uint32_t> subordinate_ids(uint32_t first, int64_t range) {
@@ -525,19 +616,21 @@ bool own_etc_entry(const std::string& name, bool slurm) {
          (slurm && (name == "slurm" || name == "munge"));  // a Slurm cluster's own, bound there
 }
 
-// A container's own directories: /root, /tmp, /var, and its own files of
-// /etc (hostname, shadow), which bwrap_args binds over the shared links.
+// A container's own directories: /root, /tmp, /var on its disk (`dir`/disk,
+// mounted already), and its own files of /etc (hostname, shadow), which
+// bwrap_args binds over the shared links.
 Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
-  for (const char* sub : {"/etc", "/root/.ssh", "/tmp", "/conf", "/masked", "/var/tmp", "/var/log", "/var/lib",
-                          "/var/cache", "/var/spool"})
-    EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
-  for (const auto& [sub, mode] : {std::pair{"/root", 0700}, {"/root/.ssh", 0700}, {"/tmp", 01777},
-                                  {"/var/tmp", 01777}, {"/masked", 0555}})
-    ::chmod((dir + sub).c_str(), mode);
+  const std::string disk = dir + "/disk";
+  for (const char* sub : {"/root/.ssh", "/tmp", "/var/tmp", "/var/log", "/var/lib", "/var/cache", "/var/spool"})
+    EDT_RETURN_IF_ERROR(make_dirs(disk + sub, 0755));
+  for (const auto& [sub, mode] : {std::pair{"/root", 0700}, {"/root/.ssh", 0700}, {"/tmp", 01777}, {"/var/tmp", 01777}})
+    ::chmod((disk + sub).c_str(), mode);
+  for (const char* sub : {"/etc", "/conf", "/masked"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
+  ::chmod((dir + "/masked").c_str(), 0555);
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/masked-file", "", 0444));
   std::error_code ec;
-  fs::create_symlink("/run", dir + "/var/run", ec);
-  fs::create_symlink("/run/lock", dir + "/var/lock", ec);
+  fs::create_symlink("/run", disk + "/var/run", ec);
+  fs::create_symlink("/run/lock", disk + "/var/lock", ec);
   if (spec.slurm) EDT_RETURN_IF_ERROR(make_dirs(dir + "/munge-run", 0755));
   const std::string image_etc = (spec.image_root == "/" ? "" : spec.image_root) + "/etc";
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
@@ -596,14 +689,28 @@ Result<std::string> LocalBackend::etc_links(const SandboxSpec& spec) const {
   return dir;
 }
 
+std::string LocalBackend::disk_image(const std::string& name) const { return container_dir(name) + ".disk"; }
+
+Status LocalBackend::release_container_disk(const std::string& name) {
+  return remove_bounded_disk(disk_image(name), container_dir(name) + "/disk");
+}
+
+Status LocalBackend::make_container_disk(const SandboxSpec& spec, const std::string& dir) {
+  EDT_RETURN_IF_ERROR(make_dirs(dir, 0755));  // and containers/, where the disk's file goes
+  if (options_.container_disk.bytes == 0) return make_dirs(dir + "/disk", 0755);
+  return make_bounded_disk(disk_image(spec.name), dir + "/disk", options_.container_disk)
+      .with_context("bound what container " + spec.name + " writes (--container-disk)");
+}
+
 Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::string& dir) {
   const std::string keys = cluster_dir(spec.cluster) + "/ssh/";
+  EDT_RETURN_IF_ERROR(make_container_disk(spec, dir));
   EDT_RETURN_IF_ERROR(make_own_tree(spec, dir));
 
   // SSH: the cluster's key pair for root, a client that binds the
   // container's address and checks host keys against the cluster's CA, and
   // sshd on that address with a host key and certificate of its own.
-  const std::string ssh = dir + "/root/.ssh/";
+  const std::string ssh = dir + "/disk/root/.ssh/";
   EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519", io::read_file(keys + "id_ed25519"), 0600));
   EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519.pub", io::read_file(keys + "id_ed25519.pub"), 0644));
   EDT_RETURN_IF_ERROR(io::write_file(ssh + "authorized_keys", io::read_file(keys + "id_ed25519.pub"), 0600));
@@ -661,8 +768,8 @@ std::vector<std::string> LocalBackend::bwrap_args(const SandboxSpec& spec, const
     a.insert(a.end(), {"--ro-bind", dir + (is_dir ? "/masked" : "/masked-file"), "/run/host/etc/" + path});
   a.insert(a.end(), {"--ro-bind", etc, "/etc", "--ro-bind", dir + "/etc/hostname", "/etc/hostname", "--ro-bind",
                      dir + "/etc/shadow", "/etc/shadow", "--ro-bind", cluster_dir(spec.cluster) + "/mpi", "/etc/mpi",
-                     "--bind", dir + "/var", "/var",
-                     "--bind", dir + "/root", "/root", "--bind", dir + "/tmp", "/tmp", "--dev", "/dev",
+                     "--bind", dir + "/disk/var", "/var",
+                     "--bind", dir + "/disk/root", "/root", "--bind", dir + "/disk/tmp", "/tmp", "--dev", "/dev",
                      "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs", "/dev/shm",
                      "--dir", "/run/sshd", "--ro-bind", dir + "/conf", "/run/edt"});
   if (spec.job_dir) a.insert(a.end(), {"--ro-bind", cluster_dir(spec.cluster) + "/mpi", "/job"});
@@ -772,8 +879,11 @@ Status LocalBackend::attach_network(const SandboxSpec& spec, const SandboxRef& r
 
 Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   const std::string dir = container_dir(spec.name);
-  // A container directory left from an earlier try is stale: start clean.
+  // A container directory left from an earlier try is stale: start clean
+  // (its disk unmounted first, or remove_all stops there).
   std::error_code ec;
+  if (Status st = release_container_disk(spec.name); !st.is_ok())
+    return st.with_context("start container " + spec.name);
   fs::remove_all(dir, ec);
   auto fail = [&](Status status) -> Result<SandboxRef> {
     fs::remove_all(dir, ec);
@@ -791,6 +901,8 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
                                         std::string(kLabelCluster) + "=" + spec.cluster,
                                         std::string(kLabelContainer) + "=" + spec.name};
   if (!seccomp_.is_ok()) return fail(seccomp_.status());
+  // What edtd started here, before the sandbox exists (its pid follows).
+  if (Status st = write_record({spec.cluster, spec.name, {}}, dir); !st.is_ok()) return fail(st);
   auto cgroups = cgroups_.make(spec.name, {options_.pids_max, spec.memory_bytes, spec.cpu_millis});
   if (!cgroups.is_ok()) return fail(cgroups.status());
   Pipe block;  // bridge mode: holds the sandbox until its interface is up
@@ -801,9 +913,22 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
   if (Status st = sources_exist(shared); !st.is_ok()) return fail(st);
   Result<StagedBinds> staged = *first_id != 0 ? stage_sources(shared, dir) : StagedBinds{};
   if (!staged.is_ok()) return fail(staged.status());
+  Pipe out;  // the sandbox's stdout and stderr, read by its log writer alone
+  if (pipe2(out.fds, O_CLOEXEC) != 0) return fail(io_error("pipe", errno));
+  Spawn log_writer;
+  log_writer.argv = {options_.enter_program, kContainerLogCommand, dir};
+  log_writer.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  log_writer.in_fd = out.fds[0];
+  log_writer.cgroup_procs = *cgroups;
+  auto writer = spawn_detached(log_writer);
+  out.close_end(0);
+  if (!writer.is_ok()) return fail(writer.status().with_context("start the container's log writer"));
+  const SandboxRef writer_ref = proc::identify(*writer).value_or(SandboxRef{*writer, 0});
   auto monitor = spawn_detached({.argv = bwrap_args(spec, dir, *etc, shared),
                                  .env = env,
-                                 .log_path = dir + "/log",
+                                 .log_path = {},
+                                 .out_fd = out.fds[1],
+                                 .in_fd = -1,
                                  .fd3_path = info_path,
                                  .fd4_path = seccomp_path(),
                                  .fd5 = block.fds[0],
@@ -811,11 +936,8 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
                                  .first_id = *first_id,
                                  .staged_binds = *staged});
   block.close_end(0);
-  if (!monitor.is_ok()) {
-    const std::string log = io::read_file(dir + "/log");
-    const Status& st = monitor.status();
-    return fail(log.empty() ? st : Status(st.code(), st.message() + "; the sandbox said: " + log));
-  }
+  out.close_end(1);
+  if (!monitor.is_ok()) return fail(with_last_words(monitor.status(), dir, writer_ref));
   fault_point("start.spawned");
   // bwrap writes the pid of the sandbox's init to its info fd once the
   // namespaces exist; that is the pid edtd keeps.
@@ -825,11 +947,15 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
     if (!parsed.is_discarded() && parsed.contains("child-pid")) {
       auto ref = parsed["child-pid"].is_number_integer() ? proc::identify(parsed["child-pid"].get<int64_t>())
                                                          : std::nullopt;
-      if (ref && network_) {
-        if (Status st = attach_network(spec, *ref, block.fds[1]); !st.is_ok()) {
-          const std::string log = io::read_file(dir + "/log");
-          return fail(log.empty() ? st : Status(st.code(), st.message() + "; the sandbox said: " + log));
+      if (ref) {
+        if (Status st = write_record({spec.cluster, spec.name, *ref}, dir); !st.is_ok()) {
+          ::kill(static_cast<pid_t>(ref->pid), SIGKILL);
+          return fail(st);
         }
+      }
+      if (ref && network_) {
+        if (Status st = attach_network(spec, *ref, block.fds[1]); !st.is_ok())
+          return fail(with_last_words(st, dir, writer_ref));
       }
       if (ref) return *ref;
       break;
@@ -838,17 +964,28 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
     if (!monitor_stat || monitor_stat->zombie()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  std::string log = io::read_file(dir + "/log");
   ::kill(static_cast<pid_t>(*monitor), SIGKILL);
+  const std::string log = last_words(dir, writer_ref);
   return fail(internal_error("bubblewrap did not start: " + (log.empty() ? "no output" : log)));
+}
+
+bool LocalBackend::sandbox_ready(const std::string& dir) {
+  struct stat st {};
+  if (::stat((dir + "/ready").c_str(), &st) == 0) return st.st_size > 0;
+  // A sandbox started before the log writer: sshd's line is near the start
+  // of its log; a bounded head of it, never the whole file.
+  const int fd = ::open((dir + "/log").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string head(64 * 1024, '\0');
+  const ssize_t n = ::pread(fd, head.data(), head.size(), 0);
+  ::close(fd);
+  return n > 0 && head.substr(0, static_cast<size_t>(n)).find(kReadyLine) != std::string::npos;
 }
 
 SandboxState LocalBackend::observe(const std::string& name, const SandboxRef& ref) {
   if (!proc::alive(ref)) return SandboxState::kGone;
-  // sshd -e says so on stderr once it listens.
-  if (io::read_file(container_dir(name) + "/log").find("Server listening on") != std::string::npos)
-    return SandboxState::kReady;
-  return SandboxState::kStarting;
+  // The log writer marks `ready` once sshd -e says it listens: one stat.
+  return sandbox_ready(container_dir(name)) ? SandboxState::kReady : SandboxState::kStarting;
 }
 
 Status LocalBackend::signal(const SandboxRef& ref, int sig) {
@@ -876,10 +1013,34 @@ Result<int> LocalBackend::training_processes(const SandboxRef& ref) {
   return count;
 }
 
+std::vector<SandboxRecord> LocalBackend::sandbox_records() const {
+  std::vector<SandboxRecord> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.data_dir + "/containers", ec))
+    if (auto record = read_record(entry.path().string()); record && record->container == entry.path().filename())
+      out.push_back(std::move(*record));
+  return out;
+}
+
 Result<std::vector<FoundSandbox>> LocalBackend::running_sandboxes() {
+  // The label finds the candidates; which container each is, edtd's
+  // records and the kernel's cgroups say (local_backend.h).
+  const std::vector<SandboxRecord> records = sandbox_records();
+  const std::string parent = "edt-" + cgroup_key(home_);
   std::vector<FoundSandbox> out;
-  for (const auto& p : labelled_processes(home_))
-    if (p.init) out.push_back({p.cluster, p.name, SandboxRef{p.pid, p.stat.start_time}});
+  for (const auto& p : labelled_processes(home_)) {
+    if (!p.init) continue;
+    const SandboxRef ref{p.pid, p.stat.start_time};
+    const auto found =
+        identify_sandbox(ref, cgroup_container(io::read_file("/proc/" + std::to_string(p.pid) + "/cgroup"), parent),
+                         records);
+    if (found) {
+      out.push_back(*found);
+    } else {
+      log::warn("the sandbox of pid {} (labelled {}/{}) is no container edtd recorded: it is not adopted", p.pid,
+                p.cluster, p.name);
+    }
+  }
   return out;
 }
 
@@ -904,6 +1065,8 @@ Result<int> LocalBackend::end_sandboxes_except(const std::vector<SandboxRef>& ke
 Status LocalBackend::remove(const std::string& name) {
   // Its PID namespace ended, so its processes are gone or on their way out.
   if (Status st = cgroups_.remove(name); !st.is_ok()) log::warn("{}", st.message());
+  // Its disk first: unmounted, the directory below is empty.
+  EDT_RETURN_IF_ERROR(release_container_disk(name));
   std::error_code ec;
   fs::remove_all(container_dir(name), ec);
   if (ec) return Status(StatusCode::kIoError, "remove " + container_dir(name) + ": " + ec.message());
@@ -931,7 +1094,8 @@ Status LocalBackend::remove_cluster(const std::string& cluster) {
 
 Result<std::vector<std::string>> LocalBackend::enter_command(const SandboxRef& container) {
   if (!proc::alive(container)) return failed_precondition("the container is not running");
-  return std::vector<std::string>{options_.enter_program, kEnterContainerCommand, std::to_string(container.pid)};
+  return std::vector<std::string>{options_.enter_program, kEnterContainerCommand,
+                                  std::to_string(container.pid) + ":" + std::to_string(container.start_time)};
 }
 
 Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpec& spec) {

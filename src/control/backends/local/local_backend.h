@@ -8,8 +8,9 @@
 // /etc/hosts and /etc/mpi from the cluster's shared directory (bound
 // read-only as a directory, so a write-then-rename there by edtd is seen at
 // once in every container and no container can plant a link in it); its own
-// writable /root, /tmp and /var; a /dev/shm tmpfs of the asked size; the
-// volumes; then the root is remounted read-only. It has its own UTS
+// writable /root, /tmp and /var (on one disk of bounded size and files,
+// disk_quota.h); a /dev/shm tmpfs of the asked size; the volumes; then the
+// root is remounted read-only. It has its own UTS
 // (hostname), PID and IPC namespaces. Its network is one of two modes:
 // loopback (the default), where it shares the host's network namespace and
 // sshd listens on the container's own 127.x address; or bridge
@@ -37,9 +38,11 @@
 //                                cluster's SSH host certificate authority)
 //   etc-links/<key>/             a container's /etc: links into the image's /etc
 //                                (what any user may read), mount points for its own
-//   containers/<name>/           etc/ (its hostname, shadow), root/, tmp/, var/, conf/ (sshd_config, the
-//                                container's host key and certificate), log,
-//                                masked/ and masked-file (what hides the image's secrets)
+//   containers/<name>/           etc/ (its hostname, shadow), disk/ (root/, tmp/, var/: what it
+//                                writes), conf/ (sshd_config, the container's host key and
+//                                certificate), log, masked/ and masked-file (what hides the
+//                                image's secrets)
+//   containers/<name>.disk       the disk mounted at containers/<name>/disk, with a disk bound
 //   seccomp.bpf                  the containers' filter, as bwrap and the warm
 //                                interpreter read it
 //   warm/                        the warm interpreter's socket and log; bound
@@ -56,18 +59,47 @@
 // does the sandbox's init, bwrap's own child (/proc/<pid>/environ shows
 // them). sshd inherits them too but makes itself unreadable, and a session
 // gets sshd's fresh environment: a user's processes carry none.
-// running_sandboxes() finds the inits of this data dir's sandboxes by it.
+// running_sandboxes() finds the candidate inits of this data dir's
+// sandboxes by it, and end_sandboxes_except() its strays; nothing more.
+//
+// What edtd believes about a sandbox comes from outside it. The init's
+// environment is memory that container root may rewrite (it may ptrace
+// its own init: /proc/1/mem), so the label never says which container a
+// sandbox is. running_sandboxes() takes that from
+//   - the kernel: the cgroup the sandbox's first process joined before it
+//     ran bwrap (/proc/<pid>/cgroup ends in edt-<key>/<container>), which
+//     no process in it can leave (/sys is read-only there, mounts and
+//     cgroup namespaces refused); and
+//   - edtd's record, containers/<name>/sandbox.json: the cluster and the
+//     container, written before the sandbox is spawned, then with its
+//     init's pid and start time once bwrap names it. The container's
+//     directory itself is bound nowhere into it; the file is edtd's (its
+//     owner is checked) and is never read through a link.
+// identify_sandbox() decides. Where containers get no cgroup (no bound, or
+// none edtd may write), the record alone: a sandbox spawned by an edtd that
+// died before writing its pid is then ended as a stray and started again,
+// not adopted.
+//
+// The log. The sandbox's stdout and stderr (bwrap's, its init's, sshd -e's)
+// are a pipe to a log writer of its own (container_log.h: edtd
+// container-log, started detached, as nobody), which keeps
+// containers/<name>/log under 1 MiB with one rotated log.1, and writes
+// `ready` once sshd listens. So the init, which container root may trace,
+// holds no host file open, only that pipe; observe() is a stat of `ready`;
+// a failed start quotes the log's last 4 KiB.
 #pragma once
 
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/backends/backend.h"
 #include "control/backends/local/cgroups.h"
 #include "control/backends/local/container_network.h"
+#include "control/backends/local/disk_quota.h"
 #include "control/backends/local/warm_interpreter.h"
 
 namespace edt::control {
@@ -99,7 +131,32 @@ struct LocalBackendOptions {
   // first_subordinate_id + 65536 * (range - 1) + 0..65535, for its owner's
   // range (SandboxSpec::id_range). A multiple of 65536.
   uint32_t first_subordinate_id = 0;
+  // Each container's writable dirs (/root, /tmp, /var) together: a disk of
+  // their own (disk_quota.h), containers/<name>.disk mounted at
+  // containers/<name>/disk; bytes 0: plain directories, no bound. Where
+  // this machine cannot make such disks, it is dropped with a warning.
+  DiskBound container_disk;
 };
+
+// edtd's record of a sandbox it started (containers/<name>/sandbox.json).
+struct SandboxRecord {
+  std::string cluster;
+  std::string container;
+  SandboxRef ref;  // its init; pid 0: spawned, but not yet named by bwrap
+};
+
+// The container whose cgroup (a child of `parent`, edt-<key>) holds the
+// process whose /proc/<pid>/cgroup is `proc_cgroup`; none when no line of
+// it names one.
+std::optional<std::string> cgroup_container(std::string_view proc_cgroup, std::string_view parent);
+
+// Which container the sandbox whose init is `ref` is, from what the kernel
+// and edtd say of it, never from its label: the container of its cgroup
+// (`in_cgroup`), whose record names no other init; or, in no cgroup of
+// edtd's, the one record that names `ref` itself. None otherwise: that
+// sandbox is not adopted.
+std::optional<FoundSandbox> identify_sandbox(const SandboxRef& ref, const std::optional<std::string>& in_cgroup,
+                                             const std::vector<SandboxRecord>& records);
 
 // The host's first id of subordinate range `range` (from 1) above `first`;
 // an error when it does not fit below 2^32 - 1.
@@ -134,13 +191,24 @@ class LocalBackend : public Backend {
   // container: edtd's enter-container with the sandbox's init.
   virtual Result<std::vector<std::string>> enter_command(const SandboxRef& container);
   std::string container_dir(const std::string& name) const;
+  // Whether the sandbox whose directory is `dir` is ready: its log writer
+  // saw sshd listen (one stat; a bounded read for a sandbox from before it).
+  static bool sandbox_ready(const std::string& dir);
   const LocalBackendOptions& options() const { return options_; }
   const std::string& home() const { return home_; }
 
  private:
   std::string cluster_dir(const std::string& cluster) const;
   std::string seccomp_path() const;  // the filter, as bwrap reads it
+  // Every container directory's record, as edtd wrote it.
+  std::vector<SandboxRecord> sandbox_records() const;
   Status make_container_dir(const SandboxSpec& spec, const std::string& dir);
+  // The container's writable dirs' disk, mounted at `dir`/disk (a plain
+  // directory without a bound); start() released any an earlier one left.
+  Status make_container_disk(const SandboxSpec& spec, const std::string& dir);
+  std::string disk_image(const std::string& name) const;  // containers/<name>.disk
+  // Unmounts and removes the container's disk, if any: before its directory goes.
+  Status release_container_disk(const std::string& name);
   // A slurm cluster's /etc/slurm and munge key, and the container's gres.conf.
   Status write_slurm_files(const SandboxSpec& spec, const std::string& dir);
   // The container's host key in `conf`, and its certificate from the cluster's CA.

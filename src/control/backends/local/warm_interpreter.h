@@ -8,6 +8,17 @@
 // per container. Its socket directory is bound read-only into every
 // container at /run/edt-warm.
 //
+// Its socket is a channel from every container to host root (its relays
+// run as root until a worker has taken its client's identity), so it
+// trusts the kernel only (docs/security.md, "Channels from a container to
+// the host"): the client is the process of a pidfd the kernel made at
+// connect() (SO_PEERPIDFD, Linux 6.5; on older kernels every request
+// starts cold), read through /proc while that pidfd shows it running; a
+// worker in another container of the cluster goes to the init that bwrap
+// recorded in <containers_dir>/<name>/info.json (child-pid and
+// pid-namespace, from --info-fd) and session.json (edtd's), which no
+// container can write. It never tells a container a host pid.
+//
 // edtd's child, with PR_SET_PDEATHSIG: it ends with edtd (workers it started
 // keep running) and is started again by the next edtd. keep() restarts it
 // if it died, at most once a minute. Thread safe.

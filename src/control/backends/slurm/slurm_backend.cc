@@ -138,9 +138,7 @@ SandboxState SlurmBackend::observe(const std::string& name, const SandboxRef& re
   auto it = all->find(ref.pid);
   if (it == all->end() || slurm_jobs::ended(it->second.state)) return SandboxState::kGone;
   if (slurm_jobs::waiting(it->second.state)) return SandboxState::kQueued;
-  if (io::read_file(container_dir(name) + "/log").find("Server listening on") != std::string::npos)
-    return SandboxState::kReady;
-  return SandboxState::kStarting;
+  return sandbox_ready(container_dir(name)) ? SandboxState::kReady : SandboxState::kStarting;
 }
 
 SandboxPlacement SlurmBackend::placement(const SandboxRef& ref) {
