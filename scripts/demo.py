@@ -43,6 +43,7 @@ import check_run  # noqa: E402  (the example's own checks of its epoch lines)
 sys.path.insert(0, os.path.join(ROOT, "tests/slurm"))
 import harness  # noqa: E402  (the Slurm cluster of --backend slurm)
 from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+import mounts  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 # The demo's own bridge and block, apart from an installed edtd's (edt0,
@@ -124,6 +125,7 @@ class Demo:
         self.addresses = ADDRESSES
         self.network = ["--network", "bridge:" + BRIDGE]  # edtd's --network flag
         self.edtd = None
+        self.mnist_volume = None
         self.env = dict(os.environ)
         # Where edtd keeps the clusters' files: its data dir, or with Slurm
         # the shared directory (<data dir>/shared; edtd's own is <data dir>/edtd).
@@ -387,12 +389,17 @@ class Demo:
             for name in names:
                 say("edt cluster delete %s --wait" % name)
                 self.edt("cluster", "delete", name, "--wait", check=False)
+            if self.mnist_volume:
+                say("edt volume delete mnist")
+                self.edt("volume", "delete", "mnist", check=False)
             stop(self.edtd)
         if self.slurm:
             self.slurm.down()
         left = processes_mentioning(self.data_dir + "/")
+        mounted = mounts.unmount_under(self.data_dir)
         shutil.rmtree(self.data_dir, ignore_errors=True)
         check(not left, "processes left behind:\n" + "\n".join(left))
+        check(not mounted, "%d disks left mounted under the data dir" % mounted)
         say("edtd stopped, data dir removed: nothing left behind")
 
     def summary(self):

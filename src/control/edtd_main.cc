@@ -18,6 +18,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -61,6 +63,7 @@ struct Flags {
   std::string job_log_limit = "16MiB";
   std::string user_namespaces = "on";
   std::string container_disk = "10GiB";  // each container's writable dirs (disk_quota.h)
+  std::string volume_size = "10GiB";     // each managed volume (disk_quota.h)
   bool fault_points = false;  // print them and exit
   // --backend slurm (slurm_backend.h).
   std::string backend = "local";
@@ -192,6 +195,7 @@ struct Settings {
   Layout layout;
   uint32_t first_subordinate_id = 0;  // 0: no user namespaces
   uint64_t container_disk = 0;        // bytes; 0: no bound
+  uint64_t volume_size = 0;           // bytes; 0: no bound
   bool slurm = false;                 // --backend slurm
   std::string login_address;         // with slurm: this host's address toward the containers
   uint64_t job_log_limit = kDefaultJobLogLimit;
@@ -386,6 +390,11 @@ Result<Settings> check_flags(const Flags& flags) {
     return invalid_argument("--container-disk '" + flags.container_disk + "' is not 0 or a size of at least 16MiB; " +
                             "write, e.g., --container-disk 20GiB");
   settings.container_disk = *disk;
+  auto volume_size = parse_size(flags.volume_size);
+  if (!volume_size.is_ok() || (*volume_size != 0 && *volume_size < kMinDiskBytes))
+    return invalid_argument("--volume-size '" + flags.volume_size + "' is not 0 or a size of at least 16MiB; " +
+                            "write, e.g., --volume-size 100GiB");
+  settings.volume_size = *volume_size;
   EDT_ASSIGN_OR_RETURN(settings.first_subordinate_id, parse_user_namespaces(flags.user_namespaces));
   if (settings.first_subordinate_id != 0) {
     EDT_RETURN_IF_ERROR(check_user_namespaces_allowed());
@@ -487,6 +496,19 @@ std::unique_ptr<LocalBackend> make_backend(const Flags& flags, const Settings& s
   return backend;
 }
 
+// Each managed volume's bound (--volume-size), or none with a warning where
+// bounded disks cannot be made; none under Slurm, whose nodes would not see
+// a loop mount of the gateway's.
+DiskBound volume_disk(const Settings& settings) {
+  if (settings.volume_size == 0 || settings.slurm) return {};
+  if (std::string why = bounded_disks_unavailable(); !why.empty()) {
+    log::warn("--volume-size {}: volumes are plain directories with no bound on their bytes, since {}",
+              settings.volume_size, why);
+    return {};
+  }
+  return {settings.volume_size, 0, true};
+}
+
 // edtd's parts, made in dependency order; serves until SIGTERM or SIGINT.
 int serve(const Flags& flags, const Settings& settings) {
   const auto& [host, port] = settings.listen;
@@ -513,7 +535,9 @@ int serve(const Flags& flags, const Settings& settings) {
   Reconciler reconciler(db.get(), &backend, reconciler_options);
   // Managed volumes live where the containers' nodes see them.
   const std::string volumes_under = settings.slurm ? flags.slurm_shared_dir : flags.data_dir;
-  Service service(db.get(), {settings.range, volumes_under, [&reconciler](const std::string& c) { reconciler.enqueue(c); }});
+  Service service(db.get(), {settings.range, volumes_under, [&reconciler](const std::string& c) { reconciler.enqueue(c); },
+                             volume_disk(settings)});
+  if (Status st = service.remount_volumes(); !st.is_ok()) return fail(st);
   if (Status st = service.set_inventory({"edt", "/", {"horovod", "deepspeed", "megatron", "slurm"}, true}, gpus); !st.is_ok()) return fail(st);
   if (Status st = ensure_admin(service, flags.data_dir); !st.is_ok()) return fail(st);
 
@@ -572,15 +596,16 @@ int main(int argc, char** argv) {
   // forever; and it has nothing to flush.
   if (argc > 1 && std::string_view(argv[1]) == edt::control::kEnterContainerCommand)
     _exit(edt::control::enter_container_main(argc, argv));
-  // A container's log writer (container_log.h): it holds nothing of edtd's.
-  if (argc > 1 && std::string_view(argv[1]) == edt::control::kContainerLogCommand)
-    return edt::control::container_log_main(argc, argv);
-  // A job's log writer (job_log.h).
-  if (argc > 1 && std::string_view(argv[1]) == edt::control::kJobLogCommand)
-    return edt::control::job_log_main(argc, argv);
-  // A container's Slurm job on its node (slurm_node.h).
-  if (argc > 1 && std::string_view(argv[1]) == edt::control::kSlurmNodeCommand)
-    return edt::control::slurm_node_main(argc, argv);
+  // The helpers edtd starts as its own program: a container's log writer
+  // (container_log.h, which holds nothing of edtd's), a job's (job_log.h),
+  // and a container's Slurm job on its node (slurm_node.h).
+  using Main = int (*)(int, char**);
+  constexpr std::pair<std::string_view, Main> kHelpers[] = {
+      {edt::control::kContainerLogCommand, edt::control::container_log_main},
+      {edt::control::kJobLogCommand, edt::control::job_log_main},
+      {edt::control::kSlurmNodeCommand, edt::control::slurm_node_main}};
+  for (const auto& [command, helper_main] : kHelpers)
+    if (argc > 1 && std::string_view(argv[1]) == command) return helper_main(argc, argv);
   edt::control::Flags flags;
   CLI::App app{"edtd: the edt daemon (REST API, store, reconcile loop)"};
   app.add_option("--data-dir", flags.data_dir, "where the store, keys, containers and volumes live")->capture_default_str();
@@ -624,6 +649,11 @@ int main(int argc, char** argv) {
   app.add_option("--container-disk", flags.container_disk,
                  "the most bytes each container's writable dirs (/root, /tmp, /var) hold together, as a disk of "
                  "their own with one file per 16 KiB; a write past it fails with ENOSPC; 0: no bound")
+      ->capture_default_str();
+  app.add_option("--volume-size", flags.volume_size,
+                 "the most bytes each volume edtd makes holds, as a disk of its own (<data-dir>/volume-disks) with "
+                 "one file per 16 KiB; a write past it fails with ENOSPC, an upload with 413; 0: plain directories, "
+                 "no bound. Volumes made before keep the size they were made with")
       ->capture_default_str();
   app.add_option("--user-namespaces", flags.user_namespaces,
                  "on: each container in a user namespace, its root an unprivileged host uid of its owner's "

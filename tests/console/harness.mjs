@@ -1,7 +1,7 @@
 // What the console's end-to-end tests stand on: a real edtd in a fresh data
 // directory with simulated GPUs, its API for setting things up, and Debian's
 // chromium driven by playwright-core.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -109,12 +109,18 @@ export class Edtd {
       const { json } = await this.api('GET', '/clusters');
       for (const c of json?.clusters ?? []) await this.api('DELETE', `/clusters/${c.name}`);
       await waitFor('every cluster to be deleted', async () => ((await this.api('GET', '/clusters')).json?.clusters ?? []).length === 0, { timeoutMs: 60000 });
+      for (const v of (await this.api('GET', '/volumes')).json?.volumes ?? []) await this.api('DELETE', `/volumes/${v.name}`);
     } finally {
       this.proc.kill('SIGTERM');
       await this.exited;
       this.proc = null;
     }
-    if (!keepData) fs.rmSync(this.dataDir, { recursive: true, force: true });
+    // Disks edtd left mounted (a failed test's), as scripts/mounts.py does.
+    if (!keepData) {
+      spawnSync('/usr/bin/python3', ['-c', 'import sys, mounts; mounts.unmount_under(sys.argv[1])', this.dataDir],
+        { env: { ...process.env, PYTHONPATH: path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..', 'scripts') } });
+      fs.rmSync(this.dataDir, { recursive: true, force: true });
+    }
   }
 
   log() {

@@ -30,6 +30,7 @@ import jsonschema
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+import mounts  # noqa: E402
 
 METHODS = ("get", "post", "patch", "put", "delete")
 # The body of an operation that takes raw bytes (application/octet-stream).
@@ -142,18 +143,32 @@ class Edtd:
              "--address-range", addresses or f"127.{second}.0.0/24", "--ssh-port", str(self.ssh_port), "--gpus", "NVIDIA-P4=4",
              "--grace", "2s", "--web-dir", web, *network, *extra],
             stdout=self.log, stderr=self.log)
-        deadline = time.time() + 20
+        self.wait_healthy("come up")
+        with open(os.path.join(self.dir, "data", "admin.token")) as f:
+            self.token = f.read().strip()
+
+    def wait_healthy(self, what, timeout=20):
+        deadline = time.time() + timeout
         while True:
             try:
                 if self.send("GET", "/healthz")[0] == 200:
-                    break
+                    return
             except OSError:
                 pass
             if time.time() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("edtd did not come up; its log:\n" + self.read_log())
+                raise RuntimeError(f"edtd did not {what}; its log:\n" + self.read_log())
             time.sleep(0.05)
-        with open(os.path.join(self.dir, "data", "admin.token")) as f:
-            self.token = f.read().strip()
+
+    def restart(self, flags=(), between=None, timeout=30):
+        """SIGTERM to edtd (its containers keep running), between() if
+        given, then edtd again on the same data dir and port, with `flags`
+        added to its own."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=timeout)
+        if between:
+            between()
+        self.proc = subprocess.Popen([*self.proc.args, *flags], stdout=self.log, stderr=self.log)
+        self.wait_healthy("come back", timeout)
 
     def read_log(self):
         with open(os.path.join(self.dir, "edtd.log"), errors="replace") as f:
@@ -193,6 +208,7 @@ class Edtd:
             self.proc.wait()
             raise RuntimeError("edtd did not stop within 30 s of SIGTERM; its log:\n" + self.read_log())
         self.log.close()
+        mounts.unmount_under(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

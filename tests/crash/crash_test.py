@@ -48,6 +48,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+import mounts  # noqa: E402
 
 ADDRESSES = "127.85.0.0/24"  # this test's own block (grep --address-range for the others)
 GPUS = "NVIDIA-P4=8"
@@ -152,9 +153,13 @@ class Edtd:
             raise AssertionError(f"edtd exited with {self.proc.returncode}, not at fault point {point}; "
                                  f"its log:\n{self.log()}")
 
-    def container_directories(self):
+    def container_entries(self):
+        """(directories, disks): the names of containers/ entries, <name>
+        and <name>.disk (the disk of its writable dirs)."""
         path = os.path.join(self.data, "containers")
-        return os.listdir(path) if os.path.isdir(path) else []
+        names = os.listdir(path) if os.path.isdir(path) else []
+        return ([n for n in names if not n.endswith(".disk")],
+                [n[:-len(".disk")] for n in names if n.endswith(".disk")])
 
     def rows(self):
         """The store as edtd left it: clusters, containers and GPU holders."""
@@ -263,9 +268,12 @@ def check_invariants(edtd, expected, bystander_pids, where):
             problems.append(f"container {c['name']} lists GPUs {c['gpus']}; the holders table differs")
     if held:
         problems.append(f"GPUs held by containers that do not exist: {held}")
-    directories = sorted(edtd.container_directories())
-    if directories != sorted(c["name"] for c in containers):
-        problems.append(f"container directories {directories}; containers {[c['name'] for c in containers]}")
+    directories, disks = edtd.container_entries()
+    names = sorted(c["name"] for c in containers)
+    if sorted(directories) != names:
+        problems.append(f"container directories {sorted(directories)}; containers {names}")
+    if not set(disks) <= set(names):
+        problems.append(f"container disks {sorted(disks)}; containers {names}")
     now = {c["name"]: (c["pid"], c["pid_start"]) for c in containers if c["cluster"] == BYSTANDER}
     if now != bystander_pids:
         problems.append(f"the bystander's sandboxes changed: {bystander_pids} -> {now}")
@@ -403,9 +411,9 @@ def main():
         edtd.api("DELETE", f"/clusters/{BYSTANDER}")
         wait_for("every cluster to be deleted", lambda: settled(edtd, {}))
         left = labelled_processes(edtd.home)
-        directories = edtd.container_directories()
-        if left or directories or any(edtd.rows()[i] for i in range(3)):
-            raise AssertionError(f"left after deleting everything: processes {left}, directories {directories}, "
+        directories = edtd.container_entries()
+        if left or any(directories) or any(edtd.rows()[i] for i in range(3)):
+            raise AssertionError(f"left after deleting everything: processes {left}, directories and disks {directories}, "
                                  f"rows {edtd.rows()}")
         print(f"crash_test: {sum(len(o) for _, o in points)} crashes at fault points and 5 kill -9, invariants "
               f"held after each "
@@ -417,6 +425,7 @@ def main():
         if args.keep:
             print(f"kept {root}")
         else:
+            mounts.unmount_under(root)
             shutil.rmtree(root, ignore_errors=True)
 
 

@@ -104,6 +104,7 @@ class Platform:
         if self.edtd.poll() is None:
             self.edt("cluster", "delete", CLUSTER, "--wait", check_exit=False)
             stop(self.edtd)
+        mounts.unmount_under(self.data_dir)
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 

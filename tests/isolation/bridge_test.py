@@ -379,24 +379,6 @@ class Bridge(tenants.Tenants):
             self.check(r.returncode != 0 and "another edtd runs on that bridge (data dir" in r.stderr and
                        not os.path.exists(d + "/data"), f"a second edtd on the bridge: {r.returncode} {r.stderr}")
 
-    def restart_edtd(self, *flags):
-        """edtd stopped and started again on the same data dir, bridge and
-        block, with `flags` added: its own bridge's address is no overlap,
-        and the containers run on."""
-        self.edtd.proc.send_signal(signal.SIGTERM)
-        self.edtd.proc.wait(timeout=TIMEOUT)
-        self.edtd.proc = subprocess.Popen([*self.edtd.proc.args, *flags], stdout=self.edtd.log, stderr=self.edtd.log)
-        deadline = time.time() + TIMEOUT
-        while True:
-            try:
-                if self.edtd.send("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            if time.time() > deadline or self.edtd.proc.poll() is not None:
-                raise RuntimeError("edtd did not come back; its log:\n" + self.edtd.read_log())
-            time.sleep(0.05)
-
     def wait_gone(self, interface, what):
         deadline = time.time() + TIMEOUT
         while interface in host_links():
@@ -421,7 +403,7 @@ class Bridge(tenants.Tenants):
         self.from_host(alice_token, alice)
         self.outbound(alice, outside, True)
         self.overlap_refused()
-        self.restart_edtd("--outbound", "none")
+        self.edtd.restart(["--outbound", "none"], timeout=TIMEOUT)
         self.outbound(alice, outside, False)
         third = None
         for size in (3, 2):

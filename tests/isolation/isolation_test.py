@@ -73,6 +73,7 @@ MEMORY = "512Mi"  # alice's containers' memory bound
 CPUS = "0.5"  # and their CPU bound
 DISK = 64 << 20  # each container's writable dirs together (--container-disk), bytes
 DISK_FILES = DISK // (16 << 10)  # and files (one per 16 KiB)
+VOLUME = 32 << 20  # each managed volume's bound (--volume-size), bytes
 
 # Writes 1 MiB blocks into the file argv[1] until 4 times the disk bound or
 # an error, fsyncs; prints the bytes written and the error's name ("ok").
@@ -381,6 +382,42 @@ class Isolation(tenants.Tenants):
         self.check(devices & set(disks.values()) == {disks.get(launcher)},
                    f"alice's launcher sees the disks {devices & set(disks.values())} of {disks}")
 
+    def volume_bounded(self, launcher):
+        """A write past alice's volume's bound (--volume-size) fails with
+        ENOSPC, the host's file system gives no more than the bound to it,
+        and an upload into the full volume is refused with 413, naming it."""
+        data = os.path.join(self.edtd.dir, "data")
+        free = shutil.disk_usage(data).free
+        got = self.ssh("alice-c", launcher, "python3 - /data/fill", stdin=FILL)
+        used = free - shutil.disk_usage(data).free  # the file is still there
+        written, why = (got.stdout.split() + ["?", "?"])[:2]
+        self.check(why == "ENOSPC" and written.isdigit() and int(written) <= VOLUME,
+                   f"writing to /data/fill in a volume bounded to {VOLUME} bytes: {written} written, then {why} "
+                   f"{got.stderr[-300:]!r}")
+        self.check(used < VOLUME + (16 << 20), f"the host's file system lost {used} bytes to the volume, over {VOLUME}")
+        status, _, text = self.edtd.send("PUT", "/api/v1/volumes/alice-v/files?path=full.bin", None, self.alice,
+                                         raw=b"x" * (1 << 20))
+        self.check(status == 413 and "volume 'alice-v' has no room" in text and "32 MiB" in text,
+                   f"an upload into the full volume: {status} {text[:300]}")
+        self.ssh("alice-c", launcher, "rm -f /data/fill")
+
+    def volume_deleted(self, token):
+        """Once alice's cluster is gone her volume may be deleted, and its
+        disk goes with it: no mount, no loop device, no file."""
+        self.api("DELETE", "/clusters/alice-c", token=token)
+        deadline = time.time() + TIMEOUT
+        status, body = self.api("DELETE", "/volumes/alice-v", token=token)
+        while status == 409 and time.time() < deadline:  # the cluster is still being deleted
+            time.sleep(0.05)
+            status, body = self.api("DELETE", "/volumes/alice-v", token=token)
+        self.check(status == 200, f"DELETE /volumes/alice-v: {status} {body}")
+        data = os.path.realpath(os.path.join(self.edtd.dir, "data"))
+        mounts = [m for m in disks_of(data) if m == os.path.join(data, "volumes", "alice-v")]
+        loops = [b for b in glob.glob("/sys/block/loop*/loop/backing_file") if "alice-v.disk" in read_quietly(b)]
+        files = os.listdir(os.path.join(data, "volume-disks"))
+        self.check(not mounts and not loops and not files,
+                   f"alice-v's disk left after it was deleted: mounts {mounts}, loop devices {loops}, files {files}")
+
     def id_map(self, cluster, address):
         """The first host id of the container's uid and gid maps (both must
         be one range of 65536 ids from 0)."""
@@ -485,10 +522,9 @@ class Isolation(tenants.Tenants):
             if user == "alice":
                 spec["memory"] = MEMORY
                 spec["cpus"] = CPUS
-                if self.user_namespaces:
-                    status, body = self.api("POST", "/volumes", {"name": "alice-v"}, token)
-                    self.check(status == 201, f"POST /volumes alice-v: {status} {body}")
-                    spec["mounts"] = [{"volume": "alice-v", "path": "/data"}]
+                status, body = self.api("POST", "/volumes", {"name": "alice-v"}, token)
+                self.check(status == 201, f"POST /volumes alice-v: {status} {body}")
+                spec["mounts"] = [{"volume": "alice-v", "path": "/data"}]
             status, body = self.api("POST", "/clusters", spec, token)
             if status != 201:
                 raise RuntimeError(f"create {user}-c: {status} {body}")
@@ -502,6 +538,7 @@ class Isolation(tenants.Tenants):
         self.attack_as_job(alice)
         self.bounded(launcher)
         self.disk_bounded(launcher)
+        self.volume_bounded(launcher)
         self.plant_links_and_restart(alice, launcher)
         for size in (3, 2):
             status, body = self.api("PATCH", "/clusters/alice-c", {"containers": size}, alice)
@@ -513,6 +550,7 @@ class Isolation(tenants.Tenants):
         self.check(c["status"]["phase"] == "Running", f"bob's cluster is {c['status']['phase']}")
         alive = self.ssh("alice-c", launcher, "echo alive")
         self.check(alive.stdout.strip() == "alive", f"the restarted launcher does not answer: {alive.stderr}")
+        self.volume_deleted(alice)
 
 
 def processes_by_cmdline(argv):
@@ -540,6 +578,15 @@ def cgroups_of(data_dir):
     return glob.glob("/sys/fs/cgroup/*/" + name) + glob.glob("/sys/fs/cgroup/" + name)
 
 
+def read_quietly(path):
+    """The text of `path`, or "" (a loop device may go while it is read)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def disks_of(data_dir):
     """What is mounted under `data_dir`, and the loop devices backed by its files."""
     data_dir = os.path.realpath(data_dir)
@@ -561,7 +608,7 @@ def main():
     parser.add_argument("--edtd", required=True)
     parser.add_argument("--user-namespaces", action="store_true", help="run edtd with --user-namespaces on")
     args = parser.parse_args()
-    extra = ["--container-pids-max", str(PIDS_MAX), "--container-disk", str(DISK)]
+    extra = ["--container-pids-max", str(PIDS_MAX), "--container-disk", str(DISK), "--volume-size", str(VOLUME)]
     if args.user_namespaces:
         extra += ["--user-namespaces", "on", "--network", "bridge:" + BRIDGE]
     else:

@@ -148,25 +148,6 @@ class Trust(tenants.Tenants):
         _, _, text = self.edtd.send("GET", f"/api/v1/jobs/{job['id']}/log", None, token)
         return text
 
-    def restart_edtd(self, between):
-        """SIGTERM to edtd (its containers keep running), between(), then
-        edtd again on the same data dir, port and flags."""
-        args = self.edtd.proc.args
-        self.edtd.proc.send_signal(signal.SIGTERM)
-        self.edtd.proc.wait(timeout=30)
-        between()
-        self.edtd.proc = subprocess.Popen(args, stdout=self.edtd.log, stderr=self.edtd.log)
-        deadline = time.time() + 20
-        while True:
-            try:
-                if self.edtd.send("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            if time.time() > deadline or self.edtd.proc.poll() is not None:
-                raise RuntimeError("edtd did not come back; its log:\n" + self.edtd.read_log())
-            time.sleep(0.05)
-
     def relabel(self, alice, bob, launcher):
         before = self.inits()
         marked = self.ssh("acl", launcher, "touch /root/alice-was-here && python3 -", stdin=RELABEL)
@@ -181,7 +162,7 @@ class Trust(tenants.Tenants):
             while any(os.path.exists(f"/proc/{pid}") for pid in bobs) and time.time() < deadline:
                 time.sleep(0.05)
 
-        self.restart_edtd(kill_bobs)
+        self.edtd.restart(between=kill_bobs)
         self.wait_running("bcl", bob, 2)
         got = self.job("bcl", "bcl-launcher", "cat /etc/hostname; ls /root", bob)
         self.check(got.split() == ["bcl-launcher"],

@@ -2,11 +2,13 @@
 #include <filesystem>
 #include <set>
 
+#include "common/log.h"
 #include "control/service/service.h"
 
 namespace edt::control {
 
 namespace fs = std::filesystem;
+
 
 Status Service::set_inventory(const Image& builtin, const std::vector<Gpu>& gpus) {
   auto tx = db_->transaction();
@@ -40,14 +42,50 @@ Outcome<Volume> Service::create_volume(const User& by, const VolumeRequest& requ
     if (st.is_ok()) st = tx.commit();
     if (!st.is_ok()) return error_from_status(st, "name");
   }
-  std::error_code ec;
-  if (v.managed) fs::create_directories(v.host_path, ec);
-  if (ec) {
+  if (Status st = v.managed ? make_volume_dir(v) : Status::ok(); !st.is_ok()) {
     // No directory, no volume: the row goes again.
     (void)db_->lock().delete_volume(v.name);
-    return error_from_status(io_error("make " + v.host_path, ec.value()), "name");
+    return error_from_status(st, "name");
   }
   return v;
+}
+
+std::string Service::volume_bound_text(const Volume& v) const {
+  std::error_code ec;
+  const auto bytes = v.managed ? fs::file_size(volume_disk_image(v.name), ec) : 0;
+  if (ec || bytes == 0) return "";
+  return ": it is bounded to " + std::to_string(bytes >> 20) + " MiB (edtd's --volume-size)";
+}
+
+std::string Service::volume_disk_image(const std::string& name) const {
+  return options_.data_dir + "/volume-disks/" + name + ".disk";
+}
+
+Status Service::make_volume_dir(const Volume& v) const {
+  std::error_code ec;
+  const std::string under = options_.volume_disk.bytes > 0 ? options_.data_dir + "/volume-disks" : v.host_path;
+  fs::create_directories(under, ec);
+  if (ec) return io_error("make " + under, ec.value());
+  if (options_.volume_disk.bytes == 0) return Status::ok();
+  return make_bounded_disk(volume_disk_image(v.name), v.host_path, options_.volume_disk);
+}
+
+Status Service::remove_volume_dir(const Volume& v) const {
+  // Lazily unmounted: a process still holding a file of it keeps the disk
+  // until it lets go. A plain directory has no disk file: nothing to do.
+  Status st = remove_bounded_disk(volume_disk_image(v.name), v.host_path);
+  std::error_code ec;
+  fs::remove_all(v.host_path, ec);
+  return st;
+}
+
+Status Service::remount_volumes() {
+  for (const auto& v : db_->lock().volumes()) {
+    if (!v.managed || !fs::exists(volume_disk_image(v.name))) continue;
+    EDT_RETURN_IF_ERROR(mount_bounded_disk(volume_disk_image(v.name), v.host_path)
+                            .with_context("remount volume '" + v.name + "'"));
+  }
+  return Status::ok();
 }
 
 Outcome<Volume> Service::delete_volume(const User& by, const std::string& name) {
@@ -72,8 +110,10 @@ Outcome<Volume> Service::delete_volume(const User& by, const std::string& name) 
     if (!st.is_ok()) return error_from_status(st, "name");
     v = *found;
   }
-  std::error_code ec;
-  if (v.managed) fs::remove_all(v.host_path, ec);
+  if (v.managed) {
+    if (Status st = remove_volume_dir(v); !st.is_ok())
+      log::warn("volume '{}' is deleted, but its disk stays: {}", v.name, st.to_string());
+  }
   return v;
 }
 
@@ -90,6 +130,11 @@ Outcome<VolumeFile> Service::upload_file(const User& by, const std::string& volu
   if (!found || (!by.admin && found->owner != by.name))
     return missing("name", "volume '" + volume + "' does not exist", "see edt volume list");
   auto written = write_volume_file(found->host_path, path, bytes);
+  if (!written.ok() && written.error().kind == Error::Kind::kTooLarge)
+    return Error{Error::Kind::kTooLarge, "path",
+                 "volume '" + volume + "' has no room for '" + path + "' (" + std::to_string(bytes.size()) +
+                     " bytes)" + volume_bound_text(*found),
+                 "delete files in the volume, or upload into a larger volume"};
   if (!written.ok()) return written.error();
   return VolumeFile{volume, path, *written};
 }

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "control/allocation/allocation.h"
+#include "control/backends/local/disk_quota.h"
 #include "control/db/database.h"
 #include "control/model/catalog.h"
 #include "control/model/cluster.h"
@@ -52,6 +53,12 @@ struct ServiceOptions {
   std::string data_dir;    // managed volumes are made under <data_dir>/volumes
   // Asks the reconciler to look at a cluster soon; any thread.
   std::function<void(const std::string& cluster)> request_reconcile;
+  // Each managed volume's bound: bytes > 0 makes the volume a disk of its
+  // own (disk_quota.h), <data_dir>/volume-disks/<name>.disk loop-mounted at
+  // its directory, so a full volume fills itself and not the host; 0 (the
+  // default): a plain directory. edtd gives 0 where bounded disks are
+  // unavailable, and under Slurm (a loop mount is not seen by the nodes).
+  DiskBound volume_disk{};
 };
 
 // A token as made, with the one copy of the token itself.
@@ -95,6 +102,10 @@ class Service {
   Outcome<Volume> create_volume(const User& by, const VolumeRequest& request);
   Outcome<Volume> delete_volume(const User& by, const std::string& name);
   std::vector<Volume> volumes(const User& by);
+  // Startup: mounts each managed volume's disk that is not mounted (the
+  // host restarted: the disk file stayed, its mount did not). A volume made
+  // as a plain directory (no disk file) stays one.
+  Status remount_volumes();
   // Writes `bytes` to `path` in the volume (volume_files.h), for its owner
   // or the admin; another user's volume is missing.
   Outcome<VolumeFile> upload_file(const User& by, const std::string& volume, const std::string& path,
@@ -136,6 +147,13 @@ class Service {
   Refusal allot(Database::Tx& tx, const ClusterSpec& spec, int from, int to);
   // Commits `tx`, then asks for a reconcile of `cluster`.
   Refusal commit_and_reconcile(Database::Tx& tx, const std::string& cluster);
+  // A managed volume's disk file (volume_disk): beside the volumes, never in one.
+  std::string volume_disk_image(const std::string& name) const;
+  // ": it is bounded to N MiB ..." for a volume on a disk of its own, else "".
+  std::string volume_bound_text(const Volume& v) const;
+  // Makes, or removes, the directory of managed volume `v`.
+  Status make_volume_dir(const Volume& v) const;
+  Status remove_volume_dir(const Volume& v) const;
 
   Database* db_;
   ServiceOptions options_;

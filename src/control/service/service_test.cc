@@ -1,9 +1,11 @@
 #include "control/service/service.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "control/service/tokens.h"
 
@@ -302,4 +304,55 @@ TEST(Tokens, AreRandomAndKeptHashed) {
 }
 
 }  // namespace
+// Whether a loop device is backed by `image` (/sys/block/loop*/loop/backing_file).
+bool loop_backs(const std::string& image) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/block", ec)) {
+    std::ifstream in(e.path() / "loop" / "backing_file");
+    std::string backing;
+    if (std::getline(in, backing) && backing.rfind(image, 0) == 0) return true;
+  }
+  return false;
+}
+
+// --volume-size: each managed volume a disk of its own, which an upload (or
+// a container) cannot fill past its bound; deleting it leaves no mount and
+// no loop device; a restarted host's volumes are mounted again.
+TEST_F(ServiceTest, BoundedVolumesAreDisksOfTheirOwn) {
+  if (std::string why = bounded_disks_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  ServiceOptions options{AddressRange::parse("127.90.0.0/29").value(), dir_.string(), [](const std::string&) {},
+                         DiskBound{32 << 20, 0, true}};
+  Service bounded(db_.get(), options);
+  auto volume = bounded.create_volume(alice_, {"small", false, ""});
+  ASSERT_TRUE(volume.ok()) << volume.error().message;
+  const std::string image = dir_.string() + "/volume-disks/small.disk";
+  struct Cleanup {
+    std::string at, image;
+    ~Cleanup() { (void)remove_bounded_disk(image, at); }
+  } cleanup{volume->host_path, image};
+  EXPECT_TRUE(is_mount_point(volume->host_path));
+  EXPECT_EQ(std::filesystem::file_size(image), uint64_t{32} << 20);
+
+  ASSERT_TRUE(bounded.upload_file(alice_, "small", "fits", std::string(1 << 20, 'x')).ok());
+  auto full = bounded.upload_file(alice_, "small", "over/the/bound", std::string(40 << 20, 'x'));
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error().kind, Kind::kTooLarge) << full.error().message;
+  EXPECT_NE(full.error().message.find("volume 'small' has no room"), std::string::npos) << full.error().message;
+  EXPECT_NE(full.error().message.find("bounded to 32 MiB"), std::string::npos) << full.error().message;
+  EXPECT_TRUE(bounded.upload_file(alice_, "small", "still", "room for a little").ok()) << "the failed upload left nothing";
+
+  // The host restarted: the disk file stayed, its mount did not.
+  ASSERT_EQ(::umount2(volume->host_path.c_str(), MNT_DETACH), 0);
+  ASSERT_FALSE(is_mount_point(volume->host_path));
+  ASSERT_TRUE(bounded.remount_volumes().is_ok());
+  EXPECT_TRUE(is_mount_point(volume->host_path));
+  EXPECT_TRUE(std::filesystem::exists(volume->host_path + "/fits")) << "the volume's files are on its disk";
+
+  ASSERT_TRUE(bounded.delete_volume(alice_, "small").ok());
+  EXPECT_FALSE(is_mount_point(volume->host_path));
+  EXPECT_FALSE(std::filesystem::exists(volume->host_path));
+  EXPECT_FALSE(std::filesystem::exists(image));
+  EXPECT_FALSE(loop_backs(image)) << "a loop device still holds " << image;
+}
+
 }  // namespace edt::control

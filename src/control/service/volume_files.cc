@@ -55,6 +55,16 @@ Error in_the_way(const std::string& where, const std::string& what) {
                   "upload to another path, or remove or rename '" + where + "' (in a container that mounts it)");
 }
 
+// Whether `err` says the volume's disk (or its files) is full.
+bool no_room(int err) { return err == ENOSPC || err == EDQUOT; }
+
+// The refusal of an upload its volume has no room for (Service::upload_file
+// names the volume and its bound).
+Error volume_full(const std::string& path) {
+  return {Error::Kind::kTooLarge, "path", "the volume has no room for '" + path + "'",
+          "delete files in the volume, or upload into a larger volume"};
+}
+
 Error file_system(const std::string& what, int err) { return error_from_status(io_error(what, err), "path"); }
 
 // The refusal for an upload whose directory, or temporary file, was
@@ -79,6 +89,8 @@ Outcome<Fd> open_directory(int parent, const std::string& name, const std::strin
       return file_system("give the directory '" + where + "' in the volume to its owner", errno);
   } else if (errno == ENOENT) {
     return changed_during_upload(where);  // the directory it goes in was removed
+  } else if (no_room(errno)) {
+    return volume_full(where);
   } else if (errno != EEXIST) {
     return file_system("make the directory '" + where + "' in the volume", errno);
   }
@@ -119,12 +131,17 @@ Outcome<int64_t> replace_file(int parent, const std::string& name, const std::st
   const std::string temp = temporary_name();
   Fd fd(::openat(parent, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode));
   if (fd.get() < 0 && errno == ENOENT) return changed_during_upload(path);  // the directory is gone
+  if (fd.get() < 0 && no_room(errno)) return volume_full(path);
   if (fd.get() < 0) return file_system("make a temporary file beside '" + path + "'", errno);
   Status st = io::write_all(fd.get(), bytes, "'" + path + "' in the volume");
+  bool full = !st.is_ok() && no_room(errno);
   if (st.is_ok() && ::fchown(fd.get(), owner.uid, owner.gid) != 0)
     st = io_error("give '" + path + "' to the volume's owner", errno);
   if (st.is_ok() && ::fchmod(fd.get(), kFileMode) != 0) st = io_error("set the mode of '" + path + "'", errno);
-  if (st.is_ok() && ::fsync(fd.get()) != 0) st = io_error("sync '" + path + "'", errno);
+  if (st.is_ok() && ::fsync(fd.get()) != 0) {
+    full = no_room(errno);
+    st = io_error("sync '" + path + "'", errno);
+  }
   if (st.is_ok() && upload_hook()) upload_hook()(path);
   bool gone = false;  // the directory or the temporary file was removed meanwhile
   if (st.is_ok() && ::renameat(parent, temp.c_str(), parent, name.c_str()) != 0) {
@@ -133,6 +150,7 @@ Outcome<int64_t> replace_file(int parent, const std::string& name, const std::st
   }
   if (!st.is_ok()) {
     ::unlinkat(parent, temp.c_str(), 0);
+    if (full) return volume_full(path);
     return gone ? changed_during_upload(path) : error_from_status(st, "path");
   }
   return static_cast<int64_t>(bytes.size());

@@ -93,6 +93,29 @@ TEST(CgroupsTest, ContainersStartingAndLeavingAtOnceAllGetTheirCgroups) {
   EXPECT_EQ(failures.load(), 0) << first;
 }
 
+// In a child that joins the cgroups of `procs`: forks up to `tries` parked
+// tasks and writes how many it made to `report`, then waits to be killed
+// with its process group (the caller's kill(-pid)).
+pid_t fork_parked(const std::vector<std::string>& procs, int tries, int report) {
+  const pid_t child = fork();
+  if (child != 0) return child;
+  setpgid(0, 0);
+  for (const auto& file : procs) std::ofstream(file) << "0";
+  int made = 0;
+  for (int i = 0; i < tries; ++i) {
+    const pid_t p = fork();
+    if (p == 0) {
+      pause();
+      _exit(0);
+    }
+    if (p < 0) break;
+    ++made;
+  }
+  (void)!write(report, &made, sizeof(made));
+  pause();
+  _exit(0);
+}
+
 TEST(CgroupsTest, AProcessInAContainersCgroupIsBoundedByIt) {
   ContainerCgroups cgroups("/sys/fs/cgroup", "test" + std::to_string(getpid()));
   const ContainerLimits limits{8, 256ull << 20};
@@ -111,28 +134,12 @@ TEST(CgroupsTest, AProcessInAContainersCgroupIsBoundedByIt) {
   }
   int report[2];
   ASSERT_EQ(pipe(report), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    setpgid(0, 0);
-    for (const auto& file : *procs) std::ofstream(file) << "0";
-    int made = 0;  // tasks forked beside this one, each parked
-    for (int i = 0; i < 20; ++i) {
-      const pid_t p = fork();
-      if (p == 0) {
-        pause();
-        _exit(0);
-      }
-      if (p < 0) break;
-      ++made;
-    }
-    (void)!write(report[1], &made, sizeof(made));
-    kill(0, SIGKILL);  // its process group: itself and the parked ones
-    _exit(0);
-  }
+  const pid_t child = fork_parked(*procs, 20, report[1]);  // tasks forked beside it
   close(report[1]);
   int made = -1;
   ASSERT_EQ(read(report[0], &made, sizeof(made)), static_cast<ssize_t>(sizeof(made)));
   close(report[0]);
+  kill(-child, SIGKILL);  // its process group: itself and the parked ones
   waitpid(child, nullptr, 0);
   EXPECT_EQ(made, limits.pids_max - 1);
   ASSERT_TRUE(cgroups.remove("c").is_ok());  // waits for the parked children's exit
@@ -237,28 +244,6 @@ TEST(CgroupsTest, TheHostsTasksAreReadOrTheFileNamed) {
   fs::remove_all(dir);
 }
 
-// In a child that joins the cgroups of `procs`: forks up to `tries` parked
-// tasks and writes how many it made to `report`, then waits to be killed
-// with its process group (the caller's kill(-pid)).
-pid_t fork_parked(const std::vector<std::string>& procs, int tries, int report) {
-  const pid_t child = fork();
-  if (child != 0) return child;
-  setpgid(0, 0);
-  for (const auto& file : procs) std::ofstream(file) << "0";
-  int made = 0;
-  for (int i = 0; i < tries; ++i) {
-    const pid_t p = fork();
-    if (p == 0) {
-      pause();
-      _exit(0);
-    }
-    if (p < 0) break;
-    ++made;
-  }
-  (void)!write(report, &made, sizeof(made));
-  pause();
-  _exit(0);
-}
 
 // All of one edtd's containers together stay under its parent's bound,
 // whatever each one's is.

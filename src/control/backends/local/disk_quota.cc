@@ -121,12 +121,14 @@ Status make_bounded_disk(const std::string& image, const std::string& at, const 
       return io_error("size the disk " + image, error);
     }
   }
-  // No journal: the disk does not outlive its container's start, so there
-  // is nothing to replay. -m 0: the container's root is not the host's, so
-  // blocks kept for root would only be lost.
+  // A journal only where asked (a volume's data outlives a crash of the
+  // host; a container's disk is made anew at its next start). -m 0: the
+  // container's root is not the host's, so blocks kept for root would only
+  // be lost.
   auto made = run_host_command({mkfs_program(), "-q", "-F", "-t", "ext4", "-m", "0", "-N",
-                                std::to_string(inodes_of(bound)), "-O", "^has_journal", "-E",
-                                "lazy_itable_init=1,nodiscard", image},
+                                std::to_string(inodes_of(bound)), "-O",
+                                bound.journal ? "has_journal" : "^has_journal", "-E",
+                                "lazy_itable_init=1,lazy_journal_init=1,nodiscard", image},
                                "e2fsprogs");
   Status st = made.is_ok() ? mount_bounded_disk(image, at) : made.status();
   if (!st.is_ok()) ::unlink(image.c_str());

@@ -30,6 +30,9 @@ namespace edt::control {
 struct DiskBound {
   uint64_t bytes = 0;   // 0: no bound
   uint64_t inodes = 0;  // files and directories; 0: one per 16 KiB of bytes (ext4's own ratio)
+  // A journal, for data that must outlive a crash of the host (a volume);
+  // a container's disk is made anew at every start and needs none.
+  bool journal = false;
 };
 
 // The least bound a disk may have: ext4 needs room for its own metadata.
