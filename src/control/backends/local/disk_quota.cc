@@ -70,6 +70,26 @@ Result<std::string> attach_loop(int file, const std::string& name, Fd& loop) {
   return unavailable("every free loop device was taken by another before " + name + " could have it; try again");
 }
 
+// The loop device that already has `file` behind it, or "": a disk whose
+// host mount was undone while a container's bind of it lives on (a volume
+// an admin unmounted). Mounting the file through a second device would give
+// its ext4 two superblocks, which corrupts it; the same device shares one.
+std::string loop_of(int file) {
+  struct stat st {};
+  if (::fstat(file, &st) != 0) return "";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/sys/block", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.rfind("loop", 0) != 0) continue;
+    Fd device(::open(("/dev/" + name).c_str(), O_RDONLY | O_CLOEXEC));
+    loop_info64 info{};
+    if (device.fd >= 0 && ::ioctl(device.fd, LOOP_GET_STATUS64, &info) == 0 && info.lo_device == st.st_dev &&
+        info.lo_inode == st.st_ino)
+      return "/dev/" + name;
+  }
+  return "";
+}
+
 }  // namespace
 
 uint64_t inodes_of(const DiskBound& bound) { return bound.inodes != 0 ? bound.inodes : bound.bytes / (16 << 10); }
@@ -100,7 +120,10 @@ Status mount_bounded_disk(const std::string& image, const std::string& at) {
   // The loop device holds the file now; it goes when the mount does, or
   // (AUTOCLEAR) as `loop` closes when the mount failed.
   Fd loop(-1);
-  EDT_ASSIGN_OR_RETURN(const std::string device, attach_loop(file.fd, image, loop));
+  std::string device = loop_of(file.fd);
+  if (device.empty()) {
+    EDT_ASSIGN_OR_RETURN(device, attach_loop(file.fd, image, loop));
+  }
   // noinit_itable: the fresh file reads as zeros, so the inode tables are.
   if (::mount(device.c_str(), at.c_str(), "ext4", MS_NODEV | MS_NOSUID, "discard,noinit_itable") != 0)
     return io_error("mount " + image + " (" + device + ") at " + at, errno);

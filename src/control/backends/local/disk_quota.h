@@ -53,6 +53,9 @@ Status make_bounded_disk(const std::string& image, const std::string& at, const 
 
 // Mounts the disk `image` at `at` unless something is mounted there already
 // (an edtd restarted after the host: the file stayed, its mount did not).
+// Where a loop device still has the file behind it (a container's bind of
+// it outlived the host's mount), that device is mounted: a second one would
+// give the ext4 a second superblock.
 Status mount_bounded_disk(const std::string& image, const std::string& at);
 
 // Unmounts `at` if a disk is mounted there (lazily: a process that still

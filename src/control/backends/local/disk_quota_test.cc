@@ -119,6 +119,22 @@ TEST_F(DiskQuotaTest, AnUnmountedDiskIsMountedAgainWithItsFiles) {
   EXPECT_EQ(text, "data");
 }
 
+TEST_F(DiskQuotaTest, ADiskStillMountedElsewhereIsMountedAgainThroughItsOwnDevice) {
+  ASSERT_TRUE(ok(make_bounded_disk(image(), at(), {16 << 20, 0, true})));
+  // A container's bind of it lives on after the host's mount is undone.
+  const std::string bind = (root_ / "bind").string();
+  fs::create_directories(bind);
+  ASSERT_EQ(::mount(at().c_str(), bind.c_str(), nullptr, MS_BIND, nullptr), 0) << std::strerror(errno);
+  ASSERT_EQ(::umount2(at().c_str(), MNT_DETACH), 0) << std::strerror(errno);
+  ASSERT_TRUE(ok(mount_bounded_disk(image(), at())));
+  struct stat here {}, there {};
+  ASSERT_EQ(::stat(at().c_str(), &here), 0);
+  ASSERT_EQ(::stat(bind.c_str(), &there), 0);
+  // One superblock: a second loop device would be a second ext4 over the file.
+  EXPECT_EQ(here.st_dev, there.st_dev);
+  ::umount2(bind.c_str(), MNT_DETACH);
+}
+
 TEST_F(DiskQuotaTest, MakingAgainReplacesTheOldDisk) {
   ASSERT_TRUE(ok(make_bounded_disk(image(), at(), {16 << 20, 0})));
   std::ofstream(at() + "/old") << "data";
