@@ -7,10 +7,12 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -71,14 +73,40 @@ class Edtd : public ::testing::Test {
   }
 
   void TearDown() override {
-    // Whatever a failed test left: delete its clusters, then stop edtd.
+    // Whatever a failed test left: delete its clusters and volumes, then
+    // stop edtd; then the disks still mounted under its data dir.
     if (pid_ > 0) {
       json clusters = get("/api/v1/clusters");
       for (const auto& c : clusters["clusters"]) sh(env_ + "cluster delete --wait " + c["name"].get<std::string>());
+      delete_volumes();
       kill(pid_, SIGTERM);
       waitpid(pid_, nullptr, 0);
     }
-    fs::remove_all(dir_);
+    for (const auto& point : mounts_under(dir_)) ::umount2(point.c_str(), MNT_DETACH);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  void delete_volumes() {
+    const json volumes = get("/api/v1/volumes");  // kept: a range-for over a temporary's member dangles
+    for (const auto& v : volumes["volumes"]) {
+      Output deleted = sh(env_ + "volume delete " + v["name"].get<std::string>());
+      EXPECT_EQ(deleted.code, 0) << deleted.text;
+    }
+  }
+
+  // The mount points below `dir` (the disks of containers and volumes), deepest first.
+  static std::vector<std::string> mounts_under(const std::string& dir) {
+    std::ifstream mounts("/proc/self/mountinfo");
+    std::vector<std::string> out;
+    for (std::string line; std::getline(mounts, line);) {
+      std::istringstream fields(line);
+      std::string id, parent, device, root, point;
+      fields >> id >> parent >> device >> root >> point;
+      if (point.rfind(dir + "/", 0) == 0) out.push_back(point);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    return out;
   }
 
   void start_edtd() {
@@ -177,9 +205,9 @@ class Edtd : public ::testing::Test {
     EXPECT_EQ(listeners_on_range(), 0);
     EXPECT_TRUE(fs::is_empty(dir_ + "/containers")) << "container files left";
     EXPECT_TRUE(!fs::exists(dir_ + "/clusters") || fs::is_empty(dir_ + "/clusters")) << "cluster files left";
-    std::ifstream mounts("/proc/self/mountinfo");
-    std::string all((std::istreambuf_iterator<char>(mounts)), std::istreambuf_iterator<char>());
-    EXPECT_EQ(all.find(dir_), std::string::npos) << "a mount is left";
+    // The volumes' disks go with the volumes; nothing else is mounted there.
+    delete_volumes();
+    EXPECT_TRUE(mounts_under(dir_).empty()) << "a mount is left: " << mounts_under(dir_)[0];
     json gpus = get("/api/v1/gpus");
     for (const auto& g : gpus["gpus"]) EXPECT_EQ(g["holder"], "");
   }

@@ -54,6 +54,7 @@ GENERATION = re.compile(r"generation (\d+): (\d+) workers \(([^)]*)\)(.*)")
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from demo import Failed, Job, check, free_port, say, stop, wait_for_edtd  # noqa: E402  (the demo's job runner and checks)
+import mounts  # noqa: E402
 
 
 class Platform:
@@ -70,7 +71,10 @@ class Platform:
         self.log = open(os.path.join(self.data_dir, "edtd.log"), "w")
         self.edtd = subprocess.Popen([os.path.join(self.build, "src/control/edtd"), "--data-dir", self.data_dir,
                                       "--listen", self.api[7:], "--network", "loopback", "--address-range", ADDRESSES,
-                                      "--ssh-port", str(free_port()), "--grace", "2s"],
+                                      "--ssh-port", str(free_port()), "--grace", "2s",
+                                      # Its volume a plain directory, which failed_scale() moves away
+                                      # (a disk's mount point cannot be renamed).
+                                      "--volume-size", "0"],
                                      stdout=self.log, stderr=self.log)
         wait_for_edtd(self.edtd, self.api, os.path.join(self.data_dir, "edtd.log"))
         with open(os.path.join(self.data_dir, "admin.token")) as f:

@@ -129,7 +129,7 @@ def other_controller_refuses(t, on_bridge):
             "ts's root asking tb's slurmctld with a slurm.conf of its own: %s %s" % (forged.stdout, forged.stderr))
     # Sharing the host's network, the request gets there and the key stops
     # it; on a bridge it gets nowhere.
-    log = os.path.join(t.edtd.dir, "data", "containers", "tb-launcher", "var", "log", "slurm", "slurmctld.log")
+    log = os.path.join(t.edtd.dir, "data", "containers", "tb-launcher", "disk", "var", "log", "slurm", "slurmctld.log")
     with open(log) as f:
         refused = "Munge decode failed: Invalid credential" in f.read()
     t.check("connect failure" in forged.stderr if on_bridge else refused,
