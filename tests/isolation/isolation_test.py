@@ -354,15 +354,7 @@ class Isolation(tenants.Tenants):
         sees no other container's disk."""
         data = os.path.join(self.edtd.dir, "data")
         for where in ("/tmp/fill", "/root/fill"):
-            free = shutil.disk_usage(data).free
-            got = self.ssh("alice-c", address, "python3 - " + where, stdin=FILL)
-            used = free - shutil.disk_usage(data).free  # the file is still there
-            written, why = (got.stdout.split() + ["?", "?"])[:2]
-            self.check(why == "ENOSPC" and written.isdigit() and int(written) <= DISK,
-                       f"writing {4 * DISK} bytes to {where} under a {DISK}-byte disk bound: {written} written, "
-                       f"then {why} {got.stderr[-300:]!r}")
-            # 16 MiB of slack: what else on this host wrote meanwhile.
-            self.check(used < DISK + (16 << 20), f"the host's file system lost {used} bytes to {where}, over {DISK}")
+            self.fill_past(address, where, DISK, "disk")
             self.ssh("alice-c", address, "rm -f " + where)
         got = self.ssh("alice-c", address, "python3 - /tmp/many", stdin=FILES)
         made, why = (got.stdout.split() + ["?", "?"])[:2]
@@ -382,19 +374,26 @@ class Isolation(tenants.Tenants):
         self.check(devices & set(disks.values()) == {disks.get(launcher)},
                    f"alice's launcher sees the disks {devices & set(disks.values())} of {disks}")
 
+    def fill_past(self, address, where, bound, what):
+        """Writes up to 4 times DISK into `where` in alice's container at
+        `address`: ENOSPC must stop it within `bound`, its `what`'s, and the
+        host's file system give it no more than that."""
+        data = os.path.join(self.edtd.dir, "data")
+        free = shutil.disk_usage(data).free
+        got = self.ssh("alice-c", address, "python3 - " + where, stdin=FILL)
+        used = free - shutil.disk_usage(data).free  # the file is still there
+        written, why = (got.stdout.split() + ["?", "?"])[:2]
+        self.check(why == "ENOSPC" and written.isdigit() and int(written) <= bound,
+                   f"writing {4 * DISK} bytes to {where} under a {bound}-byte {what} bound: {written} written, "
+                   f"then {why} {got.stderr[-300:]!r}")
+        # 16 MiB of slack: what else on this host wrote meanwhile.
+        self.check(used < bound + (16 << 20), f"the host's file system lost {used} bytes to {where}, over {bound}")
+
     def volume_bounded(self, launcher):
         """A write past alice's volume's bound (--volume-size) fails with
         ENOSPC, the host's file system gives no more than the bound to it,
         and an upload into the full volume is refused with 413, naming it."""
-        data = os.path.join(self.edtd.dir, "data")
-        free = shutil.disk_usage(data).free
-        got = self.ssh("alice-c", launcher, "python3 - /data/fill", stdin=FILL)
-        used = free - shutil.disk_usage(data).free  # the file is still there
-        written, why = (got.stdout.split() + ["?", "?"])[:2]
-        self.check(why == "ENOSPC" and written.isdigit() and int(written) <= VOLUME,
-                   f"writing to /data/fill in a volume bounded to {VOLUME} bytes: {written} written, then {why} "
-                   f"{got.stderr[-300:]!r}")
-        self.check(used < VOLUME + (16 << 20), f"the host's file system lost {used} bytes to the volume, over {VOLUME}")
+        self.fill_past(launcher, "/data/fill", VOLUME, "volume")
         status, _, text = self.edtd.send("PUT", "/api/v1/volumes/alice-v/files?path=full.bin", None, self.alice,
                                          raw=b"x" * (1 << 20))
         self.check(status == 413 and "volume 'alice-v' has no room" in text and "32 MiB" in text,
