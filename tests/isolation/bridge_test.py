@@ -453,10 +453,7 @@ def main():
             listener.close()
     for figure in test.figures:
         print(figure)
-    for failure in test.failures:
-        print("FAIL:", failure)
-    print(f"{test.checks} network checks, {len(test.failures)} failed")
-    return 1 if test.failures else 0
+    return test.report("network")
 
 
 if __name__ == "__main__":

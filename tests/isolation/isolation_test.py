@@ -624,10 +624,7 @@ def main():
         os.rmdir(test.canary_dir)
     test.check(not cgroups_of(data_dir), f"cgroups left after every cluster was deleted: {cgroups_of(data_dir)}")
     test.check(not disks_of(data_dir), f"disks left after every cluster was deleted: {disks_of(data_dir)}")
-    for failure in test.failures:
-        print("FAIL:", failure)
-    print(f"{test.checks} isolation checks, {len(test.failures)} failed")
-    return 1 if test.failures else 0
+    return test.report("isolation")
 
 
 if __name__ == "__main__":

@@ -218,10 +218,7 @@ def main():
         test.run()
     finally:
         edtd.stop()
-    for failure in test.failures:
-        print("FAIL:", failure)
-    print(f"{test.checks} sandbox trust checks, {len(test.failures)} failed")
-    return 1 if test.failures else 0
+    return test.report("sandbox trust")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,13 @@ class Tenants:
         if not ok:
             self.failures.append(what)
 
+    def report(self, what):
+        """Prints each failure and the count of `what` checks; the exit code."""
+        for failure in self.failures:
+            print("FAIL:", failure)
+        print(f"{self.checks} {what} checks, {len(self.failures)} failed")
+        return 1 if self.failures else 0
+
     def api(self, method, path, body=None, token=None):
         status, _, text = self.edtd.send(method, "/api/v1" + path, body, token or self.edtd.token)
         return status, (json.loads(text) if text.startswith("{") else text)
