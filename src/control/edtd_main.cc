@@ -234,6 +234,15 @@ Status check_pids_max(int64_t flag, Settings& settings) {
   return Status::ok();
 }
 
+// A disk bound's flag (disk_quota.h): 0 for none, else at least kMinDiskBytes.
+Result<uint64_t> parse_disk_flag(const std::string& flag, const std::string& text, const std::string& example) {
+  auto bytes = parse_size(text);
+  if (!bytes.is_ok() || (*bytes != 0 && *bytes < kMinDiskBytes))
+    return invalid_argument(flag + " '" + text + "' is not 0 or a size of at least 16MiB; write, e.g., " + flag +
+                            " " + example);
+  return *bytes;
+}
+
 // The host's first subordinate id of --user-namespaces: the default's
 // ranges (2^28 and up, 61,440 users) are clear of /etc/subuid's usual
 // 100000.. ranges of the host's own users.
@@ -385,16 +394,8 @@ Result<Settings> check_flags(const Flags& flags) {
     EDT_ASSIGN_OR_RETURN(settings.gpus, parse_gpu_flag(flags.gpus));
     settings.simulated_gpus = true;
   }
-  auto disk = parse_size(flags.container_disk);
-  if (!disk.is_ok() || (*disk != 0 && *disk < kMinDiskBytes))
-    return invalid_argument("--container-disk '" + flags.container_disk + "' is not 0 or a size of at least 16MiB; " +
-                            "write, e.g., --container-disk 20GiB");
-  settings.container_disk = *disk;
-  auto volume_size = parse_size(flags.volume_size);
-  if (!volume_size.is_ok() || (*volume_size != 0 && *volume_size < kMinDiskBytes))
-    return invalid_argument("--volume-size '" + flags.volume_size + "' is not 0 or a size of at least 16MiB; " +
-                            "write, e.g., --volume-size 100GiB");
-  settings.volume_size = *volume_size;
+  EDT_ASSIGN_OR_RETURN(settings.container_disk, parse_disk_flag("--container-disk", flags.container_disk, "20GiB"));
+  EDT_ASSIGN_OR_RETURN(settings.volume_size, parse_disk_flag("--volume-size", flags.volume_size, "100GiB"));
   EDT_ASSIGN_OR_RETURN(settings.first_subordinate_id, parse_user_namespaces(flags.user_namespaces));
   if (settings.first_subordinate_id != 0) {
     EDT_RETURN_IF_ERROR(check_user_namespaces_allowed());
