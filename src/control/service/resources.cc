@@ -9,7 +9,6 @@ namespace edt::control {
 
 namespace fs = std::filesystem;
 
-
 Status Service::set_inventory(const Image& builtin, const std::vector<Gpu>& gpus) {
   auto tx = db_->transaction();
   EDT_RETURN_IF_ERROR(tx.put_image(builtin));
