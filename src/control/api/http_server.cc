@@ -154,7 +154,7 @@ std::optional<Error> ClientLimits::take(Kind kind, const Client& client) {
   const Bound b = bound(kind);
   if (total_[kind] >= b.in_all) return refusal(kind, client, true);
   size_t& mine = held_[{kind, key(client)}];
-  if (mine >= (client.user.empty() ? b.per_address : b.per_user)) {
+  if (mine >= b.of(client)) {
     if (mine == 0) held_.erase({kind, key(client)});
     return refusal(kind, client, false);
   }
@@ -177,7 +177,7 @@ std::optional<Error> ClientLimits::move_connection(const Client& from, const Cli
   const Bound b = bound(Kind::kConnection);
   size_t& theirs = held_[{Kind::kConnection, key(to)}];
   std::optional<Error> refused;
-  if (theirs >= (to.user.empty() ? b.per_address : b.per_user)) refused = refusal(Kind::kConnection, to, false);
+  if (theirs >= b.of(to)) refused = refusal(Kind::kConnection, to, false);
   ++theirs;
   auto it = held_.find({Kind::kConnection, key(from)});
   EDT_CHECK_MSG(it != held_.end() && it->second > 0, "moved a connection " + key(from) + " did not hold");
@@ -200,7 +200,7 @@ size_t ClientLimits::held(Kind kind) const {
 // The 503's body: which bound is full, whose, and what to do.
 Error ClientLimits::refusal(Kind kind, const Client& client, bool in_all) const {
   const Bound b = bound(kind);
-  const size_t n = in_all ? b.in_all : client.user.empty() ? b.per_address : b.per_user;
+  const size_t n = in_all ? b.in_all : b.of(client);
   const std::string count = std::to_string(n);
   const std::string who = client.user.empty() ? "from " + client.address + " without a valid token"
                                               : "of the user " + client.user;

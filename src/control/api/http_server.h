@@ -121,6 +121,8 @@ class ClientLimits {
  private:
   struct Bound {
     size_t in_all, per_user, per_address;
+    // What one client may hold: its user's bound, or its address's before a token.
+    size_t of(const Client& client) const { return client.user.empty() ? per_address : per_user; }
   };
   Bound bound(Kind kind) const;
   Error refusal(Kind kind, const Client& client, bool in_all) const;
