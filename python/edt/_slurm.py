@@ -16,12 +16,7 @@ nothing when edtrun's are there (EDT_SIZE) or Slurm's are not (a plain
 `python3 train.py` stays a job of one)."""
 
 import os
-import re
 import socket
-
-# A host expression, one of: a plain name, or a prefix with a bracketed
-# list of numbers and ranges (zero-padded like the lowest), and a suffix.
-_BRACKET = re.compile(r"\[([^\[\]]*)\]")
 
 _server = None  # rank 0's StoreServer, alive as long as the process
 
@@ -30,69 +25,19 @@ class SlurmEnvironmentError(RuntimeError):
     pass
 
 
-MAX_HOSTS = 100000  # in one host expression
-
-
-def _split_top_level(nodelist):
-    """Splits at the commas outside brackets."""
-    parts, depth, current = [], 0, ""
-    for ch in nodelist:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise SlurmEnvironmentError("node list %r: ']' without '['" % nodelist)
-        if ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    if depth != 0:
-        raise SlurmEnvironmentError("node list %r: '[' without ']'" % nodelist)
-    parts.append(current)
-    return parts
-
-
-def _expand_range(item, nodelist):
-    if "-" in item:
-        low, high = item.split("-", 1)
-    else:
-        low = high = item
-    if not (low.isdigit() and high.isdigit()) or int(high) < int(low):
-        raise SlurmEnvironmentError("node list %r: %r is not a number or a range low-high" % (nodelist, item))
-    if int(high) - int(low) > MAX_HOSTS:
-        raise SlurmEnvironmentError("node list %r: the range %r is too large" % (nodelist, item))
-    width = len(low) if low.startswith("0") else 0
-    return [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
-
-
-def _expand_host(host, nodelist):
-    match = _BRACKET.search(host)
-    if match is None:
-        return [host]
-    prefix, rest = host[:match.start()], host[match.end():]
-    numbers = []
-    for item in match.group(1).split(","):
-        numbers.extend(_expand_range(item, nodelist))
-    # A suffix may hold a bracket of its own (a[1-2]-b[3-4]).
-    tails = _expand_host(rest, nodelist)
-    if len(numbers) * len(tails) > MAX_HOSTS:
-        raise SlurmEnvironmentError("node list %r: %r names more than %d hosts" % (nodelist, host, MAX_HOSTS))
-    return [prefix + n + tail for n in numbers for tail in tails]
-
-
 def expand_nodelist(nodelist):
     """The host names of a node list in Slurm's compact form, in order, as
-    `scontrol show hostnames` prints them."""
-    if not nodelist or not nodelist.strip():
-        raise SlurmEnvironmentError("the node list is empty")
-    hosts = []
-    for part in _split_top_level(nodelist.strip()):
-        if not part:
-            raise SlurmEnvironmentError("node list %r: an empty name" % nodelist)
-        hosts.extend(_expand_host(part, nodelist))
-    return hosts
+    `scontrol show hostnames` prints them. The parser is edtrun's own
+    (src/launcher/slurm_allocation.h), reached through the extension: one
+    parser for edtrun inside an allocation and for a task of srun."""
+    # Imported here, not at the top: the extension is there wherever a job
+    # runs (edt's runtime imports it before apply()), and this module stays
+    # importable without it.
+    from edt import _edt
+    try:
+        return _edt.expand_slurm_nodelist(nodelist or "")
+    except _edt.EdtError as error:
+        raise SlurmEnvironmentError(error.args[1]) from None
 
 
 def _int(env, name):

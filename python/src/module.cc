@@ -27,6 +27,7 @@
 #include "edt/tcp_store.h"
 #include "engine/communicator_collectives.h"
 #include "engine/engine.h"
+#include "launcher/slurm_allocation.h"
 
 namespace py = pybind11;
 
@@ -262,6 +263,14 @@ PYBIND11_MODULE(_edt, m) {
            }),
            py::arg("host"), py::arg("port"))
       .def_property_readonly("port", &edt::TcpStoreServer::port);
+
+  // Slurm's compact node list ("tt-worker-[0-2]") as host names, for
+  // edt/_slurm.py: edtrun's parser (launcher/slurm_allocation.h), so a task
+  // of srun reads a node list exactly as edtrun does.
+  m.def(
+      "expand_slurm_nodelist",
+      [](const std::string& nodelist) { return edt::python::value_or_throw(edt::launcher::expand_nodelist(nodelist)); },
+      py::arg("nodelist"));
 
   py::class_<Runtime, std::shared_ptr<Runtime>>(m, "Runtime")
       .def(py::init<>())

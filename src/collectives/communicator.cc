@@ -26,6 +26,7 @@
 #include "common/process.h"
 #include "common/units.h"
 #include "edt/tcp_store.h"
+#include "rendezvous/peer_exchange.h"
 #include "transport/factory.h"
 
 namespace edt {
@@ -576,7 +577,8 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
   Group local_group() const { return Group{transport_.get(), topology_.local_members, topology_.local_rank}; }
   Group leader_group() const { return Group{transport_.get(), topology_.leaders, topology_.host_index}; }
 
-  // Registers this rank in the store and waits for every rank's entry.
+  // Registers this rank in the store and waits for every rank's entry
+  // (rendezvous/peer_exchange.h); the entries are PeerInfo, encode()d.
   Result<std::vector<PeerInfo>> gather_peers(Store& store, const PeerInfo& me, Clock::time_point deadline,
                                              std::chrono::milliseconds timeout);
 
@@ -611,35 +613,15 @@ class CommunicatorImpl final : public Communicator, public std::enable_shared_fr
 Result<std::vector<PeerInfo>> CommunicatorImpl::gather_peers(Store& store, const PeerInfo& me,
                                                             Clock::time_point deadline,
                                                             std::chrono::milliseconds timeout) {
-  auto left = [&] {
-    return std::max(std::chrono::duration_cast<Store::Duration>(deadline - Clock::now()), Store::Duration(1));
+  auto describe = [this](const std::string& blob) {
+    auto other = decode(blob, rank_);
+    return "host " + (other.is_ok() ? other->host + " pid " + std::to_string(other->process.pid) : std::string("?"));
   };
-  const std::string key = "rank/" + std::to_string(rank_);
-  EDT_ASSIGN_OR_RETURN(std::string stored, store.compare_set(key, "", encode(me)));
-  if (stored != encode(me)) {
-    auto other = decode(stored, rank_);
-    return already_exists("rank " + std::to_string(rank_) + " is already taken in this group (by host " +
-                          (other.is_ok() ? other->host + " pid " + std::to_string(other->process.pid) : "?") +
-                          "); every process needs its own rank (EDT_RANK)");
-  }
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back("rank/" + std::to_string(r));
-  Status arrived = store.wait(keys, left());
-  if (!arrived.is_ok()) {
-    if (arrived.code() != StatusCode::kTimeout) return arrived;
-    std::string missing;
-    for (int r = 0; r < size_; ++r) {
-      auto v = store.try_get(keys[r]);
-      if (v.is_ok() && !v->has_value()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    }
-    return timeout_error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout.count()) +
-                         " ms for the group of " + std::to_string(size_) + " to form; missing rank(s) " + missing +
-                         " (did they start? do they use the same EDT_COORDINATOR?)");
-  }
+  EDT_ASSIGN_OR_RETURN(std::vector<std::string> blobs,
+                       rendezvous::exchange_blobs(store, {rank_, size_, encode(me), deadline, timeout, describe}));
   std::vector<PeerInfo> peers;
   for (int r = 0; r < size_; ++r) {
-    EDT_ASSIGN_OR_RETURN(std::string text, store.get(keys[r], left()));
-    EDT_ASSIGN_OR_RETURN(PeerInfo info, decode(text, r));
+    EDT_ASSIGN_OR_RETURN(PeerInfo info, decode(blobs[r], r));
     peers.push_back(std::move(info));
   }
   return peers;

@@ -324,73 +324,88 @@ void Engine::loop() {
 Status Engine::cycle(bool* finished) {
   std::vector<Announcement> announcements;
   bool join = false, shut_down = false;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& [name, op] : queue_) announcements.push_back({name, op->meta});
-    queue_.clear();
-    join = join_asked_ && !join_announced_;
-    shut_down = shutdown_asked_ && !shutdown_announced_;
-    join_announced_ |= join;
-    shutdown_announced_ |= shut_down;
-  }
-
+  take_announcements(&announcements, &join, &shut_down);
   std::string message;
   if (!announcements.empty() || join || shut_down) message = negotiator_.encode(announcements, join, shut_down);
-  std::vector<uint64_t> lengths(size_);
-  uint64_t length = message.size();
-  EDT_RETURN_IF_ERROR(collectives_->allgatherv(&length, lengths.data(), std::vector<size_t>(size_, 8)));
-  uint64_t total = std::accumulate(lengths.begin(), lengths.end(), uint64_t{0});
-
-  if (total > 0) {
-    std::string all(total, '\0');
-    EDT_RETURN_IF_ERROR(
-        collectives_->allgatherv(message.data(), all.data(), std::vector<size_t>(lengths.begin(), lengths.end())));
-    std::vector<std::string_view> messages;
-    size_t offset = 0;
-    for (uint64_t n : lengths) {
-      messages.emplace_back(all.data() + offset, n);
-      offset += n;
-    }
-    EDT_ASSIGN_OR_RETURN(CycleOutcome outcome, negotiator_.decode(messages));
-    EDT_RETURN_IF_ERROR(run_ready(outcome.ready));
-    if (outcome.join_completed_by) {
-      std::lock_guard lock(mu_);
-      if (join_op_) {
-        join_op_->output.last_joined_rank = *outcome.join_completed_by;
-        join_op_->done = true;
-        join_op_.reset();
-      }
-      join_asked_ = false;
-      join_announced_ = false;
-      finished_.notify_all();
-    }
-    if (outcome.shut_down_by) {
-      std::lock_guard lock(mu_);
-      shut_down_by_ = *outcome.shut_down_by;
+  EDT_ASSIGN_OR_RETURN(std::optional<CycleOutcome> outcome, exchange(message));
+  if (outcome) {
+    EDT_RETURN_IF_ERROR(run_ready(outcome->ready));
+    if (apply_outcome(*outcome)) {
       *finished = true;
       return Status::ok();
     }
   }
+  if (rank_ == 0 && options_.stall_warning.count() > 0) warn_of_stalls();
+  schedule_next_cycle();
+  return Status::ok();
+}
 
-  if (rank_ == 0 && options_.stall_warning.count() > 0) {
-    auto now = std::chrono::steady_clock::now();
-    std::vector<std::string> pending = negotiator_.pending_names();
-    std::erase_if(stall_seen_, [&](const auto& kv) {
-      return std::find(pending.begin(), pending.end(), kv.first) == pending.end();
-    });
-    for (const auto& name : pending) {
-      auto [it, inserted] = stall_seen_.try_emplace(name, now);
-      if (!inserted && now - it->second > options_.stall_warning) {
-        std::string ranks;
-        for (int r : negotiator_.missing_ranks(name)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-        log::warn("tensor '{}' was submitted by some ranks but ranks {} have not submitted it for more than {} s; "
-                  "check that every rank runs the same collectives.",
-                  name, ranks, options_.stall_warning.count() / 1000);
-        it->second = now;  // warn again only after another period
-      }
+void Engine::take_announcements(std::vector<Announcement>* announcements, bool* join, bool* shut_down) {
+  std::lock_guard lock(mu_);
+  for (auto& [name, op] : queue_) announcements->push_back({name, op->meta});
+  queue_.clear();
+  *join = join_asked_ && !join_announced_;
+  *shut_down = shutdown_asked_ && !shutdown_announced_;
+  join_announced_ |= *join;
+  shutdown_announced_ |= *shut_down;
+}
+
+Result<std::optional<CycleOutcome>> Engine::exchange(const std::string& message) {
+  std::vector<uint64_t> lengths(size_);
+  uint64_t length = message.size();
+  EDT_RETURN_IF_ERROR(collectives_->allgatherv(&length, lengths.data(), std::vector<size_t>(size_, 8)));
+  uint64_t total = std::accumulate(lengths.begin(), lengths.end(), uint64_t{0});
+  if (total == 0) return std::optional<CycleOutcome>();
+  std::string all(total, '\0');
+  EDT_RETURN_IF_ERROR(
+      collectives_->allgatherv(message.data(), all.data(), std::vector<size_t>(lengths.begin(), lengths.end())));
+  std::vector<std::string_view> messages;
+  size_t offset = 0;
+  for (uint64_t n : lengths) {
+    messages.emplace_back(all.data() + offset, n);
+    offset += n;
+  }
+  EDT_ASSIGN_OR_RETURN(CycleOutcome outcome, negotiator_.decode(messages));
+  return std::optional<CycleOutcome>(std::move(outcome));
+}
+
+bool Engine::apply_outcome(const CycleOutcome& outcome) {
+  std::lock_guard lock(mu_);
+  if (outcome.join_completed_by) {
+    if (join_op_) {
+      join_op_->output.last_joined_rank = *outcome.join_completed_by;
+      join_op_->done = true;
+      join_op_.reset();
+    }
+    join_asked_ = false;
+    join_announced_ = false;
+    finished_.notify_all();
+  }
+  if (!outcome.shut_down_by) return false;
+  shut_down_by_ = *outcome.shut_down_by;
+  return true;
+}
+
+void Engine::warn_of_stalls() {
+  auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> pending = negotiator_.pending_names();
+  std::erase_if(stall_seen_, [&](const auto& kv) {
+    return std::find(pending.begin(), pending.end(), kv.first) == pending.end();
+  });
+  for (const auto& name : pending) {
+    auto [it, inserted] = stall_seen_.try_emplace(name, now);
+    if (!inserted && now - it->second > options_.stall_warning) {
+      std::string ranks;
+      for (int r : negotiator_.missing_ranks(name)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      log::warn("tensor '{}' was submitted by some ranks but ranks {} have not submitted it for more than {} s; "
+                "check that every rank runs the same collectives.",
+                name, ranks, options_.stall_warning.count() / 1000);
+      it->second = now;  // warn again only after another period
     }
   }
+}
 
+void Engine::schedule_next_cycle() {
   // The pause before the next exchange. Every rank decoded the same
   // messages, so all agree on what is pending:
   // - nothing: idle_time. No exchange is needed until some rank submits.
@@ -412,7 +427,6 @@ Status Engine::cycle(bool* finished) {
     pause = std::chrono::microseconds::zero();
   std::lock_guard lock(mu_);
   next_cycle_ = std::chrono::steady_clock::now() + pause;
-  return Status::ok();
 }
 
 void Engine::pause() {

@@ -32,6 +32,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -130,7 +131,16 @@ class Engine {
   // Runs cycles on the calling thread until `op` is done or cycling stops.
   void drive_until_done(const Op& op);
   Status cycle(bool* finished);
-  // The thread's wait between cycles (see the end of cycle()).
+  // cycle()'s steps: takes the queue and the join and shutdown to announce;
+  // exchanges every rank's message (none when all are empty); records a
+  // completed join and says whether a rank shut down; warns of names that
+  // stall (rank 0); sets the pause before the next cycle.
+  void take_announcements(std::vector<Announcement>* announcements, bool* join, bool* shut_down);
+  Result<std::optional<CycleOutcome>> exchange(const std::string& message);
+  bool apply_outcome(const CycleOutcome& outcome);
+  void warn_of_stalls();
+  void schedule_next_cycle();
+  // The thread's wait between cycles (see schedule_next_cycle()).
   void pause();
   Status run_ready(const std::vector<Ready>& ready);
   Status run_allreduce_group(const std::vector<const Ready*>& group);

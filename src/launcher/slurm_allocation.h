@@ -5,6 +5,10 @@
 // ("tt-launcher,tt-worker-[0-2]") and SLURM_TASKS_PER_NODE ("2(x3),1": 2
 // tasks on each of the first 3 nodes, then 1); each node becomes a host
 // with that many slots. Pure functions of the environment given.
+//
+// expand_nodelist() is edt's one parser of the compact form: a task of
+// srun without edtrun (python/edt/_slurm.py) calls it through the
+// extension (_edt.expand_slurm_nodelist).
 #pragma once
 
 #include <string>
