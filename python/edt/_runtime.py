@@ -19,7 +19,7 @@ the training function returned stays until shutdown(), so collectives after
 hvd.elastic.run (a final evaluation) work as in Horovod.
 
 Process sets (edt.common.process_sets) are formed on the current Runtime
-and stop with it, before it."""
+and stop with it, before it (process_sets registers that with on_stop())."""
 
 import atexit
 import collections
@@ -35,6 +35,7 @@ _elastic_job = None
 _placement = None  # elastic mode between generations: a Placement
 _formed = 0        # communicators this process formed (outside elastic mode)
 _epoch = 0         # Runtimes this process has made current: unnamed requests count per epoch
+_stop_hooks = []   # on_stop(): run before a Runtime stops (the process sets formed on it)
 
 Placement = collections.namedtuple("Placement", "rank size local_rank local_size cross_rank cross_size")
 
@@ -124,11 +125,18 @@ def epoch():
     return _epoch
 
 
+def on_stop(hook):
+    """Registers hook(), called whenever a Runtime stops, before it does:
+    what is formed on a Runtime ends with it. edt.common.process_sets
+    registers its stop_all() when it is imported (it depends on this
+    module, not this module on it)."""
+    _stop_hooks.append(hook)
+
+
 def _stop(runtime):
     if runtime is not None:
-        # Process sets are formed on the global runtime: they end with it.
-        from edt.common import process_sets
-        process_sets.stop_all()
+        for hook in _stop_hooks:
+            hook()
         try:
             runtime.shutdown()
         except Exception:

@@ -1,5 +1,5 @@
 // The client side of the warm start: asks the host's warm Python interpreter
-// (python/edt/_warm.py, a server on a Unix socket) to run a Python command
+// (python/edt/_warm/, a server on a Unix socket) to run a Python command
 // as a worker forked from it, with torch already imported, instead of
 // starting `python3` afresh.
 //

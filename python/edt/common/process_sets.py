@@ -315,3 +315,7 @@ def stop_all():
         _scopes, _calls = itertools.count(), itertools.count()
     for entry in entries:
         _stop(entry)
+
+
+# Sets are formed on the global Runtime: they stop with it, before it.
+_runtime.on_stop(stop_all)

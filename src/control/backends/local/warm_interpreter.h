@@ -1,4 +1,4 @@
-// WarmInterpreter: the host's warm Python interpreter (python/edt/_warm.py),
+// WarmInterpreter: the host's warm Python interpreter (python/edt/_warm/),
 // kept running by edtd for the containers of the local backend.
 //
 // It imports torch and edt.torch once, then forks Python workers on demand

@@ -1,0 +1,111 @@
+"""What a request asks Python to run, and whether a worker forked from the
+server can run it exactly as a fresh `python3 ...` would: the same
+interpreter, Python options no other than -u, -B and -m, the same start-up
+variables, and a module path on which every preloaded package comes from
+the file the server imported. Anything else is Cold.
+
+These checks run in the worker after it took the client's credentials
+(worker.py), so they see the paths as the client sees them.
+"""
+
+import importlib.machinery
+import os
+import site
+import sys
+
+from edt._warm.protocol import Cold
+
+# Variables Python reads at start-up that a forked interpreter cannot change.
+STARTUP_VARIABLES = (
+    "PYTHONHASHSEED", "PYTHONOPTIMIZE", "PYTHONDEBUG", "PYTHONINSPECT", "PYTHONNOUSERSITE", "PYTHONUSERBASE",
+    "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONMALLOC", "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONPLATLIBDIR",
+    "PYTHONUTF8", "PYTHONCOERCECLOCALE", "PYTHONEXECUTABLE", "PYTHONTRACEMALLOC", "PYTHONPROFILEIMPORTTIME",
+    "PYTHONFAULTHANDLER", "PYTHONNODEBUGRANGES", "PYTHONINTMAXSTRDIGITS", "LC_ALL", "LC_CTYPE", "LANG",
+)
+
+
+def parse_command(argv):
+    """(options, kind, target, args) of `python3 [-u] [-B] (script | -m module) args...`."""
+    options, i = set(), 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
+        flag = argv[i]
+        if flag == "-m":
+            if i + 1 >= len(argv):
+                raise Cold("-m needs a module name")
+            return options, "module", argv[i + 1], argv[i + 2:]
+        if flag in ("-u", "-B", "-uB", "-Bu"):
+            options.update(flag[1:])
+        else:
+            raise Cold("the Python option %s is not served warm" % flag)
+        i += 1
+    if i >= len(argv):
+        raise Cold("no script to run")
+    return options, "script", argv[i], argv[i + 1:]
+
+
+def which(program, path):
+    if "/" in program:
+        return program
+    for directory in path.split(":"):
+        candidate = os.path.join(directory or ".", program)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    raise Cold("%s is not on PATH" % program)
+
+
+def check_interpreter(argv, env, interpreter_id):
+    found = os.stat(which(argv[0], env.get("PATH", os.defpath)))
+    if (found.st_dev, found.st_ino) != interpreter_id:
+        raise Cold("%s is not the interpreter this server runs (%s)" % (argv[0], sys.executable))
+
+
+def check_startup_variables(env):
+    for name in STARTUP_VARIABLES:
+        if env.get(name) != os.environ.get(name):
+            raise Cold("%s differs from the warm interpreter's" % name)
+    for name in set(env) | set(os.environ):
+        if name.startswith("TORCH_") and env.get(name) != os.environ.get(name):
+            raise Cold("%s (read when torch is imported) differs from the warm interpreter's" % name)
+
+
+def module_path(first, env):
+    """sys.path as a fresh interpreter with `env` would have it: `first`,
+    then PYTHONPATH, then the standard entries, with the user's site
+    directory where site.py puts it."""
+    ours = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
+    ours += [os.path.abspath(p) for p in ours]
+    theirs = [p for p in env.get("PYTHONPATH", "").split(":") if p]
+    base = [p for p in sys.path[1:] if p not in ours and p != site.USER_SITE]
+    if site.ENABLE_USER_SITE and env.get("HOME"):
+        user = os.path.join(env["HOME"], ".local/lib/python%d.%d/site-packages" % sys.version_info[:2])
+        if os.path.isdir(user):
+            system = [i for i, p in enumerate(base) if p in site.getsitepackages()]
+            base.insert(system[0] if system else len(base), user)
+    return [first] + theirs + base
+
+
+def check_preloaded(path, packages):
+    """Each preloaded package would be imported from the same file. Only
+    entries the server's own sys.path lacks (the script's directory, the
+    client's PYTHONPATH, its user site) can change that, unless the order of
+    the shared ones changed: those are listed once, and a package whose name
+    appears in one is looked up in full."""
+    ours = set(sys.path[1:])
+    shared = [p for p in path[1:] if p in ours]
+    kept = set(shared)
+    if shared != [p for p in sys.path[1:] if p in kept]:
+        suspects = set(packages)
+    else:
+        suspects = set()
+        for entry in (p for p in path if p not in ours):
+            try:
+                names = os.listdir(entry or ".")
+            except OSError:
+                continue
+            suspects.update(n.partition(".")[0] for n in names)
+    for name in sorted(suspects & set(packages)):
+        module = sys.modules.get(name)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        origin = spec.origin if spec and spec.origin else None
+        if module is not None and (origin is None or os.path.realpath(origin) != os.path.realpath(module.__file__)):
+            raise Cold("on this PYTHONPATH %s would come from %s, not %s" % (name, origin or "nowhere", module.__file__))
