@@ -5,6 +5,10 @@ CMAKE_FLAGS ?=
 # Extra ctest flags (e.g. -R REGEX); no test is retried: one that fails
 # once is a defect.
 CTEST_FLAGS ?=
+# How many tests ctest runs at once: most wait on processes, sleeps and
+# sockets, not a core; cmake/EdtTestResources.cmake keeps apart the tests
+# that share something and counts the cores of those that compute.
+TEST_JOBS ?= 4
 # make install: where to (DESTDIR, if set, is put in front, as usual).
 PREFIX ?= /usr/local
 # make fuzz: how long each fuzz target runs, and which (fuzz/targets.txt).
@@ -15,7 +19,7 @@ FUZZ_TARGETS ?= $(shell cat fuzz/targets.txt)
 ASAN_BUILD ?= build-asan
 ASAN_INTEGRATION ?= ^(api_hostile|api_contract|edtrun_integration|edtrun_elastic_scenarios|net_collectives|container_isolation)$$
 
-.PHONY: all build deps configure test unit fuzz test-asan demo demo-slurm bench install package clean slurm-up slurm-down
+.PHONY: all build deps configure test unit fuzz asan-build test-asan demo demo-slurm bench install package clean slurm-up slurm-down
 
 all: build
 
@@ -32,7 +36,7 @@ build: configure
 
 # The whole suite: unit tests, multi-process integration tests, python tests.
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 600 $(CTEST_FLAGS)
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(TEST_JOBS) $(CTEST_FLAGS)
 
 # Only the fast in-process tests.
 unit: build
@@ -45,15 +49,19 @@ fuzz: configure
 	for t in $(FUZZ_TARGETS); do fuzz/run.sh $(BUILD)/fuzz $$t $(FUZZ_SECONDS) || exit 1; done
 
 # The unit tests and the integration tests of ASAN_INTEGRATION, built with
-# ASan and UBSan in $(ASAN_BUILD): only the test binaries and the programs
-# they run are built. console_components (the web console's own unit tests,
-# JavaScript) needs the console's npm build, which test-asan does not make.
-test-asan:
+# ASan and UBSan in $(ASAN_BUILD): only the unit tests' binaries and the
+# programs those integration tests run are built (asan-build). The edt CLI
+# and the integration tests' gtest binaries are not: none of these runs
+# them. console_components (the web console's own unit tests, JavaScript)
+# needs the console's npm build, which is not made.
+asan-build:
 	cmake -S . -B $(ASAN_BUILD) -G Ninja $(CMAKE_FLAGS) -DEDT_SANITIZE=address,undefined -DEDT_FUZZ=OFF
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target edt_test_binaries edtd edt edtrun edtrun-probe edt-warm-run edt-bench edt-bench-elastic \
-	  net-collectives-check
-	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -L unit -E '^console_components$$' $(CTEST_FLAGS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -R '$(ASAN_INTEGRATION)' $(CTEST_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target edt_unit_test_binaries edtd edtrun edtrun-probe edt-warm-run \
+	  edt-bench edt-bench-elastic net-collectives-check
+
+test-asan: asan-build
+	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -j $(TEST_JOBS) -L unit -E '^console_components$$' $(CTEST_FLAGS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -j $(TEST_JOBS) -R '$(ASAN_INTEGRATION)' $(CTEST_FLAGS)
 
 # edtd, edt, edtrun, edt-bench, libedt and its headers and CMake package, the
 # Python package, the web console and edtd's systemd unit (docs/install.md).
@@ -70,20 +78,20 @@ demo: deps configure
 	scripts/demo.py --build $(BUILD)
 
 # The same scenario with edtd placing the containers on a Slurm cluster
-# that tests/slurm/harness.py builds on this machine (edtd --backend slurm).
+# that tests/harness/slurm.py builds on this machine (edtd --backend slurm).
 demo-slurm: deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target demo_tools
 	scripts/demo.py --build $(BUILD) --backend slurm
 
 # A real Slurm cluster on this machine (needs root): nodes are network
-# namespaces on bridge edtsh0; tests/slurm/harness.py prints the
+# namespaces on bridge edtsh0; tests/harness/slurm.py prints the
 # `export SLURM_CONF=...` to use. E.g. make slurm-up SLURM_UP_FLAGS='--nodes 4'.
 SLURM_UP_FLAGS ?=
 slurm-up:
-	/usr/bin/python3 tests/slurm/harness.py up $(SLURM_UP_FLAGS)
+	/usr/bin/python3 tests/harness/slurm.py up $(SLURM_UP_FLAGS)
 
 slurm-down:
-	/usr/bin/python3 tests/slurm/harness.py down
+	/usr/bin/python3 tests/harness/slurm.py down
 
 clean:
 	rm -rf $(BUILD)

@@ -79,7 +79,8 @@ endfunction()
 
 # edt_test(NAME SOURCES ... [DEPS ...] [LABELS ...]): a GoogleTest binary
 # registered with CTest, one CTest test per GoogleTest case. The target
-# edt_test_binaries builds them all (edt_test_binaries_target()).
+# edt_test_binaries builds them all, edt_unit_test_binaries those labelled
+# unit (edt_test_binaries_target()).
 function(edt_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
@@ -91,14 +92,21 @@ function(edt_test name)
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
+  if(unit IN_LIST ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY EDT_UNIT_TEST_BINARIES ${name})
+  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30
     PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
 endfunction()
 
 # edt_test_binaries_target(): the target edt_test_binaries, which builds
-# every edt_test() binary and nothing else (a sanitizer build needs only
-# those and the programs they run). Called once, after every test is defined.
+# every edt_test() binary and nothing else, and edt_unit_test_binaries, the
+# unit tests' alone (the sanitizer build runs those, and builds no more than
+# them and the programs its integration tests run). Called once, after
+# every test is defined.
 function(edt_test_binaries_target)
   get_property(binaries GLOBAL PROPERTY EDT_TEST_BINARIES)
   add_custom_target(edt_test_binaries DEPENDS ${binaries})
+  get_property(unit_binaries GLOBAL PROPERTY EDT_UNIT_TEST_BINARIES)
+  add_custom_target(edt_unit_test_binaries DEPENDS ${unit_binaries})
 endfunction()

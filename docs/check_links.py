@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that every relative link in the project's Markdown resolves.
 
-For README.md, docs/**/*.md and bench/**/*.md: each inline link or image
+For README.md, docs/**/*.md, bench/**/*.md and tests/**/*.md: each inline link or image
 `[text](target)` whose target is not a URL must name an existing file or
 directory (relative to the Markdown file), and a `#anchor` (alone or after a
 .md file) must be a heading of that file, spelled as GitHub makes anchors.
@@ -21,7 +21,7 @@ HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 
 def markdown_files(root):
     files = [os.path.join(root, "README.md")]
-    for top in ("docs", "bench"):
+    for top in ("docs", "bench", "tests"):
         for folder, dirs, names in os.walk(os.path.join(root, top)):
             dirs[:] = [d for d in dirs if d not in ("node_modules", ".git")]
             files += [os.path.join(folder, n) for n in names if n.endswith(".md")]

@@ -14,7 +14,7 @@ what it measured, and removes everything it made: the cluster, edtd and the
 data dir. Exits non-zero at the first step that fails.
 
 With --backend slurm (`make demo-slurm`) the same scenario runs with edtd
-on the "login node" of a real Slurm cluster that tests/slurm/harness.py
+on the "login node" of a real Slurm cluster that tests/harness/slurm.py
 builds on this machine (4 nodes, each a network namespace with its own
 slurmd): each container is a Slurm job on a node, and the worker killed in
 the elastic run is ended by scancel of its container's job.
@@ -35,15 +35,16 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "examples/mnist"))
+# A program run from a checkout (`make demo`, or by hand), not a test: it
+# finds the test harness and the example's checks itself.
+sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "examples/mnist")]
 import check_run  # noqa: E402  (the example's own checks of its epoch lines)
-sys.path.insert(0, os.path.join(ROOT, "tests/slurm"))
-import harness  # noqa: E402  (the Slurm cluster of --backend slurm)
-from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
-import mounts  # noqa: E402
+import harness.edtd  # noqa: E402  (edtd started, waited for and stopped)
+from harness import mounts  # noqa: E402
+from harness.ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+from harness.slurm import SlurmHarness  # noqa: E402  (the Slurm cluster of --backend slurm)
 
 PYTHON = "/usr/bin/python3"
 # The demo's own bridge and block, apart from an installed edtd's (edt0,
@@ -135,7 +136,7 @@ class Demo:
             os.chmod(self.data_dir, 0o711)  # containers' roots bind from the shared directory in it
             self.files_dir = os.path.join(self.data_dir, "shared")
             os.makedirs(self.files_dir, mode=0o711)
-            self.slurm = harness.SlurmHarness(state_dir=os.path.join(self.data_dir, "slurm"), nodes=4, gpus=2,
+            self.slurm = SlurmHarness(state_dir=os.path.join(self.data_dir, "slurm"), nodes=4, gpus=2,
                                               cpus=2, memory_mb=4096, log=lambda text: None)
             self.addresses = self.slurm.address_range_for_containers
             self.network = ["--backend", "slurm", "--slurm-partition", self.slurm.partition, "--slurm-shared-dir",
@@ -165,7 +166,7 @@ class Demo:
 
     # ---- steps ----
     def start_slurm(self):
-        say("a Slurm cluster on this machine (tests/slurm/harness.py): slurmctld and %d nodes, each a network "
+        say("a Slurm cluster on this machine (tests/harness/slurm.py): slurmctld and %d nodes, each a network "
             "namespace with its own hostname and slurmd, 2 CPUs, 4 GiB and 2 GPUs (GRES %s)"
             % (self.slurm.nodes, self.slurm.gpu_type))
         self.slurm.up()
@@ -184,14 +185,13 @@ class Demo:
         say("starting edtd: data dir %s, API %s, containers in %s%s, %s"
             % (self.data_dir, self.api, self.addresses, " (" + " ".join(self.network) + ")" if self.network else "",
                label))
-        log = open(os.path.join(self.data_dir, "edtd.log"), "w")
         edtd_data = os.path.join(self.data_dir, "edtd") if self.slurm else self.data_dir
-        self.edtd = subprocess.Popen([self.edtd_bin, "--data-dir", edtd_data, "--listen", self.api[7:],
-                                      "--address-range", self.addresses, "--ssh-port", str(free_port()), "--grace",
-                                      "2s", *self.network, *flags], env=self.env, stdout=log, stderr=log)
-        wait_for_edtd(self.edtd, self.api, os.path.join(self.data_dir, "edtd.log"))
-        with open(os.path.join(edtd_data, "admin.token")) as f:
-            self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
+        self.edtd = harness.edtd.Edtd(self.edtd_bin, edtd_data,
+                                      ["--address-range", self.addresses, "--grace", "2s", *self.network, *flags],
+                                      log_path=os.path.join(self.data_dir, "edtd.log"), log_mode="w",
+                                      port=int(self.api.rsplit(":", 1)[1]), env=self.env, error=Failed, timeout=10)
+        self.edtd.start()
+        self.env.update(EDT_API=self.api, EDT_TOKEN=self.edtd.token)
         # One GPU per container needs 4 of one model for the scale to 4.
         models = collections.Counter(g["model"] for g in json.loads(self.edt("gpu", "list", "-o", "json").stdout))
         self.gpu_model = next((m for m, n in models.most_common(1) if n >= 4), None)
@@ -380,7 +380,7 @@ class Demo:
             return
         if failed:
             print("demo: the end of edtd's log:\n" + "\n".join(self.edtd_log().splitlines()[-30:]), file=sys.stderr)
-        if self.edtd.poll() is None:
+        if self.edtd.proc is not None and self.edtd.proc.poll() is None:
             clusters = self.edt("cluster", "list", "-o", "json", check=False)
             try:
                 names = [c["name"] for c in json.loads(clusters.stdout)]
@@ -392,7 +392,7 @@ class Demo:
             if self.mnist_volume:
                 say("edt volume delete mnist")
                 self.edt("volume", "delete", "mnist", check=False)
-            stop(self.edtd)
+            harness.edtd.stop_process(self.edtd.proc)
         if self.slurm:
             self.slurm.down()
         left = processes_mentioning(self.data_dir + "/")
@@ -442,35 +442,9 @@ class Demo:
         self.elastic()
 
 
-def stop(process, grace=30):
-    """SIGTERM, then SIGKILL if it is still there after `grace` seconds."""
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def check(ok, message):
     if not ok:
         raise Failed(message)
-
-
-def wait_for_edtd(process, api, log_path, seconds=10):
-    """Polls edtd's health endpoint until it answers; Failed, with its log,
-    if it exits or does not answer within `seconds`."""
-    deadline = time.time() + seconds
-    while True:
-        try:
-            urllib.request.urlopen(api + "/healthz", timeout=1)
-            return
-        except OSError:
-            if process.poll() is not None:
-                with open(log_path) as f:
-                    raise Failed("edtd exited with code %s:\n%s" % (process.returncode, f.read()))
-            check(time.time() < deadline, "edtd did not answer on %s within %d s" % (api, seconds))
-            time.sleep(0.1)  # edtd starting
 
 
 def has_gpus():
@@ -532,7 +506,7 @@ def main():
     p.add_argument("--min-acc", type=float, default=0.9, help="the test accuracy the elastic run must reach")
     p.add_argument("--mnist-dir", help="MNIST's IDX files to train on (default: a synthetic MNIST-like set)")
     p.add_argument("--backend", choices=["local", "slurm"], default="local",
-                   help="slurm: edtd places the containers on a Slurm cluster that tests/slurm/harness.py builds "
+                   help="slurm: edtd places the containers on a Slurm cluster that tests/harness/slurm.py builds "
                         "on this machine")
     args = p.parse_args()
     if os.geteuid() != 0:

@@ -32,7 +32,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from demo import TRAIN, Failed, check_run, free_port, stop, wait_for_edtd  # noqa: E402
+from demo import TRAIN, Failed, check_run  # noqa: E402
+import harness.edtd  # noqa: E402  (tests/harness: importing the demo put tests/ on the path)
 
 MODES = {
     "off-loopback": ["--user-namespaces", "off", "--network", "loopback", "--address-range", "127.81.0.0/24"],
@@ -49,9 +50,8 @@ class Edtd:
     def __init__(self, build, flags):
         self.build, self.flags = build, flags
         self.data_dir = tempfile.mkdtemp(prefix="edt-cost-")
-        self.api = "http://127.0.0.1:%d" % free_port()
         self.env = dict(os.environ)
-        self.process = None
+        self.edtd = None
 
     def edt(self, *args, timeout=600):
         run = subprocess.run([os.path.join(self.build, "src/cli/edt"), *args], env=self.env, capture_output=True,
@@ -62,13 +62,11 @@ class Edtd:
         return run.stdout
 
     def start(self):
-        log = open(os.path.join(self.data_dir, "edtd.log"), "w")
-        self.process = subprocess.Popen([os.path.join(self.build, "src/control/edtd"), "--data-dir", self.data_dir,
-                                         "--listen", self.api[7:], "--ssh-port", str(free_port()), *self.flags],
-                                        stdout=log, stderr=log)
-        wait_for_edtd(self.process, self.api, os.path.join(self.data_dir, "edtd.log"))
-        with open(os.path.join(self.data_dir, "admin.token")) as f:
-            self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
+        self.edtd = harness.edtd.Edtd(os.path.join(self.build, "src/control/edtd"), self.data_dir, self.flags,
+                                      log_path=os.path.join(self.data_dir, "edtd.log"), log_mode="w", error=Failed,
+                                      timeout=10)
+        self.edtd.start()
+        self.env.update(EDT_API=self.edtd.url, EDT_TOKEN=self.edtd.token)
         self.edt("volume", "create", "mnist")
         volume = next(v["host_path"] for v in json.loads(self.edt("volume", "list", "-o", "json"))
                       if v["name"] == "mnist")
@@ -97,10 +95,10 @@ class Edtd:
         return seen[(1, 0)][3]
 
     def close(self):
-        if self.process and self.process.poll() is None:
+        if self.edtd and self.edtd.proc and self.edtd.proc.poll() is None:
             subprocess.run([os.path.join(self.build, "src/cli/edt"), "cluster", "delete", "cost", "--wait"],
                            env=self.env, capture_output=True, timeout=120)
-            stop(self.process)
+            harness.edtd.stop_process(self.edtd.proc)
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 

@@ -12,8 +12,7 @@ import pytest
 from edt import _slurm
 from edt._slurm import SlurmEnvironmentError, expand_nodelist, job_environment
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+from harness.ports import free_port  # tests/harness, on PYTHONPATH (ports outside the ephemeral range)
 
 
 @pytest.mark.parametrize("nodelist, hosts", [

@@ -335,9 +335,11 @@ async function tabThrough(what, target) {
   }
   assert.equal((await activeInfo(target)).tag, 'BODY', `${what}: Tab leaves the page after the last stop`);
   assert.ok(stops.length >= 8, `${what}: Tab reaches the header and the view (${stops.length} stops: ${stops.map((x) => x.id || x.href || x.text.slice(0, 20) || x.tag).join(', ')})`);
+  // A stop's text may hold a time that ticks meanwhile (a job's age): digits aside.
+  const same = (info) => ({ ...info, text: info.text.replace(/[0-9]+/g, '#') });
   for (const back of [1, 2]) {
     await target.keyboard.press('Shift+Tab');
-    assert.deepEqual(await activeInfo(target), stops[stops.length - back], `${what}: Shift+Tab goes back to stop ${stops.length - back + 1}`);
+    assert.deepEqual(same(await activeInfo(target)), same(stops[stops.length - back]), `${what}: Shift+Tab goes back to stop ${stops.length - back + 1}`);
   }
 }
 

@@ -34,7 +34,7 @@ function canListen(port) {
   });
 }
 
-// A port below the kernel's ephemeral range (see scripts/ports.py): one the
+// A port below the kernel's ephemeral range (see tests/harness/ports.py): one the
 // kernel hands out could be taken by any connect() before edtd binds it.
 async function freePort() {
   const [low] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
@@ -115,7 +115,7 @@ export class Edtd {
       await this.exited;
       this.proc = null;
     }
-    // Disks edtd left mounted (a failed test's), as scripts/mounts.py does.
+    // Disks edtd left mounted (a failed test's), as tests/harness/mounts.py does.
     if (!keepData) {
       spawnSync('/usr/bin/python3', ['-c', 'import sys, mounts; mounts.unmount_under(sys.argv[1])', this.dataDir],
         { env: { ...process.env, PYTHONPATH: path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..', 'scripts') } });

@@ -17,20 +17,13 @@ the file itself.
 import argparse
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 import jsonschema
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
-import mounts  # noqa: E402
+from harness.edtd import ScratchEdtd
 
 METHODS = ("get", "post", "patch", "put", "delete")
 # The body of an operation that takes raw bytes (application/octet-stream).
@@ -120,96 +113,6 @@ class Contract:
             self.failures.append(f"{where}: {status} body does not match its schema at {list(e.absolute_path)}: {e.message}")
         if status >= 400 and not errors and value["error"]["status"] != status:
             self.failures.append(f"{where}: error.status {value['error']['status']} is not the HTTP status {status}")
-
-
-class Edtd:
-    def __init__(self, binary, addresses=None, extra=()):
-        self.dir = tempfile.mkdtemp(prefix="edt-contract-")
-        os.chmod(self.dir, 0o711)  # with user namespaces, containers' roots bind from the data dir in it
-        self.port = free_port()
-        self.ssh_port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        web = os.path.join(self.dir, "web")
-        os.makedirs(web)
-        with open(os.path.join(web, "index.html"), "w") as f:
-            f.write("<title>edt console</title>\n")
-        # Apart from edtd_integration_test's blocks (127.100-199); the console tests use bridges.
-        second = 250 + os.getpid() % 5
-        self.log = open(os.path.join(self.dir, "edtd.log"), "ab")
-        # Loopback networking unless the caller chose a network (edtd's default is a bridge).
-        network = [] if "--network" in extra else ["--network", "loopback"]
-        self.proc = subprocess.Popen(
-            [binary, "--data-dir", os.path.join(self.dir, "data"), "--listen", f"127.0.0.1:{self.port}",
-             "--address-range", addresses or f"127.{second}.0.0/24", "--ssh-port", str(self.ssh_port), "--gpus", "NVIDIA-P4=4",
-             "--grace", "2s", "--web-dir", web, *network, *extra],
-            stdout=self.log, stderr=self.log)
-        self.wait_healthy("come up")
-        with open(os.path.join(self.dir, "data", "admin.token")) as f:
-            self.token = f.read().strip()
-
-    def wait_healthy(self, what, timeout=20):
-        deadline = time.time() + timeout
-        while True:
-            try:
-                if self.send("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            if time.time() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"edtd did not {what}; its log:\n" + self.read_log())
-            time.sleep(0.05)
-
-    def restart(self, flags=(), between=None, timeout=30):
-        """SIGTERM to edtd (its containers keep running), between() if
-        given, then edtd again on the same data dir and port, with `flags`
-        added to its own."""
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=timeout)
-        if between:
-            between()
-        self.proc = subprocess.Popen([*self.proc.args, *flags], stdout=self.log, stderr=self.log)
-        self.wait_healthy("come back", timeout)
-
-    def read_log(self):
-        with open(os.path.join(self.dir, "edtd.log"), errors="replace") as f:
-            return f.read()[-4000:]
-
-    def send(self, method, path, body=None, token=None, raw=None):
-        """(status, content type, body text); path is the full path."""
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        request = urllib.request.Request(self.base + path, data=data, method=method)
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        if token:
-            request.add_header("Authorization", f"Bearer {token}")
-        try:
-            with urllib.request.urlopen(request, timeout=60) as r:
-                return r.status, r.headers.get("Content-Type", ""), r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.headers.get("Content-Type", ""), e.read().decode()
-
-    def api(self, method, path, body=None):
-        status, _, text = self.send(method, "/api/v1" + path, body, self.token)
-        return status, (json.loads(text) if text.startswith("{") else text)
-
-    def stop(self):
-        if self.proc.poll() is None:  # an edtd that died has nothing to delete (and its log is what matters)
-            status, listed = self.api("GET", "/clusters")
-            for c in listed.get("clusters", []) if status == 200 else []:
-                self.api("DELETE", "/clusters/" + c["name"])
-            deadline = time.time() + 60
-            while time.time() < deadline and self.api("GET", "/clusters")[1].get("clusters"):
-                time.sleep(0.2)
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise RuntimeError("edtd did not stop within 30 s of SIGTERM; its log:\n" + self.read_log())
-        self.log.close()
-        mounts.unmount_under(self.dir)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Run:
@@ -353,7 +256,7 @@ def main():
     with open(args.document) as f:
         text = f.read()
     contract = Contract(json.loads(text))
-    edtd = Edtd(args.edtd)
+    edtd = ScratchEdtd(args.edtd)
     try:
         run = Run(contract, edtd)
         run.served_document(text)

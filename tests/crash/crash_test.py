@@ -35,7 +35,6 @@ import http.client
 import json
 import os
 import resource
-import shutil
 import signal
 import socket
 import sqlite3
@@ -46,9 +45,7 @@ import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
-import mounts  # noqa: E402
+import harness.edtd
 
 ADDRESSES = "127.85.0.0/24"  # this test's own block (grep --address-range for the others)
 GPUS = "NVIDIA-P4=8"
@@ -75,47 +72,20 @@ def no_core_dumps():
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-class Edtd:
-    """One data dir, restartable; at most one edtd process at a time."""
+class Edtd(harness.edtd.Edtd):
+    """One data dir, restartable; at most one edtd process at a time. Each
+    start gets a fresh port, no core dumps, and EDT_FAULT only if asked."""
 
     def __init__(self, binary, root):
-        self.binary = binary
-        self.data = os.path.join(root, "data")
+        super().__init__(binary, os.path.join(root, "data"),
+                         ["--network", "loopback", "--address-range", ADDRESSES, "--gpus", GPUS, "--grace", "2s",
+                          "--warm-start", "off"],
+                         log_path=os.path.join(root, "edtd.log"), error=AssertionError, new_port_each_start=True,
+                         preexec_fn=no_core_dumps)
         self.home = os.path.realpath(self.data)
-        self.log_path = os.path.join(root, "edtd.log")
-        self.ssh_port = free_port()
-        self.proc = None
-        self.token = None
 
     def start(self, fault=None):
-        env = dict(os.environ)
-        env.pop("EDT_FAULT", None)
-        if fault:
-            env["EDT_FAULT"] = fault
-        self.port = free_port()
-        self.log_offset = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [self.binary, "--data-dir", self.data, "--listen", f"127.0.0.1:{self.port}", "--network", "loopback",
-                 "--address-range", ADDRESSES, "--ssh-port", str(self.ssh_port), "--gpus", GPUS, "--grace", "2s", "--warm-start", "off"],
-                stdout=log, stderr=log, env=env, preexec_fn=no_core_dumps)
-        wait_for("edtd to answer /healthz", self.healthy, 20)
-        with open(os.path.join(self.data, "admin.token")) as f:
-            self.token = f.read().strip()
-
-    def healthy(self):
-        if self.proc.poll() is not None:
-            raise AssertionError(f"edtd exited ({self.proc.returncode}) while starting; its log:\n{self.log()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=5) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    def log(self):
-        with open(self.log_path, errors="replace") as f:
-            f.seek(self.log_offset)
-            return f.read()[-6000:]
+        super().start(env_drop=["EDT_FAULT"], env_extra={"EDT_FAULT": fault} if fault else None)
 
     def api(self, method, path, body=None):
         """(status, JSON body); (0, None) when edtd died before answering."""
@@ -140,9 +110,7 @@ class Edtd:
 
     def stop(self):
         """SIGTERM: edtd stops, the containers keep running."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=30)
+        super().stop(kill_after=False)
 
     def expect_abort(self, point):
         try:
@@ -334,6 +302,13 @@ def run_point(edtd, point, operations, bystander_pids):
     print(f"  {point}: crashed in {' '.join(o for o in OPERATIONS if o in operations)}; invariants held", flush=True)
 
 
+def scale(edtd, containers, where):
+    status, body = edtd.api("PATCH", f"/clusters/{CLUSTER}", {"containers": containers})
+    if status != 200:
+        raise AssertionError(f"{where}: scaling {CLUSTER} to {containers} answered {status}: {body}; "
+                             f"the store has {edtd.rows()}")
+
+
 def kill_when(edtd, what, moment):
     """SIGKILLs edtd as soon as moment() is true (or edtd is done without it)."""
     wait_for(what, moment, TIMEOUT)
@@ -359,12 +334,12 @@ def run_sigkills(edtd, bystander_pids):
     check_invariants(edtd, {BYSTANDER: 2, CLUSTER: 2}, bystander_pids, "a create")
     for moment, check in moments.items():
         where = f"kill -9 of edtd in a scale-up once the new container's {moment}"
-        edtd.api("PATCH", f"/clusters/{CLUSTER}", {"containers": 3})
+        scale(edtd, 3, where)
         kill_when(edtd, moment, check)
         edtd.start()
         check_invariants(edtd, {BYSTANDER: 2, CLUSTER: 3}, bystander_pids, where)
         next_create(edtd, {BYSTANDER: 2, CLUSTER: 3}, bystander_pids, where)
-        edtd.api("PATCH", f"/clusters/{CLUSTER}", {"containers": 2})
+        scale(edtd, 2, f"the scale-down after {where}")
         check_invariants(edtd, {BYSTANDER: 2, CLUSTER: 2}, bystander_pids, f"the scale-down after {where}")
     edtd.api("DELETE", f"/clusters/{CLUSTER}")
     kill_when(edtd, "a container row of the deleted cluster to go",
@@ -425,8 +400,7 @@ def main():
         if args.keep:
             print(f"kept {root}")
         else:
-            mounts.unmount_under(root)
-            shutil.rmtree(root, ignore_errors=True)
+            harness.edtd.cleanup(root)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """The drain contract, end to end: a cluster scaled down under a running
 elastic job loses no work.
 
-    tests/drain/drain_test.py [--build DIR] [--case short|long|both] [--drain-timeout 30s]
+    tests/elastic/drain_test.py [--build DIR] [--case short|long|both] [--drain-timeout 30s]
 
 Starts edtd on a temporary data dir (containers in 127.86.0.0/24, this
 test's own block), creates cluster `drain` with 4 containers, and for each
@@ -52,9 +52,9 @@ CASES = {
 GENERATION = re.compile(r"generation (\d+): (\d+) workers \(([^)]*)\)(.*)")
 
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from demo import Failed, Job, check, free_port, say, stop, wait_for_edtd  # noqa: E402  (the demo's job runner and checks)
-import mounts  # noqa: E402
+from demo import Failed, Job, check, say  # the demo's job runner and checks (scripts/, on PYTHONPATH)
+import harness.edtd
+from harness.ports import free_port
 
 
 class Platform:
@@ -68,17 +68,15 @@ class Platform:
         self.edtd = None
 
     def start(self):
-        self.log = open(os.path.join(self.data_dir, "edtd.log"), "w")
-        self.edtd = subprocess.Popen([os.path.join(self.build, "src/control/edtd"), "--data-dir", self.data_dir,
-                                      "--listen", self.api[7:], "--network", "loopback", "--address-range", ADDRESSES,
-                                      "--ssh-port", str(free_port()), "--grace", "2s",
-                                      # Its volume a plain directory, which failed_scale() moves away
-                                      # (a disk's mount point cannot be renamed).
-                                      "--volume-size", "0"],
-                                     stdout=self.log, stderr=self.log)
-        wait_for_edtd(self.edtd, self.api, os.path.join(self.data_dir, "edtd.log"))
-        with open(os.path.join(self.data_dir, "admin.token")) as f:
-            self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
+        self.edtd = harness.edtd.Edtd(os.path.join(self.build, "src/control/edtd"), self.data_dir,
+                                      ["--network", "loopback", "--address-range", ADDRESSES, "--grace", "2s",
+                                       # Its volume a plain directory, which failed_scale() moves away
+                                       # (a disk's mount point cannot be renamed).
+                                       "--volume-size", "0"],
+                                      log_path=os.path.join(self.data_dir, "edtd.log"), log_mode="w",
+                                      port=int(self.api.rsplit(":", 1)[1]), error=Failed, timeout=10)
+        self.edtd.start()
+        self.env.update(EDT_API=self.api, EDT_TOKEN=self.edtd.token)
 
     def edtd_log(self):
         with open(os.path.join(self.data_dir, "edtd.log")) as f:
@@ -105,11 +103,10 @@ class Platform:
         if failed:
             print("drain_test: the end of edtd's log:\n" + "\n".join(self.edtd_log().splitlines()[-40:]),
                   file=sys.stderr)
-        if self.edtd.poll() is None:
+        if self.edtd.proc is not None and self.edtd.proc.poll() is None:
             self.edt("cluster", "delete", CLUSTER, "--wait", check_exit=False)
-            stop(self.edtd)
-        mounts.unmount_under(self.data_dir)
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+            harness.edtd.stop_process(self.edtd.proc)
+        harness.edtd.cleanup(self.data_dir)
 
 
 class DrainTest:

@@ -7,133 +7,25 @@ sample exactly once. Several hosts are names that all mean this machine
 (localhost, 127.0.0.1 and its host name), so workers are forked directly and
 the communicator still sees distinct hosts (TCP between them).
 """
-import importlib.util
-import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
+import harness.sshd
+from harness.edtrun import HOSTS, Job, assert_exactly_once, assert_nothing_left, write_hostfile
+
 EDTRUN = os.environ["EDTRUN"]
 WORKER = os.environ["EDT_BENCH_ELASTIC"]
-HOSTS = ["localhost", "127.0.0.1", socket.gethostname()]
-
-
-def _launcher_tests():
-    # The sshd the launcher's own tests start on 127.0.0.2 and 127.0.0.3.
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher", "edtrun_test.py")
-    spec = importlib.util.spec_from_file_location("edtrun_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def sshd():
-    directory = tempfile.mkdtemp(prefix="edt-elastic-sshd-")
-    server = _launcher_tests().Sshd(directory)
-    yield server
-    server.stop()
-
-
-class Job:
-    """edtrun in the background; its output parsed as it comes."""
-
-    def __init__(self, args, worker_args, timeout=120):
-        self.events = []
-        self.stderr_lines = []
-        self.lock = threading.Lock()
-        self.process = subprocess.Popen([EDTRUN] + args + ["--", WORKER] + worker_args,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.timeout = timeout
-        self.readers = [threading.Thread(target=self._read_stdout, daemon=True),
-                        threading.Thread(target=self._read_stderr, daemon=True)]
-        for r in self.readers:
-            r.start()
-
-    def _read_stdout(self):
-        for line in self.process.stdout:
-            # "[w3]<stdout>: {...}"
-            _, _, body = line.partition(": ")
-            try:
-                event = json.loads(body)
-            except ValueError:
-                continue
-            event["seen"] = time.time()
-            with self.lock:
-                self.events.append(event)
-
-    def _read_stderr(self):
-        for line in self.process.stderr:
-            with self.lock:
-                self.stderr_lines.append(line.rstrip("\n"))
-
-    def of(self, kind):
-        with self.lock:
-            return [e for e in self.events if e.get("event") == kind]
-
-    def wait_for(self, predicate, limit=30.0, what="a condition"):
-        end = time.time() + limit
-        while time.time() < end:
-            found = [e for e in self.of("step") if predicate(e)]
-            if found:
-                return found[0]
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.02)
-        raise AssertionError(f"no step with {what} within {limit} s; stderr:\n" + self.stderr())
-
-    def finish(self):
-        try:
-            code = self.process.wait(self.timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
-        for r in self.readers:
-            r.join(5)
-        return code
-
-    def stderr(self):
-        with self.lock:
-            return "\n".join(self.stderr_lines)
-
-    def pids(self):
-        return {e["worker"]: e["pid"] for e in self.of("start")}
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def assert_nothing_left(job):
-    end = time.time() + 10
-    pids = list(job.pids().values())
-    while time.time() < end and any(alive(p) for p in pids):
-        time.sleep(0.05)
-    assert not [p for p in pids if alive(p)], "workers left running"
-
-
-def assert_exactly_once(job):
-    epochs = job.of("epoch")
-    assert epochs, "no epoch finished; stderr:\n" + job.stderr()
-    assert all(e["exactly_once"] for e in epochs), epochs
-
-
-def write_hostfile(path, lines):
-    # As the platform does it: write, then rename (inotify sees IN_MOVED_TO).
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.rename(tmp, path)
+    with harness.sshd.running("edt-elastic-sshd-") as server:
+        yield server
 
 
 @pytest.fixture

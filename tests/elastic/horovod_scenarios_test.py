@@ -33,7 +33,7 @@ import pytest
 
 EDTRUN = os.environ["EDTRUN"]
 HERE = os.path.dirname(os.path.abspath(__file__))
-MAIN = os.path.join(HERE, "..", "..", "..", "tests", "third_party", "horovod", "test", "integration", "data",
+MAIN = os.path.join(HERE, "..", "third_party", "horovod", "test", "integration", "data",
                     "elastic_torch_main.py")
 
 # The discovery script of elastic_common.py: the hosts of the epoch the log

@@ -1,13 +1,12 @@
 """edt.torch.elastic under edtrun's elastic mode, end to end: a TorchState
-training (elastic_worker.py) through a scale-up from 2 to 3 hosts and the
-SIGKILL of a worker. Reuses the edtrun scenario harness of
-src/elastic/elastic_scenarios_test.py (Job, hostfile helpers); the hosts are
+training (torch_worker.py) through a scale-up from 2 to 3 hosts and the
+SIGKILL of a worker. Uses the edtrun scenario harness (tests/harness/edtrun.py:
+Job, hostfile helpers) with the Python worker; the hosts are
 names of this machine, so workers are forked directly and talk over TCP.
 
 Run by CTest (python_elastic_scenarios), not by the python_np* suites: it
 starts edtrun itself.
 """
-import importlib.util
 import os
 import signal
 import sys
@@ -16,23 +15,17 @@ import time
 
 import pytest
 
+from harness.edtrun import HOSTS, Job, assert_exactly_once, assert_nothing_left, write_hostfile
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "elastic_worker.py")
-
-
-def _harness():
-    os.environ.setdefault("EDT_BENCH_ELASTIC", sys.executable)
-    path = os.path.join(HERE, "..", "..", "..", "src", "elastic", "elastic_scenarios_test.py")
-    spec = importlib.util.spec_from_file_location("elastic_scenarios_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.WORKER = sys.executable  # the worker is a Python script
-    return module
-
-
-S = _harness()
+WORKER = os.path.join(HERE, "torch_worker.py")
 EPOCHS = 3
 SAMPLES = 1200
+
+
+def python_job(args, worker_args, **options):
+    """A harness Job whose worker is a Python script (WORKER, first of worker_args)."""
+    return Job(args, worker_args, worker=sys.executable, **options)
 
 
 @pytest.fixture
@@ -41,13 +34,13 @@ def hostfile():
 
 
 def test_torch_state_survives_scale_up_and_sigkill(hostfile):
-    h0, h1, h2 = S.HOSTS
-    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
-    job = S.Job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
+    h0, h1, h2 = HOSTS
+    write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
+    job = python_job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
                 [WORKER, "--samples", str(SAMPLES), "--batch", "4", "--epochs", str(EPOCHS),
                  "--commit-every", "5", "--step-ms", "25"], timeout=90)
     job.wait_for(lambda e: e["size"] == 2 and e["step"] >= 15, what="size 2")
-    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=1"])
+    write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=1"])
     grown = job.wait_for(lambda e: e["size"] == 3, what="size 3")
     job.wait_for(lambda e: e["size"] == 3 and e["step"] >= grown["step"] + 12, what="12 steps at size 3")
     # Kill a worker that was there from the start (the newcomer holds the
@@ -71,7 +64,7 @@ def test_torch_state_survives_scale_up_and_sigkill(hostfile):
     assert sizes[0] == 3 and sizes[-1] == 2, sizes
     assert {e["rank"] for e in job.of("reset") if e["worker"] == "w0"} == {0}
     assert f"w1 on host {h1} was killed by signal 9" in job.stderr()
-    S.assert_nothing_left(job)
+    assert_nothing_left(job)
 
 
 def test_process_sets_are_formed_again_in_every_generation(hostfile):
@@ -79,13 +72,13 @@ def test_process_sets_are_formed_again_in_every_generation(hostfile):
     reduces over them every step, through a scale-up from 2 to 3 workers
     and the SIGKILL of a member of a set: the sets of the generation before
     are invalidated, the new ones reduce over their members only."""
-    h0, h1, h2 = S.HOSTS
-    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
-    job = S.Job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
+    h0, h1, h2 = HOSTS
+    write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
+    job = python_job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
                 [WORKER, "--samples", "600", "--batch", "4", "--epochs", "2", "--commit-every", "5",
                  "--step-ms", "20", "--process-sets"], timeout=90)
     job.wait_for(lambda e: e["size"] == 2 and e["step"] >= 10, what="size 2")
-    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=1"])
+    write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=1"])
     grown = job.wait_for(lambda e: e["size"] == 3, what="size 3")
     job.wait_for(lambda e: e["size"] == 3 and e["step"] >= grown["step"] + 10, what="10 steps at size 3")
     killed = time.time()
@@ -95,7 +88,7 @@ def test_process_sets_are_formed_again_in_every_generation(hostfile):
     steps = job.of("step")
     assert {e["size"] for e in steps} == {2, 3}, steps
     assert all(e["sets_ok"] for e in steps), [e for e in steps if not e["sets_ok"]]
-    S.assert_nothing_left(job)
+    assert_nothing_left(job)
 
 
 @pytest.mark.parametrize("set_epoch_at, loop", [
@@ -110,19 +103,19 @@ def test_exactly_once_through_grow_and_shrink_with_either_set_epoch_pattern(host
     (docs/python.md) both train every sample exactly once per epoch; so does
     a loop that never commits inside the epoch but calls
     check_host_updates() every step (the step it leaves at is committed)."""
-    h0, h1, h2 = S.HOSTS
-    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
-    job = S.Job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
+    h0, h1, h2 = HOSTS
+    write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
+    job = python_job(["-np", "2", "--min-np", "2", "--max-np", "4", "--hostfile", hostfile],
                 [WORKER, "--samples", "2000", "--batch", "10", "--epochs", "2", "--step-ms", "15",
                  "--set-epoch-at", set_epoch_at] + loop, timeout=120)
     job.wait_for(lambda e: e["size"] == 2 and e["step"] >= 15, what="size 2")
-    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=2"])
+    write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1", f"{h2} slots=2"])
     grown = job.wait_for(lambda e: e["size"] == 4, what="size 4")
     job.wait_for(lambda e: e["size"] == 4 and e["step"] >= grown["step"] + 10, what="10 steps at size 4")
-    S.write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
+    write_hostfile(hostfile, [f"{h0} slots=1", f"{h1} slots=1"])
     job.wait_for(lambda e: e["size"] == 2 and e["step"] > grown["step"], what="size 2 again")
     assert job.finish() == 0, job.stderr()
     epochs = [e for e in job.of("epoch") if e["rank"] == 0]
     assert [e["epoch"] for e in epochs] == [0, 1], epochs
     assert all(e["exactly_once"] and e["trained"] == 2000 for e in epochs), epochs
-    S.assert_nothing_left(job)
+    assert_nothing_left(job)

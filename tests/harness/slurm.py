@@ -53,9 +53,9 @@ STATE.logs (its error names the file to read) before it is torn down.
 alone.
 
 Command line (as root):
-    tests/slurm/harness.py up [--nodes 3] [--gpus 2] [--cpus 2] [--memory-mb 4096] [--state-dir DIR]
-    tests/slurm/harness.py status [--state-dir DIR]
-    tests/slurm/harness.py down [--state-dir DIR]   # idempotent; also cleans up after a killed `up`
+    tests/harness/slurm.py up [--nodes 3] [--gpus 2] [--cpus 2] [--memory-mb 4096] [--state-dir DIR]
+    tests/harness/slurm.py status [--state-dir DIR]
+    tests/harness/slurm.py down [--state-dir DIR]   # idempotent; also cleans up after a killed `up`
 
 As a library:
     with SlurmHarness(nodes=3) as h:
@@ -257,7 +257,7 @@ def check_block_free():
 def slurm_conf(state_dir):
     s = state_dir
     return f"""\
-# Written by tests/slurm/harness.py: a cluster of dynamic nodes in network namespaces.
+# Written by tests/harness/slurm.py: a cluster of dynamic nodes in network namespaces.
 ClusterName={PREFIX}
 SlurmctldHost={CONTROLLER}({CONTROLLER_ADDRESS})
 SlurmctldPort=6817
@@ -308,11 +308,11 @@ PartitionName={PARTITION} Nodes=edtns Default=YES MaxTime=INFINITE State=UP
 """
 
 
-CGROUP_CONF = "# Written by tests/slurm/harness.py: Slurm manages no cgroups here.\nCgroupPlugin=cgroup/v1\nCgroupAutomount=no\n"
+CGROUP_CONF = "# Written by tests/harness/slurm.py: Slurm manages no cgroups here.\nCgroupPlugin=cgroup/v1\nCgroupAutomount=no\n"
 
 
 def gres_conf(state_dir, names, gpus):
-    out = "# Written by tests/slurm/harness.py: fake GPUs (mknod c 1 3).\nAutoDetect=off\n"
+    out = "# Written by tests/harness/slurm.py: fake GPUs (mknod c 1 3).\nAutoDetect=off\n"
     if gpus < 1:
         return out
     files = "0" if gpus == 1 else f"[0-{gpus - 1}]"
@@ -453,7 +453,7 @@ class SlurmHarness:
         if leftovers or os.path.exists(os.path.join(self.state_dir, MARKER)):
             where = resolve_state_dir()
             raise HarnessError(f"a Slurm harness is already up (state dir {where}; {', '.join(leftovers)}); "
-                               f"run `tests/slurm/harness.py down --state-dir {where}` first")
+                               f"run `tests/harness/slurm.py down --state-dir {where}` first")
         check_block_free()
         if os.path.exists(self.state_dir) and os.listdir(self.state_dir):
             raise HarnessError(f"{self.state_dir} exists and is not empty; remove it or pick another --state-dir")

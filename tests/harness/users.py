@@ -1,6 +1,11 @@
-"""What the container tests share: an edtd's API as a tenant sees it, its
+"""Users and tenants of a test's edtd: its API as a tenant sees it, its
 clusters waited for by state, its users made, and ssh into a container
-with the cluster's own key."""
+with the cluster's own key.
+
+Contract: Tenants(edtd) takes a started harness.edtd.ScratchEdtd; its checks
+are counted and their failures collected (report() gives the exit code);
+wait_running() and make_user() raise RuntimeError with edtd's log.
+"""
 import json
 import os
 import subprocess
@@ -10,7 +15,7 @@ TIMEOUT = 60
 
 
 class Tenants:
-    """Checks counted and failures collected against one edtd (contract_test.Edtd)."""
+    """Checks counted and failures collected against one edtd (harness.edtd.ScratchEdtd)."""
 
     def __init__(self, edtd):
         self.edtd = edtd

@@ -5,7 +5,7 @@ barrier took. A rank whose start is later than rank 0's by more than the
 barrier's release latency sees less than the sleep.
 
     PYTHONPATH=build/python:build/python/horovod_compat \
-        build/src/launcher/edtrun -np 2 /usr/bin/python3 python/tests/horovod_suite/barrier_race.py
+        build/src/launcher/edtrun -np 2 /usr/bin/python3 tests/horovod/barrier_race.py
 """
 import time, torch
 from datetime import datetime

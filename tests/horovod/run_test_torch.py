@@ -34,7 +34,7 @@ import xml.etree.ElementTree as ET
 import psutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PINNED = os.path.join(HERE, "..", "..", "..", "tests", "third_party", "horovod", "test", "parallel")
+PINNED = os.path.join(HERE, "..", "third_party", "horovod", "test", "parallel")
 RANK_ORDER = {"passed": 0, "skipped": 1, "failed": 2}
 
 

@@ -42,8 +42,9 @@ import socket
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
-import contract_test  # noqa: E402  (Edtd, Contract: the document's checks)
+from contract import contract_test  # the document's checks (Contract, METHODS)
+from harness.edtd import ScratchEdtd
+
 
 ADDRESSES = "127.84.0.0/24"  # this test's own block (grep --address-range for the others)
 CLUSTER = "hostile"
@@ -594,7 +595,7 @@ def main():
     args = parser.parse_args()
     with open(args.document) as f:
         contract = contract_test.Contract(json.load(f))
-    edtd = contract_test.Edtd(args.edtd, ADDRESSES)
+    edtd = ScratchEdtd(args.edtd, ADDRESSES)
     try:
         hostile = Hostile(contract, edtd)
         hostile.setup()

@@ -32,8 +32,8 @@ import threading
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
-import contract_test  # noqa: E402  (Edtd)
+from harness.edtd import ScratchEdtd
+
 
 ADDRESSES = "127.87.0.0/24"  # this test's own block (grep --address-range for the others)
 CLUSTER = "starve"
@@ -267,7 +267,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--edtd", required=True)
     args = parser.parse_args()
-    edtd = contract_test.Edtd(args.edtd, ADDRESSES)
+    edtd = ScratchEdtd(args.edtd, ADDRESSES)
     problems = []
     try:
         tokens, jobs = setup(edtd)

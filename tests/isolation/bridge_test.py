@@ -56,10 +56,10 @@ import tempfile
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
-import contract_test  # noqa: E402
-import tenants  # noqa: E402
-from tenants import TIMEOUT  # noqa: E402
+from harness import users
+from harness.edtd import ScratchEdtd
+from harness.users import TIMEOUT
+
 
 BRIDGE = "edtnettest0"
 BLOCK = "198.18.213.0/24"  # this test's own block; its gateway is .1
@@ -209,7 +209,7 @@ def veth_of(address):
     return "edtv%08x" % int.from_bytes(socket.inet_aton(address), "big")
 
 
-class Bridge(tenants.Tenants):
+class Bridge(users.Tenants):
     def __init__(self, edtd, edt):
         super().__init__(edtd)
         self.edt = edt
@@ -443,7 +443,7 @@ def main():
     listener.bind(("0.0.0.0", 0))
     listener.listen()
     with ForwardDropChain():
-        edtd = contract_test.Edtd(args.edtd, BLOCK, extra=["--network", f"bridge:{BRIDGE}"])
+        edtd = ScratchEdtd(args.edtd, BLOCK, extra=["--network", f"bridge:{BRIDGE}"])
         test = Bridge(edtd, args.edt)
         try:
             with Outside() as outside:

@@ -20,16 +20,16 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
-import contract_test  # noqa: E402
-import tenants  # noqa: E402
-from tenants import TIMEOUT  # noqa: E402
+from harness import users
+from harness.edtd import ScratchEdtd
+from harness.users import TIMEOUT
+
 
 LIMIT = 64 << 10
 FLOOD = "i=0; while [ $i -lt 8 ]; do head -c 1048576 /dev/zero | tr '\\0' x; i=$((i+1)); done; echo; echo the-end"
 
 
-class JobFiles(tenants.Tenants):
+class JobFiles(users.Tenants):
     def data(self, *parts):
         return os.path.join(self.edtd.dir, "data", *parts)
 
@@ -121,7 +121,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edtd", required=True)
     args = parser.parse_args()
-    edtd = contract_test.Edtd(args.edtd, None, ["--user-namespaces", "on", "--job-log-limit", "64KiB"])
+    edtd = ScratchEdtd(args.edtd, None, ["--user-namespaces", "on", "--job-log-limit", "64KiB"])
     test = JobFiles(edtd)
     try:
         test.run()

@@ -26,10 +26,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
-import contract_test  # noqa: E402
-import tenants  # noqa: E402
-from tenants import TIMEOUT  # noqa: E402
+from harness import users
+from harness.edtd import ScratchEdtd
+from harness.users import TIMEOUT
+
 
 BRIDGE, ADDRESSES = "edttrusttest0", "198.18.97.0/24"  # this test's own (grep --address-range for the others)
 LOG_BOUND = 1 << 20  # each of containers/<c>/log and log.1 (container_log.h)
@@ -107,7 +107,7 @@ print("wrote", written)
 '''
 
 
-class Trust(tenants.Tenants):
+class Trust(users.Tenants):
     def __init__(self, edtd):
         super().__init__(edtd)
         self.data = os.path.realpath(os.path.join(edtd.dir, "data"))
@@ -208,7 +208,7 @@ def main():
     parser.add_argument("--edtd", required=True)
     parser.add_argument("--only", choices=["relabel", "flood"], help="one of the two attacks")
     args = parser.parse_args()
-    edtd = contract_test.Edtd(args.edtd, ADDRESSES, ["--user-namespaces", "on", "--network", "bridge:" + BRIDGE])
+    edtd = ScratchEdtd(args.edtd, ADDRESSES, ["--user-namespaces", "on", "--network", "bridge:" + BRIDGE])
     test = Trust(edtd)
     if args.only == "flood":
         test.relabel = lambda *a: None

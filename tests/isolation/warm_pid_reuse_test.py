@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The warm interpreter (python/edt/_warm.py) cannot be driven into host
+"""The warm interpreter (python/edt/_warm/) cannot be driven into host
 root by pid reuse (issue 34, B1; docs/security.md, "Channels from a
 container to the host").
 
@@ -24,7 +24,7 @@ namespace:
 
 Needs root (ns_last_pid, setresuid, unshare). Starts its own server with
 the build's python/ directory (--pythonpath: a directory holding
-edt/_warm.py, so an older copy can be tested too); every process it starts
+edt/_warm/, so an older copy can be tested too); every process it starts
 is ended, and its directory removed, pass or fail.
   warm_pid_reuse_test.py --pythonpath build/python
 """
@@ -249,7 +249,7 @@ def check_reused_pid(server, out_dir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pythonpath", required=True, help="a directory holding edt/_warm.py")
+    parser.add_argument("--pythonpath", required=True, help="a directory holding edt/_warm/")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("needs root", file=sys.stderr)

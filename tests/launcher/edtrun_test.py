@@ -12,87 +12,26 @@ edt-bench when it is built).
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+from harness import sshd as sshd_harness
+from harness.sshd import HOSTS
 
 EDTRUN = os.environ.get("EDTRUN", "edtrun")
 PYTHON = "/usr/bin/python3"
-HOSTS = ("127.0.0.2", "127.0.0.3")
-
-
-def wait_for_listener(address, port, limit=10.0):
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        try:
-            socket.create_connection((address, port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("nothing listens on %s:%d" % (address, port))
-
-
-class Sshd:
-    def __init__(self, directory):
-        self.directory = directory
-        self.port = free_port(*HOSTS)
-        self.key = os.path.join(directory, "client_key")
-        host_key = os.path.join(directory, "host_key")
-        for path in (self.key, host_key):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path], check=True)
-        authorized = os.path.join(directory, "authorized_keys")
-        shutil.copy(self.key + ".pub", authorized)
-        os.chmod(authorized, 0o600)
-        config = os.path.join(directory, "sshd_config")
-        with open(config, "w") as f:
-            for host in HOSTS:
-                f.write("ListenAddress %s:%d\n" % (host, self.port))
-            f.write(textwrap.dedent("""\
-                HostKey {host_key}
-                AuthorizedKeysFile {authorized}
-                PidFile {directory}/sshd.pid
-                PermitRootLogin prohibit-password
-                PubkeyAuthentication yes
-                PasswordAuthentication no
-                KbdInteractiveAuthentication no
-                UsePAM no
-                StrictModes no
-                """).format(host_key=host_key, authorized=authorized, directory=directory))
-        # sshd refuses to start without its privilege separation directory,
-        # which a fresh system without a running sshd may lack.
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-        self.log = open(os.path.join(directory, "sshd.log"), "w")
-        self.process = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", config],
-                                        stdout=self.log, stderr=subprocess.STDOUT)
-        for host in HOSTS:
-            wait_for_listener(host, self.port)
-
-    def args(self):
-        return ["-p", str(self.port), "-i", self.key, "--ssh-option", "UserKnownHostsFile=/dev/null"]
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
-        self.log.close()
 
 
 @pytest.fixture(scope="module")
 def sshd():
-    directory = tempfile.mkdtemp(prefix="edtrun-sshd-")
-    server = Sshd(directory)
-    yield server
-    server.stop()
-    shutil.rmtree(directory, ignore_errors=True)
+    with sshd_harness.running("edtrun-sshd-") as server:
+        yield server
 
 
 @pytest.fixture

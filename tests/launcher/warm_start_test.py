@@ -1,4 +1,4 @@
-"""Integration tests of the warm start: python/edt/_warm.py (the server) and
+"""Integration tests of the warm start: python/edt/_warm/ (the server) and
 edt-warm-run (the client) with real processes.
 
 Each test compares a worker forked from the warm interpreter with what a
@@ -107,7 +107,7 @@ def test_streams_exit_codes_and_exceptions(server):
     assert result.stdout == "out:hello\n"
     assert "err\n" in result.stderr
     assert 'File "%s", line 5, in <module>' % path in result.stderr and "ValueError: boom" in result.stderr
-    assert "_warm.py" not in result.stderr, "the traceback shows the server's frames:\n" + result.stderr
+    assert "/edt/_warm" not in result.stderr, "the traceback shows the server's frames:\n" + result.stderr
     assert "declined" not in result.stderr
 
 

@@ -13,12 +13,10 @@ CI runs as root, so it runs there.
 """
 import os
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "net"))
-import testbed  # noqa: E402
+import testbed  # bench/net/testbed.py, on the PYTHONPATH the test registration sets
 
 EDTRUN = os.environ.get("EDTRUN", "edtrun")
 CHECK = os.environ.get("NET_CHECK", "net-collectives-check")

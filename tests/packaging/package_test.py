@@ -17,15 +17,13 @@ import pathlib
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-import time
 import urllib.request
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
+import harness.edtd
+from harness.ports import free_port
 
 BUILD = os.environ["EDT_BUILD_DIR"]
 SOURCE = os.environ["EDT_SOURCE_DIR"]
@@ -138,24 +136,15 @@ def test_programs_answer_help(root):
 @contextlib.contextmanager
 def edtd_running(root, data, *flags):
     """The scratch root's edtd on a free port; yields (api, log path); SIGTERM at the end."""
-    api = f"127.0.0.1:{free_port()}"
     log = data.parent / "edtd.log"
-    with open(log, "w") as out:
-        daemon = subprocess.Popen([root / "usr/bin/edtd", "--data-dir", data, "--listen", api, "--gpus", "T=1", *flags],
-                                  env=clean_env(root), stdout=out, stderr=subprocess.STDOUT)
+    daemon = harness.edtd.Edtd(str(root / "usr/bin/edtd"), str(data), ["--gpus", "T=1", *flags], log_path=str(log),
+                               log_mode="w", ssh_port=False, env=clean_env(root))
+    daemon.start()
     try:
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(f"http://{api}/healthz", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail(f"edtd did not come up:\n{log.read_text()}")
-        yield f"http://{api}", log
+        yield daemon.url, log
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(timeout=30) == 0, log.read_text()
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert daemon.proc.wait(timeout=30) == 0, log.read_text()
 
 
 @pytest.fixture

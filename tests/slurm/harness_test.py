@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The Slurm harness (tests/slurm/harness.py) builds a real cluster, and takes it all down.
+"""The Slurm harness (tests/harness/slurm.py) builds a real cluster, and takes it all down.
 
 Run as root; prints each check; exits non-zero if any fails:
   - up: 3 dynamic nodes IDLE in partition edt, each with 2 CPUs, 4096 MB and
@@ -27,10 +27,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402
+from harness import slurm
 
-HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness.py")
+HARNESS = slurm.__file__  # run as a command too: `tests/harness/slurm.py up`
 FAILURES = []
 
 
@@ -73,12 +72,12 @@ def read(path):
 
 def leftovers(state_dir):
     """What of a harness is left: namespaces, links, live daemons, the state dir."""
-    left = harness.our_namespaces()
-    names = re.findall(r"^\d+: ([^:@\s]+)", harness.sh(["ip", "-o", "link", "show"]), re.M)
-    left += [n for n in names if n.startswith(harness.PREFIX)]
-    for pid, comm, cmdline, _, _ in harness.processes():
+    left = slurm.our_namespaces()
+    names = re.findall(r"^\d+: ([^:@\s]+)", slurm.sh(["ip", "-o", "link", "show"]), re.M)
+    left += [n for n in names if n.startswith(slurm.PREFIX)]
+    for pid, comm, cmdline, _, _ in slurm.processes():
         status = read(f"/proc/{pid}/status")
-        if comm in harness.DAEMONS and state_dir in cmdline and "State:\tZ" not in status:
+        if comm in slurm.DAEMONS and state_dir in cmdline and "State:\tZ" not in status:
             left.append(f"{comm} (pid {pid})")
     if os.path.exists(state_dir):
         left.append(state_dir)
@@ -87,7 +86,7 @@ def leftovers(state_dir):
 
 def check_up(h):
     states = h.node_states()
-    check(sorted(states) == h.node_names and all(harness.in_state(s, "IDLE") for s in states.values()),
+    check(sorted(states) == h.node_names and all(slurm.in_state(s, "IDLE") for s in states.values()),
           f"3 nodes IDLE: {states}")
     minimal = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_CONF": h.conf}
     out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %P %c %m %G %T"], env=minimal, capture_output=True,
@@ -96,9 +95,9 @@ def check_up(h):
     got = sorted(line.strip() for line in out if line.strip())
     check(got == want, f"sinfo with only SLURM_CONF: {got}")
     try:
-        harness.SlurmHarness(h.state_dir + "-second", log=lambda _: None).up()
+        slurm.SlurmHarness(h.state_dir + "-second", log=lambda _: None).up()
         check(False, "a second up is refused")
-    except harness.HarnessError as e:
+    except slurm.HarnessError as e:
         check("already up" in str(e), f"a second up is refused: {e}")
 
 
@@ -131,16 +130,16 @@ def check_macvlan(h):
     """A macvlan on a node's eth0, in a namespace of its own (what a job's
     helper makes for a container), is reached from the login node and from
     a job on another node."""
-    ns, node = harness.NETNS_PREFIX + "c1", h.node_names[0]
+    ns, node = slurm.NETNS_PREFIX + "c1", h.node_names[0]
     address = str(ipaddress.ip_network(h.address_range_for_containers).network_address + 2)
     server = None
     try:
-        harness.sh(["ip", "netns", "add", ns])
-        harness.sh(["ip", "-n", h.netns(node), "link", "add", "mv0", "link", h.interface, "type", "macvlan",
+        slurm.sh(["ip", "netns", "add", ns])
+        slurm.sh(["ip", "-n", h.netns(node), "link", "add", "mv0", "link", h.interface, "type", "macvlan",
                     "mode", "bridge"])
-        harness.sh(["ip", "-n", h.netns(node), "link", "set", "mv0", "netns", ns])
-        harness.sh(["ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "mv0"])
-        harness.sh(["ip", "-n", ns, "link", "set", "mv0", "up"])
+        slurm.sh(["ip", "-n", h.netns(node), "link", "set", "mv0", "netns", ns])
+        slurm.sh(["ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "mv0"])
+        slurm.sh(["ip", "-n", ns, "link", "set", "mv0", "up"])
         server = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", SERVER, address])
         got, _ = wait_for(lambda: subprocess.run([sys.executable, "-c", CLIENT, address], capture_output=True,
                                                  text=True).stdout.strip(), 10)
@@ -152,7 +151,7 @@ def check_macvlan(h):
         if server:
             server.kill()
             server.wait()
-        harness.sh(["ip", "netns", "del", ns], check=False)
+        slurm.sh(["ip", "netns", "del", ns], check=False)
 
 
 def check_gpus(h):
@@ -190,7 +189,7 @@ def check_node_failure(h):
     try:
         down = h.wait_nodes_state("DOWN", [node], 60)
         check(True, f"{node} is DOWN {down:.1f} s after its slurmd was killed (SlurmdTimeout=10)")
-    except harness.HarnessError as e:
+    except slurm.HarnessError as e:
         check(False, str(e))
     state, _ = wait_for(lambda: job_state(h, job) not in ("RUNNING", "COMPLETING"), 60, 0.2)
     took = time.monotonic() - started
@@ -203,14 +202,14 @@ def check_node_failure(h):
 
 
 def check_down_after_killed_up(state_dir):
-    """A killed `harness.py up` leaves things half made; `down` removes them all."""
+    """A killed `slurm.py up` leaves things half made; `down` removes them all."""
     up = subprocess.Popen([sys.executable, HARNESS, "up", "--state-dir", state_dir], stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
-    wait_for(lambda: harness.our_namespaces() or up.poll() is not None, 20, 0.01)
+    wait_for(lambda: slurm.our_namespaces() or up.poll() is not None, 20, 0.01)
     time.sleep(0.2)
     up.send_signal(signal.SIGKILL)
     up.wait()
-    made = harness.our_namespaces()
+    made = slurm.our_namespaces()
     subprocess.run([sys.executable, HARNESS, "down"], check=True, stdout=subprocess.DEVNULL)
     _, _ = wait_for(lambda: not leftovers(state_dir), 10)
     left = leftovers(state_dir)
@@ -226,7 +225,7 @@ def main():
         return 1
     started = time.monotonic()
     try:
-        with harness.SlurmHarness(args.state_dir, nodes=3, gpus=2, cpus=2, memory_mb=4096) as h:
+        with slurm.SlurmHarness(args.state_dir, nodes=3, gpus=2, cpus=2, memory_mb=4096) as h:
             check(True, f"up in {time.monotonic() - started:.1f} s")
             check_up(h)
             check_nodes_run_jobs(h)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """edtd --backend slurm on a real Slurm cluster (docs/slurm.md).
 
-tests/slurm/harness.py builds 5 compute nodes (network namespaces with
+tests/harness/slurm.py builds 5 compute nodes (network namespaces with
 their own hostname and slurmd, 2 CPUs, 4 GiB and 2 GRES GPUs NVIDIA-P4
 each) and slurmctld; edtd runs on the "login node" (the host) with its
 shared directory under /tmp. Each container asks for 2 CPUs, so Slurm puts
@@ -50,14 +50,12 @@ import time
 import urllib.error
 import urllib.request
 
+import check_run  # the example's own checks of its epoch lines (examples/mnist, on PYTHONPATH)
+import harness.edtd
+from harness.slurm import SlurmHarness
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "examples", "mnist"))
-import check_run  # noqa: E402  (the example's own checks of its epoch lines)
-import harness  # noqa: E402
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from ports import free_port  # noqa: E402  (ports outside the ephemeral range)
 
 NAME = "tthvd"
 TRAIN = "train_mnist.py"
@@ -73,50 +71,29 @@ def check(ok, what):
         raise Failed(what)
 
 
-class Edtd:
+class Edtd(harness.edtd.Edtd):
     """edtd --backend slurm on the login node, with the edt CLI."""
 
     def __init__(self, args, h, shared, data):
-        self.args, self.h, self.shared, self.data = args, h, shared, data
-        self.api = "http://127.0.0.1:%d" % free_port()
-        self.env = dict(h.env)
-        self.proc = None
+        self.args, self.h, self.shared = args, h, shared
+        super().__init__(args.edtd, data, self.backend_flags(), ssh_port=False, env=dict(h.env), error=Failed,
+                         timeout=30)
+        self.api = self.url
 
-    def flags(self, partition="edt"):
-        return [self.args.edtd, "--data-dir", self.data, "--listen", self.api[7:], "--backend", "slurm",
-                "--slurm-partition", partition, "--slurm-shared-dir", self.shared,
+    def backend_flags(self, partition="edt"):
+        return ["--backend", "slurm", "--slurm-partition", partition, "--slurm-shared-dir", self.shared,
                 "--address-range", self.h.address_range_for_containers, "--grace", "2s"]
 
+    def argv_for(self, partition):
+        """edtd's argv with another partition."""
+        return [self.binary, "--data-dir", self.data, "--listen", self.api[7:], *self.backend_flags(partition)]
+
     def start(self):
-        log = open(os.path.join(os.path.dirname(self.data), "edtd.log"), "ab")
-        self.proc = subprocess.Popen(self.flags(), env=self.env, stdout=log, stderr=log)
-        deadline = time.time() + 30
-        while not os.path.exists(os.path.join(self.data, "admin.token")) or not self.healthy():
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise Failed("edtd did not come up:\n" + self.log())
-            time.sleep(0.1)
-        with open(os.path.join(self.data, "admin.token")) as f:
-            self.env.update(EDT_API=self.api, EDT_TOKEN=f.read().strip())
-
-    def healthy(self):
-        try:
-            with urllib.request.urlopen(self.api + "/healthz", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
+        super().start()
+        self.env.update(EDT_API=self.api, EDT_TOKEN=self.token)
 
     def log(self):
-        with open(os.path.join(os.path.dirname(self.data), "edtd.log"), errors="replace") as f:
-            return f.read()[-6000:]
+        return harness.edtd.read_tail(self.log_path)
 
     def edt(self, *argv, check_rc=True, timeout=300):
         run = subprocess.run([self.args.edt, *argv], env=self.env, capture_output=True, text=True, timeout=timeout)
@@ -198,7 +175,7 @@ def check_placement(e, h, count):
 
 
 def bad_input(e, h):
-    run = subprocess.run(e.flags(partition="nope"), env=h.env, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(e.argv_for("nope"), env=h.env, capture_output=True, text=True, timeout=60)
     check(run.returncode != 0 and "no such partition" in run.stderr + run.stdout,
           "an unknown partition stops edtd: " + (run.stderr + run.stdout).strip().splitlines()[-1])
     check(not os.path.exists(e.data), "and it made no data dir")
@@ -405,7 +382,7 @@ def main():
     figures = {}
     e = None
     try:
-        with harness.SlurmHarness(state_dir=args.state_dir, nodes=5, gpus=2, cpus=2, memory_mb=4096) as h:
+        with SlurmHarness(state_dir=args.state_dir, nodes=5, gpus=2, cpus=2, memory_mb=4096) as h:
             e = Edtd(args, h, shared, os.path.join(top, "data"))
             try:
                 bad_input(e, h)

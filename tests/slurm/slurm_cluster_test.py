@@ -41,10 +41,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "isolation"))
-import contract_test  # noqa: E402
-import tenants  # noqa: E402
+from harness import users
+from harness.edtd import ScratchEdtd
+
 
 ADDRESSES = "127.83.0.0/24"  # this test's own block (grep --address-range for the others)
 BRIDGE = "edtslurm0"  # --bridge: edtd's bridge, and its own block (its gateway is .1)
@@ -79,12 +78,12 @@ def our_daemons(data_dir):
             if comm in ("munged", "slurmctld", "slurmd", "slurmstepd")]
 
 
-class SlurmTest(tenants.Tenants):
+class SlurmTest(users.Tenants):
     def __init__(self, edtd):
         super().__init__(edtd)
         self.launcher = None
 
-    def sh(self, command, timeout=tenants.TIMEOUT, cluster=NAME, address=None):
+    def sh(self, command, timeout=users.TIMEOUT, cluster=NAME, address=None):
         """Runs `command` in `cluster`'s container at `address` (ts's launcher)."""
         return self.ssh(cluster, address or self.launcher, command, timeout=timeout)
 
@@ -151,9 +150,9 @@ def main():
     p.add_argument("--bridge", action="store_true", help="containers on edtd's bridge (--network bridge)")
     args = p.parse_args()
     if args.bridge:
-        edtd = contract_test.Edtd(args.edtd, addresses=BRIDGE_ADDRESSES, extra=["--network", "bridge:" + BRIDGE])
+        edtd = ScratchEdtd(args.edtd, addresses=BRIDGE_ADDRESSES, extra=["--network", "bridge:" + BRIDGE])
     else:
-        edtd = contract_test.Edtd(args.edtd, addresses=ADDRESSES)
+        edtd = ScratchEdtd(args.edtd, addresses=ADDRESSES)
     t = SlurmTest(edtd)
     data_dir = os.path.realpath(os.path.join(edtd.dir, "data"))
     try:
