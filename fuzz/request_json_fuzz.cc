@@ -1,30 +1,28 @@
 // Request bodies of edtd's API: the bytes as parse_request_json() reads them
 // (control/api/request_json.h), then the value through every resource's
 // parse_*() (control/model/), as a route would read it. Whatever the body,
-// each step answers a value or an Error, and an Error goes into a JSON
-// response: its texts must be UTF-8 (json's dump() throws otherwise).
+// each step answers a value or a refusal (a Status with its field, message
+// and fix), and a refusal goes into a JSON response: its texts must be
+// UTF-8 (json's dump() throws otherwise).
 #include <cstdint>
 
 #include "control/api/request_json.h"
 #include "control/model/cluster.h"
+#include "control/model/cluster_json.h"
 #include "control/model/requests.h"
 #include "fuzz_check.h"
 
 namespace {
 
-using edt::control::Error;
-using edt::control::Refusal;
 using nlohmann::json;
 
-void check_error(const Error& e, std::string_view step) {
-  FUZZ_CHECK(!e.message.empty(), std::string(step) + ": an error without a message");
-  FUZZ_CHECK(edt::utf8::is_valid(e.field) && edt::utf8::is_valid(e.message) && edt::utf8::is_valid(e.fix),
-             std::string(step) + ": an error that is not UTF-8: " + edt::utf8::sanitized(e.message));
-  (void)json{{"field", e.field}, {"message", e.message}, {"fix", e.fix}}.dump();
-}
-
-void check(const Refusal& refusal, std::string_view step) {
-  if (refusal) check_error(*refusal, step);
+void check(const edt::Status& refusal, std::string_view step) {
+  if (refusal.is_ok()) return;
+  FUZZ_CHECK(!refusal.message().empty(), std::string(step) + ": an error without a message");
+  FUZZ_CHECK(edt::utf8::is_valid(refusal.field()) && edt::utf8::is_valid(refusal.message()) &&
+                 edt::utf8::is_valid(refusal.fix()),
+             std::string(step) + ": an error that is not UTF-8: " + edt::utf8::sanitized(refusal.message()));
+  (void)json{{"field", refusal.field()}, {"message", refusal.message()}, {"fix", refusal.fix()}}.dump();
 }
 
 // Every body parser of the API over one value.
@@ -51,8 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes = edt::fuzz::text_of(data, size);
   const edt::control::JsonLimits limits{.max_depth = 8};
   auto body = edt::control::parse_request_json(bytes, limits);
-  if (!body.ok()) {
-    check_error(body.error(), "parse_request_json");
+  if (!body.is_ok()) {
+    check(body.status(), "parse_request_json");
     return 0;
   }
   (void)body->dump();

@@ -1,14 +1,20 @@
-// Status and Result<T>: how every fallible call in libedt reports an error.
+// Status and Result<T>: how every fallible call in libedt (and edtd)
+// reports an error.
 //
 // A Status is either OK or carries a code and a message meant for a person:
 // what went wrong, where (rank, host, file:line, field) and what to do.
-// Result<T> holds a T or a non-OK Status. Both are cheap to move, and safe to
-// use from any thread (they are values). Exceptions are used only where
-// Python meets C++.
+// A refusal of a request (edtd's control plane) also names the field that
+// was wrong (a JSON path such as "mounts[1].path", "" for the request as a
+// whole) and a fix, what to do instead; other errors leave both empty.
+// Result<T> holds a T or a non-OK Status. Both are cheap to move and to
+// copy (an OK Status allocates nothing; an error's text is shared, never
+// changed), and safe to use from any thread (they are values). Exceptions
+// are used only where Python meets C++.
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -17,7 +23,7 @@ namespace edt {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,     // the caller passed something malformed
+  kInvalidArgument,     // the caller passed a value that is wrong
   kNotFound,            // a named thing does not exist
   kAlreadyExists,       // a named thing exists and may not be made again
   kFailedPrecondition,  // the call is not valid in the current state
@@ -27,7 +33,13 @@ enum class StatusCode {
   kHostsUpdated,        // membership changed; form a new generation
   kAborted,             // the operation was stopped on purpose
   kIoError,             // the operating system reported an error
-  kInternal,            // a bug in edt
+  kInternal,            // a bug in edt (edtd: the database or file system failed)
+  // Appended, so that the codes above keep their numbers (the TCP store's
+  // wire carries them).
+  kMalformed,           // the input is not what is read at all (not JSON, not an object)
+  kPermissionDenied,    // it is someone else's, or needs the admin
+  kUnauthenticated,     // no valid credentials (token)
+  kResourceExhausted,   // over a size limit or out of room
 };
 
 const char* status_code_name(StatusCode code);
@@ -35,13 +47,21 @@ const char* status_code_name(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : Status(code, "", std::move(message), "") {}
+  // A refusal: what was wrong with `field` and the `fix`.
+  Status(StatusCode code, std::string field, std::string message, std::string fix)
+      : code_(code),
+        detail_(std::make_shared<const Detail>(Detail{std::move(message), std::move(field), std::move(fix)})) {}
 
   static Status ok() { return Status(); }
 
   bool is_ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
-  const std::string& message() const { return message_; }
+  const std::string& message() const { return detail_ ? detail_->message : empty(); }
+  // The JSON path of the field a request got wrong ("" for the whole request, or none).
+  const std::string& field() const { return detail_ ? detail_->field : empty(); }
+  // What to do instead ("" when the error says none).
+  const std::string& fix() const { return detail_ ? detail_->fix : empty(); }
 
   // "Timeout: waited 30s for key 'x'" — code name and message.
   std::string to_string() const;
@@ -50,8 +70,15 @@ class [[nodiscard]] Status {
   Status with_context(const std::string& context) const;
 
  private:
+  struct Detail {
+    std::string message;
+    std::string field;
+    std::string fix;
+  };
+  static const std::string& empty();
+
   StatusCode code_ = StatusCode::kOk;
-  std::string message_;
+  std::shared_ptr<const Detail> detail_;  // null when OK (or made by Status())
 };
 
 // Shorthands for the common codes.

@@ -21,18 +21,27 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kAborted: return "Aborted";
     case StatusCode::kIoError: return "IoError";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kMalformed: return "Malformed";
+    case StatusCode::kPermissionDenied: return "PermissionDenied";
+    case StatusCode::kUnauthenticated: return "Unauthenticated";
+    case StatusCode::kResourceExhausted: return "ResourceExhausted";
   }
   return "Unknown";
 }
 
+const std::string& Status::empty() {
+  static const std::string kEmpty;
+  return kEmpty;
+}
+
 std::string Status::to_string() const {
   if (is_ok()) return "OK";
-  return std::string(status_code_name(code_)) + ": " + message_;
+  return std::string(status_code_name(code_)) + ": " + message();
 }
 
 Status Status::with_context(const std::string& context) const {
   if (is_ok()) return *this;
-  return Status(code_, context + ": " + message_);
+  return Status(code_, field(), context + ": " + message(), fix());
 }
 
 Status io_error(const std::string& what, int err) {

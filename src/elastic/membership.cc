@@ -151,24 +151,23 @@ void MembershipClient::watch_loop() {
   }
 }
 
-Result<std::optional<Status>> MembershipClient::check_stopped() {
+Status MembershipClient::check_stopped() {
   EDT_ASSIGN_OR_RETURN(auto done, store_->try_get(kDoneKey));
   if (done)
-    return std::optional<Status>(aborted("worker " + options_.id + " left the job: the job finished its work (" +
-                                         "generation and worker: " + *done + ") before this worker joined it"));
+    return aborted("worker " + options_.id + " left the job: the job finished its work (" +
+                   "generation and worker: " + *done + ") before this worker joined it");
   EDT_ASSIGN_OR_RETURN(auto shutdown, store_->try_get(kShutdownKey));
-  if (shutdown) return std::optional<Status>(aborted("the job is shutting down: " + *shutdown));
+  if (shutdown) return aborted("the job is shutting down: " + *shutdown);
   EDT_ASSIGN_OR_RETURN(auto removed, store_->try_get("removed/" + options_.id));
-  if (removed) return std::optional<Status>(aborted("worker " + options_.id + " left the job: " + *removed));
-  return std::optional<Status>();
+  if (removed) return aborted("worker " + options_.id + " left the job: " + *removed);
+  return Status::ok();
 }
 
 Result<Generation> MembershipClient::join(int64_t after, Duration timeout) {
   const auto deadline = Clock::now() + timeout;
   int64_t checked = after;  // generations up to this one do not list us
   for (;;) {
-    EDT_ASSIGN_OR_RETURN(auto stopped, check_stopped());
-    if (stopped) return *stopped;
+    EDT_RETURN_IF_ERROR(check_stopped());
     EDT_ASSIGN_OR_RETURN(int64_t newest, newest_generation(*store_));
     if (newest > checked) {
       EDT_ASSIGN_OR_RETURN(Generation gen, read_generation(*store_, newest));
@@ -200,8 +199,7 @@ Result<StateSource> MembershipClient::agree_on_source(const Generation& gen, int
     if (newest > gen.number)
       return Status(StatusCode::kHostsUpdated, "generation " + std::to_string(gen.number) +
                                                    " was replaced by " + std::to_string(newest) + " while forming");
-    EDT_ASSIGN_OR_RETURN(auto stopped, check_stopped());
-    if (stopped) return *stopped;
+    EDT_RETURN_IF_ERROR(check_stopped());
     if (Clock::now() >= deadline) {
       std::string missing;
       for (size_t i = 0; i < keys.size(); ++i) {

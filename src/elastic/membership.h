@@ -152,7 +152,9 @@ class MembershipClient {
 
  private:
   void watch_loop();
-  Result<std::optional<Status>> check_stopped();  // shutdown or removed
+  // kAborted once the job is done or shutting down or this worker was
+  // removed; a store's error as it is; OK otherwise.
+  Status check_stopped();
 
   std::shared_ptr<Store> store_;
   std::shared_ptr<Store> watch_store_;

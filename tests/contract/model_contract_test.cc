@@ -13,6 +13,7 @@
 #include "common/units.h"
 #include "control/api/http.h"
 #include "control/model/cluster.h"
+#include "control/model/cluster_json.h"
 #include "control/model/states.h"
 #include "edt_api/contract.h"
 
@@ -45,7 +46,7 @@ json full_spec() {
           {"megatron", {{"tensor_parallel", 1}, {"pipeline_parallel", 2}}}};
 }
 
-Refusal parse_with(const std::string& key, const json& value) {
+Status parse_with(const std::string& key, const json& value) {
   json body = full_spec();
   body[key] = value;
   ClusterSpec spec;
@@ -57,21 +58,21 @@ TEST(ModelContract, ContainerCountLimitsAreTheDocuments) {
   EXPECT_EQ(schema("ContainerCount").at("maximum"), kMaxContainers);
   int n = 0;
   for (const json& count : {schema("ContainerCount")["minimum"], schema("ContainerCount")["maximum"]})
-    EXPECT_FALSE(check_container_count(count, "containers", &n)) << count;
-  EXPECT_TRUE(check_container_count(schema("ContainerCount")["minimum"].get<int>() - 1, "containers", &n));
-  EXPECT_TRUE(check_container_count(schema("ContainerCount")["maximum"].get<int>() + 1, "containers", &n));
+    EXPECT_TRUE(check_container_count(count, "containers", &n).is_ok()) << count;
+  EXPECT_FALSE(check_container_count(schema("ContainerCount")["minimum"].get<int>() - 1, "containers", &n).is_ok());
+  EXPECT_FALSE(check_container_count(schema("ContainerCount")["maximum"].get<int>() + 1, "containers", &n).is_ok());
 }
 
 TEST(ModelContract, NamesAreTheDocuments) {
   EXPECT_EQ(schema("ClusterName").at("maxLength"), kMaxClusterNameLength);
   const size_t longest = schema("ClusterName")["maxLength"];
-  EXPECT_FALSE(check_cluster_name(std::string(longest, 'a')));
-  EXPECT_TRUE(check_cluster_name(std::string(longest + 1, 'a')));
+  EXPECT_TRUE(check_cluster_name(std::string(longest, 'a')).is_ok());
+  EXPECT_FALSE(check_cluster_name(std::string(longest + 1, 'a')).is_ok());
   const size_t longest_resource = schema("ResourceName").at("maxLength");
-  EXPECT_FALSE(check_resource_name(std::string(longest_resource, 'a'), "name", "volume"));
-  EXPECT_TRUE(check_resource_name(std::string(longest_resource + 1, 'a'), "name", "volume"));
-  EXPECT_TRUE(check_cluster_name("-a"));
-  EXPECT_TRUE(check_cluster_name("A"));
+  EXPECT_TRUE(check_resource_name(std::string(longest_resource, 'a'), "name", "volume").is_ok());
+  EXPECT_FALSE(check_resource_name(std::string(longest_resource + 1, 'a'), "name", "volume").is_ok());
+  EXPECT_FALSE(check_cluster_name("-a").is_ok());
+  EXPECT_FALSE(check_cluster_name("A").is_ok());
 }
 
 TEST(ModelContract, FrameworksAreTheDocuments) {
@@ -95,10 +96,10 @@ TEST(ModelContract, PhasesAreTheDocuments) {
 TEST(ModelContract, GpuCountLimitsAreTheDocuments) {
   const int most = schema("GpuCount").at("maximum");
   const int least = schema("GpuCount").at("minimum");
-  EXPECT_FALSE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", most}}));
-  EXPECT_FALSE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", least}}));
-  EXPECT_TRUE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", most + 1}}));
-  EXPECT_TRUE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", least - 1}}));
+  EXPECT_TRUE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", most}}).is_ok());
+  EXPECT_TRUE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", least}}).is_ok());
+  EXPECT_FALSE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", most + 1}}).is_ok());
+  EXPECT_FALSE(parse_with("gpu", {{"model", "NVIDIA-P4"}, {"count", least - 1}}).is_ok());
 }
 
 TEST(ModelContract, ParallelSizeLimitsAreTheDocuments) {
@@ -113,25 +114,25 @@ TEST(ModelContract, ParallelSizeLimitsAreTheDocuments) {
     ClusterSpec spec;
     return parse_cluster_spec(body, &spec);
   };
-  EXPECT_FALSE(parse(least, 2));
-  EXPECT_TRUE(parse(least - 1, 2));
-  EXPECT_TRUE(parse(most + 1, 2));
+  EXPECT_TRUE(parse(least, 2).is_ok());
+  EXPECT_FALSE(parse(least - 1, 2).is_ok());
+  EXPECT_FALSE(parse(most + 1, 2).is_ok());
   json body = full_spec();
   body["gpu"]["count"] = 16;
   body["containers"] = most / 16;
   body["megatron"] = {{"pipeline_parallel", most}};
   ClusterSpec spec;
-  EXPECT_FALSE(parse_cluster_spec(body, &spec)) << body.dump();
+  EXPECT_TRUE(parse_cluster_spec(body, &spec).is_ok()) << body.dump();
 }
 
 TEST(ModelContract, ShmLimitsAndUnitsAreTheDocuments) {
   const json& bytes = schema("ShmSize").at("x-edt-bytes");
   EXPECT_EQ(bytes.at("default"), kDefaultShmBytes);
   const uint64_t least = bytes.at("minimum"), most = bytes.at("maximum");
-  EXPECT_FALSE(parse_with("shm", least));
-  EXPECT_FALSE(parse_with("shm", most));
-  EXPECT_TRUE(parse_with("shm", least - 1));
-  EXPECT_TRUE(parse_with("shm", most + 1));
+  EXPECT_TRUE(parse_with("shm", least).is_ok());
+  EXPECT_TRUE(parse_with("shm", most).is_ok());
+  EXPECT_FALSE(parse_with("shm", least - 1).is_ok());
+  EXPECT_FALSE(parse_with("shm", most + 1).is_ok());
   for (const auto& [suffix, scale] : schema("ShmSize").at("x-edt-size-units").items()) {
     for (std::string unit : {suffix, std::string(suffix.size(), 'X')}) {
       if (unit != suffix) std::transform(suffix.begin(), suffix.end(), unit.begin(), ::toupper);
@@ -155,12 +156,12 @@ TEST(ModelContract, MemoryLimitsAreTheDocuments) {
     ClusterSpec spec;
     return parse_cluster_spec(body, &spec);
   };
-  EXPECT_FALSE(parse(kMinShmBytes, least));
-  EXPECT_FALSE(parse(kMinShmBytes, most));
-  EXPECT_TRUE(parse(kMinShmBytes, least - 1));
-  EXPECT_TRUE(parse(kMinShmBytes, most + 1));
-  EXPECT_FALSE(parse(1ull << 30, (1ull << 30) + headroom));
-  EXPECT_TRUE(parse(1ull << 30, (1ull << 30) + headroom - 1));
+  EXPECT_TRUE(parse(kMinShmBytes, least).is_ok());
+  EXPECT_TRUE(parse(kMinShmBytes, most).is_ok());
+  EXPECT_FALSE(parse(kMinShmBytes, least - 1).is_ok());
+  EXPECT_FALSE(parse(kMinShmBytes, most + 1).is_ok());
+  EXPECT_TRUE(parse(1ull << 30, (1ull << 30) + headroom).is_ok());
+  EXPECT_FALSE(parse(1ull << 30, (1ull << 30) + headroom - 1).is_ok());
 }
 
 TEST(ModelContract, CpuLimitsAreTheDocuments) {
@@ -171,12 +172,12 @@ TEST(ModelContract, CpuLimitsAreTheDocuments) {
   // The number form's range is the same, in CPUs.
   EXPECT_DOUBLE_EQ(cpu.at("oneOf").at(1).at("minimum").get<double>() * 1000, static_cast<double>(least));
   EXPECT_DOUBLE_EQ(cpu.at("oneOf").at(1).at("maximum").get<double>() * 1000, static_cast<double>(most));
-  EXPECT_FALSE(parse_with("cpus", format_cpus(least)));
-  EXPECT_FALSE(parse_with("cpus", format_cpus(most)));
-  EXPECT_TRUE(parse_with("cpus", format_cpus(least - 1)));
-  EXPECT_TRUE(parse_with("cpus", format_cpus(most + 1)));
-  EXPECT_FALSE(parse_with("cpus", least / 1000.0));
-  EXPECT_TRUE(parse_with("cpus", (most + 1) / 1000.0));
+  EXPECT_TRUE(parse_with("cpus", format_cpus(least)).is_ok());
+  EXPECT_TRUE(parse_with("cpus", format_cpus(most)).is_ok());
+  EXPECT_FALSE(parse_with("cpus", format_cpus(least - 1)).is_ok());
+  EXPECT_FALSE(parse_with("cpus", format_cpus(most + 1)).is_ok());
+  EXPECT_TRUE(parse_with("cpus", least / 1000.0).is_ok());
+  EXPECT_FALSE(parse_with("cpus", (most + 1) / 1000.0).is_ok());
 }
 
 TEST(ModelContract, DrainTimeoutLimitsAndUnitsAreTheDocuments) {
@@ -184,12 +185,12 @@ TEST(ModelContract, DrainTimeoutLimitsAndUnitsAreTheDocuments) {
   EXPECT_EQ(ms.at("default"), kDefaultDrainTimeout.count());
   EXPECT_EQ(ms.at("maximum"), kMaxDrainTimeout.count());
   const int64_t least = ms.at("minimum"), most = ms.at("maximum");
-  EXPECT_FALSE(parse_with("drain_timeout", format_duration(std::chrono::milliseconds(least))));
-  EXPECT_FALSE(parse_with("drain_timeout", format_duration(std::chrono::milliseconds(most))));
-  EXPECT_FALSE(parse_with("drain_timeout", most / 1000));
-  EXPECT_TRUE(parse_with("drain_timeout", format_duration(std::chrono::milliseconds(most + 1))));
-  EXPECT_TRUE(parse_with("drain_timeout", most / 1000 + 1));
-  EXPECT_TRUE(parse_with("drain_timeout", least - 1));
+  EXPECT_TRUE(parse_with("drain_timeout", format_duration(std::chrono::milliseconds(least))).is_ok());
+  EXPECT_TRUE(parse_with("drain_timeout", format_duration(std::chrono::milliseconds(most))).is_ok());
+  EXPECT_TRUE(parse_with("drain_timeout", most / 1000).is_ok());
+  EXPECT_FALSE(parse_with("drain_timeout", format_duration(std::chrono::milliseconds(most + 1))).is_ok());
+  EXPECT_FALSE(parse_with("drain_timeout", most / 1000 + 1).is_ok());
+  EXPECT_FALSE(parse_with("drain_timeout", least - 1).is_ok());
   for (const auto& [suffix, scale] : schema("DrainTimeout").at("x-edt-duration-units").items()) {
     auto parsed = parse_duration("3" + suffix);
     ASSERT_TRUE(parsed.is_ok()) << suffix;
@@ -200,22 +201,22 @@ TEST(ModelContract, DrainTimeoutLimitsAndUnitsAreTheDocuments) {
 
 TEST(ModelContract, SystemDirectoriesAreTheDocuments) {
   for (const auto& dir : schema("MountPath").at("x-edt-system-directories")) {
-    EXPECT_TRUE(check_mount_path(dir.get<std::string>(), "path")) << dir;
-    EXPECT_TRUE(check_mount_path(dir.get<std::string>() + "/x", "path")) << dir;
+    EXPECT_FALSE(check_mount_path(dir.get<std::string>(), "path").is_ok()) << dir;
+    EXPECT_FALSE(check_mount_path(dir.get<std::string>() + "/x", "path").is_ok()) << dir;
   }
-  EXPECT_FALSE(check_mount_path("/data", "path"));
-  EXPECT_FALSE(check_mount_path("/root/data", "path"));
+  EXPECT_TRUE(check_mount_path("/data", "path").is_ok());
+  EXPECT_TRUE(check_mount_path("/root/data", "path").is_ok());
 }
 
 TEST(ModelContract, CreateRequestFieldsAreTheDocuments) {
   EXPECT_EQ(keys(full_spec()), property_names("ClusterSpec"));
   ClusterSpec spec;
-  EXPECT_FALSE(parse_cluster_spec(full_spec(), &spec));
-  EXPECT_TRUE(parse_with("extra", 1));
+  EXPECT_TRUE(parse_cluster_spec(full_spec(), &spec).is_ok());
+  EXPECT_FALSE(parse_with("extra", 1).is_ok());
   for (const auto& field : schema("ClusterSpec").at("required")) {
     json body = full_spec();
     body.erase(field.get<std::string>());
-    EXPECT_TRUE(parse_cluster_spec(body, &spec)) << field;
+    EXPECT_FALSE(parse_cluster_spec(body, &spec).is_ok()) << field;
   }
   EXPECT_EQ(keys(full_spec()["gpu"]), property_names("GpuRequest"));
   EXPECT_EQ(keys(full_spec()["mounts"][0]), property_names("Mount"));
@@ -225,7 +226,7 @@ TEST(ModelContract, CreateRequestFieldsAreTheDocuments) {
 TEST(ModelContract, ClusterJsonHasTheDocumentedFields) {
   Cluster cluster;
   ClusterSpec spec;
-  ASSERT_FALSE(parse_cluster_spec(full_spec(), &spec));
+  ASSERT_TRUE(parse_cluster_spec(full_spec(), &spec).is_ok());
   cluster.spec = spec;
   ContainerStatus launcher;
   launcher.name = container_name("tthvd", 0);
@@ -249,8 +250,8 @@ TEST(ModelContract, ClusterJsonHasTheDocumentedFields) {
 }
 
 TEST(ModelContract, ErrorJsonHasTheDocumentedFields) {
-  const Error e = invalid("containers", "too few", "ask for more");
-  const json j = error_json(http_status(e.kind), e);
+  const Status e = invalid("containers", "too few", "ask for more");
+  const json j = error_json(http_status(e.code()), e);
   EXPECT_EQ(keys(j), property_names("Error"));
   EXPECT_EQ(keys(j["error"]), property_names("ErrorDetail"));
 }

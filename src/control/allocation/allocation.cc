@@ -61,7 +61,7 @@ std::string AddressRange::address(uint32_t offset) const {
 
 std::string AddressRange::cidr() const { return address(0) + "/" + std::to_string(prefix()); }
 
-Outcome<std::vector<std::string>> pick_addresses(const AddressRange& range, const std::set<std::string>& taken,
+Result<std::vector<std::string>> pick_addresses(const AddressRange& range, const std::set<std::string>& taken,
                                                  int count) {
   std::vector<std::string> picked;
   for (uint32_t offset = range.first; offset + 1 < range.size && static_cast<int>(picked.size()) < count; ++offset) {
@@ -74,7 +74,7 @@ Outcome<std::vector<std::string>> pick_addresses(const AddressRange& range, cons
   return picked;
 }
 
-Outcome<std::vector<std::vector<int>>> pick_gpus(const std::vector<Gpu>& inventory, const std::string& model,
+Result<std::vector<std::vector<int>>> pick_gpus(const std::vector<Gpu>& inventory, const std::string& model,
                                                  int per_container, int containers) {
   std::vector<std::vector<int>> picked(static_cast<size_t>(std::max(containers, 0)));
   if (per_container <= 0) return picked;

@@ -41,13 +41,13 @@ struct AddressRange {
 
 // `count` addresses of `range` not in `taken`, lowest first. Refuses (field
 // "containers") when the range has fewer free.
-Outcome<std::vector<std::string>> pick_addresses(const AddressRange& range, const std::set<std::string>& taken,
+Result<std::vector<std::string>> pick_addresses(const AddressRange& range, const std::set<std::string>& taken,
                                                  int count);
 
 // For each of `containers` containers, `per_container` free GPUs of `model`
 // from `inventory` (free: no holder). Refuses (field "gpu.count") when
 // fewer are free; with per_container 0, `containers` empty lists.
-Outcome<std::vector<std::vector<int>>> pick_gpus(const std::vector<Gpu>& inventory, const std::string& model,
+Result<std::vector<std::vector<int>>> pick_gpus(const std::vector<Gpu>& inventory, const std::string& model,
                                                  int per_container, int containers);
 
 }  // namespace edt::control

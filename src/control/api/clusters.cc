@@ -1,5 +1,7 @@
 // Handlers: /api/v1/clusters and a cluster's hostfile, events and SSH access.
 #include "control/api/handlers.h"
+#include "control/model/cluster_json.h"
+#include "control/model/container_files.h"
 #include "control/model/filters.h"
 
 namespace edt::control::handlers {
@@ -30,7 +32,7 @@ Answer list_clusters(ApiContext& ctx, const Request&, const User& user) {
 
 Answer create_cluster(ApiContext& ctx, const Request& req, const User& user) {
   auto spec = read_body(req, parse_cluster_spec);
-  if (!spec.ok()) return spec.error();
+  if (!spec.is_ok()) return spec.status();
   return json_answer(201, ctx.service->create_cluster(user, *spec), cluster_to_json);
 }
 
@@ -40,12 +42,12 @@ Answer get_cluster(ApiContext& ctx, const Request& req, const User& user) {
 
 Answer scale_cluster(ApiContext& ctx, const Request& req, const User& user) {
   auto body = json_body(req);
-  if (!body.ok()) return body.error();
+  if (!body.is_ok()) return body.status();
   // Who may scale it is checked before what was asked.
   auto cluster = ctx.service->cluster(user, name_in_path(req));
-  if (!cluster.ok()) return cluster.error();
+  if (!cluster.is_ok()) return cluster.status();
   ScaleRequest scale;
-  if (auto r = parse_scale_request(*body, &scale)) return *r;
+  EDT_RETURN_IF_ERROR(parse_scale_request(*body, &scale));
   return json_answer(200, ctx.service->scale_cluster(user, cluster->spec.name, scale.containers, scale.drain_timeout),
                      cluster_to_json);
 }
@@ -56,15 +58,15 @@ Answer delete_cluster(ApiContext& ctx, const Request& req, const User& user) {
 
 Answer cluster_hostfile(ApiContext& ctx, const Request& req, const User& user) {
   auto cluster = ctx.service->cluster(user, name_in_path(req));
-  if (!cluster.ok()) return cluster.error();
+  if (!cluster.is_ok()) return cluster.status();
   return text_reply(render_hostfile(running_containers(cluster->containers)), "text/plain");
 }
 
 Answer cluster_events(ApiContext& ctx, const Request& req, const User& user) {
   auto events = ctx.service->events(user, name_in_path(req));
-  if (!events.ok()) return events.error();
+  if (!events.is_ok()) return events.status();
   EventFilter filter;
-  if (auto refused = parse_event_filter(req.params, &filter)) return *refused;
+  EDT_RETURN_IF_ERROR(parse_event_filter(req.params, &filter));
   json items = json::array();
   for (const auto& e : *events)
     if (filter.matches(e)) items.push_back(event_to_json(e));
@@ -72,18 +74,13 @@ Answer cluster_events(ApiContext& ctx, const Request& req, const User& user) {
 }
 
 Answer cluster_ssh(ApiContext& ctx, const Request& req, const User& user) {
-  auto cluster = ctx.service->cluster(user, name_in_path(req));
-  if (!cluster.ok()) return cluster.error();
-  auto key = ctx.backend->ssh_private_key(cluster->spec.name);
-  if (!key.is_ok()) return conflict("name", key.status().message(), "wait until the cluster is Running");
-  auto known_hosts = ctx.backend->ssh_known_hosts(cluster->spec.name);
-  if (!known_hosts.is_ok())
-    return conflict("name", known_hosts.status().message(), "wait until the cluster is Running");
+  auto access = ctx.service->ssh_access(user, name_in_path(req));
+  if (!access.is_ok()) return access.status();
   json containers = json::array();
-  for (const auto& c : cluster->containers) containers.push_back({{"name", c.name}, {"address", c.address}});
-  return json_reply(200, {{"private_key", *key},
-                          {"known_hosts", *known_hosts},
-                          {"port", ctx.backend->ssh_port()},
+  for (const auto& c : access->cluster.containers) containers.push_back({{"name", c.name}, {"address", c.address}});
+  return json_reply(200, {{"private_key", access->private_key},
+                          {"known_hosts", access->known_hosts},
+                          {"port", access->port},
                           {"user", "root"},
                           {"containers", containers}});
 }

@@ -1,7 +1,7 @@
 // The API's handlers, one file per resource (clusters.cc, jobs.cc,
 // volumes.cc, images.cc, users.cc, system.cc). Each reads its request into
-// a typed struct, calls the Service (or the job runner, the backend) and
-// answers a Reply or an Error; auth, metrics and the mapping of Errors to
+// a typed struct, calls the Service (its only way in) and
+// answers a Reply or a refusal (a Status); auth, metrics and the mapping of refusals to
 // HTTP are the middleware's (middleware.h), the route table is
 // ApiServer's (server.cc).
 #pragma once
@@ -13,8 +13,6 @@
 
 #include "control/api/http.h"
 #include "control/api/middleware.h"
-#include "control/backends/backend.h"
-#include "control/jobs/job_runner.h"
 #include "control/reconcile/reconciler.h"
 #include "control/service/service.h"
 
@@ -27,12 +25,17 @@ struct ClusterListCache {
   std::map<std::string, std::pair<int64_t, std::string>> bodies;  // guarded by mu
 };
 
-// What handlers use; owned by ApiServer, the pointees by edtd's main.
-struct ApiContext {
+// What edtd's routes reach, the API's (ApiServerOptions) and the console's
+// (ConsoleOptions) alike: every operation through the Service, the front
+// door; the reconciler only for its stats (GET /metrics). The pointees are
+// edtd's main's.
+struct ControlPlane {
   Service* service = nullptr;
-  Backend* backend = nullptr;
   Reconciler* reconciler = nullptr;
-  JobRunner* jobs = nullptr;
+};
+
+// What handlers use; owned by ApiServer.
+struct ApiContext : ControlPlane {
   RequestCounters* counters = nullptr;
   ClusterListCache* list_cache = nullptr;
 };

@@ -1,11 +1,12 @@
-// The HTTP edge's vocabulary: what a handler answers (a Reply, or an Error
-// the edge maps to a status code), the route table's entries, and the
-// middleware every route is served through (middleware.h).
+// The HTTP edge's vocabulary: what a handler answers (a Reply, or a
+// refusal, a Status the edge maps to a status code), the route table's
+// entries, and the middleware every route is served through (middleware.h).
 //
-// Error kinds map to statuses in one place, http_status(): malformed 400,
-// unauthenticated 401, forbidden 403, not found 404, conflict 409, too
-// large 413, invalid 422, internal 500. Error bodies are
-// {"error": {"status", "field", "message", "fix"}}.
+// Status codes map to HTTP statuses in one place, http_status():
+// kMalformed 400, kUnauthenticated 401, kPermissionDenied 403, kNotFound
+// 404, kAlreadyExists and kFailedPrecondition (conflict) 409,
+// kResourceExhausted (too large) 413, kInvalidArgument 422, any other 500.
+// Error bodies are {"error": {"status", "field", "message", "fix"}}.
 #pragma once
 
 #include <functional>
@@ -50,7 +51,7 @@ struct Reply {
 };
 
 // What a handler answers.
-using Answer = Outcome<Reply>;
+using Answer = Result<Reply>;
 
 // JSON text of `body`, for a response: a string that is not UTF-8 (input
 // is checked, so none should get here) becomes U+FFFD, never an exception.
@@ -58,30 +59,30 @@ std::string json_text(const nlohmann::json& body);
 Reply json_reply(int status, const nlohmann::json& body);
 Reply text_reply(std::string body, std::string content_type);
 
-int http_status(Error::Kind kind);
-nlohmann::json error_json(int status, const Error& error);
+int http_status(StatusCode code);
+nlohmann::json error_json(int status, const Status& error);
 
 // The request's body as a JSON object, or a malformed-request refusal: not
 // JSON, nested deeper or with a key twice (request_json.h), or not an object.
-Outcome<nlohmann::json> json_body(const Request& request);
+Result<nlohmann::json> json_body(const Request& request);
 // The same, with an empty body read as {} (for operations whose body is optional).
-Outcome<nlohmann::json> optional_json_body(const Request& request);
+Result<nlohmann::json> optional_json_body(const Request& request);
 
 // The request's body read into a T by `parse` (one of model/'s parse_*),
-// or the Error that stopped it.
+// or the refusal that stopped it.
 template <typename T>
-Outcome<T> read_body(const Request& request, Refusal (*parse)(const nlohmann::json&, T*)) {
+Result<T> read_body(const Request& request, Status (*parse)(const nlohmann::json&, T*)) {
   auto body = json_body(request);
-  if (!body.ok()) return body.error();
+  if (!body.is_ok()) return body.status();
   T value{};
-  if (auto refused = parse(*body, &value)) return *refused;
+  EDT_RETURN_IF_ERROR(parse(*body, &value));
   return value;
 }
 
-// `status` with the JSON `to_json` makes of the outcome's value, or its Error.
+// `status` with the JSON `to_json` makes of the result's value, or its refusal.
 template <typename T, typename ToJson>
-Answer json_answer(int status, Outcome<T> outcome, ToJson to_json) {
-  if (!outcome.ok()) return outcome.error();
+Answer json_answer(int status, Result<T> outcome, ToJson to_json) {
+  if (!outcome.is_ok()) return outcome.status();
   return json_reply(status, to_json(*outcome));
 }
 

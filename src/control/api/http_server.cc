@@ -32,19 +32,19 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-Reply error_reply(int status, const Error& error) { return json_reply(status, error_json(status, error)); }
+Reply error_reply(int status, const Status& error) { return json_reply(status, error_json(status, error)); }
 
-Error refusal(std::string field, std::string message, std::string fix) {
-  return Error{Error::Kind::kMalformed, std::move(field), std::move(message), std::move(fix)};
+Status refusal(std::string field, std::string message, std::string fix) {
+  return malformed(std::move(field), std::move(message), std::move(fix));
 }
 
 // Why a request's headers could not be read; `in_request_line`: the
 // parser had not read the request line yet.
-Error too_large(size_t limit) {
-  return {Error::Kind::kTooLarge, "", "the request body is over " + format_size(limit), "send a smaller body"};
+Status too_large(size_t limit) {
+  return {StatusCode::kResourceExhausted, "", "the request body is over " + format_size(limit), "send a smaller body"};
 }
 
-std::pair<int, Error> unreadable(beast::error_code ec, bool in_request_line, const HttpServerOptions& o) {
+std::pair<int, Status> unreadable(beast::error_code ec, bool in_request_line, const HttpServerOptions& o) {
   if (ec == http::error::body_limit) return {413, too_large(o.max_body_bytes)};
   if (ec == http::error::header_limit && in_request_line)
     return {414, refusal("", "the request line (method, path and query) is over " + std::to_string(o.max_uri_bytes) +
@@ -67,7 +67,7 @@ bool served_method(std::string_view method) {
 using Message = http::request<http::string_body>;
 
 // What is wrong with a request whose headers were read, before its body is.
-std::optional<std::pair<int, Error>> check_header(const Message& m, const HttpServerOptions& o) {
+std::optional<std::pair<int, Status>> check_header(const Message& m, const HttpServerOptions& o) {
   const std::string method(m.method_string().data(), m.method_string().size());
   if (!served_method(method))
     return std::pair{400, refusal("", "the method " + utf8::sanitized(method) + " is not served",
@@ -149,7 +149,7 @@ std::string ClientLimits::key(const Client& client) {
   return client.user.empty() ? "address " + client.address : "user " + client.user;
 }
 
-std::optional<Error> ClientLimits::take(Kind kind, const Client& client) {
+Status ClientLimits::take(Kind kind, const Client& client) {
   std::lock_guard<std::mutex> lock(mu_);
   const Bound b = bound(kind);
   if (total_[kind] >= b.in_all) return refusal(kind, client, true);
@@ -160,7 +160,7 @@ std::optional<Error> ClientLimits::take(Kind kind, const Client& client) {
   }
   ++mine;
   ++total_[kind];
-  return std::nullopt;
+  return Status::ok();
 }
 
 void ClientLimits::give_back(Kind kind, const Client& client) {
@@ -171,12 +171,12 @@ void ClientLimits::give_back(Kind kind, const Client& client) {
   --total_[kind];
 }
 
-std::optional<Error> ClientLimits::move_connection(const Client& from, const Client& to) {
-  if (key(from) == key(to)) return std::nullopt;
+Status ClientLimits::move_connection(const Client& from, const Client& to) {
+  if (key(from) == key(to)) return Status::ok();
   std::lock_guard<std::mutex> lock(mu_);
   const Bound b = bound(Kind::kConnection);
   size_t& theirs = held_[{Kind::kConnection, key(to)}];
-  std::optional<Error> refused;
+  Status refused;
   if (theirs >= b.of(to)) refused = refusal(Kind::kConnection, to, false);
   ++theirs;
   auto it = held_.find({Kind::kConnection, key(from)});
@@ -198,7 +198,7 @@ size_t ClientLimits::held(Kind kind) const {
 }
 
 // The 503's body: which bound is full, whose, and what to do.
-Error ClientLimits::refusal(Kind kind, const Client& client, bool in_all) const {
+Status ClientLimits::refusal(Kind kind, const Client& client, bool in_all) const {
   const Bound b = bound(kind);
   const size_t n = in_all ? b.in_all : b.of(client);
   const std::string count = std::to_string(n);
@@ -233,7 +233,7 @@ Error ClientLimits::refusal(Kind kind, const Client& client, bool in_all) const 
       fix = "retry when one of the uploads under way has ended";
       break;
   }
-  return Error{Error::Kind::kMalformed, "", message + ", " + whose, fix};
+  return Status{StatusCode::kUnavailable, "", message + ", " + whose, fix};
 }
 
 class HttpServer::Impl {
@@ -256,7 +256,7 @@ class HttpServer::Impl {
       return handler_(request);
     } catch (const std::exception& e) {
       count_refusal();
-      return error_reply(500, {Error::Kind::kInternal, "", "internal error: " + utf8::sanitized(e.what()),
+      return error_reply(500, {StatusCode::kInternal, "", "internal error: " + utf8::sanitized(e.what()),
                                "retry; if it persists, see edtd's log"});
     }
   }
@@ -268,12 +268,12 @@ class HttpServer::Impl {
 
   // Reserves a stream for `client`; run_stream() or give_back_stream_slot()
   // returns it. The refusal when edtd is stopping or a bound is full.
-  std::optional<Error> take_stream_slot(const Client& client) {
+  Status take_stream_slot(const Client& client) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return Error{Error::Kind::kMalformed, "", "edtd is stopping", "retry once it has restarted"};
-    if (auto refused = limits_->take(Kind::kStream, client)) return refused;
+    if (stopping_) return Status{StatusCode::kUnavailable, "", "edtd is stopping", "retry once it has restarted"};
+    EDT_RETURN_IF_ERROR(limits_->take(Kind::kStream, client));
     ++stream_slots_;
-    return std::nullopt;
+    return Status::ok();
   }
 
   void give_back_stream_slot(const Client& client) {
@@ -338,7 +338,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void start() { wait_for_request(); }
 
   // Answers `reply` and closes: for connections over a bound.
-  void refuse(int status, const Error& error) {
+  void refuse(int status, const Status& error) {
     server_.count_refusal();
     give_back_large_body();  // no request of this connection's is read or handled after this
     give_back_request();
@@ -380,13 +380,14 @@ class Session : public std::enable_shared_from_this<Session> {
     const Message& m = parser_->get();
     if (auto refused = check_header(m, options_)) return refuse(refused->first, refused->second);
     const Request head = head_of(m, address_);
-    if (auto refused = charge(head)) return refuse(503, *refused);
+    if (Status refused = charge(head); !refused.is_ok()) return refuse(503, refused);
     if (options_.body_limit) {
       const size_t limit = options_.body_limit(head);
       if (parser_->content_length().value_or(0) > limit) return refuse(413, too_large(limit));
       // A chunked body's length is unknown: it may take all of `limit`.
       if (parser_->content_length().value_or(limit) > options_.max_body_bytes) {
-        if (auto refused = server_.limits().take(ClientLimits::Kind::kLargeBody, client_)) return refuse(503, *refused);
+        if (Status refused = server_.limits().take(ClientLimits::Kind::kLargeBody, client_); !refused.is_ok())
+          return refuse(503, refused);
         holds_large_body_ = true;
       }
       parser_->body_limit(limit);
@@ -410,18 +411,18 @@ class Session : public std::enable_shared_from_this<Session> {
   // Charges the connection to the user whose token the request shows (if
   // another than before), and the request to the connection's client; the
   // refusal when a bound of theirs is full.
-  std::optional<Error> charge(const Request& head) {
+  Status charge(const Request& head) {
     if (options_.identify) {
       if (std::optional<std::string> user = options_.identify(head); user && *user != client_.user) {
         const Client to{*user, address_};
-        std::optional<Error> refused = server_.limits().move_connection(client_, to);
+        Status refused = server_.limits().move_connection(client_, to);
         client_ = to;  // refused or not: until it is closed, it is theirs
-        if (refused) return refused;
+        EDT_RETURN_IF_ERROR(refused);
       }
     }
-    if (auto refused = server_.limits().take(ClientLimits::Kind::kRequest, client_)) return refused;
+    EDT_RETURN_IF_ERROR(server_.limits().take(ClientLimits::Kind::kRequest, client_));
     holds_request_ = true;
-    return std::nullopt;
+    return Status::ok();
   }
 
   void read_body() {
@@ -466,7 +467,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void start_stream(Reply reply) {
-    if (auto refused = server_.take_stream_slot(client_)) return refuse(503, *refused);
+    if (Status refused = server_.take_stream_slot(client_); !refused.is_ok()) return refuse(503, refused);
     std::string head = "HTTP/1." + std::to_string(version_ % 10) + " " + std::to_string(reply.status) + " " +
                        std::string(http::obsolete_reason(static_cast<http::status>(reply.status))) +
                        "\r\nServer: edtd\r\nContent-Type: " + reply.content_type + "\r\nConnection: close\r\n";
@@ -492,7 +493,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Hands the connection to the reply's tunnel, on a thread of its own.
   void start_tunnel(Reply reply) {
-    if (auto refused = server_.take_stream_slot(client_)) return refuse(503, *refused);
+    if (Status refused = server_.take_stream_slot(client_); !refused.is_ok()) return refuse(503, refused);
     std::string early = beast::buffers_to_string(buffer_.data());
     const int fd = hand_off_socket();
     if (fd < 0) return;
@@ -628,10 +629,10 @@ void HttpServer::Impl::accept() {
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     const std::string address = socket.remote_endpoint(ignored).address().to_string();
-    std::optional<Error> refused = limits_->take(Kind::kConnection, Client{"", address});
-    auto session = std::make_shared<Session>(std::move(socket), *this, address, !refused);
-    if (refused) {
-      session->refuse(503, *refused);
+    Status refused = limits_->take(Kind::kConnection, Client{"", address});
+    auto session = std::make_shared<Session>(std::move(socket), *this, address, refused.is_ok());
+    if (!refused.is_ok()) {
+      session->refuse(503, refused);
     } else {
       session->start();
     }

@@ -104,16 +104,16 @@ class ClientLimits {
 
   explicit ClientLimits(const HttpServerOptions& options);
 
-  // Takes one `kind` for `client`; nullopt, or (nothing taken) the
-  // refusal that names the bound that is full and what to do.
-  std::optional<Error> take(Kind kind, const Client& client);
+  // Takes one `kind` for `client`; OK, or (nothing taken) the refusal
+  // that names the bound that is full and what to do.
+  Status take(Kind kind, const Client& client);
   void give_back(Kind kind, const Client& client);
   // Charges one connection of `from` to `to` instead (its request showed
   // `to`'s token), even past `to`'s bound: the connection is theirs until
   // it is closed, and must not stay on its address's small allowance.
-  // nullopt, or the refusal when `to` already held all it may (the caller
+  // OK, or the refusal when `to` already held all it may (the caller
   // then refuses the request and closes the connection).
-  std::optional<Error> move_connection(const Client& from, const Client& to);
+  Status move_connection(const Client& from, const Client& to);
 
   size_t held(Kind kind, const Client& client) const;
   size_t held(Kind kind) const;  // by all clients
@@ -125,7 +125,7 @@ class ClientLimits {
     size_t of(const Client& client) const { return client.user.empty() ? per_address : per_user; }
   };
   Bound bound(Kind kind) const;
-  Error refusal(Kind kind, const Client& client, bool in_all) const;
+  Status refusal(Kind kind, const Client& client, bool in_all) const;
   static std::string key(const Client& client);
 
   HttpServerOptions options_;

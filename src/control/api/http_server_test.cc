@@ -194,45 +194,45 @@ TEST(ClientLimits, EachUserAndEachAddressWithoutATokenHasBoundsOfItsOwn) {
   ClientLimits limits(options);
   const Client nat{"", "10.0.0.1"}, alice{"alice", "10.0.0.1"}, bob{"bob", "10.0.0.1"};
   // A connection counts against its address until it shows a token, then against its user.
-  ASSERT_FALSE(limits.take(Kind::kConnection, nat));
-  std::optional<Error> refused = limits.take(Kind::kConnection, nat);
-  ASSERT_TRUE(refused);
-  EXPECT_NE(refused->message.find("10.0.0.1 without a valid token"), std::string::npos) << refused->message;
-  EXPECT_NE(refused->fix.find("Authorization: Bearer"), std::string::npos) << refused->fix;
-  ASSERT_FALSE(limits.move_connection(nat, alice));
+  ASSERT_TRUE(limits.take(Kind::kConnection, nat).is_ok());
+  Status refused = limits.take(Kind::kConnection, nat);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("10.0.0.1 without a valid token"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.fix().find("Authorization: Bearer"), std::string::npos) << refused.fix();
+  ASSERT_TRUE(limits.move_connection(nat, alice).is_ok());
   EXPECT_EQ(limits.held(Kind::kConnection, nat), 0u);
-  ASSERT_FALSE(limits.take(Kind::kConnection, nat));
-  ASSERT_FALSE(limits.move_connection(nat, alice));
+  ASSERT_TRUE(limits.take(Kind::kConnection, nat).is_ok());
+  ASSERT_TRUE(limits.move_connection(nat, alice).is_ok());
   EXPECT_EQ(limits.held(Kind::kConnection, alice), 2u);
   // Alice is full: her third connection is refused, naming her; bob's is not.
-  ASSERT_FALSE(limits.take(Kind::kConnection, nat));
+  ASSERT_TRUE(limits.take(Kind::kConnection, nat).is_ok());
   refused = limits.move_connection(nat, alice);
-  ASSERT_TRUE(refused);
-  EXPECT_NE(refused->message.find("of the user alice"), std::string::npos) << refused->message;
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("of the user alice"), std::string::npos) << refused.message();
   // The refused connection is alice's until closed, not her address's.
   EXPECT_EQ(limits.held(Kind::kConnection, nat), 0u);
   EXPECT_EQ(limits.held(Kind::kConnection, alice), 3u);
   limits.give_back(Kind::kConnection, alice);
-  ASSERT_FALSE(limits.take(Kind::kConnection, nat));
-  ASSERT_FALSE(limits.move_connection(nat, bob));
+  ASSERT_TRUE(limits.take(Kind::kConnection, nat).is_ok());
+  ASSERT_TRUE(limits.move_connection(nat, bob).is_ok());
   // A kept-alive connection showing another user's token moves to them.
-  ASSERT_FALSE(limits.move_connection(bob, Client{"carol", "10.0.0.1"}));
+  ASSERT_TRUE(limits.move_connection(bob, Client{"carol", "10.0.0.1"}).is_ok());
   EXPECT_EQ(limits.held(Kind::kConnection, bob), 0u);
   EXPECT_EQ(limits.held(Kind::kConnection), 3u);
   // The bound in all still stands.
-  ASSERT_FALSE(limits.take(Kind::kConnection, Client{"", "10.0.0.3"}));
-  ASSERT_FALSE(limits.take(Kind::kConnection, Client{"", "10.0.0.4"}));
+  ASSERT_TRUE(limits.take(Kind::kConnection, Client{"", "10.0.0.3"}).is_ok());
+  ASSERT_TRUE(limits.take(Kind::kConnection, Client{"", "10.0.0.4"}).is_ok());
   refused = limits.take(Kind::kConnection, Client{"", "10.0.0.5"});
-  ASSERT_TRUE(refused);
-  EXPECT_NE(refused->message.find("edtd has 5 connections open"), std::string::npos) << refused->message;
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("edtd has 5 connections open"), std::string::npos) << refused.message();
   // Streams: per user as well.
-  ASSERT_FALSE(limits.take(Kind::kStream, alice));
+  ASSERT_TRUE(limits.take(Kind::kStream, alice).is_ok());
   refused = limits.take(Kind::kStream, alice);
-  ASSERT_TRUE(refused);
-  EXPECT_NE(refused->message.find("streams open of the user alice"), std::string::npos) << refused->message;
-  EXPECT_FALSE(limits.take(Kind::kStream, bob));
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("streams open of the user alice"), std::string::npos) << refused.message();
+  EXPECT_TRUE(limits.take(Kind::kStream, bob).is_ok());
   limits.give_back(Kind::kStream, alice);
-  EXPECT_FALSE(limits.take(Kind::kStream, alice));
+  EXPECT_TRUE(limits.take(Kind::kStream, alice).is_ok());
 }
 
 TEST_F(HttpServerTest, BoundsConnectionsPerAddressAndAnswersOthers) {

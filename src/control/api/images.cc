@@ -13,7 +13,7 @@ Answer list_images(ApiContext& ctx, const Request&, const User&) {
 
 Answer register_image(ApiContext& ctx, const Request& req, const User& user) {
   auto image = read_body(req, parse_image_request);
-  if (!image.ok()) return image.error();
+  if (!image.is_ok()) return image.status();
   return json_answer(201, ctx.service->register_image(user, *image), [](const Image& made) {
     return json{{"name", made.name}, {"root", made.root}, {"frameworks", made.frameworks}};
   });

@@ -25,34 +25,34 @@ Reply text_reply(std::string body, std::string content_type) {
   return Reply{200, std::move(body), std::move(content_type), {}, {}, {}};
 }
 
-int http_status(Error::Kind kind) {
-  switch (kind) {
-    case Error::Kind::kMalformed: return 400;
-    case Error::Kind::kUnauthenticated: return 401;
-    case Error::Kind::kForbidden: return 403;
-    case Error::Kind::kNotFound: return 404;
-    case Error::Kind::kConflict: return 409;
-    case Error::Kind::kTooLarge: return 413;
-    case Error::Kind::kInvalid: return 422;
-    case Error::Kind::kInternal: return 500;
+int http_status(StatusCode code) {
+  switch (code) {
+    case StatusCode::kMalformed: return 400;
+    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kResourceExhausted: return 413;
+    case StatusCode::kInvalidArgument: return 422;
+    default: return 500;  // edtd failed: the database, the file system, a bug
   }
-  return 500;
 }
 
-json error_json(int status, const Error& e) {
-  return json{{"error", {{"status", status}, {"field", e.field}, {"message", e.message}, {"fix", e.fix}}}};
+json error_json(int status, const Status& e) {
+  return json{{"error", {{"status", status}, {"field", e.field()}, {"message", e.message()}, {"fix", e.fix()}}}};
 }
 
-Outcome<json> json_body(const Request& req) {
+Result<json> json_body(const Request& req) {
   auto body = parse_request_json(req.body, JsonLimits{static_cast<size_t>(limits::max_depth)});
-  if (!body.ok()) return body;
+  if (!body.is_ok()) return body;
   if (!body->is_object())
     return malformed("", "the request body is a JSON " + std::string(body->type_name()) + ", not an object",
                      "send {...} with the fields the operation lists (see GET /api/v1/openapi.json)");
   return body;
 }
 
-Outcome<json> optional_json_body(const Request& req) {
+Result<json> optional_json_body(const Request& req) {
   if (req.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
   return json_body(req);
 }
@@ -83,17 +83,17 @@ std::optional<std::string> bearer_token(const std::string& header) {
 namespace {
 
 // A query parameter (as the server decoded them) whose name or value is not UTF-8.
-Refusal check_query(const Request& req, const std::string& fix) {
+Status check_query(const Request& req, const std::string& fix) {
   for (const auto& [key, value] : req.params) {
     if (!utf8::is_valid(key)) return malformed("query", "a query parameter's name is not UTF-8", fix);
     if (!utf8::is_valid(value)) return malformed(key, "the query parameter '" + key + "' is not UTF-8", fix);
   }
-  return std::nullopt;
+  return Status::ok();
 }
 
 // A path or query parameter that is not UTF-8, refused by its name: names
 // and ids are UTF-8 text, and what is not cannot be quoted back in JSON.
-Refusal check_parameters(const std::vector<std::string>& names, const Request& req) {
+Status check_parameters(const std::vector<std::string>& names, const Request& req) {
   const std::string fix = "percent-encode the UTF-8 bytes of the text, e.g. %C3%A9 for e-acute";
   for (size_t i = 0; i < names.size() && i + 1 < req.matches.size(); ++i) {
     if (!utf8::is_valid(req.matches[i + 1].str()))
@@ -105,39 +105,39 @@ Refusal check_parameters(const std::vector<std::string>& names, const Request& r
 // What a route answers: its handler's answer once the caller may call it.
 Answer answer_for(const Route& route, const std::vector<std::string>& parameters, const Request& req,
                   Service* service) {
-  if (auto refused = check_parameters(parameters, req)) return *refused;
+  EDT_RETURN_IF_ERROR(check_parameters(parameters, req));
   if (route.access == Access::kPublic) return route.handler(req, User{});
-  Outcome<User> user = authenticate(req, service);
-  if (!user.ok()) return user.error();
+  Result<User> user = authenticate(req, service);
+  if (!user.is_ok()) return user.status();
   if (route.access == Access::kAdmin && !user->admin) return admin_only(route.admin_action);
   return route.handler(req, *user);
 }
 
-// The reply for an Error.
-Reply error_reply(const Error& error) {
-  const int status = http_status(error.kind);
+// The reply for a refusal.
+Reply error_reply(const Status& error) {
+  const int status = http_status(error.code());
   return json_reply(status, error_json(status, error));
 }
 
 }  // namespace
 
 // The user behind the request's bearer token, or why there is none.
-Outcome<User> authenticate(const Request& req, Service* service) {
+Result<User> authenticate(const Request& req, Service* service) {
   const std::string fix = "send 'Authorization: Bearer <token>' (set EDT_TOKEN or run edt login)";
   if (!req.has_header("Authorization"))
-    return Error{Error::Kind::kUnauthenticated, "Authorization", "no bearer token was sent", fix};
+    return unauthenticated("Authorization", "no bearer token was sent", fix);
   const std::string header = req.get_header_value("Authorization");
   auto token = bearer_token(header);
   if (!token) {
     const std::string scheme = utf8::sanitized(header.substr(0, std::min(header.find(' '), size_t{20})));
-    return Error{Error::Kind::kUnauthenticated, "Authorization",
-                 "the Authorization header is not 'Bearer <token>' (its scheme is '" + scheme + "')", fix};
+    return unauthenticated("Authorization",
+                           "the Authorization header is not 'Bearer <token>' (its scheme is '" + scheme + "')", fix);
   }
   auto user = service->authenticate(*token);
   if (!user)
-    return Error{Error::Kind::kUnauthenticated, "Authorization",
-                 "the token is not valid: no such token, or it was revoked, expired or its user deleted",
-                 "use a live token: edt token create (with one that works), from the admin, or DIR/admin.token"};
+    return unauthenticated("Authorization",
+                           "the token is not valid: no such token, or it was revoked, expired or its user deleted",
+                           "use a live token: edt token create (with one that works), from the admin, or DIR/admin.token");
   return *user;
 }
 
@@ -159,7 +159,7 @@ std::optional<Reply> Router::dispatch(Request& req) const {
     const bool counted = entry.route.access != Access::kPublic;
     if (counted) counters_->requests++;
     Answer answer = answer_for(entry.route, entry.parameters, req, service_);
-    Reply reply = answer.ok() ? std::move(*answer) : error_reply(answer.error());
+    Reply reply = answer.is_ok() ? std::move(*answer) : error_reply(answer.status());
     if (counted && reply.status >= 400) counters_->refusals++;
     return reply;
   }

@@ -7,7 +7,7 @@
 //             handler runs;
 //   metrics   requests and refusals (4xx, 5xx) are counted for
 //             /api/v1/metrics (public routes are not counted);
-//   errors    an Error a handler answers becomes its status and JSON body;
+//   errors    a refusal a handler answers becomes its status and JSON body;
 //             what the server refuses before routing (http_server.h) has
 //             the same body; a path no route matches is 404. No body holds
 //             bytes that are not UTF-8.
@@ -36,7 +36,7 @@ std::string route_regex(const std::string& pattern, std::vector<std::string>* na
 
 // The user behind the request's "Authorization: Bearer <token>", or the
 // 401 refusal saying why there is none.
-Outcome<User> authenticate(const Request& req, Service* service);
+Result<User> authenticate(const Request& req, Service* service);
 
 // The token of an "Authorization: Bearer <token>" header: the scheme in any
 // case (RFC 7235), one or more spaces; nullopt when it is not one.

@@ -55,7 +55,7 @@ class BoundedBuilder final : public json::json_sax_t {
   }
 
   json take() { return std::move(root_); }
-  const std::optional<Error>& error() const { return error_; }
+  const Status& refusal() const { return refusal_; }  // OK while none
 
  private:
   // Adds `value` where the parser is: the root, the next element of the
@@ -130,7 +130,7 @@ class BoundedBuilder final : public json::json_sax_t {
   }
 
   bool refuse(std::string field, std::string message, std::string fix) {
-    error_ = malformed(utf8::sanitized(field), utf8::sanitized(message), std::move(fix));
+    refusal_ = malformed(utf8::sanitized(field), utf8::sanitized(message), std::move(fix));
     return false;
   }
 
@@ -139,17 +139,17 @@ class BoundedBuilder final : public json::json_sax_t {
   std::vector<json*> open_;           // the objects and arrays being read, outermost first
   std::vector<std::string> segments_;  // where each of open_ is in its parent
   std::string key_;                    // the open object's key whose value comes next
-  std::optional<Error> error_;
+  Status refusal_;
 };
 
 }  // namespace
 
-Outcome<json> parse_request_json(std::string_view bytes, const JsonLimits& limits) {
+Result<json> parse_request_json(std::string_view bytes, const JsonLimits& limits) {
   if (bytes.find_first_not_of(" \t\r\n") == std::string_view::npos)
     return malformed("", "the request body is empty", kFix);
   BoundedBuilder builder(limits);
   if (!json::sax_parse(bytes.begin(), bytes.end(), &builder)) {
-    if (builder.error()) return *builder.error();
+    if (!builder.refusal().is_ok()) return builder.refusal();
     return malformed("", "the request body is not valid JSON", kFix);
   }
   return builder.take();

@@ -4,7 +4,7 @@
 // never recurses and never builds the deep part), so nothing after it, a
 // handler or an error message, can overflow the stack on it.
 //
-// Refusals are kMalformed Errors (400) that name where in the body the
+// Refusals are kMalformed Statuses (400) that name where in the body the
 // problem is ("mounts[0].path" for a key sent twice, the path down to the
 // limit for a body too deep) and quote no byte that is not UTF-8. Never
 // throws; any thread.
@@ -24,6 +24,6 @@ struct JsonLimits {
 };
 
 // The JSON value of `bytes`, or why it is not one within `limits`.
-Outcome<nlohmann::json> parse_request_json(std::string_view bytes, const JsonLimits& limits);
+Result<nlohmann::json> parse_request_json(std::string_view bytes, const JsonLimits& limits);
 
 }  // namespace edt::control

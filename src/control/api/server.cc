@@ -16,7 +16,7 @@ const std::string kVolumeFiles = "/api/v1/volumes/{name}/files";
 
 ApiServer::ApiServer(ApiServerOptions options)
     : options_(std::move(options)),
-      context_{options_.service, options_.backend, options_.reconciler, options_.jobs, &counters_, &list_cache_} {
+      context_{{options_.service, options_.reconciler}, &counters_, &list_cache_} {
   std::vector<Route> all = routes();
   all.insert(all.end(), options_.extra_routes.begin(), options_.extra_routes.end());
   router_ = std::make_unique<Router>(all, options_.service, &counters_);
@@ -50,7 +50,7 @@ size_t ApiServer::body_limit(const Request& head) const {
     return std::regex(route_regex(kVolumeFiles, &names));
   }();
   if (head.method != "PUT" || !std::regex_match(head.path, kUpload)) return options_.max_body_bytes;
-  if (!authenticate(head, options_.service).ok()) return options_.max_body_bytes;
+  if (!authenticate(head, options_.service).is_ok()) return options_.max_body_bytes;
   return std::max(options_.max_upload_bytes, options_.max_body_bytes);
 }
 

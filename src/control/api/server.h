@@ -3,7 +3,7 @@
 // Every route but /healthz and /api/v1/openapi.json needs
 // "Authorization: Bearer <token>". A user sees and changes only their own
 // clusters, volumes and jobs; the admin sees all and makes users. Refusals
-// are {"error": {...}} bodies with the status their kind maps to (http.h);
+// are {"error": {...}} bodies with the status their code maps to (http.h);
 // a refused request changes nothing. The routes are one table (server.cc)
 // of handlers (handlers.h) served through one middleware (middleware.h).
 // Requests are served by HttpServer (http_server.h: its bounds, timeouts
@@ -27,11 +27,7 @@
 
 namespace edt::control {
 
-struct ApiServerOptions {
-  Service* service = nullptr;
-  Backend* backend = nullptr;
-  Reconciler* reconciler = nullptr;
-  JobRunner* jobs = nullptr;
+struct ApiServerOptions : ControlPlane {
   size_t max_body_bytes = api::limits::RequestLimits::maximum_bytes;  // api/openapi.json's
   // A file uploaded into a volume may be this large; only for a request whose
   // token is valid (checked before the body is read), else max_body_bytes.

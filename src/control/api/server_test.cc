@@ -39,16 +39,14 @@ class ApiServerTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     db_ = Database::open((dir_ / "edtd.db").string()).value();
     reconciler_ = std::make_unique<Reconciler>(db_.get(), &backend_, ReconcilerOptions{});
-    service_ = std::make_unique<Service>(
-        db_.get(), ServiceOptions{AddressRange::parse("127.92.0.0/24").value(), dir_.string(), {}});
+    jobs_ = std::make_unique<JobRunner>(db_.get(), &backend_, dir_.string(), std::map<std::string, std::string>{});
+    service_ = std::make_unique<Service>(db_.get(), ServiceOptions{AddressRange::parse("127.92.0.0/24").value(),
+                                                                   dir_.string(), {}, {}, jobs_.get(), &backend_});
     ASSERT_TRUE(service_->set_inventory({"edt", "/", {"horovod"}, true}, {{0, "P4", true, ""}}).is_ok());
     admin_ = service_->ensure_admin().value().value();
-    jobs_ = std::make_unique<JobRunner>(db_.get(), &backend_, dir_.string(), std::map<std::string, std::string>{});
     ApiServerOptions options;
     options.service = service_.get();
-    options.backend = &backend_;
     options.reconciler = reconciler_.get();
-    options.jobs = jobs_.get();
     options.max_body_bytes = 4096;
     options.max_upload_bytes = 65536;
     server_ = std::make_unique<ApiServer>(options);

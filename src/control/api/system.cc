@@ -36,7 +36,7 @@ Answer metrics(ApiContext& ctx, const Request&, const User& user) {
     gpus_total++;
     gpus_held += g.held ? 1 : 0;
   }
-  ReconcilerStats stats = ctx.reconciler->stats();
+  ReconcileStats stats = ctx.reconciler->stats();
   std::string out;
   gauge(out, "edt_clusters", "Clusters by phase.", "phase", clusters);
   gauge(out, "edt_containers", "Containers by phase.", "phase", containers);

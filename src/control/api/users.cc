@@ -19,7 +19,7 @@ int64_t unix_seconds() {
 }
 
 // The token id in the path, or the NotFound a name that is no id gets.
-Outcome<int64_t> token_id(const Request& req) {
+Result<int64_t> token_id(const Request& req) {
   const std::string text = req.matches[2].str();
   int64_t id = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
@@ -34,7 +34,7 @@ Answer whoami(ApiContext&, const Request&, const User& user) { return json_reply
 
 Answer list_users(ApiContext& ctx, const Request&, const User& user) {
   auto users = ctx.service->users(user);
-  if (!users.ok()) return users.error();
+  if (!users.is_ok()) return users.status();
   json items = json::array();
   for (const auto& u : *users) items.push_back(user_to_json(u));
   return json_reply(200, {{"users", items}});
@@ -42,27 +42,27 @@ Answer list_users(ApiContext& ctx, const Request&, const User& user) {
 
 Answer create_user(ApiContext& ctx, const Request& req, const User& user) {
   auto name = read_body(req, parse_user_request);
-  if (!name.ok()) return name.error();
+  if (!name.is_ok()) return name.status();
   return json_answer(201, ctx.service->create_user(user, *name), token_json);
 }
 
 Answer delete_user(ApiContext& ctx, const Request& req, const User& user) {
   auto deleted = ctx.service->delete_user(user, req.matches[1].str());
-  if (!deleted.ok()) return deleted.error();
+  if (!deleted.is_ok()) return deleted.status();
   return json_reply(200, {{"deleted", deleted->name}});
 }
 
 Answer create_token(ApiContext& ctx, const Request& req, const User& user) {
   auto body = optional_json_body(req);
-  if (!body.ok()) return body.error();
+  if (!body.is_ok()) return body.status();
   TokenRequest request;
-  if (auto refused = parse_token_request(*body, &request)) return *refused;
+  EDT_RETURN_IF_ERROR(parse_token_request(*body, &request));
   return json_answer(201, ctx.service->create_token(user, req.matches[1].str(), request), token_json);
 }
 
 Answer list_tokens(ApiContext& ctx, const Request& req, const User& user) {
   auto tokens = ctx.service->tokens(user, req.matches[1].str());
-  if (!tokens.ok()) return tokens.error();
+  if (!tokens.is_ok()) return tokens.status();
   const int64_t now = unix_seconds();
   json items = json::array();
   for (const auto& t : *tokens) items.push_back(token_info_to_json(t, now));
@@ -71,9 +71,9 @@ Answer list_tokens(ApiContext& ctx, const Request& req, const User& user) {
 
 Answer revoke_token(ApiContext& ctx, const Request& req, const User& user) {
   auto id = token_id(req);
-  if (!id.ok()) return id.error();
+  if (!id.is_ok()) return id.status();
   auto revoked = ctx.service->revoke_token(user, req.matches[1].str(), *id);
-  if (!revoked.ok()) return revoked.error();
+  if (!revoked.is_ok()) return revoked.status();
   return json_reply(200, {{"deleted", std::to_string(revoked->id)}});
 }
 

@@ -13,13 +13,13 @@ Answer list_volumes(ApiContext& ctx, const Request&, const User& user) {
 
 Answer create_volume(ApiContext& ctx, const Request& req, const User& user) {
   auto request = read_body(req, parse_volume_request);
-  if (!request.ok()) return request.error();
+  if (!request.is_ok()) return request.status();
   return json_answer(201, ctx.service->create_volume(user, *request), volume_to_json);
 }
 
 Answer delete_volume(ApiContext& ctx, const Request& req, const User& user) {
   auto volume = ctx.service->delete_volume(user, req.matches[1]);
-  if (!volume.ok()) return volume.error();
+  if (!volume.is_ok()) return volume.status();
   return json_reply(200, {{"deleted", volume->name}});
 }
 
@@ -30,7 +30,7 @@ Answer upload_volume_file(ApiContext& ctx, const Request& req, const User& user)
   for (const auto& [key, value] : req.params)
     if (key != "path") return malformed(key, "the query parameter '" + key + "' is not read here", fix);
   auto file = ctx.service->upload_file(user, req.matches[1], req.get_param_value("path"), req.body);
-  if (!file.ok()) return file.error();
+  if (!file.is_ok()) return file.status();
   return json_reply(200, {{"volume", file->volume}, {"path", file->path}, {"bytes", file->bytes}});
 }
 

@@ -1,6 +1,6 @@
 // Fault points: named places in edtd's create, scale and delete where a test
 // can make edtd die, to check that a restart after a crash at that moment
-// re-adopts or removes what runs (docs/architecture.md, "Crash safety").
+// re-adopts or removes what runs (docs/platform.md, "Crash safety").
 //
 // EDT_FAULT=<name> in edtd's environment makes edtd abort() (no cleanup, as
 // a kill -9 would leave things) the first time it reaches the point of that

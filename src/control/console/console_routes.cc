@@ -12,12 +12,12 @@ namespace {
 using nlohmann::json;
 
 Answer cluster_jobs(const ConsoleOptions& options, const Request& req, const User& user) {
-  auto cluster = options.service->cluster(user, req.matches[1]);
-  if (!cluster.ok()) return cluster.error();
+  auto jobs = options.service->jobs(user, req.matches[1]);
+  if (!jobs.is_ok()) return jobs.status();
   JobFilter filter;
-  if (auto refused = parse_job_filter(req.params, &filter)) return *refused;
+  EDT_RETURN_IF_ERROR(parse_job_filter(req.params, &filter));
   json items = json::array();
-  for (const auto& job : options.jobs->jobs_of(cluster->spec.name))
+  for (const auto& job : *jobs)
     if (filter.matches(job)) items.push_back(job_to_json(job));
   return json_reply(200, {{"jobs", items}});
 }
@@ -39,26 +39,24 @@ std::vector<std::string> console_origins(const Request& req) {
 
 Answer open_terminal(const ConsoleOptions& options, const Request& req, const User& user) {
   auto body = optional_json_body(req);
-  if (!body.ok()) return body.error();
-  if (auto refused = Fields(*body, "").only(api::fields::TerminalRequest::kProperties)) return *refused;
-  auto cluster = options.service->cluster(user, req.matches[1]);
-  if (!cluster.ok()) return cluster.error();
+  if (!body.is_ok()) return body.status();
+  EDT_RETURN_IF_ERROR(Fields(*body, "").only(api::fields::TerminalRequest::kProperties));
+  auto found = options.service->cluster(user, req.matches[1]);
+  if (!found.is_ok()) return found.status();
+  const Cluster& cluster = *found;
   const std::string name = req.matches[2];
-  const auto& containers = cluster->containers;
+  const auto& containers = cluster.containers;
   auto c = std::find_if(containers.begin(), containers.end(), [&](const auto& s) { return s.name == name; });
   if (c == containers.end())
-    return missing("container", "cluster " + cluster->spec.name + " has no container '" + name + "'",
-                   "choose one of its containers (edt cluster get " + cluster->spec.name + ")");
+    return missing("container", "cluster " + cluster.spec.name + " has no container '" + name + "'",
+                   "choose one of its containers (edt cluster get " + cluster.spec.name + ")");
   if (c->phase != Phase::kRunning)
     return conflict("container", "container " + name + " is " + to_string(c->phase) + ", not Running",
                     "wait until it is Running");
-  auto key = options.backend->ssh_private_key(cluster->spec.name);
-  if (!key.is_ok()) return conflict("name", key.status().message(), "wait until the cluster is Running");
-  auto known_hosts = options.backend->ssh_known_hosts(cluster->spec.name);
-  if (!known_hosts.is_ok())
-    return conflict("name", known_hosts.status().message(), "wait until the cluster is Running");
+  auto access = options.service->ssh_access(user, cluster.spec.name);
+  if (!access.is_ok()) return access.status();
   const std::string id = options.terminals->open_session(
-      {name, c->address, options.backend->ssh_port(), *key, *known_hosts}, console_origins(req));
+      {name, c->address, access->port, access->private_key, access->known_hosts}, console_origins(req));
   return json_reply(201, {{"port", options.terminals->port()},
                           {"path", "/terminal/" + id},
                           {"expires_in", TerminalServer::kSessionTtl.count()}});
@@ -66,8 +64,8 @@ Answer open_terminal(const ConsoleOptions& options, const Request& req, const Us
 
 Answer open_jupyter(const ConsoleOptions& options, const Request& req, const User& user) {
   auto body = optional_json_body(req);
-  if (!body.ok()) return body.error();
-  if (auto refused = Fields(*body, "").only(api::fields::JupyterRequest::kProperties)) return *refused;
+  if (!body.is_ok()) return body.status();
+  EDT_RETURN_IF_ERROR(Fields(*body, "").only(api::fields::JupyterRequest::kProperties));
   return options.jupyter->open(req, user);
 }
 

@@ -15,19 +15,14 @@
 
 #include <vector>
 
+#include "control/api/handlers.h"
 #include "control/api/http.h"
-#include "control/backends/backend.h"
 #include "control/console/jupyter_proxy.h"
 #include "control/console/terminal_server.h"
-#include "control/jobs/job_runner.h"
-#include "control/service/service.h"
 
 namespace edt::control {
 
-struct ConsoleOptions {
-  Service* service = nullptr;
-  Backend* backend = nullptr;
-  JobRunner* jobs = nullptr;
+struct ConsoleOptions : ControlPlane {
   TerminalServer* terminals = nullptr;
   JupyterProxy* jupyter = nullptr;
 };

@@ -17,10 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Error unauthenticated(std::string field, std::string message, std::string fix) {
-  return Error{Error::Kind::kUnauthenticated, std::move(field), std::move(message), std::move(fix)};
-}
-
 // The cluster a /c/<cluster>/jupyter[/...] path names, or nullopt.
 std::optional<std::string> cluster_of(const std::string& path) {
   const std::string prefix = JupyterProxy::kPrefix;
@@ -45,14 +41,14 @@ std::string html_escaped(const std::string& text) {
 }
 
 // A refusal: a page for a browser, the API's error body for anyone else.
-Reply problem(const Request& req, const Error& error) {
-  const int status = http_status(error.kind);
+Reply problem(const Request& req, const Status& error) {
+  const int status = http_status(error.code());
   if (req.get_header_value("Accept").find("text/html") == std::string::npos)
     return json_reply(status, error_json(status, error));
   Reply reply = text_reply("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Jupyter: " +
                                std::to_string(status) + "</title></head>\n<body><h1>Jupyter is not available</h1>\n"
-                               "<p id=\"message\">" + html_escaped(error.message) + "</p>\n<p id=\"fix\">" +
-                               html_escaped(error.fix) + "</p>\n</body></html>\n",
+                               "<p id=\"message\">" + html_escaped(error.message()) + "</p>\n<p id=\"fix\">" +
+                               html_escaped(error.fix()) + "</p>\n</body></html>\n",
                            "text/html; charset=utf-8");
   reply.status = status;
   return reply;
@@ -172,9 +168,9 @@ void tunnel(int client, std::string_view early, const JupyterEndpoint& endpoint,
 JupyterProxyOptions jupyter_proxy_options(Service* service, JupyterServers* servers) {
   JupyterProxyOptions options;
   options.authenticate = [service](const std::string& token) { return service->authenticate(token); };
-  options.endpoint = [service, servers](const User& user, const std::string& name) -> Outcome<JupyterEndpoint> {
+  options.endpoint = [service, servers](const User& user, const std::string& name) -> Result<JupyterEndpoint> {
     auto cluster = service->cluster(user, name);
-    if (!cluster.ok()) return cluster.error();
+    if (!cluster.is_ok()) return cluster.status();
     // The owner only, not the admin: the notebook's pages run in edtd's
     // origin, where the console keeps its token, and a tenant controls what
     // its notebook server serves.
@@ -182,7 +178,7 @@ JupyterProxyOptions jupyter_proxy_options(Service* service, JupyterServers* serv
       return forbidden("name", "Jupyter opens for the cluster's owner only: its pages share edtd's origin",
                      "open a terminal in the cluster instead (the console's Terminal, or edt ssh " + name + ")");
     auto records = service->containers(user, name);
-    if (!records.ok()) return records.error();
+    if (!records.is_ok()) return records.status();
     for (const auto& record : *records) {
       if (record.status.index != 0) continue;
       if (record.status.phase != Phase::kRunning || record.status.leaving) break;
@@ -198,7 +194,7 @@ JupyterProxyOptions jupyter_proxy_options(Service* service, JupyterServers* serv
 Answer JupyterProxy::open(const Request& req, const User& user) {
   const std::string cluster = req.matches[1];
   auto endpoint = options_.endpoint(user, cluster);
-  if (!endpoint.ok()) return endpoint.error();
+  if (!endpoint.is_ok()) return endpoint.status();
   const std::string code = random_hex(32);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -266,10 +262,10 @@ Reply JupyterProxy::handle(Request& req) {
                                                 ") may not use Jupyter through edtd",
                                   "open Jupyter from edtd's console"));
   auto endpoint = options_.endpoint(*user, *cluster);
-  if (!endpoint.ok() && endpoint.error().kind == Error::Kind::kNotFound)
+  if (!endpoint.is_ok() && endpoint.status().code() == StatusCode::kNotFound)
     return problem(req, forbidden("name", "user " + user->name + " has no cluster '" + *cluster + "' to open Jupyter in",
                                   "open Jupyter in one of your clusters (edt cluster list)"));
-  if (!endpoint.ok()) return problem(req, endpoint.error());
+  if (!endpoint.is_ok()) return problem(req, endpoint.status());
   Reply reply;
   reply.tunnel = [endpoint = *endpoint, request = upstream_request(req, endpoint->token, is_upgrade(req))](
                      int fd, std::string_view early) { tunnel(fd, early, endpoint, request); };

@@ -48,8 +48,8 @@ struct JupyterProxyOptions {
   // The user a bearer token names, or nullopt (Service::authenticate).
   std::function<std::optional<User>(const std::string& token)> authenticate;
   // The cluster's notebook server, for `user`, started if need be; a
-  // not-found Error when the user has no cluster of that name.
-  std::function<Outcome<JupyterEndpoint>(const User& user, const std::string& cluster)> endpoint;
+  // not-found refusal when the user has no cluster of that name.
+  std::function<Result<JupyterEndpoint>(const User& user, const std::string& cluster)> endpoint;
 };
 
 // The options that join a Service and JupyterServers (edtd's).

@@ -104,7 +104,7 @@ class JupyterProxyTest : public ::testing::Test {
       if (token == "bob-token") return User{"bob", false};
       return std::nullopt;
     };
-    options.endpoint = [this](const User& user, const std::string& cluster) -> Outcome<JupyterEndpoint> {
+    options.endpoint = [this](const User& user, const std::string& cluster) -> Result<JupyterEndpoint> {
       if (user.name != "alice" || cluster != "tthvd") return missing("name", "no such cluster", "");
       return JupyterEndpoint{"127.0.0.1", notebook_.port(), kServerToken, JupyterServers::base_url(cluster)};
     };
@@ -131,7 +131,7 @@ class JupyterProxyTest : public ::testing::Test {
     req.headers.emplace("Authorization", "Bearer alice-token");
     std::regex_match(req.path, req.matches, std::regex("/api/v1/clusters/([^/]+)/jupyter"));
     auto answer = proxy_->open(req, User{"alice", false});
-    EXPECT_TRUE(answer.ok());
+    EXPECT_TRUE(answer.is_ok());
     const std::string url = nlohmann::json::parse(answer->body)["url"];
     EXPECT_TRUE(url.starts_with("/c/tthvd/jupyter/?edt_login="));
     return url.substr(url.find('=') + 1);

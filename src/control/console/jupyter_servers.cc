@@ -10,6 +10,7 @@
 #include "common/net.h"
 #include "common/process.h"
 #include "control/console/random_hex.h"
+#include "control/model/container_files.h"
 
 namespace edt::control {
 
@@ -73,7 +74,7 @@ std::mutex& JupyterServers::start_lock(const std::string& cluster) {
   return *slot;
 }
 
-Outcome<JupyterEndpoint> JupyterServers::ensure(const Cluster& cluster, const ContainerRecord& launcher) {
+Result<JupyterEndpoint> JupyterServers::ensure(const Cluster& cluster, const ContainerRecord& launcher) {
   std::lock_guard<std::mutex> starting(start_lock(cluster.spec.name));
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -87,7 +88,7 @@ Outcome<JupyterEndpoint> JupyterServers::ensure(const Cluster& cluster, const Co
 
 constexpr uint16_t kOwnNamespacePort = 8888;
 
-Outcome<JupyterEndpoint> JupyterServers::start(const Cluster& cluster, const ContainerRecord& launcher) {
+Result<JupyterEndpoint> JupyterServers::start(const Cluster& cluster, const ContainerRecord& launcher) {
   const std::string& name = cluster.spec.name;
   // A 127.x address is in edtd's own network namespace (loopback mode), where
   // any port may be taken; any other is a launcher's own namespace on a

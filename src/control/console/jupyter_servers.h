@@ -53,9 +53,9 @@ class JupyterServers {
   JupyterServers(Backend* backend, std::string dir, std::map<std::string, std::string> base_env);
 
   // The cluster's running server, started first if none runs in `launcher`
-  // (a Running launcher's record); a conflict Error, with the server's own
+  // (a Running launcher's record); a conflict refusal, with the server's own
   // words, when it cannot start in that image.
-  Outcome<JupyterEndpoint> ensure(const Cluster& cluster, const ContainerRecord& launcher);
+  Result<JupyterEndpoint> ensure(const Cluster& cluster, const ContainerRecord& launcher);
 
   // The base URL of a cluster's server.
   static std::string base_url(const std::string& cluster) { return "/c/" + cluster + "/jupyter/"; }
@@ -69,7 +69,7 @@ class JupyterServers {
     SandboxRef process;
   };
 
-  Outcome<JupyterEndpoint> start(const Cluster& cluster, const ContainerRecord& launcher);
+  Result<JupyterEndpoint> start(const Cluster& cluster, const ContainerRecord& launcher);
   // Waits until the log says the server runs (true), or its process ended
   // or kStartTimeout passed (false).
   bool wait_until_serving(const std::string& log_path, const SandboxRef& process);

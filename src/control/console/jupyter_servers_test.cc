@@ -83,11 +83,11 @@ TEST_F(JupyterServersTest, AnImageWithoutJupyterIsAConflictInTheServersWords) {
   ShellBackend backend((dir_ / "bin").string());
   JupyterServers servers(&backend, (dir_ / "jupyter").string(), {});
   auto endpoint = servers.ensure(cluster_, launcher_);
-  ASSERT_FALSE(endpoint.ok());
-  EXPECT_EQ(endpoint.error().kind, Error::Kind::kConflict);
-  EXPECT_NE(endpoint.error().message.find("image bare"), std::string::npos) << endpoint.error().message;
-  EXPECT_NE(endpoint.error().message.find("neither jupyter-lab nor jupyter-notebook"), std::string::npos)
-      << endpoint.error().message;
+  ASSERT_FALSE(endpoint.is_ok());
+  EXPECT_EQ(endpoint.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(endpoint.status().message().find("image bare"), std::string::npos) << endpoint.status().message();
+  EXPECT_NE(endpoint.status().message().find("neither jupyter-lab nor jupyter-notebook"), std::string::npos)
+      << endpoint.status().message();
 }
 
 TEST_F(JupyterServersTest, ARunningServerIsReusedWithItsToken) {
@@ -97,11 +97,11 @@ TEST_F(JupyterServersTest, ARunningServerIsReusedWithItsToken) {
   ShellBackend backend((dir_ / "bin").string());
   JupyterServers servers(&backend, (dir_ / "jupyter").string(), {});
   auto first = servers.ensure(cluster_, launcher_);
-  ASSERT_TRUE(first.ok()) << first.error().message;
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
   EXPECT_EQ(first->base_url, "/c/tthvd/jupyter/");
   EXPECT_EQ(first->token.size(), 64u);
   auto second = servers.ensure(cluster_, launcher_);
-  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second.is_ok());
   EXPECT_EQ(second->token, first->token);
   EXPECT_EQ(second->port, first->port);
   EXPECT_EQ(backend.execs, 1);

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "control/db/schema.h"
 #include "control/db/sqlite.h"
+#include "control/model/cluster_json.h"
 
 namespace edt::control {
 
@@ -48,8 +49,8 @@ ClusterSpec spec_from_text(const std::string& name, const std::string& text) {
     j.erase("shm");
     j.erase("memory");
   }
-  if (Refusal r = parse_cluster_spec(j, &spec)) {
-    log::error("the stored spec of cluster {} is damaged ({}: {})", name, r->field, r->message);
+  if (Status r = parse_cluster_spec(j, &spec); !r.is_ok()) {
+    log::error("the stored spec of cluster {} is damaged ({}: {})", name, r.field(), r.message());
     spec = ClusterSpec{};
     spec.name = name;
     return spec;

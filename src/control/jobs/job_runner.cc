@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "control/model/container_files.h"
 
 namespace edt::control {
 
@@ -79,7 +80,7 @@ Result<proc::ProcessId> JobRunner::start_log(int64_t id, const SandboxRef& wrapp
   return relay.status().with_context("start job " + std::to_string(id) + "'s log writer");
 }
 
-Outcome<Job> JobRunner::start(const Cluster& cluster, const std::vector<ContainerRecord>& records,
+Result<Job> JobRunner::start(const Cluster& cluster, const std::vector<ContainerRecord>& records,
                               const std::string& container, const std::string& command, const std::string& owner) {
   auto target = std::find_if(records.begin(), records.end(), [&](auto& r) { return r.status.name == container; });
   if (target == records.end())
@@ -95,7 +96,7 @@ Outcome<Job> JobRunner::start(const Cluster& cluster, const std::vector<Containe
   job.command = command;
   job.created_at = unix_now();
   auto id = db_->lock().insert_job(job);
-  if (!id.is_ok()) return error_from_status(id.status(), "container");
+  if (!id.is_ok()) return as_refusal(id.status(), "container");
   job.id = *id;
   ExecSpec exec;
   exec.command = command;
@@ -114,8 +115,8 @@ Outcome<Job> JobRunner::start(const Cluster& cluster, const std::vector<Containe
   } else {
     job.process = *process;
   }
-  if (Status st = db_->lock().update_job(job); !st.is_ok()) return error_from_status(st, "container");
-  if (!process.is_ok()) return error_from_status(process.status(), "container");
+  if (Status st = db_->lock().update_job(job); !st.is_ok()) return as_refusal(st, "container");
+  if (!process.is_ok()) return as_refusal(process.status(), "container");
   return job;
 }
 
@@ -162,13 +163,13 @@ std::vector<Job> JobRunner::jobs_of(const std::string& cluster) {
   return out;
 }
 
-Outcome<Job> JobRunner::remove(const Job& job) {
+Result<Job> JobRunner::remove(const Job& job) {
   const Job now = refresh(job);
   if (now.state == JobState::kRunning)
     return conflict("id", "job " + std::to_string(job.id) + " is still running",
                     "wait for it to end (GET /jobs/" + std::to_string(job.id) +
                         "), or delete its cluster, which ends it");
-  if (Status st = db_->lock().delete_job(job.id); !st.is_ok()) return error_from_status(st, "id");
+  if (Status st = db_->lock().delete_job(job.id); !st.is_ok()) return as_refusal(st, "id");
   remove_files(job.id);
   return now;
 }

@@ -37,7 +37,7 @@ class JobRunner {
 
   // Starts `command` in `container`, one of `records` (the containers of
   // `cluster`); refuses (field "container") one that is missing or not Running.
-  Outcome<Job> start(const Cluster& cluster, const std::vector<ContainerRecord>& records, const std::string& container,
+  Result<Job> start(const Cluster& cluster, const std::vector<ContainerRecord>& records, const std::string& container,
                      const std::string& command, const std::string& owner);
   // Records the end of a job that has ended; returns the job as it is now.
   Job refresh(Job job);
@@ -49,7 +49,7 @@ class JobRunner {
   std::vector<Job> jobs_of(const std::string& cluster);
   // Deletes an ended job's row and files; refuses (409, field "id") a
   // running one: it ends with its command, or with its cluster.
-  Outcome<Job> remove(const Job& job);
+  Result<Job> remove(const Job& job);
   // Deletes the files under jobs/ of jobs that have no row (their cluster or
   // user was deleted); returns how many jobs' files went.
   int sweep();

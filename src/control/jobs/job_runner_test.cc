@@ -113,10 +113,10 @@ TEST_F(JobRunnerTest, AnEndedJobIsDeletedARunningOneRefused) {
   make_runner();
   const Job running = add_job("a", true), ended = add_job("a", false);
   auto refused = jobs_->remove(running);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().kind, Error::Kind::kConflict);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(has_files(running.id));
-  ASSERT_TRUE(jobs_->remove(ended).ok());
+  ASSERT_TRUE(jobs_->remove(ended).is_ok());
   EXPECT_FALSE(db_->lock().job(ended.id).has_value());
   EXPECT_FALSE(has_files(ended.id));
   EXPECT_EQ(jobs_->jobs_of("a").size(), 1u);

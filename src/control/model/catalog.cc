@@ -20,7 +20,7 @@ bool Image::carries(const std::string& framework) const {
   return std::find(frameworks.begin(), frameworks.end(), framework) != frameworks.end();
 }
 
-Refusal check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, int new_containers) {
+Status check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, int new_containers) {
   auto image = catalog.images.find(spec.image);
   if (image == catalog.images.end()) {
     std::vector<std::string> names;
@@ -54,7 +54,7 @@ Refusal check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, i
                                        std::to_string(free) + " of " + std::to_string(total->second) + " are free",
                       "ask for fewer containers or GPUs, or delete a cluster that holds them");
   }
-  return std::nullopt;
+  return Status::ok();
 }
 
 json user_to_json(const User& u) { return {{"name", u.name}, {"admin", u.admin}}; }

@@ -69,7 +69,7 @@ struct Catalog {
 // Checks a parsed spec against what exists: the image and whether it
 // carries the framework, the volumes, the GPU model and that enough are free
 // for `new_containers` more containers.
-Refusal check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, int new_containers);
+Status check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, int new_containers);
 
 nlohmann::json user_to_json(const User& user);
 // With "expired" as of `now` (unix seconds).

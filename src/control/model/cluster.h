@@ -1,10 +1,12 @@
 // The cluster model: what a user asks for (ClusterSpec) and what edtd reports
-// (Cluster, ContainerStatus), their JSON forms, and the checks a spec must
-// pass that need no state. Checks against what exists are in catalog.h.
+// (Cluster, ContainerStatus), and the checks of its values that need no
+// state (a refusal names the field). Their JSON forms are in
+// cluster_json.h; what a container is given (its hostfile, its
+// environment) in container_files.h; checks against what exists in
+// catalog.h.
 //
 // A cluster of N containers has one launcher, "<name>-launcher" (index 0),
-// and N-1 workers, "<name>-worker-<i>" (index i+1). Parsing never throws: a
-// body of the wrong shape is a Refusal naming the field.
+// and N-1 workers, "<name>-worker-<i>" (index i+1).
 #pragma once
 
 #include <algorithm>
@@ -142,63 +144,29 @@ struct ClusterEvent {
 std::string container_name(const std::string& cluster, int index);
 
 // Checks `name` is a DNS label short enough for container names.
-Refusal check_cluster_name(const std::string& name, const std::string& field = "name");
-
-// Reads a create request. Refuses unknown fields, wrong types and values that
-// are wrong whatever exists (a bad name, < 2 containers, a bad shm size, a
-// relative mount path...). Fills `out` on success.
-Refusal parse_cluster_spec(const nlohmann::json& body, ClusterSpec* out);
-
-// Checks a container count for a create or a scale.
-Refusal check_container_count(const nlohmann::json& value, const std::string& field, int* out);
+Status check_cluster_name(const std::string& name, const std::string& field = "name");
 
 // Whether `containers` containers of `spec` (its GPUs per container, 1
 // without) give a GPU count that divides by spec.megatron's tensor x
 // pipeline parallel sizes; a refusal names `field` and says which counts do.
-Refusal check_megatron_parallel(const ClusterSpec& spec, int containers, const std::string& field);
+Status check_megatron_parallel(const ClusterSpec& spec, int containers, const std::string& field);
 
 // Mount paths: absolute, normalised, not over a system directory.
-Refusal check_mount_path(const std::string& path, const std::string& field);
+Status check_mount_path(const std::string& path, const std::string& field);
 
 // A volume or user name: a DNS label.
-Refusal check_resource_name(const std::string& name, const std::string& field, const std::string& what);
+Status check_resource_name(const std::string& name, const std::string& field, const std::string& what);
 
-// Reads a drain timeout: a duration ("60s", "500ms", "2m") or whole
-// seconds, from 0 to kMaxDrainTimeout.
-Refusal parse_drain_timeout(const nlohmann::json& value, const std::string& field, std::chrono::milliseconds* out);
+// A variable name: letters, digits and _, not first a digit, within the
+// contract's length; the field is "env.<key>".
+Status check_env_name(const std::string& key);
 
-// 60000 ms -> "60s", 1500 ms -> "1500ms": how edtd writes a duration, and
-// what parse_drain_timeout() reads back.
-std::string format_duration(std::chrono::milliseconds duration);
+// A variable's value goes into sshd's configuration and into shells'
+// environments: what either would read otherwise than written is refused
+// (control characters, '"', '\\'), and so is one over the contract's length.
+Status check_env_value(const std::string& key, const std::string& value);
 
-// 1500 thousandths of a CPU -> "1.5", 2000 -> "2": how edtd writes a CPU
-// bound, exactly (what parse_cluster_spec() reads back as "cpus").
-std::string format_cpus(int64_t millis);
-
-// A scale request: {"containers": N, "drain_timeout"?: ...} and nothing else.
-struct ScaleRequest {
-  int containers = 0;
-  std::optional<std::chrono::milliseconds> drain_timeout;  // the cluster's new setting, if given
-};
-Refusal parse_scale_request(const nlohmann::json& body, ScaleRequest* out);
-
-nlohmann::json spec_to_json(const ClusterSpec& spec);
-nlohmann::json cluster_to_json(const Cluster& cluster);
-nlohmann::json container_to_json(const ContainerStatus& container);
-// {"time": "2026-01-01T00:00:00.000Z", "type", "message"}
-nlohmann::json event_to_json(const ClusterEvent& event);
-
-// The hostfile of a cluster: the given containers, launcher first,
-// "name slots=N", N its GPUs (1 without).
-std::string render_hostfile(const std::vector<ContainerStatus>& containers);
-// The environment of a container: `base` (edt's PATH, PYTHONPATH), then
-// edt's own variables, CUDA_VISIBLE_DEVICES, the framework's (DeepSpeed:
-// PDSH_RCMD_TYPE=ssh, WCOLL, OMPI_ALLOW_RUN_AS_ROOT*; Megatron-LM: MASTER_ADDR, MASTER_PORT, NODE_RANK,
-// GPUS_PER_NODE, CUDA_DEVICE_MAX_CONNECTIONS=1), then the spec's env.
-std::map<std::string, std::string> container_env(const ClusterSpec& spec, const ContainerStatus& container,
-                                                 const std::map<std::string, std::string>& base);
-
-// The containers that are Running and not leaving: the hostfile's lines.
-std::vector<ContainerStatus> running_containers(const std::vector<ContainerStatus>& containers);
+// Whether `path` is `dir` or below it, by whole components.
+bool path_within(const std::string& path, const std::string& dir);
 
 }  // namespace edt::control

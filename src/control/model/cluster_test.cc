@@ -1,6 +1,8 @@
 #include "control/model/cluster.h"
 #include "control/model/catalog.h"
 #include "common/units.h"
+#include "control/model/cluster_json.h"
+#include "control/model/container_files.h"
 
 #include <gtest/gtest.h>
 
@@ -13,17 +15,17 @@ json valid_body() {
   return json::parse(R"({"name": "tthvd", "framework": "horovod", "containers": 2})");
 }
 
-using Kind = Error::Kind;
+
 
 // Parses `body` and expects a refusal of `kind` naming `field`.
-void expect_refused(const json& body, Kind kind, const std::string& field) {
+void expect_refused(const json& body, StatusCode kind, const std::string& field) {
   ClusterSpec spec;
-  Refusal r = parse_cluster_spec(body, &spec);
-  ASSERT_TRUE(r.has_value()) << body.dump();
-  EXPECT_EQ(r->kind, kind) << r->message;
-  EXPECT_EQ(r->field, field) << r->message;
-  EXPECT_FALSE(r->message.empty());
-  EXPECT_FALSE(r->fix.empty());
+  Status r = parse_cluster_spec(body, &spec);
+  ASSERT_FALSE(r.is_ok()) << body.dump();
+  EXPECT_EQ(r.code(), kind) << r.message();
+  EXPECT_EQ(r.field(), field) << r.message();
+  EXPECT_FALSE(r.message().empty());
+  EXPECT_FALSE(r.fix().empty());
 }
 
 TEST(ClusterSpec, ParsesAFullRequest) {
@@ -32,7 +34,7 @@ TEST(ClusterSpec, ParsesAFullRequest) {
     "mounts": [{"volume": "data", "path": "/data", "read_only": true}, {"volume": "home"}],
     "env": {"NCCL_DEBUG": "INFO"}, "drain_timeout": "2m"})");
   ClusterSpec spec;
-  ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value());
+  ASSERT_TRUE(parse_cluster_spec(body, &spec).is_ok());
   EXPECT_EQ(spec.name, "tthvd");
   EXPECT_EQ(spec.framework, "deepspeed");
   EXPECT_EQ(spec.containers, 4);
@@ -49,7 +51,7 @@ TEST(ClusterSpec, ParsesAFullRequest) {
 
 TEST(ClusterSpec, DefaultsImageAndShm) {
   ClusterSpec spec;
-  ASSERT_FALSE(parse_cluster_spec(valid_body(), &spec).has_value());
+  ASSERT_TRUE(parse_cluster_spec(valid_body(), &spec).is_ok());
   EXPECT_EQ(spec.image, "edt");
   EXPECT_EQ(spec.shm_bytes, kDefaultShmBytes);
   EXPECT_EQ(spec.gpu.count, 0);
@@ -62,13 +64,13 @@ TEST(ClusterSpec, ReadsDrainTimeoutsAndWritesThemBack) {
     json body = valid_body();
     body["drain_timeout"] = in;
     ClusterSpec spec;
-    ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value()) << in;
+    ASSERT_TRUE(parse_cluster_spec(body, &spec).is_ok()) << in;
     EXPECT_EQ(spec.drain_timeout.count(), ms) << in;
     // What edtd writes (and stores, with the shm in bytes) reads back to the same value.
     json written = spec_to_json(spec);
     written.erase("shm");
     ClusterSpec again;
-    ASSERT_FALSE(parse_cluster_spec(written, &again).has_value()) << written.dump();
+    ASSERT_TRUE(parse_cluster_spec(written, &again).is_ok()) << written.dump();
     EXPECT_EQ(again.drain_timeout, spec.drain_timeout);
   }
 }
@@ -78,7 +80,7 @@ TEST(ClusterSpec, RefusesBadDrainTimeouts) {
   for (json bad : {json("60q"), json("-5s"), json(-5), json("2h"), json(3601), json("soon"), json(true), json(1.5)}) {
     json body = valid_body();
     body["drain_timeout"] = bad;
-    expect_refused(body, Kind::kInvalid, "drain_timeout");
+    expect_refused(body, StatusCode::kInvalidArgument, "drain_timeout");
   }
 }
 
@@ -86,56 +88,56 @@ TEST(ClusterSpec, RefusesFewerThanTwoContainers) {
   for (int n : {1, 0, -3}) {
     json body = valid_body();
     body["containers"] = n;
-    expect_refused(body, Kind::kInvalid, "containers");
+    expect_refused(body, StatusCode::kInvalidArgument, "containers");
   }
   json body = valid_body();
   body["containers"] = "two";
-  expect_refused(body, Kind::kInvalid, "containers");
+  expect_refused(body, StatusCode::kInvalidArgument, "containers");
   body.erase("containers");
-  expect_refused(body, Kind::kInvalid, "containers");
+  expect_refused(body, StatusCode::kInvalidArgument, "containers");
 }
 
 TEST(ClusterSpec, RefusesBadNames) {
   for (const char* name : {"", "Tthvd", "-a", "a-", "a_b", "a.b", "x2345678901234567890123456789012345678901"}) {
     json body = valid_body();
     body["name"] = name;
-    expect_refused(body, Kind::kInvalid, "name");
+    expect_refused(body, StatusCode::kInvalidArgument, "name");
   }
   json body = valid_body();
   body["name"] = 7;
-  expect_refused(body, Kind::kInvalid, "name");
+  expect_refused(body, StatusCode::kInvalidArgument, "name");
 }
 
 TEST(ClusterSpec, RefusesUnknownFrameworkAndFields) {
   json body = valid_body();
   body["framework"] = "tensorflow";
-  expect_refused(body, Kind::kInvalid, "framework");
+  expect_refused(body, StatusCode::kInvalidArgument, "framework");
   body = valid_body();
   body["containres"] = 2;
-  expect_refused(body, Kind::kInvalid, "containres");
+  expect_refused(body, StatusCode::kInvalidArgument, "containres");
   body = valid_body();
   body["gpu"] = {{"model", "X"}, {"cnt", 1}};
-  expect_refused(body, Kind::kInvalid, "gpu.cnt");
-  expect_refused(json::array(), Kind::kMalformed, "");
+  expect_refused(body, StatusCode::kInvalidArgument, "gpu.cnt");
+  expect_refused(json::array(), StatusCode::kMalformed, "");
 }
 
 TEST(ClusterSpec, RefusesBadShm) {
   for (json shm : {json("lots"), json("5Q"), json("512"), json("1Ti"), json(true)}) {
     json body = valid_body();
     body["shm"] = shm;
-    expect_refused(body, Kind::kInvalid, "shm");
+    expect_refused(body, StatusCode::kInvalidArgument, "shm");
   }
 }
 
 TEST(ClusterSpec, ReadsAMemoryBoundAndWritesItBack) {
   ClusterSpec spec;
-  ASSERT_FALSE(parse_cluster_spec(valid_body(), &spec).has_value());
+  ASSERT_TRUE(parse_cluster_spec(valid_body(), &spec).is_ok());
   EXPECT_EQ(spec.memory_bytes, 0u);
   EXPECT_TRUE(spec_to_json(spec)["memory"].is_null());
   for (auto [in, bytes] : {std::pair{json("8Gi"), 8ull << 30}, {json(1ull << 28), 1ull << 28}, {json(nullptr), 0ull}}) {
     json body = valid_body();
     body["memory"] = in;
-    ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value()) << in;
+    ASSERT_TRUE(parse_cluster_spec(body, &spec).is_ok()) << in;
     EXPECT_EQ(spec.memory_bytes, bytes) << in;
     // Written for people, as shm is (the store keeps the bytes).
     json written = spec_to_json(spec);
@@ -147,24 +149,24 @@ TEST(ClusterSpec, RefusesAMemoryBoundThatCannotHoldShm) {
   for (json memory : {json("lots"), json("64Mi"), json("17Ti"), json(true), json(-1)}) {
     json body = valid_body();
     body["memory"] = memory;
-    expect_refused(body, Kind::kInvalid, "memory");
+    expect_refused(body, StatusCode::kInvalidArgument, "memory");
   }
   json body = valid_body();
   body["shm"] = "1Gi";
   body["memory"] = "1Gi";
   ClusterSpec spec;
-  Refusal r = parse_cluster_spec(body, &spec);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->field, "memory");
-  EXPECT_NE(r->message.find("cannot hold the shm of 1 GiB"), std::string::npos) << r->message;
-  EXPECT_NE(r->fix.find("at least 1088Mi"), std::string::npos) << r->fix;
+  Status r = parse_cluster_spec(body, &spec);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.field(), "memory");
+  EXPECT_NE(r.message().find("cannot hold the shm of 1 GiB"), std::string::npos) << r.message();
+  EXPECT_NE(r.fix().find("at least 1088Mi"), std::string::npos) << r.fix();
   body["memory"] = "1088Mi";
-  EXPECT_FALSE(parse_cluster_spec(body, &spec).has_value());
+  EXPECT_TRUE(parse_cluster_spec(body, &spec).is_ok());
 }
 
 TEST(ClusterSpec, ReadsACpuBoundExactlyAndWritesItBack) {
   ClusterSpec spec;
-  ASSERT_FALSE(parse_cluster_spec(valid_body(), &spec).has_value());
+  ASSERT_TRUE(parse_cluster_spec(valid_body(), &spec).is_ok());
   EXPECT_EQ(spec.cpu_millis, 0);
   EXPECT_TRUE(spec_to_json(spec)["cpus"].is_null());
   for (auto [in, millis, written] : {std::tuple{json("1.5"), 1500, json("1.5")}, {json(1.5), 1500, json("1.5")},
@@ -174,7 +176,7 @@ TEST(ClusterSpec, ReadsACpuBoundExactlyAndWritesItBack) {
                                      {json(nullptr), 0, json(nullptr)}}) {
     json body = valid_body();
     body["cpus"] = in;
-    ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value()) << in;
+    ASSERT_TRUE(parse_cluster_spec(body, &spec).is_ok()) << in;
     EXPECT_EQ(spec.cpu_millis, millis) << in;
     EXPECT_EQ(spec_to_json(spec)["cpus"], written) << in;
     // What edtd writes reads back the same.
@@ -182,7 +184,7 @@ TEST(ClusterSpec, ReadsACpuBoundExactlyAndWritesItBack) {
     back.erase("shm");  // written for people, as is memory
     back.erase("memory");
     ClusterSpec again;
-    ASSERT_FALSE(parse_cluster_spec(back, &again).has_value()) << in;
+    ASSERT_TRUE(parse_cluster_spec(back, &again).is_ok()) << in;
     EXPECT_EQ(again.cpu_millis, millis) << in;
   }
 }
@@ -194,18 +196,18 @@ TEST(ClusterSpec, RefusesABadCpuBound) {
     json body = valid_body();
     body["cpus"] = cpus;
     ClusterSpec spec;
-    Refusal r = parse_cluster_spec(body, &spec);
-    ASSERT_TRUE(r.has_value()) << cpus;
-    EXPECT_EQ(r->kind, Kind::kInvalid) << cpus;
-    EXPECT_EQ(r->field, "cpus") << cpus;
-    EXPECT_NE(r->fix.find("between 0.01 and 1024"), std::string::npos) << r->fix;
+    Status r = parse_cluster_spec(body, &spec);
+    ASSERT_FALSE(r.is_ok()) << cpus;
+    EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << cpus;
+    EXPECT_EQ(r.field(), "cpus") << cpus;
+    EXPECT_NE(r.fix().find("between 0.01 and 1024"), std::string::npos) << r.fix();
   }
   json body = valid_body();
   body["cpus"] = 2000;
   ClusterSpec spec;
-  EXPECT_EQ(parse_cluster_spec(body, &spec)->message, "cpus of 2000 is outside 0.01..1024");
+  EXPECT_EQ(parse_cluster_spec(body, &spec).message(), "cpus of 2000 is outside 0.01..1024");
   body["cpus"] = "1.2345";
-  EXPECT_EQ(parse_cluster_spec(body, &spec)->message, "cpus: '1.2345' is not a positive decimal with at most 3 decimals");
+  EXPECT_EQ(parse_cluster_spec(body, &spec).message(), "cpus: '1.2345' is not a positive decimal with at most 3 decimals");
 }
 
 TEST(ClusterSpec, RefusesBadMountPaths) {
@@ -213,17 +215,17 @@ TEST(ClusterSpec, RefusesBadMountPaths) {
                            "/etc/mpi", "/usr/local", "/proc", "/dev/shm", "/tmp"}) {
     json body = valid_body();
     body["mounts"] = {{{"volume", "v"}, {"path", path}}};
-    expect_refused(body, Kind::kInvalid, "mounts[0].path");
+    expect_refused(body, StatusCode::kInvalidArgument, "mounts[0].path");
   }
   for (const std::string& path : {std::string("/data\nx"), std::string("/da\0ta", 7), std::string("/data\x7f"),
                                  "/" + std::string(4095, 'a')}) {
     json body = valid_body();
     body["mounts"] = {{{"volume", "v"}, {"path", path}}};
-    expect_refused(body, Kind::kInvalid, "mounts[0].path");
+    expect_refused(body, StatusCode::kInvalidArgument, "mounts[0].path");
   }
   json body = valid_body();
   body["mounts"] = {{{"volume", "v"}, {"path", "/data"}}, {{"volume", "w"}, {"path", "/data/w"}}};
-  expect_refused(body, Kind::kInvalid, "mounts[1].path");
+  expect_refused(body, StatusCode::kInvalidArgument, "mounts[1].path");
 }
 
 // A value sshd's configuration or a shell would read otherwise than
@@ -233,35 +235,35 @@ TEST(ClusterSpec, RefusesEnvValuesThatSshdWouldMisread) {
                                   std::string("a\0b", 3), std::string("a\tb"), std::string(4097, 'x')}) {
     json body = valid_body();
     body["env"] = {{"X", value}};
-    expect_refused(body, Kind::kInvalid, "env.X");
+    expect_refused(body, StatusCode::kInvalidArgument, "env.X");
   }
   json body = valid_body();
   body["env"] = {{std::string(256, 'A'), "1"}};
-  expect_refused(body, Kind::kInvalid, "env." + std::string(256, 'A'));
+  expect_refused(body, StatusCode::kInvalidArgument, "env." + std::string(256, 'A'));
   body["env"] = json::object();
   for (int i = 0; i < 257; ++i) body["env"]["V" + std::to_string(i)] = "1";
-  expect_refused(body, Kind::kInvalid, "env");
+  expect_refused(body, StatusCode::kInvalidArgument, "env");
   body["env"] = {{"OK", "spaces, 'quotes', $dollars and ünïcode are fine"}, {"LONG", std::string(4096, 'x')}};
   ClusterSpec spec;
-  EXPECT_FALSE(parse_cluster_spec(body, &spec).has_value());
+  EXPECT_TRUE(parse_cluster_spec(body, &spec).is_ok());
 }
 
 TEST(ClusterSpec, AcceptsNormalMountPaths) {
   for (const char* path : {"/root/data", "/data", "/srv/x/y", "/workspace"})
-    EXPECT_FALSE(check_mount_path(path, "p").has_value()) << path;
+    EXPECT_TRUE(check_mount_path(path, "p").is_ok()) << path;
 }
 
 TEST(ClusterSpec, RefusesBadEnvAndGpu) {
   json body = valid_body();
   body["env"] = {{"1X", "a"}};
-  expect_refused(body, Kind::kInvalid, "env.1X");
+  expect_refused(body, StatusCode::kInvalidArgument, "env.1X");
   body["env"] = {{"X", 1}};
-  expect_refused(body, Kind::kInvalid, "env.X");
+  expect_refused(body, StatusCode::kInvalidArgument, "env.X");
   body = valid_body();
   body["gpu"] = {{"count", 1}};
-  expect_refused(body, Kind::kInvalid, "gpu.model");
+  expect_refused(body, StatusCode::kInvalidArgument, "gpu.model");
   body["gpu"] = {{"model", "P4"}, {"count", -1}};
-  expect_refused(body, Kind::kInvalid, "gpu.count");
+  expect_refused(body, StatusCode::kInvalidArgument, "gpu.count");
 }
 
 Catalog test_catalog() {
@@ -274,43 +276,43 @@ Catalog test_catalog() {
   return c;
 }
 
-Refusal check(const std::string& text, int new_containers) {
+Status check(const std::string& text, int new_containers) {
   ClusterSpec spec;
-  Refusal r = parse_cluster_spec(json::parse(text), &spec);
-  EXPECT_FALSE(r.has_value()) << r->message;
+  Status r = parse_cluster_spec(json::parse(text), &spec);
+  EXPECT_TRUE(r.is_ok()) << r.message();
   return check_against_catalog(spec, test_catalog(), new_containers);
 }
 
 TEST(Catalog, RefusesImageWithoutTheFramework) {
-  Refusal r = check(R"({"name": "a", "framework": "deepspeed", "containers": 2})", 2);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->kind, Kind::kInvalid);
-  EXPECT_EQ(r->field, "image");
-  EXPECT_EQ(r->message, "image edt carries horovod, not deepspeed");
-  EXPECT_FALSE(check(R"({"name": "a", "framework": "deepspeed", "containers": 2, "image": "ds"})", 2).has_value());
+  Status r = check(R"({"name": "a", "framework": "deepspeed", "containers": 2})", 2);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.field(), "image");
+  EXPECT_EQ(r.message(), "image edt carries horovod, not deepspeed");
+  EXPECT_TRUE(check(R"({"name": "a", "framework": "deepspeed", "containers": 2, "image": "ds"})", 2).is_ok());
 }
 
 TEST(Catalog, RefusesUnknownImageVolumeAndModel) {
-  Refusal r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "image": "nope"})", 2);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->field, "image");
+  Status r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "image": "nope"})", 2);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.field(), "image");
   r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "mounts": [{"volume": "nope"}]})", 2);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->field, "mounts[0].volume");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.field(), "mounts[0].volume");
   r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "gpu": {"model": "H100", "count": 1}})", 2);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->field, "gpu.model");
-  EXPECT_NE(r->fix.find("NVIDIA-P4"), std::string::npos);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.field(), "gpu.model");
+  EXPECT_NE(r.fix().find("NVIDIA-P4"), std::string::npos);
 }
 
 TEST(Catalog, RefusesMoreGpusThanFreeSayingWhatIsFree) {
-  Refusal r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "gpu": {"model": "NVIDIA-P4", "count": 2}})", 2);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->kind, Kind::kConflict);
-  EXPECT_EQ(r->field, "gpu.count");
-  EXPECT_NE(r->message.find("3 of 8 are free"), std::string::npos) << r->message;
-  EXPECT_FALSE(check(R"({"name": "a", "framework": "horovod", "containers": 3, "gpu": {"model": "NVIDIA-P4"}})", 3)
-                   .has_value());
+  Status r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "gpu": {"model": "NVIDIA-P4", "count": 2}})", 2);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.field(), "gpu.count");
+  EXPECT_NE(r.message().find("3 of 8 are free"), std::string::npos) << r.message();
+  EXPECT_TRUE(check(R"({"name": "a", "framework": "horovod", "containers": 3, "gpu": {"model": "NVIDIA-P4"}})", 3)
+                   .is_ok());
 }
 
 TEST(Hostfile, ListsLauncherFirstWithSlotsFromGpus) {
@@ -369,24 +371,24 @@ TEST(ClusterSpec, ReadsMegatronParallelSizesAndWritesThemBack) {
   ClusterSpec spec;
   json body = json::parse(R"({"name": "m", "framework": "megatron", "containers": 4,
     "gpu": {"model": "P4", "count": 2}, "megatron": {"tensor_parallel": 2, "pipeline_parallel": 4}})");
-  ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value());
+  ASSERT_TRUE(parse_cluster_spec(body, &spec).is_ok());
   EXPECT_EQ(spec.megatron.tensor_parallel, 2);
   EXPECT_EQ(spec.megatron.pipeline_parallel, 4);
   json out = spec_to_json(spec);
   EXPECT_EQ(out["megatron"], json::parse(R"({"tensor_parallel": 2, "pipeline_parallel": 4})"));
   ClusterSpec again;
-  ASSERT_FALSE(parse_cluster_spec(json{{"name", "m"}, {"framework", "megatron"}, {"containers", 4},
+  ASSERT_TRUE(parse_cluster_spec(json{{"name", "m"}, {"framework", "megatron"}, {"containers", 4},
                                        {"gpu", out["gpu"]}, {"megatron", out["megatron"]}},
                                   &again)
-                   .has_value());
+                   .is_ok());
   EXPECT_EQ(again.megatron.product(), 8);
   // Only one size given: the other is 1. Without GPUs a container counts as 1.
-  ASSERT_FALSE(parse_cluster_spec(json::parse(R"({"name": "m", "framework": "megatron", "containers": 4,
-    "megatron": {"pipeline_parallel": 2}})"), &spec).has_value());
+  ASSERT_TRUE(parse_cluster_spec(json::parse(R"({"name": "m", "framework": "megatron", "containers": 4,
+    "megatron": {"pipeline_parallel": 2}})"), &spec).is_ok());
   EXPECT_EQ(spec.megatron.tensor_parallel, 0);
   EXPECT_EQ(spec_to_json(spec)["megatron"], json::parse(R"({"pipeline_parallel": 2})"));
   // None given: no "megatron" in the answer.
-  ASSERT_FALSE(parse_cluster_spec(valid_body(), &spec).has_value());
+  ASSERT_TRUE(parse_cluster_spec(valid_body(), &spec).is_ok());
   EXPECT_FALSE(spec_to_json(spec).contains("megatron"));
 }
 
@@ -394,19 +396,19 @@ TEST(ClusterSpec, RefusesMegatronSizesThatDoNotDivideTheGpus) {
   json body = json::parse(R"({"name": "m", "framework": "megatron", "containers": 3,
     "gpu": {"model": "P4", "count": 2}, "megatron": {"tensor_parallel": 2, "pipeline_parallel": 2}})");
   ClusterSpec spec;
-  Refusal r = parse_cluster_spec(body, &spec);
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->field, "megatron");
-  EXPECT_EQ(r->message,
+  Status r = parse_cluster_spec(body, &spec);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.field(), "megatron");
+  EXPECT_EQ(r.message(),
             "3 containers of 2 GPUs make 6 GPUs, which tensor_parallel 2 x pipeline_parallel 2 = 4 does not divide");
-  EXPECT_EQ(r->fix, "ask for a container count such as 2, 4, 6, or other parallel sizes");
+  EXPECT_EQ(r.fix(), "ask for a container count such as 2, 4, 6, or other parallel sizes");
   body["containers"] = 4;
-  ASSERT_FALSE(parse_cluster_spec(body, &spec).has_value());
+  ASSERT_TRUE(parse_cluster_spec(body, &spec).is_ok());
   // A scale is checked the same way, naming its own field.
   r = check_megatron_parallel(spec, 5, "containers");
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->field, "containers");
-  EXPECT_FALSE(check_megatron_parallel(spec, 6, "containers").has_value());
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.field(), "containers");
+  EXPECT_TRUE(check_megatron_parallel(spec, 6, "containers").is_ok());
   // Bad values, and sizes for another framework.
   for (auto [megatron, field] : {std::pair{json{{"tensor_parallel", 0}}, "megatron.tensor_parallel"},
                                  {json{{"pipeline_parallel", kMaxParallelSize + 1}}, "megatron.pipeline_parallel"},
@@ -415,13 +417,13 @@ TEST(ClusterSpec, RefusesMegatronSizesThatDoNotDivideTheGpus) {
                                  {json(2), "megatron"}}) {
     json bad = body;
     bad["megatron"] = megatron;
-    expect_refused(bad, Kind::kInvalid, field);
+    expect_refused(bad, StatusCode::kInvalidArgument, field);
   }
   json other = valid_body();
   other["megatron"] = {{"tensor_parallel", 2}};
-  expect_refused(other, Kind::kInvalid, "megatron");
+  expect_refused(other, StatusCode::kInvalidArgument, "megatron");
   other["megatron"] = nullptr;  // null: none given, for any framework
-  EXPECT_FALSE(parse_cluster_spec(other, &spec).has_value());
+  EXPECT_TRUE(parse_cluster_spec(other, &spec).is_ok());
 }
 
 }  // namespace

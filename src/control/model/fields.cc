@@ -33,24 +33,25 @@ std::string kind_of(const json& value) {
 
 Fields::Fields(const json& object, std::string at) : object_(object), at_(std::move(at)) {}
 
-Error Fields::wrong_type(const std::string& field, const json& value, const std::string& want,
+Status Fields::wrong_type(const std::string& field, const json& value, const std::string& want,
                          const std::string& example) {
   const std::string name = field.empty() ? "the request body" : "'" + field + "'";
   return invalid(field, name + " must be " + want + ", not " + kind_of(value), "send e.g. " + example);
 }
 
-Refusal Fields::only(std::span<const std::string_view> listed) const {
+Status Fields::only(std::span<const std::string_view> listed) const {
   if (!object_.is_object()) {
-    Error error = wrong_type(at_, object_, "an object", "{...} with the fields " + join(listed));
-    if (at_.empty()) error.kind = Error::Kind::kMalformed;  // not a body this API reads at all
-    return error;
+    Status error = wrong_type(at_, object_, "an object", "{...} with the fields " + join(listed));
+    if (!at_.empty()) return error;
+    // Not a body this API reads at all.
+    return malformed(error.field(), error.message(), error.fix());
   }
   for (auto it = object_.begin(); it != object_.end(); ++it) {
     if (std::find(listed.begin(), listed.end(), it.key()) == listed.end())
       return invalid(path(it.key()), "unknown field '" + path(it.key()) + "'",
                      listed.empty() ? "send no fields here" : "remove it; the fields here are: " + join(listed));
   }
-  return std::nullopt;
+  return Status::ok();
 }
 
 bool Fields::has(std::string_view key) const { return object_.is_object() && object_.contains(key); }
@@ -59,55 +60,55 @@ std::string Fields::path(std::string_view key) const {
   return at_.empty() ? std::string(key) : at_ + "." + std::string(key);
 }
 
-Refusal Fields::find(std::string_view key, Presence presence, const json** out) const {
+Status Fields::find(std::string_view key, Presence presence, const json** out) const {
   *out = nullptr;
   if (has(key)) {
     *out = &object_.find(key).value();
-    return std::nullopt;
+    return Status::ok();
   }
-  if (presence == Presence::kOptional) return std::nullopt;
+  if (presence == Presence::kOptional) return Status::ok();
   return invalid(path(key), "'" + path(key) + "' is missing", "send it (see GET /api/v1/openapi.json)");
 }
 
-Refusal Fields::text(std::string_view key, std::string* out, Presence presence) const {
+Status Fields::text(std::string_view key, std::string* out, Presence presence) const {
   const json* value = nullptr;
-  if (auto r = find(key, presence, &value)) return r;
-  if (!value) return std::nullopt;
+  EDT_RETURN_IF_ERROR(find(key, presence, &value));
+  if (!value) return Status::ok();
   if (!value->is_string()) return wrong_type(path(key), *value, "a string", "\"...\", in quotes");
   *out = value->get<std::string>();
-  return std::nullopt;
+  return Status::ok();
 }
 
-Refusal Fields::integer(std::string_view key, int64_t* out, Presence presence) const {
+Status Fields::integer(std::string_view key, int64_t* out, Presence presence) const {
   const json* value = nullptr;
-  if (auto r = find(key, presence, &value)) return r;
-  if (!value) return std::nullopt;
+  EDT_RETURN_IF_ERROR(find(key, presence, &value));
+  if (!value) return Status::ok();
   if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
     return invalid(path(key), "'" + path(key) + "' is " + value->dump() + ", too large", "send a smaller number");
   if (!value->is_number_integer()) return wrong_type(path(key), *value, "a whole number", "2, without quotes");
   *out = value->get<int64_t>();
-  return std::nullopt;
+  return Status::ok();
 }
 
-Refusal Fields::boolean(std::string_view key, bool* out, Presence presence) const {
+Status Fields::boolean(std::string_view key, bool* out, Presence presence) const {
   const json* value = nullptr;
-  if (auto r = find(key, presence, &value)) return r;
-  if (!value) return std::nullopt;
+  EDT_RETURN_IF_ERROR(find(key, presence, &value));
+  if (!value) return Status::ok();
   if (!value->is_boolean()) return wrong_type(path(key), *value, "true or false", "true, without quotes");
   *out = value->get<bool>();
-  return std::nullopt;
+  return Status::ok();
 }
 
-Refusal Fields::array(std::string_view key, const json** out, Presence presence) const {
-  if (auto r = find(key, presence, out)) return r;
+Status Fields::array(std::string_view key, const json** out, Presence presence) const {
+  EDT_RETURN_IF_ERROR(find(key, presence, out));
   if (*out && !(*out)->is_array()) return wrong_type(path(key), **out, "a list", "[...]");
-  return std::nullopt;
+  return Status::ok();
 }
 
-Refusal Fields::object(std::string_view key, const json** out, Presence presence) const {
-  if (auto r = find(key, presence, out)) return r;
+Status Fields::object(std::string_view key, const json** out, Presence presence) const {
+  EDT_RETURN_IF_ERROR(find(key, presence, out));
   if (*out && !(*out)->is_object()) return wrong_type(path(key), **out, "an object", "{...}");
-  return std::nullopt;
+  return Status::ok();
 }
 
 }  // namespace edt::control

@@ -1,7 +1,7 @@
 // Fields: how every request body's object is read, field by field, so that
 // every resource refuses alike (clusters, scales, jobs, volumes, images,
 // users, tokens, terminals): a field its schema does not list, a field of
-// the wrong JSON type, a required field missing, each is a kInvalid Refusal
+// the wrong JSON type, a required field missing, each is a kInvalidArgument refusal
 // naming the field by its JSON path ("gpu.count", "mounts[1].path") and
 // saying what to send. The fields a schema lists come from the API contract
 // (edt_api/contract.h, fields::<Schema>::kProperties).
@@ -30,7 +30,7 @@ class Fields {
   Fields(const nlohmann::json& object, std::string at);
 
   // Refuses a value that is not an object, then any key not in `listed`.
-  Refusal only(std::span<const std::string_view> listed) const;
+  Status only(std::span<const std::string_view> listed) const;
 
   bool has(std::string_view key) const;
   // The path of `key` in the body: "count" at "gpu" is "gpu.count".
@@ -38,22 +38,22 @@ class Fields {
 
   // Each reads `key` into `out` when present and of its type, leaves `out`
   // as it is when absent and optional, and refuses otherwise.
-  Refusal text(std::string_view key, std::string* out, Presence presence) const;
-  Refusal integer(std::string_view key, int64_t* out, Presence presence) const;
-  Refusal boolean(std::string_view key, bool* out, Presence presence) const;
+  Status text(std::string_view key, std::string* out, Presence presence) const;
+  Status integer(std::string_view key, int64_t* out, Presence presence) const;
+  Status boolean(std::string_view key, bool* out, Presence presence) const;
   // Arrays and objects as they are (nullptr when absent and optional), for
   // the caller to read on.
-  Refusal array(std::string_view key, const nlohmann::json** out, Presence presence) const;
-  Refusal object(std::string_view key, const nlohmann::json** out, Presence presence) const;
+  Status array(std::string_view key, const nlohmann::json** out, Presence presence) const;
+  Status object(std::string_view key, const nlohmann::json** out, Presence presence) const;
 
   // The refusal of a value at `field` that is not of type `want` ("a
   // string", "a whole number", ...), with `example` as what to send.
-  static Error wrong_type(const std::string& field, const nlohmann::json& value, const std::string& want,
+  static Status wrong_type(const std::string& field, const nlohmann::json& value, const std::string& want,
                           const std::string& example);
 
  private:
   // The value at `key`; nullptr and no refusal when absent and optional.
-  Refusal find(std::string_view key, Presence presence, const nlohmann::json** out) const;
+  Status find(std::string_view key, Presence presence, const nlohmann::json** out) const;
 
   const nlohmann::json& object_;
   std::string at_;

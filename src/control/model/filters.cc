@@ -9,7 +9,7 @@ namespace edt::control {
 namespace {
 
 // Refuses a parameter outside `known`, and one given more than once.
-Refusal check_names(const QueryParams& params, std::initializer_list<std::string_view> known) {
+Status check_names(const QueryParams& params, std::initializer_list<std::string_view> known) {
   std::string names;
   for (auto name : known) names += (names.empty() ? "" : ", ") + std::string(name);
   for (const auto& [key, value] : params) {
@@ -19,7 +19,7 @@ Refusal check_names(const QueryParams& params, std::initializer_list<std::string
     if (params.count(key) > 1)
       return malformed(key, "the query parameter '" + key + "' is given more than once", "give it once");
   }
-  return std::nullopt;
+  return Status::ok();
 }
 
 template <typename T, size_t N>
@@ -78,8 +78,8 @@ bool JobFilter::matches(const Job& job) const {
   return (!state || job.state == *state) && (!container || job.container == *container);
 }
 
-Refusal parse_event_filter(const QueryParams& params, EventFilter* out) {
-  if (auto r = check_names(params, {"type", "since"})) return r;
+Status parse_event_filter(const QueryParams& params, EventFilter* out) {
+  EDT_RETURN_IF_ERROR(check_names(params, {"type", "since"}));
   if (auto it = params.find("type"); it != params.end()) {
     out->type = parse_event_type(it->second);
     if (!out->type)
@@ -91,23 +91,23 @@ Refusal parse_event_filter(const QueryParams& params, EventFilter* out) {
       return malformed("since", "'" + it->second + "' is not a UTC time",
                        "give it as an event's time is written, e.g. 2026-12-01T10:00:00.000Z or 2026-12-01T10:00:00Z");
   }
-  return std::nullopt;
+  return Status::ok();
 }
 
-Refusal parse_job_filter(const QueryParams& params, JobFilter* out) {
-  if (auto r = check_names(params, {"state", "container"})) return r;
+Status parse_job_filter(const QueryParams& params, JobFilter* out) {
+  EDT_RETURN_IF_ERROR(check_names(params, {"state", "container"}));
   if (auto it = params.find("state"); it != params.end()) {
     out->state = parse_job_state(it->second);
     if (!out->state)
       return malformed("state", "'" + it->second + "' is not a job state", "use one of " + choices(kJobStates));
   }
   if (auto it = params.find("container"); it != params.end()) {
-    if (check_resource_name(it->second, "container", "container"))
+    if (!check_resource_name(it->second, "container", "container").is_ok())
       return malformed("container", "'" + it->second + "' is not a container name",
                        "give a container's name as the cluster lists it, e.g. tthvd-worker-0");
     out->container = it->second;
   }
-  return std::nullopt;
+  return Status::ok();
 }
 
 }  // namespace edt::control

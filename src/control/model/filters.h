@@ -38,8 +38,8 @@ struct JobFilter {
   bool matches(const Job& job) const;
 };
 
-Refusal parse_event_filter(const QueryParams& params, EventFilter* out);
-Refusal parse_job_filter(const QueryParams& params, JobFilter* out);
+Status parse_event_filter(const QueryParams& params, EventFilter* out);
+Status parse_job_filter(const QueryParams& params, JobFilter* out);
 
 // "YYYY-MM-DDTHH:MM:SS[.mmm]Z" as unix milliseconds; nullopt when it is not
 // one, or not a real date and time.

@@ -20,30 +20,30 @@ TEST(UtcTime, RefusesWhatIsNotARealUtcTime) {
 
 TEST(EventFilter, SelectsByTypeAndSince) {
   EventFilter filter;
-  ASSERT_FALSE(parse_event_filter({{"type", "Scaling"}, {"since", "1970-01-01T00:00:02.000Z"}}, &filter));
+  ASSERT_TRUE(parse_event_filter({{"type", "Scaling"}, {"since", "1970-01-01T00:00:02.000Z"}}, &filter).is_ok());
   EXPECT_TRUE(filter.matches({2000, EventType::kScaling, "at"}));
   EXPECT_FALSE(filter.matches({1999, EventType::kScaling, "before"}));
   EXPECT_FALSE(filter.matches({3000, EventType::kRunning, "another type"}));
   EventFilter all;
-  ASSERT_FALSE(parse_event_filter({}, &all));
+  ASSERT_TRUE(parse_event_filter({}, &all).is_ok());
   EXPECT_TRUE(all.matches({0, EventType::kFailed, ""}));
 }
 
 TEST(EventFilter, RefusesBadValuesNamingTheParameter) {
   EventFilter filter;
   auto refused = parse_event_filter({{"type", "scaling"}}, &filter);
-  ASSERT_TRUE(refused);
-  EXPECT_EQ(refused->kind, Error::Kind::kMalformed);
-  EXPECT_EQ(refused->field, "type");
-  EXPECT_NE(refused->fix.find("DrainTimedOut"), std::string::npos) << refused->fix;
-  EXPECT_EQ(parse_event_filter({{"since", "now"}}, &filter)->field, "since");
-  EXPECT_EQ(parse_event_filter({{"state", "Running"}}, &filter)->field, "state");
-  EXPECT_EQ(parse_event_filter({{"type", "Failed"}, {"type", "Running"}}, &filter)->field, "type");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.code(), StatusCode::kMalformed);
+  EXPECT_EQ(refused.field(), "type");
+  EXPECT_NE(refused.fix().find("DrainTimedOut"), std::string::npos) << refused.fix();
+  EXPECT_EQ(parse_event_filter({{"since", "now"}}, &filter).field(), "since");
+  EXPECT_EQ(parse_event_filter({{"state", "Running"}}, &filter).field(), "state");
+  EXPECT_EQ(parse_event_filter({{"type", "Failed"}, {"type", "Running"}}, &filter).field(), "type");
 }
 
 TEST(JobFilter, SelectsByStateAndContainer) {
   JobFilter filter;
-  ASSERT_FALSE(parse_job_filter({{"state", "Failed"}, {"container", "c-worker-0"}}, &filter));
+  ASSERT_TRUE(parse_job_filter({{"state", "Failed"}, {"container", "c-worker-0"}}, &filter).is_ok());
   Job job;
   job.state = JobState::kFailed;
   job.container = "c-worker-0";
@@ -58,12 +58,12 @@ TEST(JobFilter, SelectsByStateAndContainer) {
 TEST(JobFilter, RefusesBadValuesNamingTheParameter) {
   JobFilter filter;
   auto refused = parse_job_filter({{"state", "done"}}, &filter);
-  ASSERT_TRUE(refused);
-  EXPECT_EQ(refused->field, "state");
-  EXPECT_NE(refused->fix.find("Succeeded"), std::string::npos) << refused->fix;
-  EXPECT_EQ(parse_job_filter({{"container", "../etc"}}, &filter)->field, "container");
-  EXPECT_EQ(parse_job_filter({{"container", ""}}, &filter)->field, "container");
-  EXPECT_EQ(parse_job_filter({{"type", "Failed"}}, &filter)->field, "type");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.field(), "state");
+  EXPECT_NE(refused.fix().find("Succeeded"), std::string::npos) << refused.fix();
+  EXPECT_EQ(parse_job_filter({{"container", "../etc"}}, &filter).field(), "container");
+  EXPECT_EQ(parse_job_filter({{"container", ""}}, &filter).field(), "container");
+  EXPECT_EQ(parse_job_filter({{"type", "Failed"}}, &filter).field(), "type");
 }
 
 }  // namespace

@@ -11,11 +11,11 @@ using nlohmann::json;
 
 namespace fields = api::fields;
 
-Refusal parse_volume_request(const json& object, VolumeRequest* out) {
+Status parse_volume_request(const json& object, VolumeRequest* out) {
   Fields body(object, "");
-  if (auto r = body.only(fields::VolumeRequest::kProperties)) return r;
-  if (auto r = body.text("name", &out->name, Presence::kRequired)) return r;
-  if (auto r = check_resource_name(out->name, "name", "volume")) return r;
+  EDT_RETURN_IF_ERROR(body.only(fields::VolumeRequest::kProperties));
+  EDT_RETURN_IF_ERROR(body.text("name", &out->name, Presence::kRequired));
+  EDT_RETURN_IF_ERROR(check_resource_name(out->name, "name", "volume"));
   out->has_host_path = body.has("host_path");
   return body.text("host_path", &out->host_path, Presence::kOptional);
 }
@@ -23,7 +23,7 @@ Refusal parse_volume_request(const json& object, VolumeRequest* out) {
 namespace {
 
 // The image's frameworks: a non-empty list of known ones.
-Refusal parse_frameworks(const json& list, std::vector<std::string>* out) {
+Status parse_frameworks(const json& list, std::vector<std::string>* out) {
   const auto& known = known_frameworks();
   const std::string fix = "use horovod, deepspeed, megatron or slurm, e.g. [\"deepspeed\"]";
   if (list.empty()) return invalid("frameworks", "'frameworks' is an empty list", fix);
@@ -35,34 +35,34 @@ Refusal parse_frameworks(const json& list, std::vector<std::string>* out) {
       return invalid(at, "unknown framework '" + name + "'", fix);
     out->push_back(name);
   }
-  return std::nullopt;
+  return Status::ok();
 }
 
 }  // namespace
 
-Refusal parse_image_request(const json& object, Image* out) {
+Status parse_image_request(const json& object, Image* out) {
   Fields body(object, "");
-  if (auto r = body.only(fields::ImageRequest::kProperties)) return r;
-  if (auto r = body.text("name", &out->name, Presence::kRequired)) return r;
-  if (auto r = check_resource_name(out->name, "name", "image")) return r;
+  EDT_RETURN_IF_ERROR(body.only(fields::ImageRequest::kProperties));
+  EDT_RETURN_IF_ERROR(body.text("name", &out->name, Presence::kRequired));
+  EDT_RETURN_IF_ERROR(check_resource_name(out->name, "name", "image"));
   out->root = "/";
-  if (auto r = body.text("root", &out->root, Presence::kOptional)) return r;
+  EDT_RETURN_IF_ERROR(body.text("root", &out->root, Presence::kOptional));
   const json* frameworks = nullptr;
-  if (auto r = body.array("frameworks", &frameworks, Presence::kRequired)) return r;
+  EDT_RETURN_IF_ERROR(body.array("frameworks", &frameworks, Presence::kRequired));
   return parse_frameworks(*frameworks, &out->frameworks);
 }
 
-Refusal parse_user_request(const json& object, std::string* name) {
+Status parse_user_request(const json& object, std::string* name) {
   Fields body(object, "");
-  if (auto r = body.only(fields::UserRequest::kProperties)) return r;
-  if (auto r = body.text("name", name, Presence::kRequired)) return r;
+  EDT_RETURN_IF_ERROR(body.only(fields::UserRequest::kProperties));
+  EDT_RETURN_IF_ERROR(body.text("name", name, Presence::kRequired));
   return check_resource_name(*name, "name", "user");
 }
 
 namespace {
 
 // "90d" -> 90 days, with the units and bounds of the contract's TokenLifetime.
-Refusal parse_token_lifetime(const json& value, std::chrono::seconds* out) {
+Status parse_token_lifetime(const json& value, std::chrono::seconds* out) {
   namespace lifetime = api::limits::TokenLifetime;
   const std::string field(fields::TokenRequest::expires_in);
   const std::string fix = "write a whole number with a unit (s, m, h, d), from 1s to " +
@@ -95,36 +95,36 @@ Refusal parse_token_lifetime(const json& value, std::chrono::seconds* out) {
   if (ms < lifetime::minimum_ms || ms > lifetime::maximum_ms)
     return invalid(field, field + " of " + value.dump() + " is out of range", fix);
   *out = std::chrono::seconds(ms / 1000);
-  return std::nullopt;
+  return Status::ok();
 }
 
 }  // namespace
 
-Refusal parse_token_request(const json& object, TokenRequest* out) {
+Status parse_token_request(const json& object, TokenRequest* out) {
   Fields body(object, "");
-  if (auto r = body.only(fields::TokenRequest::kProperties)) return r;
-  if (auto r = body.text("description", &out->description, Presence::kOptional)) return r;
+  EDT_RETURN_IF_ERROR(body.only(fields::TokenRequest::kProperties));
+  EDT_RETURN_IF_ERROR(body.text("description", &out->description, Presence::kOptional));
   if (out->description.size() > api::limits::TokenDescription::max_length)
     return invalid("description", "description is " + std::to_string(out->description.size()) + " bytes, over " +
                                       std::to_string(api::limits::TokenDescription::max_length),
                    "describe the token in fewer words, e.g. \"ci runner\"");
-  if (!body.has("expires_in")) return std::nullopt;
+  if (!body.has("expires_in")) return Status::ok();
   std::chrono::seconds lifetime{0};
-  if (auto r = parse_token_lifetime(object["expires_in"], &lifetime)) return r;
+  EDT_RETURN_IF_ERROR(parse_token_lifetime(object["expires_in"], &lifetime));
   out->expires_in = lifetime;
-  return std::nullopt;
+  return Status::ok();
 }
 
-Refusal parse_job_request(const json& object, JobRequest* out) {
+Status parse_job_request(const json& object, JobRequest* out) {
   Fields body(object, "");
-  if (auto r = body.only(fields::JobRequest::kProperties)) return r;
-  if (auto r = body.text("command", &out->command, Presence::kRequired)) return r;
+  EDT_RETURN_IF_ERROR(body.only(fields::JobRequest::kProperties));
+  EDT_RETURN_IF_ERROR(body.text("command", &out->command, Presence::kRequired));
   if (out->command.empty())
     return invalid("command", "'command' is empty", "send {\"command\": \"hostname\"}");
   std::string container;
-  if (auto r = body.text("container", &container, Presence::kOptional)) return r;
+  EDT_RETURN_IF_ERROR(body.text("container", &container, Presence::kOptional));
   if (body.has("container")) out->container = container;
-  return std::nullopt;
+  return Status::ok();
 }
 
 }  // namespace edt::control

@@ -3,7 +3,7 @@
 // unknown fields and wrong types are refused alike everywhere. Reading
 // checks shape and format only (types, names, absolute paths); what depends
 // on state (who asks, what exists on the host) is the service's. Never
-// throws: a wrong body is a Refusal naming the field.
+// throws: a wrong body is a refusal (a Status) naming the field.
 #pragma once
 
 #include <chrono>
@@ -23,13 +23,13 @@ struct VolumeRequest {
   bool has_host_path = false;
   std::string host_path;  // as sent; "" if it was not a string
 };
-Refusal parse_volume_request(const nlohmann::json& body, VolumeRequest* out);
+Status parse_volume_request(const nlohmann::json& body, VolumeRequest* out);
 
 // POST /images: {"name", "root"? (default "/"), "frameworks": [...]}.
-Refusal parse_image_request(const nlohmann::json& body, Image* out);
+Status parse_image_request(const nlohmann::json& body, Image* out);
 
 // POST /users: {"name"}.
-Refusal parse_user_request(const nlohmann::json& body, std::string* name);
+Status parse_user_request(const nlohmann::json& body, std::string* name);
 
 // POST /users/{name}/tokens: {"expires_in"?, "description"?} (an empty
 // body is read as {}). expires_in is whole seconds as a number, or a whole
@@ -39,13 +39,13 @@ struct TokenRequest {
   std::optional<std::chrono::seconds> expires_in;
   std::string description;
 };
-Refusal parse_token_request(const nlohmann::json& body, TokenRequest* out);
+Status parse_token_request(const nlohmann::json& body, TokenRequest* out);
 
 // POST /clusters/{name}/jobs: {"command", "container"? (default: the launcher)}.
 struct JobRequest {
   std::string command;
   std::optional<std::string> container;
 };
-Refusal parse_job_request(const nlohmann::json& body, JobRequest* out);
+Status parse_job_request(const nlohmann::json& body, JobRequest* out);
 
 }  // namespace edt::control

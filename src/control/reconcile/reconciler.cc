@@ -8,11 +8,11 @@
 
 #include "common/log.h"
 #include "control/backends/fault_points.h"
+#include "control/model/cluster_json.h"
+#include "control/model/container_files.h"
 #include "control/model/slurm.h"
 
 namespace edt::control {
-
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -62,23 +62,30 @@ Reconciler::Reconciler(Database* db, Backend* backend, ReconcilerOptions options
     : db_(db),
       backend_(backend),
       options_(std::move(options)),
-      queue_({std::chrono::milliseconds(100), options_.max_backoff, options_.resync, [this] { resync(); }}) {}
+      loop_(this, {std::chrono::milliseconds(100), options_.max_backoff, options_.resync}) {}
 
 Reconciler::~Reconciler() { stop(); }
 
 void Reconciler::start() {
   if (Status st = recover(); !st.is_ok()) log::error("recover the sandboxes that run: {}", st.to_string());
-  const std::vector<std::string> names = db_->lock().cluster_names();
-  for (const auto& name : names) enqueue(name);
-  worker_ = std::thread([this] { run(); });
+  loop_.start();
 }
 
-void Reconciler::stop() {
-  queue_.shut_down();
-  if (worker_.joinable()) worker_.join();
+void Reconciler::stop() { loop_.stop(); }
+
+std::vector<std::string> Reconciler::keys() { return db_->lock().cluster_names(); }
+
+void Reconciler::after_resync() {
+  if (options_.on_resync) options_.on_resync();
 }
 
-void Reconciler::enqueue(const std::string& cluster) { queue_.add(cluster); }
+void Reconciler::after_pass(const std::string& /*cluster*/, const Status& outcome) {
+  if (!outcome.is_ok()) recover_due_ = true;  // a sandbox may have started unrecorded
+  if (!recover_due_) return;
+  Status st = recover();
+  recover_due_ = !st.is_ok();
+  if (!st.is_ok()) log::warn("recover the sandboxes that run: {} (again after the next pass)", st.to_string());
+}
 
 Status Reconciler::recover() {
   EDT_ASSIGN_OR_RETURN(std::vector<FoundSandbox> found, backend_->running_sandboxes());
@@ -125,45 +132,6 @@ Status Reconciler::recover() {
   for (const auto& f : found)
     if (!claims.count(f.name)) EDT_RETURN_IF_ERROR(backend_->remove(f.name));
   return Status::ok();
-}
-
-void Reconciler::resync() {
-  const std::vector<std::string> names = db_->lock().cluster_names();
-  for (const auto& name : names) queue_.add(name);
-  if (options_.on_resync) options_.on_resync();
-}
-
-ReconcilerStats Reconciler::stats() {
-  std::lock_guard lock(mu_);
-  return stats_;
-}
-
-void Reconciler::run() {
-  while (auto key = queue_.next()) {
-    const auto started = Clock::now();
-    Result<ReconcileResult> result = reconcile(*key);
-    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-    {
-      std::lock_guard lock(mu_);
-      stats_.passes++;
-      stats_.seconds += seconds;
-      if (!result.is_ok()) stats_.errors++;
-    }
-    if (!result.is_ok()) recover_due_ = true;  // a sandbox may have started unrecorded
-    if (recover_due_) {
-      // Before the next pass, which would start the container again.
-      Status st = recover();
-      recover_due_ = !st.is_ok();
-      if (!st.is_ok()) log::warn("recover the sandboxes that run: {} (again after the next pass)", st.to_string());
-    }
-    if (!result.is_ok()) {
-      auto delay = queue_.add_rate_limited(*key);
-      log::warn("reconcile {}: {} (retry in {} ms)", *key, result.status().to_string(), delay.count());
-      continue;
-    }
-    queue_.forget(*key);
-    if (result->requeue_after) queue_.add_after(*key, *result->requeue_after);
-  }
 }
 
 Status Reconciler::save(const ContainerRecord& record) { return db_->lock().update_container(record); }

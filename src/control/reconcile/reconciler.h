@@ -42,24 +42,22 @@
 // gone one's files and row are removed. The named points where a test makes
 // edtd die are in control/backends/fault_points.h.
 //
-// One worker thread runs passes from a WorkQueue (work_queue.h); enqueue()
-// may be called from any thread. Every cluster is re-queued on start and
-// periodically, so a container that dies, or a change whose enqueue was
-// lost, is noticed without anyone asking.
+// The loop that runs the passes (a worker thread, a work queue with
+// backoff, the periodic resync of every cluster, the stats) is the generic
+// ReconcileLoop (reconcile_loop.h); this class is only the domain half it
+// drives: what one pass does, and the recovery after a failed one.
+// enqueue() may be called from any thread.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "control/backends/backend.h"
 #include "control/db/database.h"
-#include "control/reconcile/work_queue.h"
+#include "control/reconcile/reconcile_loop.h"
 
 namespace edt::control {
 
@@ -77,34 +75,26 @@ struct ReconcilerOptions {
   std::function<int64_t()> now_ms;
 };
 
-// What a successful pass asks for: nothing (done until something changes)
-// or another pass after a delay.
-struct ReconcileResult {
-  std::optional<std::chrono::milliseconds> requeue_after;
-  bool done() const { return !requeue_after; }
-};
-
-struct ReconcilerStats {
-  uint64_t passes = 0;
-  uint64_t errors = 0;
-  double seconds = 0;  // total time spent in passes
-};
-
-class Reconciler {
+class Reconciler : public Reconcilable {
  public:
   Reconciler(Database* db, Backend* backend, ReconcilerOptions options);
-  ~Reconciler();
+  ~Reconciler() override;
 
   // Recovers the sandboxes that run (see Crash safety above), then starts
-  // the worker thread.
+  // the loop's worker thread.
   void start();
   void stop();
-  void enqueue(const std::string& cluster);
+  void enqueue(const std::string& cluster) { loop_.enqueue(cluster); }
+  ReconcileStats stats() { return loop_.stats(); }
 
   // One pass for one cluster.
-  Result<ReconcileResult> reconcile(const std::string& cluster);
-
-  ReconcilerStats stats();
+  Result<ReconcileResult> reconcile(const std::string& cluster) override;
+  // Every cluster's name.
+  std::vector<std::string> keys() override;
+  // A failed pass may have started a sandbox it did not record: recover
+  // before the next pass, which would start the container again.
+  void after_pass(const std::string& cluster, const Status& outcome) override;
+  void after_resync() override;
 
   // Adopts each sandbox the backend identifies that its container lost track of, ends the
   // others that no container claims, and waits until they are gone.
@@ -113,8 +103,6 @@ class Reconciler {
  private:
   struct Pass;  // one pass's state (reconciler.cc)
 
-  void run();
-  void resync();
   // Drains, stops and removes the leaving containers; keeps the others (and
   // those not yet gone) in pass.records.
   Status stop_leaving(Pass& pass);
@@ -141,12 +129,8 @@ class Reconciler {
   Database* db_;
   Backend* backend_;
   ReconcilerOptions options_;
-  WorkQueue queue_;
-
-  bool recover_due_ = false;  // the worker thread's only
-  std::mutex mu_;
-  ReconcilerStats stats_;  // guarded by mu_
-  std::thread worker_;
+  bool recover_due_ = false;  // the loop's thread's only
+  ReconcileLoop loop_;        // last: its thread calls the members above
 };
 
 }  // namespace edt::control

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "control/model/cluster_json.h"
 #include "control/service/service.h"
 
 namespace edt::control {
@@ -140,7 +141,7 @@ class ReconcilerTest : public ::testing::Test {
     ASSERT_TRUE(service_->set_inventory({"edt", "/", {"horovod", "megatron"}, true}, gpus).is_ok());
     auto token = service_->ensure_admin();
     ASSERT_TRUE(token.is_ok() && token->has_value());
-    ASSERT_TRUE(service_->create_user(*service_->authenticate(**token), alice_.name).ok());
+    ASSERT_TRUE(service_->create_user(*service_->authenticate(**token), alice_.name).is_ok());
     start_reconciler();
   }
   // A reconciler as a (re)started edtd makes one, on the clock now_ms_.
@@ -195,7 +196,7 @@ class ReconcilerTest : public ::testing::Test {
     backend_.workers[pid_of("a-worker-1")] = 2;
     backend_.workers[pid_of("a-worker-2")] = 1;
     backend_.events.clear();
-    ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2, drain_timeout).ok());
+    ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2, drain_timeout).is_ok());
   }
   void create(const std::string& name, int containers, int gpus = 0, const std::string& framework = "horovod") {
     ClusterSpec spec;
@@ -203,7 +204,7 @@ class ReconcilerTest : public ::testing::Test {
     spec.framework = framework;
     spec.containers = containers;
     if (gpus) spec.gpu = {"P4", gpus};
-    ASSERT_TRUE(service_->create_cluster(alice_, spec).ok());
+    ASSERT_TRUE(service_->create_cluster(alice_, spec).is_ok());
   }
   // A sandbox the backend runs and the store does not record, as a crash
   // between starting it and recording it leaves one.
@@ -299,7 +300,7 @@ TEST_F(ReconcilerTest, CreatesThenIsIdempotent) {
 TEST_F(ReconcilerTest, ScaleUpListsNewContainersOnceRunning) {
   create("a", 2);
   settle("a");
-  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).is_ok());
   EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kScaling);
   backend_.held.insert("a-worker-2");
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(reconciler_->reconcile("a")->done());
@@ -317,11 +318,11 @@ TEST_F(ReconcilerTest, ScaleUpListsNewContainersOnceRunning) {
 TEST_F(ReconcilerTest, APassDoesNotCallAScaleThatLandedDuringItRunning) {
   create("a", 2);
   settle("a");
-  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 3).ok());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 3).is_ok());
   backend_.held.insert("a-worker-1");
   for (int i = 0; i < 2; ++i) EXPECT_FALSE(reconciler_->reconcile("a")->done());
   backend_.held.clear();
-  backend_.during_observe = [this] { ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok()); };
+  backend_.during_observe = [this] { ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).is_ok()); };
   EXPECT_FALSE(reconciler_->reconcile("a")->done());
   EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kScaling);
   settle("a");
@@ -334,7 +335,7 @@ TEST_F(ReconcilerTest, ScaleDownLeavesTheFilesBeforeBeingStopped) {
   settle("a");
   backend_.events.clear();
   backend_.stubborn = true;  // they ignore SIGTERM: SIGKILL after the grace
-  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2).ok());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2).is_ok());
   settle("a");
   ASSERT_GE(backend_.events.size(), 7u);
   EXPECT_EQ(backend_.events[0], "hostfile 2");
@@ -362,7 +363,7 @@ TEST_F(ReconcilerTest, FailedCreateRemovesEverything) {
 TEST_F(ReconcilerTest, FailedScaleGoesBackToTheFormerSize) {
   create("a", 2);
   settle("a");
-  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).is_ok());
   backend_.fail_start = "a-worker-2";
   settle("a");
   auto c = db_->lock().cluster("a");
@@ -377,7 +378,7 @@ TEST_F(ReconcilerTest, FailedScaleGoesBackToTheFormerSize) {
   EXPECT_EQ(db_->lock().cluster("a")->message, c->message);
   // ...until the next scale, which succeeds.
   backend_.fail_start.clear();
-  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 3).ok());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 3).is_ok());
   settle("a");
   EXPECT_EQ(db_->lock().cluster("a")->message, "3 of 3 containers Running");
   std::vector<std::string> types;
@@ -393,9 +394,9 @@ TEST_F(ReconcilerTest, FailedScaleGoesBackToTheFormerSize) {
 TEST_F(ReconcilerTest, AFailedStartDoesNotUndoAScaleThatLandedDuringIt) {
   create("a", 2);
   settle("a");
-  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).is_ok());
   backend_.fail_start = "a-worker-2";
-  backend_.during_observe = [this] { ASSERT_TRUE(service_->scale_cluster(alice_, "a", 5).ok()); };
+  backend_.during_observe = [this] { ASSERT_TRUE(service_->scale_cluster(alice_, "a", 5).is_ok()); };
   settle("a");
   auto c = db_->lock().cluster("a");
   EXPECT_EQ(c->phase, Phase::kRunning);
@@ -409,7 +410,7 @@ TEST_F(ReconcilerTest, AFailedStartDoesNotUndoAScaleThatLandedDuringIt) {
 TEST_F(ReconcilerTest, TheContainersOfAScaleStartAtOnce) {
   create("a", 2);
   settle("a");
-  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).ok());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 4).is_ok());
   backend_.meet = true;
   backend_.most_at_once = 0;
   ASSERT_TRUE(reconciler_->reconcile("a").is_ok());
@@ -431,7 +432,7 @@ TEST_F(ReconcilerTest, RestartsAContainerThatDiedAndDeletes) {
   settle("m");
   EXPECT_EQ(db_->lock().containers("m")[1].status.message, "restarted after it stopped");
   EXPECT_EQ(db_->lock().cluster("m")->phase, Phase::kRunning);
-  ASSERT_TRUE(service_->delete_cluster(alice_, "m").ok());
+  ASSERT_TRUE(service_->delete_cluster(alice_, "m").is_ok());
   settle("m");
   EXPECT_FALSE(db_->lock().cluster("m").has_value());
   EXPECT_TRUE(backend_.state.empty());
@@ -512,7 +513,7 @@ TEST_F(ReconcilerTest, DeletingAClusterDoesNotWaitForADrain) {
   EXPECT_FALSE(reconciler_->reconcile("a")->done());
   EXPECT_EQ(signals(), 0);
   backend_.workers[pid_of("a-launcher")] = 1;
-  ASSERT_TRUE(service_->delete_cluster(alice_, "a").ok());
+  ASSERT_TRUE(service_->delete_cluster(alice_, "a").is_ok());
   EXPECT_FALSE(reconciler_->reconcile("a")->done());
   EXPECT_EQ(signals(), 4);
   settle("a");
@@ -549,7 +550,7 @@ namespace {
 TEST_F(ReconcilerTest, RecoverAdoptsASandboxStartedButNotRecorded) {
   create("a", 2);
   settle("a");
-  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 3).ok());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 3).is_ok());
   start_unrecorded("a", "a-worker-1");  // then the crash
   const int64_t unrecorded = backend_.next_pid;
   EXPECT_EQ(pid_of("a-worker-1"), 0);

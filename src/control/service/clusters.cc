@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "control/model/cluster_json.h"
 #include "control/service/service.h"
 
 namespace edt::control {
@@ -13,15 +14,15 @@ int64_t unix_ms() {
       .count();
 }
 
-Error internal(const Status& st) { return error_from_status(st, ""); }
+Status internal(const Status& st) { return as_refusal(st, ""); }
 
 }  // namespace
 
-Error admin_only(const std::string& action) { return forbidden("", "only the admin may " + action, "ask the admin"); }
+Status admin_only(const std::string& action) { return forbidden("", "only the admin may " + action, "ask the admin"); }
 
 Service::Service(Database* db, ServiceOptions options) : db_(db), options_(std::move(options)) {}
 
-Outcome<Cluster> Service::owned_cluster(Database::Tx& tx, const User& by, const std::string& name) {
+Result<Cluster> Service::owned_cluster(Database::Tx& tx, const User& by, const std::string& name) {
   // Another user's cluster is answered for as a missing one: a read tells
   // no one which names others use.
   auto cluster = tx.cluster(name);
@@ -30,18 +31,18 @@ Outcome<Cluster> Service::owned_cluster(Database::Tx& tx, const User& by, const 
   return *cluster;
 }
 
-Refusal Service::allot(Database::Tx& tx, const ClusterSpec& spec, int from, int to) {
+Status Service::allot(Database::Tx& tx, const ClusterSpec& spec, int from, int to) {
   auto addresses = pick_addresses(options_.addresses, tx.addresses(), to - from);
-  if (!addresses.ok()) return addresses.error();
+  if (!addresses.is_ok()) return addresses.status();
   auto gpus = pick_gpus(tx.gpus(), spec.gpu.model, spec.gpu.count, to - from);
-  if (!gpus.ok()) return gpus.error();
+  if (!gpus.is_ok()) return gpus.status();
   for (int index = from; index < to; ++index) {
     ContainerStatus c;
     c.name = container_name(spec.name, index);
     c.index = index;
     c.address = (*addresses)[static_cast<size_t>(index - from)];
     c.gpus = (*gpus)[static_cast<size_t>(index - from)];
-    if (Status st = tx.hold_gpus(c.name, c.gpus); !st.is_ok()) return error_from_status(st, "gpu");
+    if (Status st = tx.hold_gpus(c.name, c.gpus); !st.is_ok()) return as_refusal(st, "gpu");
     if (Status st = tx.insert_container(spec.name, c); !st.is_ok()) {
       if (st.code() == StatusCode::kAlreadyExists)
         return conflict("containers", "container " + c.name + " still exists (" + st.message() + ")",
@@ -49,33 +50,33 @@ Refusal Service::allot(Database::Tx& tx, const ClusterSpec& spec, int from, int 
       return internal(st);
     }
   }
-  return std::nullopt;
+  return Status::ok();
 }
 
-Refusal Service::commit_and_reconcile(Database::Tx& tx, const std::string& cluster) {
+Status Service::commit_and_reconcile(Database::Tx& tx, const std::string& cluster) {
   if (Status st = tx.commit(); !st.is_ok()) return internal(st);
   if (options_.request_reconcile) options_.request_reconcile(cluster);
-  return std::nullopt;
+  return Status::ok();
 }
 
-Outcome<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec) {
+Result<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec) {
   auto tx = db_->transaction();
-  if (auto r = check_still_a_user(tx, by)) return *r;
+  EDT_RETURN_IF_ERROR(check_still_a_user(tx, by));
   if (tx.cluster(spec.name))
     return conflict("name", "the cluster name '" + spec.name + "' is taken",
                     "choose another name (cluster names are shared by all users), or delete your cluster of that name");
   const Catalog catalog = tx.catalog(by.admin ? std::nullopt : std::optional<std::string>(by.name));
-  if (auto r = check_against_catalog(spec, catalog, spec.containers)) return *r;
+  EDT_RETURN_IF_ERROR(check_against_catalog(spec, catalog, spec.containers));
   Cluster cluster;
   cluster.spec = spec;
   cluster.owner = by.name;
   cluster.created_at = unix_ms() / 1000;
   if (Status st = tx.insert_cluster(cluster); !st.is_ok()) return internal(st);
-  if (auto r = allot(tx, spec, 0, spec.containers)) return *r;
+  EDT_RETURN_IF_ERROR(allot(tx, spec, 0, spec.containers));
   const std::string event = "created by " + by.name + " with " + std::to_string(spec.containers) + " containers";
   if (Status st = tx.add_event(spec.name, EventType::kCreated, event, unix_ms()); !st.is_ok()) return internal(st);
   auto created = tx.cluster(spec.name);
-  if (auto r = commit_and_reconcile(tx, spec.name)) return *r;
+  EDT_RETURN_IF_ERROR(commit_and_reconcile(tx, spec.name));
   return *created;
 }
 
@@ -95,11 +96,11 @@ std::string drain_note(const Cluster& cluster, const std::chrono::milliseconds t
          ", at most " + format_duration(timeout) + " from now";
 }
 
-Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name, int containers,
+Result<Cluster> Service::scale_cluster(const User& by, const std::string& name, int containers,
                                         std::optional<std::chrono::milliseconds> drain_timeout) {
   auto tx = db_->transaction();
   auto cluster = owned_cluster(tx, by, name);
-  if (!cluster.ok()) return cluster;
+  if (!cluster.is_ok()) return cluster;
   if (cluster->deleting) return conflict("containers", "cluster '" + name + "' is being deleted", "create a new cluster instead");
   int present = 0;
   for (const auto& c : cluster->containers) present = std::max(present, c.index + 1);
@@ -109,13 +110,13 @@ Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name,
                       "wait until the cluster is Running, then scale again");
   }
   ClusterSpec spec = cluster->spec;
-  if (auto r = check_megatron_parallel(spec, containers, "containers")) return *r;
+  EDT_RETURN_IF_ERROR(check_megatron_parallel(spec, containers, "containers"));
   if (drain_timeout) spec.drain_timeout = *drain_timeout;
   const std::string drain = drain_note(*cluster, spec.drain_timeout, containers);
   if (containers > present) {
     // The spec's volumes were checked when it was made: any volume will do.
-    if (auto r = check_against_catalog(spec, tx.catalog(std::nullopt), containers - present)) return *r;
-    if (auto r = allot(tx, spec, present, containers)) return *r;
+    EDT_RETURN_IF_ERROR(check_against_catalog(spec, tx.catalog(std::nullopt), containers - present));
+    EDT_RETURN_IF_ERROR(allot(tx, spec, present, containers));
   } else if (Status st = tx.mark_leaving_from(name, containers); !st.is_ok()) {
     return internal(st);
   }
@@ -130,23 +131,23 @@ Outcome<Cluster> Service::scale_cluster(const User& by, const std::string& name,
   if (st.is_ok()) st = tx.add_event(name, EventType::kScaling, event, unix_ms());
   if (!st.is_ok()) return internal(st);
   auto scaled = tx.cluster(name);
-  if (auto r = commit_and_reconcile(tx, name)) return *r;
+  EDT_RETURN_IF_ERROR(commit_and_reconcile(tx, name));
   return *scaled;
 }
 
-Outcome<Cluster> Service::delete_cluster(const User& by, const std::string& name) {
+Result<Cluster> Service::delete_cluster(const User& by, const std::string& name) {
   auto tx = db_->transaction();
   auto cluster = owned_cluster(tx, by, name);
-  if (!cluster.ok()) return cluster;
+  if (!cluster.is_ok()) return cluster;
   Status st = tx.add_event(name, EventType::kDeleting, "deleted by " + by.name, unix_ms());
   if (st.is_ok()) st = tx.mark_deleting(name);
-  if (!st.is_ok()) return error_from_status(st, "name");
+  if (!st.is_ok()) return as_refusal(st, "name");
   auto marked = tx.cluster(name);
-  if (auto r = commit_and_reconcile(tx, name)) return *r;
+  EDT_RETURN_IF_ERROR(commit_and_reconcile(tx, name));
   return *marked;
 }
 
-Outcome<Cluster> Service::cluster(const User& by, const std::string& name) {
+Result<Cluster> Service::cluster(const User& by, const std::string& name) {
   auto tx = db_->lock();
   return owned_cluster(tx, by, name);
 }
@@ -159,18 +160,30 @@ std::vector<Cluster> Service::clusters(const User& by) {
 }
 
 
-Outcome<std::vector<ClusterEvent>> Service::events(const User& by, const std::string& name) {
+Result<std::vector<ClusterEvent>> Service::events(const User& by, const std::string& name) {
   auto tx = db_->lock();
   auto cluster = owned_cluster(tx, by, name);
-  if (!cluster.ok()) return cluster.error();
+  if (!cluster.is_ok()) return cluster.status();
   return tx.events(name);
 }
 
-Outcome<std::vector<ContainerRecord>> Service::containers(const User& by, const std::string& name) {
+Result<std::vector<ContainerRecord>> Service::containers(const User& by, const std::string& name) {
   auto tx = db_->lock();
   auto cluster = owned_cluster(tx, by, name);
-  if (!cluster.ok()) return cluster.error();
+  if (!cluster.is_ok()) return cluster.status();
   return tx.containers(name);
+}
+
+Result<SshAccess> Service::ssh_access(const User& by, const std::string& name) {
+  EDT_RETURN_IF_ERROR(check_has(options_.backend, "a backend"));
+  auto found = cluster(by, name);
+  if (!found.is_ok()) return found.status();
+  const std::string fix = "wait until the cluster is Running";
+  auto key = options_.backend->ssh_private_key(found->spec.name);
+  if (!key.is_ok()) return conflict("name", key.status().message(), fix);
+  auto known_hosts = options_.backend->ssh_known_hosts(found->spec.name);
+  if (!known_hosts.is_ok()) return conflict("name", known_hosts.status().message(), fix);
+  return SshAccess{std::move(*found), std::move(*key), std::move(*known_hosts), options_.backend->ssh_port()};
 }
 
 int64_t Service::version() { return db_->lock().version(); }

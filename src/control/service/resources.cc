@@ -18,7 +18,7 @@ Status Service::set_inventory(const Image& builtin, const std::vector<Gpu>& gpus
 
 // Volumes.
 
-Outcome<Volume> Service::create_volume(const User& by, const VolumeRequest& request) {
+Result<Volume> Service::create_volume(const User& by, const VolumeRequest& request) {
   Volume v{request.name, by.name, "", true};
   if (request.has_host_path) {
     if (!by.admin)
@@ -36,15 +36,15 @@ Outcome<Volume> Service::create_volume(const User& by, const VolumeRequest& requ
   }
   {
     auto tx = db_->transaction();
-    if (auto r = check_still_a_user(tx, by)) return *r;
+    EDT_RETURN_IF_ERROR(check_still_a_user(tx, by));
     Status st = tx.insert_volume(v);
     if (st.is_ok()) st = tx.commit();
-    if (!st.is_ok()) return error_from_status(st, "name");
+    if (!st.is_ok()) return as_refusal(st, "name");
   }
   if (Status st = v.managed ? make_volume_dir(v) : Status::ok(); !st.is_ok()) {
     // No directory, no volume: the row goes again.
     (void)db_->lock().delete_volume(v.name);
-    return error_from_status(st, "name");
+    return as_refusal(st, "name");
   }
   return v;
 }
@@ -87,7 +87,7 @@ Status Service::remount_volumes() {
   return Status::ok();
 }
 
-Outcome<Volume> Service::delete_volume(const User& by, const std::string& name) {
+Result<Volume> Service::delete_volume(const User& by, const std::string& name) {
   Volume v;
   {
     auto tx = db_->transaction();
@@ -106,7 +106,7 @@ Outcome<Volume> Service::delete_volume(const User& by, const std::string& name) 
     }
     Status st = tx.delete_volume(name);
     if (st.is_ok()) st = tx.commit();
-    if (!st.is_ok()) return error_from_status(st, "name");
+    if (!st.is_ok()) return as_refusal(st, "name");
     v = *found;
   }
   if (v.managed) {
@@ -123,24 +123,24 @@ std::vector<Volume> Service::volumes(const User& by) {
   return out;
 }
 
-Outcome<VolumeFile> Service::upload_file(const User& by, const std::string& volume, const std::string& path,
+Result<VolumeFile> Service::upload_file(const User& by, const std::string& volume, const std::string& path,
                                          std::string_view bytes) {
   auto found = db_->lock().volume(volume);
   if (!found || (!by.admin && found->owner != by.name))
     return missing("name", "volume '" + volume + "' does not exist", "see edt volume list");
   auto written = write_volume_file(found->host_path, path, bytes);
-  if (!written.ok() && written.error().kind == Error::Kind::kTooLarge)
-    return Error{Error::Kind::kTooLarge, "path",
-                 "volume '" + volume + "' has no room for '" + path + "' (" + std::to_string(bytes.size()) +
-                     " bytes)" + volume_bound_text(*found),
-                 "delete files in the volume, or upload into a larger volume"};
-  if (!written.ok()) return written.error();
+  if (!written.is_ok() && written.status().code() == StatusCode::kResourceExhausted)
+    return too_large("path",
+                     "volume '" + volume + "' has no room for '" + path + "' (" + std::to_string(bytes.size()) +
+                         " bytes)" + volume_bound_text(*found),
+                     "delete files in the volume, or upload into a larger volume");
+  if (!written.is_ok()) return written.status();
   return VolumeFile{volume, path, *written};
 }
 
 // Images and GPUs.
 
-Outcome<Image> Service::register_image(const User& by, const Image& image) {
+Result<Image> Service::register_image(const User& by, const Image& image) {
   if (!by.admin) return admin_only("register images");
   if (image.root.empty() || image.root[0] != '/' || !fs::is_directory(image.root + "/usr"))
     return invalid("root", "root '" + image.root + "' is not a directory with a /usr",
@@ -150,7 +150,7 @@ Outcome<Image> Service::register_image(const User& by, const Image& image) {
     if (i.name == image.name && i.builtin) return conflict("name", "image " + i.name + " is built in", "choose another name");
   Status st = tx.put_image(image);
   if (st.is_ok()) st = tx.commit();
-  if (!st.is_ok()) return error_from_status(st, "name");
+  if (!st.is_ok()) return as_refusal(st, "name");
   return image;
 }
 
@@ -171,13 +171,54 @@ std::vector<Gpu> Service::gpus(const User& by) {
 
 // Jobs.
 
-Outcome<Job> Service::job(const User& by, int64_t id) {
+Status Service::check_has(const void* part, const std::string& what) const {
+  if (part) return Status::ok();
+  return internal("", "this edtd was started without " + what, "see edtd's log");
+}
+
+Result<Job> Service::job(const User& by, int64_t id) {
   auto job = db_->lock().job(id);
   const std::string text = std::to_string(id);
   // Another user's job is answered for as a missing one.
   if (!job || (!by.admin && job->owner != by.name))
     return missing("id", "job " + text + " does not exist", "use the id that POST .../jobs returned");
-  return *job;
+  return options_.jobs ? options_.jobs->refresh(*job) : *job;
+}
+
+Result<Job> Service::start_job(const User& by, const std::string& cluster, const JobRequest& request) {
+  EDT_RETURN_IF_ERROR(check_has(options_.jobs, "a job runner"));
+  auto found = this->cluster(by, cluster);
+  if (!found.is_ok()) return found.status();
+  auto records = containers(by, cluster);
+  if (!records.is_ok()) return records.status();
+  const std::string container = request.container.value_or(container_name(cluster, 0));
+  return options_.jobs->start(*found, *records, container, request.command, by.name);
+}
+
+Result<std::vector<Job>> Service::jobs(const User& by, const std::string& cluster) {
+  EDT_RETURN_IF_ERROR(check_has(options_.jobs, "a job runner"));
+  auto found = this->cluster(by, cluster);
+  if (!found.is_ok()) return found.status();
+  return options_.jobs->jobs_of(found->spec.name);
+}
+
+Result<Job> Service::delete_job(const User& by, int64_t id) {
+  EDT_RETURN_IF_ERROR(check_has(options_.jobs, "a job runner"));
+  auto found = job(by, id);
+  if (!found.is_ok()) return found;
+  return options_.jobs->remove(*found);
+}
+
+Result<JobLog> Service::job_log(const User& by, int64_t id) {
+  EDT_RETURN_IF_ERROR(check_has(options_.jobs, "a job runner"));
+  auto found = job(by, id);
+  if (!found.is_ok()) return found.status();
+  JobRunner* runner = options_.jobs;
+  auto running = [runner, id] {
+    const auto now = runner->current(id);
+    return now && now->state == JobState::kRunning;
+  };
+  return JobLog{*found, runner->log_path(id), running};
 }
 
 }  // namespace edt::control

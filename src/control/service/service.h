@@ -1,8 +1,10 @@
 // Service: every operation of the control plane, as functions of who asks
 // and what they ask for: create, scale and delete clusters; volumes,
-// images, users and tokens; reads with the owner rules. The HTTP edge
-// (api/) only parses requests and maps Errors to status codes; edtd's
-// other parts (console, CLI tests) call the same functions.
+// images, users and tokens; jobs (run by the JobRunner); a cluster's SSH
+// access (the backend's keys); reads with the owner rules. It is the only
+// front door: the HTTP edge (api/) and the console only parse requests,
+// call the Service and map its refusals to status codes; edtd's other parts
+// (CLI tests) call the same functions.
 //
 // Each change runs in one database transaction that checks what it must
 // (ownership, the catalog, names taken), allots addresses and GPUs
@@ -38,7 +40,9 @@
 
 #include "control/allocation/allocation.h"
 #include "control/backends/local/disk_quota.h"
+#include "control/backends/backend.h"
 #include "control/db/database.h"
+#include "control/jobs/job_runner.h"
 #include "control/model/catalog.h"
 #include "control/model/cluster.h"
 #include "control/model/error.h"
@@ -59,6 +63,26 @@ struct ServiceOptions {
   // default): a plain directory. edtd gives 0 where bounded disks are
   // unavailable, and under Slurm (a loop mount is not seen by the nodes).
   DiskBound volume_disk{};
+  // What runs jobs and holds the clusters' SSH keys; the job and SSH
+  // operations need them (a Service without them refuses those, kInternal).
+  JobRunner* jobs = nullptr;
+  Backend* backend = nullptr;
+};
+
+// What a cluster's owner needs to reach its containers over SSH.
+struct SshAccess {
+  Cluster cluster;
+  std::string private_key;
+  std::string known_hosts;
+  int port = 0;
+};
+
+// A job's log, for streaming: where it is, and whether the job still runs
+// (its log may still grow).
+struct JobLog {
+  Job job;
+  std::string path;
+  std::function<bool()> running;
 };
 
 // A token as made, with the one copy of the token itself.
@@ -68,7 +92,7 @@ struct NewToken {
 };
 
 // "only the admin may <action>": the refusal every admin-only operation gives.
-Error admin_only(const std::string& action);
+Status admin_only(const std::string& action);
 
 class Service {
  public:
@@ -84,23 +108,26 @@ class Service {
   std::optional<User> authenticate(const std::string& token);
 
   // Clusters.
-  Outcome<Cluster> create_cluster(const User& by, const ClusterSpec& spec);
+  Result<Cluster> create_cluster(const User& by, const ClusterSpec& spec);
   // A scale down marks the highest containers leaving: they leave the
   // hostfile and drain (reconciler.h). `drain_timeout`, when given, becomes
   // the cluster's setting, this scale's drain included.
-  Outcome<Cluster> scale_cluster(const User& by, const std::string& name, int containers,
+  Result<Cluster> scale_cluster(const User& by, const std::string& name, int containers,
                                  std::optional<std::chrono::milliseconds> drain_timeout = std::nullopt);
   // Marks the cluster and its containers for removal; returns it as marked.
-  Outcome<Cluster> delete_cluster(const User& by, const std::string& name);
-  Outcome<Cluster> cluster(const User& by, const std::string& name);
+  Result<Cluster> delete_cluster(const User& by, const std::string& name);
+  Result<Cluster> cluster(const User& by, const std::string& name);
   std::vector<Cluster> clusters(const User& by);
-  Outcome<std::vector<ClusterEvent>> events(const User& by, const std::string& name);
+  Result<std::vector<ClusterEvent>> events(const User& by, const std::string& name);
   // The container records of a cluster `by` may see (for jobs and terminals).
-  Outcome<std::vector<ContainerRecord>> containers(const User& by, const std::string& name);
+  Result<std::vector<ContainerRecord>> containers(const User& by, const std::string& name);
+  // The key, known_hosts and port that reach the cluster's containers;
+  // refused (Conflict, field "name") until the backend has made them.
+  Result<SshAccess> ssh_access(const User& by, const std::string& name);
 
   // Volumes.
-  Outcome<Volume> create_volume(const User& by, const VolumeRequest& request);
-  Outcome<Volume> delete_volume(const User& by, const std::string& name);
+  Result<Volume> create_volume(const User& by, const VolumeRequest& request);
+  Result<Volume> delete_volume(const User& by, const std::string& name);
   std::vector<Volume> volumes(const User& by);
   // Startup: mounts each managed volume's disk that is not mounted (the
   // host restarted: the disk file stayed, its mount did not). A volume made
@@ -108,28 +135,36 @@ class Service {
   Status remount_volumes();
   // Writes `bytes` to `path` in the volume (volume_files.h), for its owner
   // or the admin; another user's volume is missing.
-  Outcome<VolumeFile> upload_file(const User& by, const std::string& volume, const std::string& path,
+  Result<VolumeFile> upload_file(const User& by, const std::string& volume, const std::string& path,
                                   std::string_view bytes);
 
   // Images and GPUs.
-  Outcome<Image> register_image(const User& by, const Image& image);
+  Result<Image> register_image(const User& by, const Image& image);
   std::vector<Image> images();
   // The inventory as `by` may see it: another user's holder is blanked
   // (held stays true).
   std::vector<Gpu> gpus(const User& by);
 
   // Users and tokens.
-  Outcome<std::vector<User>> users(const User& by);
-  Outcome<NewToken> create_user(const User& by, const std::string& name);
+  Result<std::vector<User>> users(const User& by);
+  Result<NewToken> create_user(const User& by, const std::string& name);
   // Refused while `name` owns a cluster (even one being deleted) or a volume.
-  Outcome<User> delete_user(const User& by, const std::string& name);
+  Result<User> delete_user(const User& by, const std::string& name);
   // Tokens of `user`, made, listed and revoked by that user or the admin.
-  Outcome<NewToken> create_token(const User& by, const std::string& user, const TokenRequest& request = {});
-  Outcome<std::vector<TokenInfo>> tokens(const User& by, const std::string& user);
-  Outcome<TokenInfo> revoke_token(const User& by, const std::string& user, int64_t id);
+  Result<NewToken> create_token(const User& by, const std::string& user, const TokenRequest& request = {});
+  Result<std::vector<TokenInfo>> tokens(const User& by, const std::string& user);
+  Result<TokenInfo> revoke_token(const User& by, const std::string& user, int64_t id);
 
-  // A job `by` may see, as recorded (JobRunner refreshes it).
-  Outcome<Job> job(const User& by, int64_t id);
+  // Jobs. A job `by` may see, refreshed (as recorded without a JobRunner).
+  Result<Job> job(const User& by, int64_t id);
+  // Starts the request's command in its container (the launcher's when it
+  // names none) of a cluster `by` may see.
+  Result<Job> start_job(const User& by, const std::string& cluster, const JobRequest& request);
+  // The jobs of a cluster `by` may see, newest first, refreshed.
+  Result<std::vector<Job>> jobs(const User& by, const std::string& cluster);
+  // Deletes an ended job (JobRunner::remove); a running one is a Conflict.
+  Result<Job> delete_job(const User& by, int64_t id);
+  Result<JobLog> job_log(const User& by, int64_t id);
 
   // The database's version (see Database::Tx::version).
   int64_t version();
@@ -137,16 +172,16 @@ class Service {
  private:
   // Refuses a user deleted since their request was authenticated, so that
   // nothing new is owned by a user who is gone.
-  Refusal check_still_a_user(Database::Tx& tx, const User& by);
+  Status check_still_a_user(Database::Tx& tx, const User& by);
   // Refuses `by` acting on the tokens of `user` (theirs alone, or the
   // admin's), and a user that does not exist.
-  Refusal check_token_owner(Database::Tx& tx, const User& by, const std::string& user);
+  Status check_token_owner(Database::Tx& tx, const User& by, const std::string& user);
   // The cluster in `tx` if `by` may see it.
-  Outcome<Cluster> owned_cluster(Database::Tx& tx, const User& by, const std::string& name);
+  Result<Cluster> owned_cluster(Database::Tx& tx, const User& by, const std::string& name);
   // Allots containers [from, to) of `spec` in `tx`: addresses, GPUs, rows.
-  Refusal allot(Database::Tx& tx, const ClusterSpec& spec, int from, int to);
+  Status allot(Database::Tx& tx, const ClusterSpec& spec, int from, int to);
   // Commits `tx`, then asks for a reconcile of `cluster`.
-  Refusal commit_and_reconcile(Database::Tx& tx, const std::string& cluster);
+  Status commit_and_reconcile(Database::Tx& tx, const std::string& cluster);
   // A managed volume's disk file (volume_disk): beside the volumes, never in one.
   std::string volume_disk_image(const std::string& name) const;
   // ": it is bounded to N MiB ..." for a volume on a disk of its own, else "".
@@ -154,6 +189,8 @@ class Service {
   // Makes, or removes, the directory of managed volume `v`.
   Status make_volume_dir(const Volume& v) const;
   Status remove_volume_dir(const Volume& v) const;
+  // Refuses (kInternal) an operation whose part (jobs, backend) edtd did not give.
+  Status check_has(const void* part, const std::string& what) const;
 
   Database* db_;
   ServiceOptions options_;

@@ -12,7 +12,7 @@
 namespace edt::control {
 namespace {
 
-using Kind = Error::Kind;
+
 
 class ServiceTest : public ::testing::Test {
  protected:
@@ -29,7 +29,7 @@ class ServiceTest : public ::testing::Test {
     auto token = service_->ensure_admin();
     ASSERT_TRUE(token.is_ok() && token->has_value());
     admin_ = *service_->authenticate(**token);
-    ASSERT_TRUE(service_->create_user(admin_, "alice").ok());
+    ASSERT_TRUE(service_->create_user(admin_, "alice").is_ok());
     bob_token_ = service_->create_user(admin_, "bob")->token;
   }
   void TearDown() override {
@@ -64,7 +64,7 @@ class ServiceTest : public ::testing::Test {
 
 TEST_F(ServiceTest, CreateAllotsRecordsItsEventAndRequestsAReconcile) {
   auto c = service_->create_cluster(alice_, spec("a", 2, 1));
-  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
   ASSERT_EQ(c->containers.size(), 2u);
   EXPECT_EQ(c->containers[0].name, "a-launcher");
   EXPECT_EQ(c->containers[1].name, "a-worker-0");
@@ -80,20 +80,20 @@ TEST_F(ServiceTest, CreateAllotsRecordsItsEventAndRequestsAReconcile) {
 }
 
 TEST_F(ServiceTest, RefusalsChangeNothing) {
-  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).ok());
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).is_ok());
   requested_.clear();
   auto taken = service_->create_cluster(alice_, spec("a", 2));
-  ASSERT_FALSE(taken.ok());
-  EXPECT_EQ(taken.error().kind, Kind::kConflict);
-  EXPECT_EQ(taken.error().field, "name");
+  ASSERT_FALSE(taken.is_ok());
+  EXPECT_EQ(taken.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(taken.status().field(), "name");
   auto gpus = service_->create_cluster(alice_, spec("b", 3, 1));
-  ASSERT_FALSE(gpus.ok());
-  EXPECT_EQ(gpus.error().field, "gpu.count");
-  EXPECT_NE(gpus.error().message.find("2 of 4 are free"), std::string::npos) << gpus.error().message;
+  ASSERT_FALSE(gpus.is_ok());
+  EXPECT_EQ(gpus.status().field(), "gpu.count");
+  EXPECT_NE(gpus.status().message().find("2 of 4 are free"), std::string::npos) << gpus.status().message();
   // The /29 has addresses .1 to .6: 2 taken, 4 free; 5 more do not fit.
   auto addresses = service_->create_cluster(alice_, spec("c", 5));
-  ASSERT_FALSE(addresses.ok());
-  EXPECT_EQ(addresses.error().kind, Kind::kConflict);
+  ASSERT_FALSE(addresses.is_ok());
+  EXPECT_EQ(addresses.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(db_->lock().cluster_names(), std::vector<std::string>{"a"});
   EXPECT_TRUE(db_->lock().containers("c").empty());
   EXPECT_TRUE(db_->lock().events("c").empty());
@@ -102,19 +102,19 @@ TEST_F(ServiceTest, RefusalsChangeNothing) {
 }
 
 TEST_F(ServiceTest, ScaleUpAllotsAndScaleDownMarksTheHighestWorkers) {
-  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).ok());
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).is_ok());
   auto up = service_->scale_cluster(alice_, "a", 4);
-  ASSERT_TRUE(up.ok()) << up.error().field << ": " << up.error().message;
+  ASSERT_TRUE(up.is_ok()) << up.status().field() << ": " << up.status().message();
   EXPECT_EQ(up->phase, Phase::kScaling);
   EXPECT_EQ(up->spec.containers, 4);
   EXPECT_EQ(up->containers[3].name, "a-worker-2");
   EXPECT_EQ(free_gpus(), 0);
   auto more = service_->scale_cluster(alice_, "a", 5);
-  ASSERT_FALSE(more.ok());
-  EXPECT_EQ(more.error().field, "gpu.count");
-  EXPECT_NE(more.error().message.find("0 of 4 are free"), std::string::npos);
+  ASSERT_FALSE(more.is_ok());
+  EXPECT_EQ(more.status().field(), "gpu.count");
+  EXPECT_NE(more.status().message().find("0 of 4 are free"), std::string::npos);
 
-  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2).ok());
+  ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2).is_ok());
   auto records = db_->lock().containers("a");
   ASSERT_EQ(records.size(), 4u);
   EXPECT_FALSE(records[1].status.leaving);
@@ -122,80 +122,80 @@ TEST_F(ServiceTest, ScaleUpAllotsAndScaleDownMarksTheHighestWorkers) {
   EXPECT_TRUE(records[3].status.leaving);
   // Growing back before they are gone is refused, not mixed up.
   auto early = service_->scale_cluster(alice_, "a", 3);
-  ASSERT_FALSE(early.ok());
-  EXPECT_EQ(early.error().kind, Kind::kConflict);
+  ASSERT_FALSE(early.is_ok());
+  EXPECT_EQ(early.status().code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(db_->lock().delete_container("a-worker-1").is_ok());
   ASSERT_TRUE(db_->lock().delete_container("a-worker-2").is_ok());
   EXPECT_EQ(free_gpus(), 2);
-  EXPECT_TRUE(service_->scale_cluster(alice_, "a", 3).ok());
+  EXPECT_TRUE(service_->scale_cluster(alice_, "a", 3).is_ok());
   EXPECT_EQ(event_types("a"), (std::vector<std::string>{"Created", "Scaling", "Scaling", "Scaling"}));
 }
 
 TEST_F(ServiceTest, OwnersAndTheAdmin) {
-  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2)).ok());
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2)).is_ok());
   // Another user's cluster is answered for in the words of a missing one.
-  const Error missing = service_->cluster(alice_, "none").error();
-  EXPECT_EQ(missing.kind, Kind::kNotFound);
-  for (const Error& e : {service_->cluster(bob_, "a").error(), service_->scale_cluster(bob_, "a", 3).error(),
-                         service_->delete_cluster(bob_, "a").error(), service_->events(bob_, "a").error(),
-                         service_->containers(bob_, "a").error()}) {
-    EXPECT_EQ(e.kind, Kind::kNotFound);
-    EXPECT_EQ(e.message, "cluster 'a' does not exist");
-    EXPECT_EQ(e.fix, missing.fix);
+  const Status missing = service_->cluster(alice_, "none").status();
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  for (const Status& e : {service_->cluster(bob_, "a").status(), service_->scale_cluster(bob_, "a", 3).status(),
+                         service_->delete_cluster(bob_, "a").status(), service_->events(bob_, "a").status(),
+                         service_->containers(bob_, "a").status()}) {
+    EXPECT_EQ(e.code(), StatusCode::kNotFound);
+    EXPECT_EQ(e.message(), "cluster 'a' does not exist");
+    EXPECT_EQ(e.fix(), missing.fix());
   }
   // A create finds the name taken, and names no owner.
   auto taken = service_->create_cluster(bob_, spec("a", 2));
-  EXPECT_EQ(taken.error().kind, Kind::kConflict);
-  EXPECT_EQ(taken.error().message.find("alice"), std::string::npos) << taken.error().message;
+  EXPECT_EQ(taken.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(taken.status().message().find("alice"), std::string::npos) << taken.status().message();
   EXPECT_TRUE(service_->clusters(bob_).empty());
   EXPECT_EQ(service_->clusters(admin_).size(), 1u);
-  EXPECT_EQ(service_->create_user(alice_, "eve").error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->users(alice_).error().message, "only the admin may list users");
-  EXPECT_EQ(service_->create_user(admin_, "alice").error().kind, Kind::kConflict);
-  EXPECT_EQ(service_->create_token(alice_, "admin").error().kind, Kind::kForbidden);
+  EXPECT_EQ(service_->create_user(alice_, "eve").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->users(alice_).status().message(), "only the admin may list users");
+  EXPECT_EQ(service_->create_user(admin_, "alice").status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(service_->create_token(alice_, "admin").status().code(), StatusCode::kPermissionDenied);
   auto token = service_->create_token(alice_, "alice");
-  ASSERT_TRUE(token.ok());
+  ASSERT_TRUE(token.is_ok());
   EXPECT_EQ(service_->authenticate(token->token)->name, "alice");
   EXPECT_FALSE(service_->authenticate("edt_wrong").has_value());
-  EXPECT_EQ(service_->register_image(alice_, {"ds", "/", {"deepspeed"}, false}).error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->register_image(admin_, {"edt", "/", {"deepspeed"}, false}).error().kind, Kind::kConflict);
-  EXPECT_EQ(service_->register_image(admin_, {"ds", "/nonexistent", {"deepspeed"}, false}).error().field, "root");
+  EXPECT_EQ(service_->register_image(alice_, {"ds", "/", {"deepspeed"}, false}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->register_image(admin_, {"edt", "/", {"deepspeed"}, false}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(service_->register_image(admin_, {"ds", "/nonexistent", {"deepspeed"}, false}).status().field(), "root");
 }
 
 TEST_F(ServiceTest, DeleteMarksEverythingLeavingWithItsEvent) {
-  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2)).ok());
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2)).is_ok());
   auto deleted = service_->delete_cluster(alice_, "a");
-  ASSERT_TRUE(deleted.ok());
+  ASSERT_TRUE(deleted.is_ok());
   EXPECT_EQ(deleted->phase, Phase::kDeleting);
   for (const auto& c : deleted->containers) EXPECT_TRUE(c.leaving);
   EXPECT_EQ(event_types("a"), (std::vector<std::string>{"Created", "Deleting"}));
-  EXPECT_EQ(service_->scale_cluster(alice_, "a", 3).error().kind, Kind::kConflict);
+  EXPECT_EQ(service_->scale_cluster(alice_, "a", 3).status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ServiceTest, VolumesMountedByAClusterStay) {
   auto volume = service_->create_volume(alice_, {"data", false, ""});
-  ASSERT_TRUE(volume.ok());
+  ASSERT_TRUE(volume.is_ok());
   EXPECT_TRUE(std::filesystem::is_directory(volume->host_path));
-  EXPECT_EQ(service_->create_volume(bob_, {"data", false, ""}).error().kind, Kind::kConflict);
-  EXPECT_EQ(service_->create_volume(bob_, {"mine", true, "/tmp"}).error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->create_volume(admin_, {"mine", true, "relative"}).error().kind, Kind::kInvalid);
+  EXPECT_EQ(service_->create_volume(bob_, {"data", false, ""}).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(service_->create_volume(bob_, {"mine", true, "/tmp"}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->create_volume(admin_, {"mine", true, "relative"}).status().code(), StatusCode::kInvalidArgument);
   ClusterSpec s = spec("a", 2);
   s.mounts.push_back({"data", "/root/data", false});
-  EXPECT_EQ(service_->create_cluster(bob_, s).error().field, "mounts[0].volume");
-  ASSERT_TRUE(service_->create_cluster(alice_, s).ok());
-  EXPECT_EQ(service_->delete_volume(bob_, "data").error().kind, Kind::kNotFound);
-  EXPECT_EQ(service_->delete_volume(bob_, "data").error().message, "volume 'data' does not exist");
+  EXPECT_EQ(service_->create_cluster(bob_, s).status().field(), "mounts[0].volume");
+  ASSERT_TRUE(service_->create_cluster(alice_, s).is_ok());
+  EXPECT_EQ(service_->delete_volume(bob_, "data").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->delete_volume(bob_, "data").status().message(), "volume 'data' does not exist");
   auto mounted = service_->delete_volume(alice_, "data");
-  ASSERT_FALSE(mounted.ok());
-  EXPECT_EQ(mounted.error().kind, Kind::kConflict);
-  EXPECT_NE(mounted.error().message.find("mounted by cluster a"), std::string::npos);
+  ASSERT_FALSE(mounted.is_ok());
+  EXPECT_EQ(mounted.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(mounted.status().message().find("mounted by cluster a"), std::string::npos);
   EXPECT_EQ(service_->volumes(alice_).size(), 1u);
   EXPECT_TRUE(service_->volumes(bob_).empty());
 }
 
 TEST_F(ServiceTest, GpuHoldersAreNamedToTheirOwnerAndTheAdminOnly) {
-  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).ok());
-  ASSERT_TRUE(service_->create_cluster(bob_, spec("b", 2, 1)).ok());
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).is_ok());
+  ASSERT_TRUE(service_->create_cluster(bob_, spec("b", 2, 1)).is_ok());
   auto holders = [this](const User& u) {
     std::vector<std::string> out;
     for (const auto& g : service_->gpus(u)) out.push_back(g.holder + (g.held ? "+" : "-"));
@@ -211,7 +211,7 @@ TEST_F(ServiceTest, TokensExpireAndAreRevokedAtOnce) {
   hour.expires_in = std::chrono::hours(1);
   hour.description = "ci";
   auto made = service_->create_token(alice_, "alice", hour);
-  ASSERT_TRUE(made.ok()) << made.error().message;
+  ASSERT_TRUE(made.is_ok()) << made.status().message();
   EXPECT_GT(made->info.expires_at, made->info.created_at);
   EXPECT_EQ(made->info.expires_at - made->info.created_at, 3600);
   EXPECT_EQ(service_->authenticate(made->token)->name, "alice");
@@ -221,53 +221,53 @@ TEST_F(ServiceTest, TokensExpireAndAreRevokedAtOnce) {
   EXPECT_FALSE(service_->authenticate(old).has_value());
 
   auto listed = service_->tokens(alice_, "alice");
-  ASSERT_TRUE(listed.ok());
+  ASSERT_TRUE(listed.is_ok());
   ASSERT_EQ(listed->size(), 3u);  // the first from create_user, "ci", "old"
   EXPECT_EQ((*listed)[1].description, "ci");
   EXPECT_TRUE((*listed)[2].expired(1000));
   EXPECT_FALSE((*listed)[0].expired(1000));
 
   // Only alice and the admin touch alice's tokens; bob learns nothing of the name.
-  EXPECT_EQ(service_->tokens(bob_, "alice").error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->tokens(bob_, "nobody").error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->revoke_token(bob_, "alice", made->info.id).error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->create_token(bob_, "alice").error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->tokens(admin_, "nobody").error().kind, Kind::kNotFound);
-  EXPECT_EQ(service_->revoke_token(alice_, "alice", 999).error().kind, Kind::kNotFound);
+  EXPECT_EQ(service_->tokens(bob_, "alice").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->tokens(bob_, "nobody").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->revoke_token(bob_, "alice", made->info.id).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->create_token(bob_, "alice").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->tokens(admin_, "nobody").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->revoke_token(alice_, "alice", 999).status().code(), StatusCode::kNotFound);
   // An id of another user's token under your own name is just not yours.
   auto admins = service_->tokens(admin_, "admin");
-  ASSERT_TRUE(admins.ok() && !admins->empty());
-  EXPECT_EQ(service_->revoke_token(alice_, "alice", (*admins)[0].id).error().kind, Kind::kNotFound);
+  ASSERT_TRUE(admins.is_ok() && !admins->empty());
+  EXPECT_EQ(service_->revoke_token(alice_, "alice", (*admins)[0].id).status().code(), StatusCode::kNotFound);
   // The admin keeps one valid token: no one else could make them another.
-  EXPECT_EQ(service_->revoke_token(admin_, "admin", (*admins)[0].id).error().kind, Kind::kConflict);
+  EXPECT_EQ(service_->revoke_token(admin_, "admin", (*admins)[0].id).status().code(), StatusCode::kFailedPrecondition);
   auto spare = service_->create_token(admin_, "admin");
-  ASSERT_TRUE(spare.ok());
-  EXPECT_TRUE(service_->revoke_token(admin_, "admin", (*admins)[0].id).ok());
+  ASSERT_TRUE(spare.is_ok());
+  EXPECT_TRUE(service_->revoke_token(admin_, "admin", (*admins)[0].id).is_ok());
 
-  ASSERT_TRUE(service_->revoke_token(alice_, "alice", made->info.id).ok());
+  ASSERT_TRUE(service_->revoke_token(alice_, "alice", made->info.id).is_ok());
   EXPECT_FALSE(service_->authenticate(made->token).has_value());
   EXPECT_EQ(service_->tokens(alice_, "alice")->size(), 2u);
   auto second = service_->create_token(alice_, "alice");
-  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second.is_ok());
   EXPECT_EQ(second->info.expires_at, 0);
-  ASSERT_TRUE(service_->revoke_token(admin_, "alice", second->info.id).ok());
+  ASSERT_TRUE(service_->revoke_token(admin_, "alice", second->info.id).is_ok());
   EXPECT_FALSE(service_->authenticate(second->token).has_value());
 }
 
 TEST_F(ServiceTest, AUserIsDeletedOnlyWhenTheyOwnNothing) {
-  ASSERT_TRUE(service_->create_cluster(bob_, spec("b", 2)).ok());
-  ASSERT_TRUE(service_->create_volume(bob_, {"bobs", false, ""}).ok());
-  EXPECT_EQ(service_->delete_user(alice_, "bob").error().kind, Kind::kForbidden);
-  EXPECT_EQ(service_->delete_user(admin_, "admin").error().kind, Kind::kConflict);
-  EXPECT_EQ(service_->delete_user(admin_, "nobody").error().kind, Kind::kNotFound);
+  ASSERT_TRUE(service_->create_cluster(bob_, spec("b", 2)).is_ok());
+  ASSERT_TRUE(service_->create_volume(bob_, {"bobs", false, ""}).is_ok());
+  EXPECT_EQ(service_->delete_user(alice_, "bob").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->delete_user(admin_, "admin").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(service_->delete_user(admin_, "nobody").status().code(), StatusCode::kNotFound);
   auto owns = service_->delete_user(admin_, "bob");
-  ASSERT_FALSE(owns.ok());
-  EXPECT_EQ(owns.error().kind, Kind::kConflict);
-  EXPECT_NE(owns.error().message.find("1 cluster(s) and 1 volume(s)"), std::string::npos) << owns.error().message;
+  ASSERT_FALSE(owns.is_ok());
+  EXPECT_EQ(owns.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(owns.status().message().find("1 cluster(s) and 1 volume(s)"), std::string::npos) << owns.status().message();
   // A cluster being deleted still counts until the reconciler has removed it.
-  ASSERT_TRUE(service_->delete_cluster(admin_, "b").ok());
-  ASSERT_TRUE(service_->delete_volume(admin_, "bobs").ok());
-  EXPECT_EQ(service_->delete_user(admin_, "bob").error().kind, Kind::kConflict);
+  ASSERT_TRUE(service_->delete_cluster(admin_, "b").is_ok());
+  ASSERT_TRUE(service_->delete_volume(admin_, "bobs").is_ok());
+  EXPECT_EQ(service_->delete_user(admin_, "bob").status().code(), StatusCode::kFailedPrecondition);
   for (const auto& r : db_->lock().containers("b")) ASSERT_TRUE(db_->lock().delete_container(r.status.name).is_ok());
   ASSERT_TRUE(db_->lock().delete_cluster("b").is_ok());
   EXPECT_EQ(service_->authenticate(bob_token_)->name, "bob");
@@ -278,17 +278,17 @@ TEST_F(ServiceTest, AUserIsDeletedOnlyWhenTheyOwnNothing) {
   auto job_id = db_->lock().insert_job(job);
   ASSERT_TRUE(job_id.is_ok());
   auto deleted = service_->delete_user(admin_, "bob");
-  ASSERT_TRUE(deleted.ok()) << deleted.error().message;
+  ASSERT_TRUE(deleted.is_ok()) << deleted.status().message();
   EXPECT_FALSE(service_->authenticate(bob_token_).has_value());
   // A request authenticated before the deletion makes nothing after it.
-  EXPECT_EQ(service_->create_cluster(bob_, spec("late", 2)).error().kind, Kind::kUnauthenticated);
-  EXPECT_EQ(service_->create_volume(bob_, {"late", false, ""}).error().kind, Kind::kUnauthenticated);
+  EXPECT_EQ(service_->create_cluster(bob_, spec("late", 2)).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(service_->create_volume(bob_, {"late", false, ""}).status().code(), StatusCode::kUnauthenticated);
   EXPECT_TRUE(db_->lock().cluster_names().empty());
   EXPECT_FALSE(db_->lock().user("bob").has_value());
   EXPECT_FALSE(db_->lock().job(*job_id).has_value());
   // The name can be given again, with nothing of before.
   auto again = service_->create_user(admin_, "bob");
-  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(again.is_ok());
   EXPECT_EQ(service_->tokens(admin_, "bob")->size(), 1u);
   EXPECT_EQ(service_->users(admin_)->size(), 3u);
 }
@@ -324,7 +324,7 @@ TEST_F(ServiceTest, BoundedVolumesAreDisksOfTheirOwn) {
                          DiskBound{32 << 20, 0, true}};
   Service bounded(db_.get(), options);
   auto volume = bounded.create_volume(alice_, {"small", false, ""});
-  ASSERT_TRUE(volume.ok()) << volume.error().message;
+  ASSERT_TRUE(volume.is_ok()) << volume.status().message();
   const std::string image = dir_.string() + "/volume-disks/small.disk";
   struct Cleanup {
     std::string at, image;
@@ -333,13 +333,13 @@ TEST_F(ServiceTest, BoundedVolumesAreDisksOfTheirOwn) {
   EXPECT_TRUE(is_mount_point(volume->host_path));
   EXPECT_EQ(std::filesystem::file_size(image), uint64_t{32} << 20);
 
-  ASSERT_TRUE(bounded.upload_file(alice_, "small", "fits", std::string(1 << 20, 'x')).ok());
+  ASSERT_TRUE(bounded.upload_file(alice_, "small", "fits", std::string(1 << 20, 'x')).is_ok());
   auto full = bounded.upload_file(alice_, "small", "over/the/bound", std::string(40 << 20, 'x'));
-  ASSERT_FALSE(full.ok());
-  EXPECT_EQ(full.error().kind, Kind::kTooLarge) << full.error().message;
-  EXPECT_NE(full.error().message.find("volume 'small' has no room"), std::string::npos) << full.error().message;
-  EXPECT_NE(full.error().message.find("bounded to 32 MiB"), std::string::npos) << full.error().message;
-  EXPECT_TRUE(bounded.upload_file(alice_, "small", "still", "room for a little").ok()) << "the failed upload left nothing";
+  ASSERT_FALSE(full.is_ok());
+  EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted) << full.status().message();
+  EXPECT_NE(full.status().message().find("volume 'small' has no room"), std::string::npos) << full.status().message();
+  EXPECT_NE(full.status().message().find("bounded to 32 MiB"), std::string::npos) << full.status().message();
+  EXPECT_TRUE(bounded.upload_file(alice_, "small", "still", "room for a little").is_ok()) << "the failed upload left nothing";
 
   // The host restarted: the disk file stayed, its mount did not.
   ASSERT_EQ(::umount2(volume->host_path.c_str(), MNT_DETACH), 0);
@@ -348,7 +348,7 @@ TEST_F(ServiceTest, BoundedVolumesAreDisksOfTheirOwn) {
   EXPECT_TRUE(is_mount_point(volume->host_path));
   EXPECT_TRUE(std::filesystem::exists(volume->host_path + "/fits")) << "the volume's files are on its disk";
 
-  ASSERT_TRUE(bounded.delete_volume(alice_, "small").ok());
+  ASSERT_TRUE(bounded.delete_volume(alice_, "small").is_ok());
   EXPECT_FALSE(is_mount_point(volume->host_path));
   EXPECT_FALSE(std::filesystem::exists(volume->host_path));
   EXPECT_FALSE(std::filesystem::exists(image));

@@ -29,12 +29,12 @@ std::optional<User> Service::authenticate(const std::string& token) {
   return db_->lock().user_for_token(hash_token(token), unix_seconds());
 }
 
-Outcome<std::vector<User>> Service::users(const User& by) {
+Result<std::vector<User>> Service::users(const User& by) {
   if (!by.admin) return admin_only("list users");
   return db_->lock().users();
 }
 
-Outcome<NewToken> Service::create_user(const User& by, const std::string& name) {
+Result<NewToken> Service::create_user(const User& by, const std::string& name) {
   if (!by.admin) return admin_only("create users");
   const std::string token = new_token();
   TokenInfo info{0, name, "made with the user", unix_seconds(), 0};
@@ -46,11 +46,11 @@ Outcome<NewToken> Service::create_user(const User& by, const std::string& name) 
     if (id.is_ok()) info.id = *id;
   }
   if (st.is_ok()) st = tx.commit();
-  if (!st.is_ok()) return error_from_status(st, "name");
+  if (!st.is_ok()) return as_refusal(st, "name");
   return NewToken{info, token};
 }
 
-Outcome<User> Service::delete_user(const User& by, const std::string& name) {
+Result<User> Service::delete_user(const User& by, const std::string& name) {
   if (!by.admin) return admin_only("delete users");
   auto tx = db_->transaction();
   auto user = tx.user(name);
@@ -67,46 +67,46 @@ Outcome<User> Service::delete_user(const User& by, const std::string& name) {
                     "it is gone), then delete the user");
   Status st = tx.delete_user(name);
   if (st.is_ok()) st = tx.commit();
-  if (!st.is_ok()) return error_from_status(st, "name");
+  if (!st.is_ok()) return as_refusal(st, "name");
   return *user;
 }
 
-Refusal Service::check_still_a_user(Database::Tx& tx, const User& by) {
-  if (tx.user(by.name)) return std::nullopt;
-  return Error{Error::Kind::kUnauthenticated, "Authorization", "user '" + by.name + "' has been deleted",
-               "ask the admin for a user and a token"};
+Status Service::check_still_a_user(Database::Tx& tx, const User& by) {
+  if (tx.user(by.name)) return Status::ok();
+  return unauthenticated("Authorization", "user '" + by.name + "' has been deleted",
+                         "ask the admin for a user and a token");
 }
 
-Refusal Service::check_token_owner(Database::Tx& tx, const User& by, const std::string& user) {
+Status Service::check_token_owner(Database::Tx& tx, const User& by, const std::string& user) {
   // A user asking about another name learns nothing of it, not even whether it exists.
   if (!by.admin && by.name != user)
     return forbidden("name", "you may make, list and revoke only your own tokens", "use /users/" + by.name + "/tokens");
   if (!tx.user(user)) return missing("name", "user '" + user + "' does not exist", "see edt user list");
-  return std::nullopt;
+  return Status::ok();
 }
 
-Outcome<NewToken> Service::create_token(const User& by, const std::string& user, const TokenRequest& request) {
+Result<NewToken> Service::create_token(const User& by, const std::string& user, const TokenRequest& request) {
   const std::string token = new_token();
   const int64_t now = unix_seconds();
   TokenInfo info{0, user, request.description, now, request.expires_in ? now + request.expires_in->count() : 0};
   auto tx = db_->transaction();
-  if (auto r = check_token_owner(tx, by, user)) return *r;
+  EDT_RETURN_IF_ERROR(check_token_owner(tx, by, user));
   auto id = tx.insert_token(info, hash_token(token));
-  if (!id.is_ok()) return error_from_status(id.status(), "name");
-  if (Status st = tx.commit(); !st.is_ok()) return error_from_status(st, "");
+  if (!id.is_ok()) return as_refusal(id.status(), "name");
+  if (Status st = tx.commit(); !st.is_ok()) return as_refusal(st, "");
   info.id = *id;
   return NewToken{info, token};
 }
 
-Outcome<std::vector<TokenInfo>> Service::tokens(const User& by, const std::string& user) {
+Result<std::vector<TokenInfo>> Service::tokens(const User& by, const std::string& user) {
   auto tx = db_->lock();
-  if (auto r = check_token_owner(tx, by, user)) return *r;
+  EDT_RETURN_IF_ERROR(check_token_owner(tx, by, user));
   return tx.tokens(user);
 }
 
-Outcome<TokenInfo> Service::revoke_token(const User& by, const std::string& user, int64_t id) {
+Result<TokenInfo> Service::revoke_token(const User& by, const std::string& user, int64_t id) {
   auto tx = db_->transaction();
-  if (auto r = check_token_owner(tx, by, user)) return *r;
+  EDT_RETURN_IF_ERROR(check_token_owner(tx, by, user));
   std::optional<TokenInfo> found;
   int others_valid = 0;  // the user's unexpired tokens but this one
   const int64_t now = unix_seconds();
@@ -122,7 +122,7 @@ Outcome<TokenInfo> Service::revoke_token(const User& by, const std::string& user
                     "make another first (edt token create), then revoke this one");
   Status st = tx.delete_token(user, id);
   if (st.is_ok()) st = tx.commit();
-  if (!st.is_ok()) return error_from_status(st, "id");
+  if (!st.is_ok()) return as_refusal(st, "id");
   return *found;
 }
 

@@ -50,7 +50,7 @@ std::vector<std::string> segments_of(const std::string& path) {
   }
 }
 
-Error in_the_way(const std::string& where, const std::string& what) {
+Status in_the_way(const std::string& where, const std::string& what) {
   return conflict("path", "'" + where + "' in the volume is " + what,
                   "upload to another path, or remove or rename '" + where + "' (in a container that mounts it)");
 }
@@ -60,16 +60,16 @@ bool no_room(int err) { return err == ENOSPC || err == EDQUOT; }
 
 // The refusal of an upload its volume has no room for (Service::upload_file
 // names the volume and its bound).
-Error volume_full(const std::string& path) {
-  return {Error::Kind::kTooLarge, "path", "the volume has no room for '" + path + "'",
-          "delete files in the volume, or upload into a larger volume"};
+Status volume_full(const std::string& path) {
+  return too_large("path", "the volume has no room for '" + path + "'",
+                   "delete files in the volume, or upload into a larger volume");
 }
 
-Error file_system(const std::string& what, int err) { return error_from_status(io_error(what, err), "path"); }
+Status file_system(const std::string& what, int err) { return as_refusal(io_error(what, err), "path"); }
 
 // The refusal for an upload whose directory, or temporary file, was
 // removed while it was written (ENOENT where the file system had them).
-Error changed_during_upload(const std::string& path) {
+Status changed_during_upload(const std::string& path) {
   return conflict("path", "a directory on the way to '" + path + "' in the volume was removed or changed during the upload",
                   "upload again (and do not remove the directory while uploading into it)");
 }
@@ -83,7 +83,7 @@ struct Owner {
 
 // The directory `name` in `parent`, made if missing (for `owner`); never
 // through a link.
-Outcome<Fd> open_directory(int parent, const std::string& name, const std::string& where, Owner owner) {
+Result<Fd> open_directory(int parent, const std::string& name, const std::string& where, Owner owner) {
   if (::mkdirat(parent, name.c_str(), kDirectoryMode) == 0) {
     if (::fchownat(parent, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0)
       return file_system("give the directory '" + where + "' in the volume to its owner", errno);
@@ -102,15 +102,15 @@ Outcome<Fd> open_directory(int parent, const std::string& name, const std::strin
 }
 
 // Refuses a final name that exists and is not a regular file.
-Refusal check_target(int parent, const std::string& name, const std::string& path) {
+Status check_target(int parent, const std::string& name, const std::string& path) {
   struct stat st {};
   if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    if (errno == ENOENT) return std::nullopt;
+    if (errno == ENOENT) return Status::ok();
     return file_system("look at '" + path + "' in the volume", errno);
   }
   if (S_ISLNK(st.st_mode)) return in_the_way(path, "a symbolic link");
   if (!S_ISREG(st.st_mode)) return in_the_way(path, "a directory or another non-file");
-  return std::nullopt;
+  return Status::ok();
 }
 
 std::function<void(const std::string&)>& upload_hook() {
@@ -126,7 +126,7 @@ std::string temporary_name() {
 
 // Writes `bytes` to a new temporary file in `parent` (for `owner`) and
 // renames it to `name`.
-Outcome<int64_t> replace_file(int parent, const std::string& name, const std::string& path, std::string_view bytes,
+Result<int64_t> replace_file(int parent, const std::string& name, const std::string& path, std::string_view bytes,
                               Owner owner) {
   const std::string temp = temporary_name();
   Fd fd(::openat(parent, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode));
@@ -151,7 +151,7 @@ Outcome<int64_t> replace_file(int parent, const std::string& name, const std::st
   if (!st.is_ok()) {
     ::unlinkat(parent, temp.c_str(), 0);
     if (full) return volume_full(path);
-    return gone ? changed_during_upload(path) : error_from_status(st, "path");
+    return gone ? changed_during_upload(path) : as_refusal(st, "path");
   }
   return static_cast<int64_t>(bytes.size());
 }
@@ -162,7 +162,7 @@ void set_volume_upload_hook_for_testing(std::function<void(const std::string& pa
   upload_hook() = std::move(hook);
 }
 
-Refusal check_volume_file_path(const std::string& path, const std::string& field) {
+Status check_volume_file_path(const std::string& path, const std::string& field) {
   const std::string fix = "give a relative path such as data/train.csv: no leading '/', no '.' or '..' "
                           "segments, no empty segment, no control characters";
   const size_t max_length = api::limits::VolumeFilePath::max_length;
@@ -181,11 +181,11 @@ Refusal check_volume_file_path(const std::string& path, const std::string& field
       return malformed(field, "a segment of the file's path is over " + std::to_string(kMaxSegmentBytes) + " bytes",
                      "give shorter names");
   }
-  return std::nullopt;
+  return Status::ok();
 }
 
-Outcome<int64_t> write_volume_file(const std::string& dir, const std::string& path, std::string_view bytes) {
-  if (auto refused = check_volume_file_path(path)) return *refused;
+Result<int64_t> write_volume_file(const std::string& dir, const std::string& path, std::string_view bytes) {
+  EDT_RETURN_IF_ERROR(check_volume_file_path(path));
   Fd current(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (current.get() < 0) return file_system("open the volume's directory " + dir, errno);
   struct stat top {};
@@ -196,10 +196,10 @@ Outcome<int64_t> write_volume_file(const std::string& dir, const std::string& pa
   for (size_t i = 0; i + 1 < segments.size(); ++i) {
     where += (i ? "/" : "") + segments[i];
     auto next = open_directory(current.get(), segments[i], where, owner);
-    if (!next.ok()) return next.error();
+    if (!next.is_ok()) return next.status();
     current = std::move(*next);
   }
-  if (auto refused = check_target(current.get(), segments.back(), path)) return *refused;
+  EDT_RETURN_IF_ERROR(check_target(current.get(), segments.back(), path));
   return replace_file(current.get(), segments.back(), path, bytes, owner);
 }
 

@@ -40,13 +40,13 @@ struct VolumeFile {
 };
 
 // Refuses a path that is not a relative path inside a volume, as above.
-Refusal check_volume_file_path(const std::string& path, const std::string& field = "path");
+Status check_volume_file_path(const std::string& path, const std::string& field = "path");
 
 // Writes `bytes` to `path` under the directory `dir`, as above; returns the
 // bytes written, or the refusal (kMalformed path, kConflict link or
 // non-file in the way, kTooLarge the volume (its disk) is full, kInternal
 // the file system failed).
-Outcome<int64_t> write_volume_file(const std::string& dir, const std::string& path, std::string_view bytes);
+Result<int64_t> write_volume_file(const std::string& dir, const std::string& path, std::string_view bytes);
 
 // For tests: `hook(path)` runs in each write once the bytes are written and
 // synced, just before the rename (where a container's `rm -r` races an

@@ -45,10 +45,10 @@ class VolumeFilesTest : public ::testing::Test {
     std::sort(out.begin(), out.end());
     return out;
   }
-  Error::Kind refusal(const std::string& path) {
+  StatusCode refusal(const std::string& path) {
     auto written = write_volume_file(volume_.string(), path, "x");
-    EXPECT_FALSE(written.ok()) << path;
-    return written.ok() ? Error::Kind::kInternal : written.error().kind;
+    EXPECT_FALSE(written.is_ok()) << path;
+    return written.is_ok() ? StatusCode::kInternal : written.status().code();
   }
 
   fs::path root_, volume_, outside_;
@@ -57,7 +57,7 @@ class VolumeFilesTest : public ::testing::Test {
 TEST_F(VolumeFilesTest, WritesTheBytesWithTheModeAContainerReadsAndWrites) {
   const std::string bytes("a\0b\xff", 4);
   auto written = write_volume_file(volume_.string(), "data/sub/train.bin", bytes);
-  ASSERT_TRUE(written.ok()) << written.error().message;
+  ASSERT_TRUE(written.is_ok()) << written.status().message();
   EXPECT_EQ(*written, 4);
   EXPECT_EQ(read(volume_ / "data/sub/train.bin"), bytes);
   struct stat st {};
@@ -67,10 +67,10 @@ TEST_F(VolumeFilesTest, WritesTheBytesWithTheModeAContainerReadsAndWrites) {
   ASSERT_EQ(::stat((volume_ / "data").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0700, 0700u);
   // Replaced whole; no temporary file stays.
-  ASSERT_TRUE(write_volume_file(volume_.string(), "data/sub/train.bin", "new").ok());
+  ASSERT_TRUE(write_volume_file(volume_.string(), "data/sub/train.bin", "new").is_ok());
   EXPECT_EQ(read(volume_ / "data/sub/train.bin"), "new");
   EXPECT_EQ(listing(volume_), (std::vector<std::string>{"data", "data/sub", "data/sub/train.bin"}));
-  ASSERT_TRUE(write_volume_file(volume_.string(), "empty", "").ok());
+  ASSERT_TRUE(write_volume_file(volume_.string(), "empty", "").is_ok());
   EXPECT_EQ(fs::file_size(volume_ / "empty"), 0u);
 }
 
@@ -84,10 +84,10 @@ TEST_F(VolumeFilesTest, RefusesPathsThatLeaveTheVolumeOrAreNotNames) {
         std::string("a/../../outside/x"), std::string("a/./b"), std::string("."), std::string("a//b"),
         std::string("a/"), std::string("a\nb"), std::string("a\tb"), std::string("a\x7f"), std::string("a\0b", 3),
         std::string("\xff\xfe"), too_long_segment, too_long_path}) {
-    EXPECT_EQ(refusal(path), Error::Kind::kMalformed) << path;
+    EXPECT_EQ(refusal(path), StatusCode::kMalformed) << path;
   }
   // 255 bytes a segment is a name.
-  EXPECT_TRUE(write_volume_file(volume_.string(), std::string(255, 'b'), "x").ok());
+  EXPECT_TRUE(write_volume_file(volume_.string(), std::string(255, 'b'), "x").is_ok());
   EXPECT_TRUE(listing(outside_).empty());
 }
 
@@ -98,18 +98,18 @@ TEST_F(VolumeFilesTest, NeverFollowsALinkOnTheWayOrAtTheName) {
   std::ofstream(outside_ / "target") << "host file";
   fs::create_symlink(outside_ / "target", volume_ / "link");
   std::ofstream(volume_ / "plain") << "a file";
-  EXPECT_EQ(refusal("escape/x"), Error::Kind::kConflict);
-  EXPECT_EQ(refusal("real/up/x"), Error::Kind::kConflict);
-  EXPECT_EQ(refusal("link"), Error::Kind::kConflict);
-  EXPECT_EQ(refusal("plain/x"), Error::Kind::kConflict);   // a file on the way
-  EXPECT_EQ(refusal("real"), Error::Kind::kConflict);      // a directory at the name
+  EXPECT_EQ(refusal("escape/x"), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refusal("real/up/x"), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refusal("link"), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refusal("plain/x"), StatusCode::kFailedPrecondition);   // a file on the way
+  EXPECT_EQ(refusal("real"), StatusCode::kFailedPrecondition);      // a directory at the name
   EXPECT_EQ(listing(outside_), (std::vector<std::string>{"target"}));
   EXPECT_EQ(read(outside_ / "target"), "host file");
   EXPECT_TRUE(fs::is_symlink(volume_ / "link"));
 }
 
 TEST_F(VolumeFilesTest, AFailedWriteLeavesNoPartialFile) {
-  ASSERT_TRUE(write_volume_file(volume_.string(), "dir/kept", "old").ok());
+  ASSERT_TRUE(write_volume_file(volume_.string(), "dir/kept", "old").is_ok());
   // A file-size limit fails the write part way (EFBIG, even for root).
   struct rlimit saved {};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
@@ -120,14 +120,14 @@ TEST_F(VolumeFilesTest, AFailedWriteLeavesNoPartialFile) {
   auto written = write_volume_file(volume_.string(), "dir/kept", "longer than two bytes");
   ::setrlimit(RLIMIT_FSIZE, &saved);
   ::signal(SIGXFSZ, previous);
-  ASSERT_FALSE(written.ok());
-  EXPECT_EQ(written.error().kind, Error::Kind::kInternal);
-  EXPECT_EQ(written.error().field, "path");
+  ASSERT_FALSE(written.is_ok());
+  EXPECT_EQ(written.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(written.status().field(), "path");
   EXPECT_EQ(read(volume_ / "dir/kept"), "old");
   EXPECT_EQ(listing(volume_ / "dir"), (std::vector<std::string>{"kept"}));
   auto missing = write_volume_file((root_ / "gone").string(), "x", "y");
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().kind, Error::Kind::kInternal);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kIoError);
 }
 
 // A container removing the directory an upload goes into, while it is
@@ -144,18 +144,18 @@ TEST_F(VolumeFilesTest, ADirectoryRemovedDuringTheUploadIsAConflict) {
   });
   auto written = write_volume_file(volume_.string(), "race/deeper/x", "bytes");
   EXPECT_EQ(races, 1);
-  ASSERT_FALSE(written.ok());
-  EXPECT_EQ(written.error().kind, Error::Kind::kConflict) << written.error().message;
-  EXPECT_EQ(written.error().field, "path");
-  EXPECT_NE(written.error().message.find("during the upload"), std::string::npos) << written.error().message;
+  ASSERT_FALSE(written.is_ok());
+  EXPECT_EQ(written.status().code(), StatusCode::kFailedPrecondition) << written.status().message();
+  EXPECT_EQ(written.status().field(), "path");
+  EXPECT_NE(written.status().message().find("during the upload"), std::string::npos) << written.status().message();
   EXPECT_TRUE(listing(volume_).empty());
   // Only the temporary file taken away: the same.
   set_volume_upload_hook_for_testing([&](const std::string&) {
     for (const auto& e : fs::directory_iterator(volume_ / "kept")) fs::remove(e.path());
   });
   written = write_volume_file(volume_.string(), "kept/x", "bytes");
-  ASSERT_FALSE(written.ok());
-  EXPECT_EQ(written.error().kind, Error::Kind::kConflict) << written.error().message;
+  ASSERT_FALSE(written.is_ok());
+  EXPECT_EQ(written.status().code(), StatusCode::kFailedPrecondition) << written.status().message();
   EXPECT_EQ(listing(volume_), (std::vector<std::string>{"kept"}));
   // Once the directory stays, the upload goes through.
   set_volume_upload_hook_for_testing(nullptr);
@@ -169,7 +169,7 @@ TEST_F(VolumeFilesTest, WhatAnUploadMakesBelongsToTheVolumesOwner) {
   // change it.
   if (geteuid() != 0) GTEST_SKIP() << "giving files to another uid needs root";
   ASSERT_EQ(::chown(volume_.c_str(), 268500992, 268500993), 0);
-  ASSERT_TRUE(write_volume_file(volume_.string(), "data/sub/train.bin", "x").ok());
+  ASSERT_TRUE(write_volume_file(volume_.string(), "data/sub/train.bin", "x").is_ok());
   for (const char* path : {"data", "data/sub", "data/sub/train.bin"}) {
     struct stat st {};
     ASSERT_EQ(::lstat((volume_ / path).c_str(), &st), 0) << path;

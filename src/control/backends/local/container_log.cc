@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
+#include <thread>
 
 namespace edt::control {
 
@@ -150,6 +152,22 @@ std::string container_log_tail(const std::string& dir, size_t bytes) {
   }
   ::close(fd);
   return out;
+}
+
+// How long start() waits for the log writer to have written what a sandbox
+// that failed said, before it quotes the log's tail.
+constexpr auto kLastWordsWait = std::chrono::seconds(2);
+
+std::string last_words(const std::string& dir, const proc::ProcessId& writer) {
+  const auto deadline = std::chrono::steady_clock::now() + kLastWordsWait;
+  while (proc::alive(writer) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return container_log_tail(dir);
+}
+
+Status with_last_words(const Status& st, const std::string& dir, const proc::ProcessId& writer) {
+  const std::string log = last_words(dir, writer);
+  return log.empty() ? st : Status(st.code(), st.message() + "; the sandbox said: " + log);
 }
 
 }  // namespace edt::control

@@ -23,6 +23,9 @@
 #include <string>
 #include <string_view>
 
+#include "common/process.h"
+#include "edt/status.h"
+
 namespace edt::control {
 
 inline constexpr const char* kContainerLogCommand = "container-log";
@@ -59,5 +62,12 @@ int container_log_main(int argc, char** argv);
 // The last `bytes` bytes of <dir>/log (read with pread, never the whole
 // file), for the errors that quote what a sandbox said; empty when none.
 std::string container_log_tail(const std::string& dir, size_t bytes = 4096);
+
+// The end of a failed sandbox's log, once its `writer` has it all (it ends
+// when every process of the sandbox is gone) or 2 s passed.
+std::string last_words(const std::string& dir, const proc::ProcessId& writer);
+
+// `st` with last_words() appended ("; the sandbox said: ..."), if any.
+Status with_last_words(const Status& st, const std::string& dir, const proc::ProcessId& writer);
 
 }  // namespace edt::control

@@ -87,6 +87,12 @@
 // `ready` once sshd listens. So the init, which container root may trace,
 // holds no host file open, only that pipe; observe() is a stat of `ready`;
 // a failed start quotes the log's last 4 KiB.
+//
+// The pieces, one file each: sandbox_process.h (spawning, namespaces),
+// proc_scan.h (the label, /proc), sandbox_record.h (the record, which
+// container a sandbox is), container_fs.h (the container's tree and /etc),
+// bwrap_args.h (bubblewrap's arguments), slurm_files.h (a Slurm cluster's
+// files and daemons). This class joins them.
 #pragma once
 
 #include <memory>
@@ -103,6 +109,8 @@
 #include "control/backends/local/warm_interpreter.h"
 
 namespace edt::control {
+
+struct Pipe;  // sandbox_process.h
 
 struct LocalBackendOptions {
   std::string data_dir;
@@ -137,30 +145,6 @@ struct LocalBackendOptions {
   // this machine cannot make such disks, it is dropped with a warning.
   DiskBound container_disk;
 };
-
-// edtd's record of a sandbox it started (containers/<name>/sandbox.json).
-struct SandboxRecord {
-  std::string cluster;
-  std::string container;
-  SandboxRef ref;  // its init; pid 0: spawned, but not yet named by bwrap
-};
-
-// The container whose cgroup (a child of `parent`, edt-<key>) holds the
-// process whose /proc/<pid>/cgroup is `proc_cgroup`; none when no line of
-// it names one.
-std::optional<std::string> cgroup_container(std::string_view proc_cgroup, std::string_view parent);
-
-// Which container the sandbox whose init is `ref` is, from what the kernel
-// and edtd say of it, never from its label: the container of its cgroup
-// (`in_cgroup`), whose record names no other init; or, in no cgroup of
-// edtd's, the one record that names `ref` itself. None otherwise: that
-// sandbox is not adopted.
-std::optional<FoundSandbox> identify_sandbox(const SandboxRef& ref, const std::optional<std::string>& in_cgroup,
-                                             const std::vector<SandboxRecord>& records);
-
-// The host's first id of subordinate range `range` (from 1) above `first`;
-// an error when it does not fit below 2^32 - 1.
-Result<uint32_t> subordinate_ids(uint32_t first, int64_t range);
 
 class LocalBackend : public Backend {
  public:
@@ -200,8 +184,6 @@ class LocalBackend : public Backend {
  private:
   std::string cluster_dir(const std::string& cluster) const;
   std::string seccomp_path() const;  // the filter, as bwrap reads it
-  // Every container directory's record, as edtd wrote it.
-  std::vector<SandboxRecord> sandbox_records() const;
   Status make_container_dir(const SandboxSpec& spec, const std::string& dir);
   // The container's writable dirs' disk, mounted at `dir`/disk (a plain
   // directory without a bound); start() released any an earlier one left.
@@ -213,22 +195,27 @@ class LocalBackend : public Backend {
   Status write_slurm_files(const SandboxSpec& spec, const std::string& dir);
   // The container's host key in `conf`, and its certificate from the cluster's CA.
   Status make_host_key(const SandboxSpec& spec, const std::string& conf);
-  // `etc`: what etc_links() made for the container; `shared`: what
-  // shared_binds() gave, with user namespaces their sources where
-  // stage_sources() staged them.
-  std::vector<std::string> bwrap_args(const SandboxSpec& spec, const std::string& dir, const std::string& etc,
-                                      const std::vector<SandboxMount>& shared) const;
   // What the container binds besides its own files and its cluster's: the
   // tool tree (read-only, at the same paths), then the cluster's volumes.
   std::vector<SandboxMount> shared_binds(const SandboxSpec& spec) const;
-  // The links of a container's /etc into its image's (bound at
-  // /run/host/etc), shared by the containers of an image and made once for
-  // each listing of the image's /etc, under <data dir>/etc-links/.
-  Result<std::string> etc_links(const SandboxSpec& spec) const;
   // With user namespaces: the host's first id of the container's namespace
   // (its root), to which its own files, its cluster's munge key and the top
   // of a managed volume it mounts now belong; 0 without.
   Result<uint32_t> hand_over_to_container(const SandboxSpec& spec, const std::string& dir);
+  // start()'s steps, in `dir` (made clean): the container's files, its
+  // record and cgroups, its log writer, then bwrap; await_init() waits for
+  // bwrap to name the sandbox's init.
+  Result<SandboxRef> start_in(const SandboxSpec& spec, const std::string& dir);
+  Result<uint32_t> make_sandbox_files(const SandboxSpec& spec, const std::string& dir);
+  // Starts the log writer of `dir`, reading `out` (whose read end it then
+  // closes here), in `cgroups`: its identity.
+  Result<SandboxRef> start_log_writer(const std::string& dir, Pipe& out, const std::vector<std::string>& cgroups);
+  // bwrap writes the pid of the sandbox's init to its info fd once the
+  // namespaces exist: records it, and in bridge mode attaches the network
+  // and releases the sandbox (`release`). Kills `monitor` when bwrap fails,
+  // quoting the log `writer` wrote.
+  Result<SandboxRef> await_init(const SandboxSpec& spec, const std::string& dir, int64_t monitor,
+                                const SandboxRef& writer, int release);
   // Bridge mode: gives the sandbox `ref` its interface, then lets it go on
   // (a byte on `release`, bwrap's block fd). On failure it kills the sandbox.
   Status attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release);

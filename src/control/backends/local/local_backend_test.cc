@@ -1,4 +1,6 @@
-#include "control/backends/local/local_backend.h"
+#include "control/backends/local/proc_scan.h"
+#include "control/backends/local/sandbox_process.h"
+#include "control/backends/local/sandbox_record.h"
 
 #include <gtest/gtest.h>
 

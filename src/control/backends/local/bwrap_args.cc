@@ -1,0 +1,109 @@
+#include "control/backends/local/bwrap_args.h"
+
+#include <filesystem>
+
+#include "control/backends/local/container_fs.h"
+#include "control/backends/local/sandbox_policy.h"
+#include "control/backends/local/slurm_files.h"
+
+namespace edt::control {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Args = std::vector<std::string>;
+
+void append(Args& a, const Args& more) { a.insert(a.end(), more.begin(), more.end()); }
+
+// Its own UTS, PID and IPC namespaces (and network in bridge mode), and
+// the capabilities it keeps.
+Args namespace_args(const SandboxSpec& spec, const BwrapLayout& layout) {
+  Args a = {"/usr/bin/bwrap", "--info-fd", "3", "--seccomp", "4", "--unshare-uts",
+            "--unshare-pid", "--unshare-ipc", "--hostname", spec.name, "--cap-drop", "ALL"};
+  for (const auto& cap : kept_capabilities()) a.insert(a.end(), {"--cap-add", cap});
+  // Bridge mode: start() gives the namespace its interface, then writes fd 5.
+  if (layout.own_network) a.insert(a.end(), {"--unshare-net", "--block-fd", "5"});
+  return a;
+}
+
+// The image's /usr, and /bin, /lib... as they are on the image (links or
+// directories).
+Args image_args(const std::string& root) {
+  Args a = {"--ro-bind", root + "/usr", "/usr"};
+  for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
+    const std::string host = root + "/" + top;
+    std::error_code ec;
+    if (fs::is_symlink(host, ec)) {
+      a.insert(a.end(), {"--symlink", fs::read_symlink(host, ec).string(), std::string("/") + top});
+    } else if (fs::is_directory(host, ec)) {
+      a.insert(a.end(), {"--ro-bind", host, std::string("/") + top});
+    }
+  }
+  return a;
+}
+
+// The image's /etc at /run/host/etc with its secrets masked, the links
+// over it at /etc, and the container's own files and writable dirs.
+Args container_tree_args(const SandboxSpec& spec, const BwrapLayout& layout, const std::string& root) {
+  const std::string& dir = layout.dir;
+  Args a = {"--ro-bind", root + "/etc", "/run/host/etc"};
+  for (const auto& [path, is_dir] : unreadable_entries(root + "/etc"))
+    a.insert(a.end(), {"--ro-bind", dir + (is_dir ? "/masked" : "/masked-file"), "/run/host/etc/" + path});
+  append(a, {"--ro-bind", layout.etc, "/etc", "--ro-bind", dir + "/etc/hostname", "/etc/hostname", "--ro-bind",
+             dir + "/etc/shadow", "/etc/shadow", "--ro-bind", layout.cluster_dir + "/mpi", "/etc/mpi",
+             "--bind", dir + "/disk/var", "/var",
+             "--bind", dir + "/disk/root", "/root", "--bind", dir + "/disk/tmp", "/tmp", "--dev", "/dev",
+             "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs",
+             "/dev/shm", "--dir", "/run/sshd", "--ro-bind", dir + "/conf", "/run/edt"});
+  if (spec.job_dir) append(a, {"--ro-bind", layout.cluster_dir + "/mpi", "/job"});
+  return a;
+}
+
+// Its GPUs, the Slurm files, the warm interpreter's socket and `shared`;
+// then the root goes read-only.
+Args extra_binds(const SandboxSpec& spec, const BwrapLayout& layout, const std::vector<SandboxMount>& shared) {
+  Args a;
+  for (int gpu : spec.gpus) {
+    const std::string device = "/dev/nvidia" + std::to_string(gpu);
+    std::error_code ec;
+    a.insert(a.end(), {"--dev-bind", fs::exists(device, ec) ? device : "/dev/null", device});
+  }
+  if (spec.slurm) append(a, slurm_binds(spec, layout.dir, layout.cluster_dir));
+  if (std::error_code ec; !layout.warm_dir.empty() && fs::is_directory(layout.warm_dir, ec))
+    a.insert(a.end(), {"--ro-bind", layout.warm_dir, "/run/edt-warm"});
+  for (const auto& m : shared) a.insert(a.end(), {m.read_only ? "--ro-bind" : "--bind", m.host_path, m.path});
+  a.insert(a.end(), {"--remount-ro", "/", "--chdir", "/root"});
+  return a;
+}
+
+// What the sandbox runs: sshd, behind the waits and daemons it needs.
+Args command_args(const SandboxSpec& spec, const BwrapLayout& layout) {
+  Args a;
+  // Bridge mode: bwrap also goes on when edtd dies before writing fd 5 (an
+  // EOF), and sshd would listen on an address the namespace lacks; so sshd
+  // starts only once eth0 has its default route, edtd's last step.
+  if (layout.own_network)
+    append(a, {"/bin/sh", "-c",
+               "while read -r dev dst rest; do [ \"$dev $dst\" = 'eth0 00000000' ] && exec \"$@\"; "
+               "done < /proc/net/route; echo 'edt: eth0 was not configured' >&2; exit 1",
+               "sh"});
+  if (spec.slurm) append(a, slurm_init_command(spec));
+  append(a, {"/usr/sbin/sshd", "-D", "-e", "-f", "/run/edt/sshd_config"});
+  return a;
+}
+
+}  // namespace
+
+std::vector<std::string> bwrap_args(const SandboxSpec& spec, const BwrapLayout& layout,
+                                    const std::vector<SandboxMount>& shared) {
+  const std::string root = spec.image_root == "/" ? "" : spec.image_root;
+  Args a = namespace_args(spec, layout);
+  append(a, image_args(root));
+  append(a, container_tree_args(spec, layout, root));
+  append(a, extra_binds(spec, layout, shared));
+  append(a, command_args(spec, layout));
+  return a;
+}
+
+}  // namespace edt::control

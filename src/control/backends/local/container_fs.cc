@@ -1,0 +1,186 @@
+#include "control/backends/local/container_fs.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+#include <string_view>
+
+#include "common/io.h"
+
+namespace edt::control {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Where a container sees the cluster's known_hosts (its mpi directory).
+constexpr std::string_view kKnownHostsInContainer = "/etc/mpi/known_hosts";
+
+// What any user may read: a file readable by others, a directory they may
+// list and enter; a link is judged where it leads, inside the container.
+bool world_readable(const fs::file_status& status) {
+  const fs::perms p = status.permissions();
+  if (fs::is_symlink(status)) return true;
+  if (fs::is_directory(status))
+    return (p & fs::perms::others_read) != fs::perms::none && (p & fs::perms::others_exec) != fs::perms::none;
+  return (p & fs::perms::others_read) != fs::perms::none;
+}
+
+// An /etc/shadow of the container's own for the users of `passwd`: no
+// password for anyone (the image's shadow is not the container's to read),
+// and no account locked, since sshd refuses a locked account's keys too.
+std::string shadow_for(const std::string& passwd) {
+  std::istringstream lines(passwd);
+  std::string line, out;
+  while (std::getline(lines, line)) {
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && colon > 0) out += line.substr(0, colon) + ":*:0:0:99999:7:::\n";
+  }
+  return out;
+}
+
+std::string quote_env(const std::string& key, const std::string& value) {
+  return "\"" + key + "=" + value + "\"";
+}
+
+std::string image_etc(const SandboxSpec& spec) { return (spec.image_root == "/" ? "" : spec.image_root) + "/etc"; }
+
+// The entries of a container's /etc that are its own: bound over the
+// shared links (etc_links), or a mount point there.
+bool own_etc_entry(const std::string& name, bool slurm) {
+  return name == "hosts" || name == "hostname" || name == "mpi" || name == "shadow" ||
+         (slurm && (name == "slurm" || name == "munge"));  // a Slurm cluster's own, bound there
+}
+
+// Makes in `dir` the links of etc_links(): one to /run/host/etc/NAME for
+// each of `names`, and the mount points of the container's own entries.
+Status make_etc_links(const std::string& dir, const std::vector<std::string>& names, bool slurm) {
+  EDT_RETURN_IF_ERROR(make_dirs(dir + "/mpi", 0755));
+  std::error_code ec;
+  for (const auto& name : names) {
+    fs::create_symlink("/run/host/etc/" + name, dir + "/" + name, ec);
+    if (ec) return Status(StatusCode::kIoError, "link " + dir + "/" + name + ": " + ec.message());
+  }
+  fs::create_symlink("mpi/hosts", dir + "/hosts", ec);
+  if (ec) return Status(StatusCode::kIoError, "link " + dir + "/hosts: " + ec.message());
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/hostname", "", 0644));
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/shadow", "", 0600));
+  if (slurm) {
+    for (const char* sub : {"/slurm", "/munge"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status make_dirs(const std::string& path, mode_t mode) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return Status(StatusCode::kIoError, "mkdir " + path + ": " + ec.message());
+  ::chmod(path.c_str(), mode);
+  return Status::ok();
+}
+
+std::vector<std::pair<std::string, bool>> unreadable_entries(const std::string& etc) {
+  std::vector<std::pair<std::string, bool>> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(etc, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::file_status status = it->symlink_status(ec);
+    if (ec || world_readable(status)) continue;
+    const bool is_dir = fs::is_directory(status);
+    if (is_dir) it.disable_recursion_pending();
+    out.emplace_back(fs::relative(it->path(), etc).string(), is_dir);
+  }
+  return out;
+}
+
+Status hand_over(const std::string& path, uint32_t owner) {
+  if (::lchown(path.c_str(), owner, owner) != 0) return io_error("chown " + path, errno);
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (::lchown(it->path().c_str(), owner, owner) != 0) return io_error("chown " + it->path().string(), errno);
+  if (ec) return Status(StatusCode::kIoError, "read " + path + ": " + ec.message());
+  return Status::ok();
+}
+
+Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
+  const std::string disk = dir + "/disk";
+  for (const char* sub : {"/root/.ssh", "/tmp", "/var/tmp", "/var/log", "/var/lib", "/var/cache", "/var/spool"})
+    EDT_RETURN_IF_ERROR(make_dirs(disk + sub, 0755));
+  for (const auto& [sub, mode] : {std::pair{"/root", 0700}, {"/root/.ssh", 0700}, {"/tmp", 01777}, {"/var/tmp", 01777}})
+    ::chmod((disk + sub).c_str(), mode);
+  for (const char* sub : {"/etc", "/conf", "/masked"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
+  ::chmod((dir + "/masked").c_str(), 0555);
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/masked-file", "", 0444));
+  std::error_code ec;
+  fs::create_symlink("/run", disk + "/var/run", ec);
+  fs::create_symlink("/run/lock", disk + "/var/lock", ec);
+  if (spec.slurm) EDT_RETURN_IF_ERROR(make_dirs(dir + "/munge-run", 0755));
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
+  return io::write_file(dir + "/etc/shadow", shadow_for(io::read_file(image_etc(spec) + "/passwd")), 0600);
+}
+
+Status write_ssh_config(const SandboxSpec& spec, const std::string& dir, const std::string& keys, int port_number) {
+  const std::string ssh = dir + "/disk/root/.ssh/";
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519", io::read_file(keys + "id_ed25519"), 0600));
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519.pub", io::read_file(keys + "id_ed25519.pub"), 0644));
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "authorized_keys", io::read_file(keys + "id_ed25519.pub"), 0600));
+  const std::string port = std::to_string(port_number);
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "config",
+                                 "Host *\n  Port " + port + "\n  BindAddress " + spec.address +
+                                     "\n  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking yes\n"
+                                     "  UserKnownHostsFile " + std::string(kKnownHostsInContainer) +
+                                     "\n  LogLevel ERROR\n",
+                                 0600));
+  std::string set_env;
+  for (const auto& [key, value] : spec.env) set_env += " " + quote_env(key, value);
+  return io::write_file(dir + "/conf/sshd_config",
+                        "ListenAddress " + spec.address + ":" + port +
+                            "\nHostKey /run/edt/host_ed25519\nHostCertificate /run/edt/host_ed25519-cert.pub\n"
+                            "PermitRootLogin prohibit-password\n"
+                            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+                            "PidFile none\nPrintMotd no\nAcceptEnv LANG LC_*\nMaxStartups 100:30:200\n"
+                            "SetEnv" + set_env + "\n",
+                        0600);
+}
+
+Result<std::string> etc_links(const SandboxSpec& spec, const std::string& data_dir) {
+  const std::string etc = image_etc(spec);
+  const bool slurm = spec.slurm.has_value();
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(etc, ec)) {
+    std::string name = entry.path().filename();
+    std::error_code status_ec;
+    if (!own_etc_entry(name, slurm) && world_readable(entry.symlink_status(status_ec)))
+      names.push_back(std::move(name));
+  }
+  if (ec) return Status(StatusCode::kIoError, "read " + etc + ": " + ec.message());
+  std::sort(names.begin(), names.end());
+  std::string listing = etc + (slurm ? "\nslurm" : "");
+  for (const auto& name : names) listing += "\n" + name;
+  char key[17];
+  std::snprintf(key, sizeof(key), "%016zx", std::hash<std::string>{}(listing));
+  const std::string dir = data_dir + "/etc-links/" + key;
+  if (fs::is_directory(dir, ec)) return dir;
+  // Made aside, then renamed into place: a container never sees it half
+  // made, and two starts that make it at once both end with the same.
+  const std::string tmp = dir + ".tmp-" + std::to_string(::gettid());
+  fs::remove_all(tmp, ec);
+  Status made = make_etc_links(tmp, names, slurm);
+  if (made.is_ok() && ::rename(tmp.c_str(), dir.c_str()) != 0 && !fs::is_directory(dir, ec))
+    made = io_error("rename " + tmp, errno);
+  fs::remove_all(tmp, ec);
+  if (!made.is_ok()) return made;
+  return dir;
+}
+
+}  // namespace edt::control

@@ -1,0 +1,54 @@
+// A container's files on the host: its own tree under containers/<name>/,
+// and the /etc it sees (local_backend.h, "Layout under the data dir").
+//
+// A container's /etc is assembled, not bound whole: links into the image's
+// /etc (bound at /run/host/etc) for what any user may read there, shared by
+// the containers of an image (etc_links), with the image's secrets masked
+// (unreadable_entries) and the container's own entries bound over the
+// links: hostname and shadow (its own), hosts and mpi (the cluster's), and
+// on a Slurm cluster slurm and munge.
+//
+// Errors are kIoError naming the path. No state; any thread may call these
+// (etc_links is safe against another start making the same links at once).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <sys/types.h>
+#include <utility>
+#include <vector>
+
+#include "control/backends/backend.h"
+
+namespace edt::control {
+
+// mkdir -p `path`, then chmod `mode` (which a umask does not narrow).
+Status make_dirs(const std::string& path, mode_t mode);
+
+// The entries under `etc` (relative paths, and whether each is a directory)
+// that any user may not read: the image's secrets (shadow, sshd's host
+// keys, munge's key...), which a container does not see.
+std::vector<std::pair<std::string, bool>> unreadable_entries(const std::string& etc);
+
+// Gives `path` and everything under it (links themselves, not where they
+// lead) to the host's `owner`, as uid and gid.
+Status hand_over(const std::string& path, uint32_t owner);
+
+// A container's own directories in `dir`: /root, /tmp, /var on its disk
+// (`dir`/disk, mounted already), its own files of /etc (hostname; a shadow
+// with no password for the image's users), conf/, and what masks the
+// image's secrets (masked/, masked-file).
+Status make_own_tree(const SandboxSpec& spec, const std::string& dir);
+
+// SSH in the container `dir`: the cluster's key pair (from `keys`, its
+// ssh/ directory) for root, a client that binds the container's address on
+// `port` and checks host keys against the cluster's CA, and sshd's config
+// (conf/sshd_config) on that address with the spec's environment.
+Status write_ssh_config(const SandboxSpec& spec, const std::string& dir, const std::string& keys, int port);
+
+// The directory of links that is the container's /etc, under
+// <data_dir>/etc-links/<key>: one per listing of the image's /etc, made
+// once (aside, then renamed into place, so no container sees it half made).
+Result<std::string> etc_links(const SandboxSpec& spec, const std::string& data_dir);
+
+}  // namespace edt::control
