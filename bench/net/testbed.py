@@ -40,6 +40,11 @@ import tempfile
 import textwrap
 import time
 
+# tests/harness, for a program here as for the tests that import this file.
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))
+from harness import network  # noqa: E402
+from harness.processes import kill_until_gone  # noqa: E402
+
 STATE = "/run/edt-testbed"  # one folder per live testbed: its tag, owner pid and names
 UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
 
@@ -87,25 +92,20 @@ def netns_inode(name):
 def kill_inside(namespaces):
     """SIGKILLs every process whose network namespace is one of these; waits until none is left."""
     inodes = {i for i in (netns_inode(n) for n in namespaces) if i}
-    deadline = time.monotonic() + 10
-    while inodes:
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                if os.stat(f"/proc/{pid}/ns/net").st_ino in inodes and int(pid) != os.getpid():
-                    found.append(int(pid))
-            except OSError:
-                continue  # gone meanwhile
-        if not found:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"testbed: processes {found} inside {namespaces} would not die")
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.02)  # let the kernel reap them before the next look
+    if inodes:
+        kill_until_gone(lambda: pids_inside(inodes), f"the testbed's namespaces {namespaces}")
+
+
+def pids_inside(inodes):
+    """The processes (this one aside) whose network namespace's inode is one of `inodes`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}/ns/net").st_ino in inodes and int(pid) != os.getpid():
+                found.append(int(pid))
+        except OSError:
+            continue  # gone meanwhile
+    return found
 
 
 class Host:
@@ -188,15 +188,10 @@ class Testbed:
         shutil.rmtree(os.path.join(STATE, self.tag), ignore_errors=True)
 
     def _check_subnet_free(self):
-        for line in sh(["ip", "-o", "-4", "addr", "show"]).splitlines() + sh(["ip", "-4", "route"]).splitlines():
-            for cidr in re.findall(r"\b(\d+\.\d+\.\d+\.\d+(?:/\d+)?)\b", line):
-                try:
-                    other = ipaddress.ip_network(cidr, strict=False)
-                except ValueError:
-                    continue
-                if other.prefixlen > 0 and other.overlaps(self.net):
-                    raise RuntimeError(f"testbed: {self.net} overlaps {cidr} in use on this machine ({line.strip()}); "
-                                       "pick another block with --subnet")
+        line = network.in_use(self.net)
+        if line:
+            raise RuntimeError(f"testbed: {self.net} overlaps what is in use on this machine ({line}); "
+                               "pick another block with --subnet")
 
     def _make_host(self, host):
         ns, inner = host.netns, f"edti{self.tag}h{host.index}"

@@ -26,22 +26,26 @@ TEST(PeerExchangeTest, EveryRankGetsEveryBlobInRankOrder) {
   }
 }
 
+// `got` failed with `code`, its message naming `text`.
+template <typename T>
+void expect_refused(const Result<T>& got, StatusCode code, const std::string& text) {
+  ASSERT_FALSE(got.is_ok());
+  EXPECT_EQ(got.status().code(), code);
+  EXPECT_NE(got.status().message().find(text), std::string::npos) << got.status().message();
+}
+
 TEST(PeerExchangeTest, ATakenRankNamesItsHolder) {
   MemoryStore store;
   ASSERT_TRUE(store.set("rank/1", "someone else").is_ok());
-  auto got = exchange_blobs(store, entry(1, 2, std::chrono::seconds(1)));
-  ASSERT_FALSE(got.is_ok());
-  EXPECT_EQ(got.status().code(), StatusCode::kAlreadyExists);
-  EXPECT_NE(got.status().message().find("'someone else'"), std::string::npos) << got.status().message();
+  expect_refused(exchange_blobs(store, entry(1, 2, std::chrono::seconds(1))), StatusCode::kAlreadyExists,
+                 "'someone else'");
 }
 
 TEST(PeerExchangeTest, AMissingRankIsATimeoutThatNamesIt) {
   MemoryStore store;
   ASSERT_TRUE(store.set("rank/0", "blob of 0").is_ok());
-  auto got = exchange_blobs(store, entry(2, 4, std::chrono::milliseconds(50)));
-  ASSERT_FALSE(got.is_ok());
-  EXPECT_EQ(got.status().code(), StatusCode::kTimeout);
-  EXPECT_NE(got.status().message().find("missing rank(s) 1, 3"), std::string::npos) << got.status().message();
+  expect_refused(exchange_blobs(store, entry(2, 4, std::chrono::milliseconds(50))), StatusCode::kTimeout,
+                 "missing rank(s) 1, 3");
 }
 
 }  // namespace

@@ -15,6 +15,8 @@ starts or stops is made once:
                     clusters waited for by state, ssh into a container)
     harness.ports   free_port(): ports outside the ephemeral range
     harness.mounts  unmount_under(): the mounts a test's edtd left
+    harness.processes  kill_until_gone(): SIGKILL until a set of processes is gone
+    harness.network  in_use(): whether a block a test network wants is taken
     harness.slurm   SlurmHarness: a real Slurm cluster on this machine
 
 The package is found through PYTHONPATH, which the ctest registration sets

@@ -73,6 +73,13 @@ import subprocess
 import sys
 import time
 
+if __package__:
+    from . import network
+    from .processes import kill_until_gone
+else:  # run as a program: tests/harness/slurm.py up
+    import network
+    from processes import kill_until_gone
+
 PREFIX = "edtsh"
 BRIDGE = PREFIX + "0"
 VETH_PREFIX = PREFIX + "v-"       # the host ends of the veth pairs
@@ -200,19 +207,7 @@ def with_descendants(chosen):
 
 def kill_all(state_dir, namespaces, timeout=10):
     """SIGKILLs the harness's processes until none is left."""
-    deadline = time.monotonic() + timeout
-    while True:
-        pids = harness_pids(state_dir, namespaces)
-        if not pids:
-            return
-        if time.monotonic() > deadline:
-            raise HarnessError(f"processes {pids} of the harness would not die")
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
+    kill_until_gone(lambda: harness_pids(state_dir, namespaces), "the harness", timeout, HarnessError, pause=0.05)
 
 
 def teardown(state_dir, log=print):
@@ -242,14 +237,9 @@ def remove_state_dir(state_dir, log=print):
 
 def check_block_free():
     """NETWORK must be unused on this machine before `up` takes it."""
-    for line in sh(["ip", "-o", "-4", "addr", "show"]).splitlines() + sh(["ip", "-4", "route"]).splitlines():
-        for cidr in re.findall(r"\b(\d+\.\d+\.\d+\.\d+(?:/\d+)?)\b", line):
-            try:
-                other = ipaddress.ip_network(cidr, strict=False)
-            except ValueError:
-                continue
-            if other.prefixlen > 0 and other.overlaps(NETWORK):
-                raise HarnessError(f"{NETWORK} is already in use on this machine ({line.strip()})")
+    line = network.in_use(NETWORK)
+    if line:
+        raise HarnessError(f"{NETWORK} is already in use on this machine ({line})")
 
 
 # --- configuration --------------------------------------------------------

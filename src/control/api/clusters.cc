@@ -67,10 +67,7 @@ Answer cluster_events(ApiContext& ctx, const Request& req, const User& user) {
   if (!events.is_ok()) return events.status();
   EventFilter filter;
   EDT_RETURN_IF_ERROR(parse_event_filter(req.params, &filter));
-  json items = json::array();
-  for (const auto& e : *events)
-    if (filter.matches(e)) items.push_back(event_to_json(e));
-  return json_reply(200, {{"events", items}});
+  return filtered_list("events", *events, filter, event_to_json);
 }
 
 Answer cluster_ssh(ApiContext& ctx, const Request& req, const User& user) {

@@ -86,6 +86,15 @@ Answer json_answer(int status, Result<T> outcome, ToJson to_json) {
   return json_reply(status, to_json(*outcome));
 }
 
+// 200 with {key: the JSON `to_json` makes of each item `filter` matches}.
+template <typename Items, typename Filter, typename ToJson>
+Reply filtered_list(const std::string& key, const Items& items, const Filter& filter, ToJson to_json) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& item : items)
+    if (filter.matches(item)) out.push_back(to_json(item));
+  return json_reply(200, {{key, out}});
+}
+
 // Who may call a route: anyone (no token), any user, or the admin only.
 enum class Access { kPublic, kUser, kAdmin };
 

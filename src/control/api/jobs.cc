@@ -45,10 +45,7 @@ Answer list_jobs(ApiContext& ctx, const Request& req, const User& user) {
   if (!jobs.is_ok()) return jobs.status();
   JobFilter filter;
   EDT_RETURN_IF_ERROR(parse_job_filter(req.params, &filter));
-  json items = json::array();
-  for (const auto& job : *jobs)
-    if (filter.matches(job)) items.push_back(job_to_json(job));
-  return json_reply(200, {{"jobs", items}});
+  return filtered_list("jobs", *jobs, filter, job_to_json);
 }
 
 // An ended job goes with its log; a running one is refused (409).

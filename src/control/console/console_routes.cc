@@ -3,24 +3,12 @@
 #include <algorithm>
 
 #include "control/model/fields.h"
-#include "control/model/filters.h"
 #include "edt_api/contract.h"
 
 namespace edt::control {
 namespace {
 
 using nlohmann::json;
-
-Answer cluster_jobs(const ConsoleOptions& options, const Request& req, const User& user) {
-  auto jobs = options.service->jobs(user, req.matches[1]);
-  if (!jobs.is_ok()) return jobs.status();
-  JobFilter filter;
-  EDT_RETURN_IF_ERROR(parse_job_filter(req.params, &filter));
-  json items = json::array();
-  for (const auto& job : *jobs)
-    if (filter.matches(job)) items.push_back(job_to_json(job));
-  return json_reply(200, {{"jobs", items}});
-}
 
 // The origins a terminal's WebSocket may come from: the console edtd serves
 // at the API's own address (its Host), and the page that asks for the
@@ -73,8 +61,6 @@ Answer open_jupyter(const ConsoleOptions& options, const Request& req, const Use
 
 std::vector<Route> console_routes(const ConsoleOptions& options) {
   return {
-      {"GET", "/api/v1/clusters/{name}/jobs", Access::kUser, "",
-       [options](const Request& req, const User& user) { return cluster_jobs(options, req, user); }},
       {"POST", "/api/v1/clusters/{name}/containers/{container}/terminal", Access::kUser, "",
        [options](const Request& req, const User& user) { return open_terminal(options, req, user); }},
       {"POST", "/api/v1/clusters/{name}/jupyter", Access::kUser, "",

@@ -1,7 +1,7 @@
 // What edtd adds to its API for the web console (the API's own routes, the
-// console's static files at / and cluster events are ApiServer's):
+// cluster's jobs and events among them, and the console's static files at /
+// are ApiServer's):
 //
-//   GET  /api/v1/clusters/{name}/jobs        the cluster's jobs, newest first
 //   POST /api/v1/clusters/{name}/containers/{c}/terminal
 //                                            a one-time terminal session:
 //                                            {"port", "path"} of its WebSocket

@@ -2,19 +2,11 @@
 
 #include <algorithm>
 
+#include "control/model/fields.h"
+
 namespace edt::control {
 
 using nlohmann::json;
-
-namespace {
-
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
-
-}  // namespace
 
 bool Image::carries(const std::string& framework) const {
   return std::find(frameworks.begin(), frameworks.end(), framework) != frameworks.end();
@@ -25,10 +17,10 @@ Status check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, in
   if (image == catalog.images.end()) {
     std::vector<std::string> names;
     for (const auto& [name, _] : catalog.images) names.push_back(name);
-    return invalid("image", "unknown image '" + spec.image + "'", "choose one of: " + join(names, ", "));
+    return invalid("image", "unknown image '" + spec.image + "'", "choose one of: " + comma_list(names));
   }
   if (!image->second.carries(spec.framework))
-    return invalid("image", "image " + spec.image + " carries " + join(image->second.frameworks, ", ") +
+    return invalid("image", "image " + spec.image + " carries " + comma_list(image->second.frameworks) +
                                       ", not " + spec.framework,
                          "choose an image that carries " + spec.framework + " (see GET /api/v1/images)");
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
@@ -43,7 +35,7 @@ Status check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, in
       for (const auto& [model, _] : catalog.gpus_total) models.push_back(model);
       return invalid("gpu.model", "unknown GPU model '" + spec.gpu.model + "'",
                            models.empty() ? "this machine has no GPUs; leave gpu out"
-                                          : "choose one of: " + join(models, ", "));
+                                          : "choose one of: " + comma_list(models));
     }
     auto free_of_model = catalog.gpus_free.find(spec.gpu.model);
     int free = free_of_model == catalog.gpus_free.end() ? 0 : free_of_model->second;

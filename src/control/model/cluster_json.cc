@@ -14,13 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
-
-
 // A JSON integer as int64_t; one above INT64_MAX (JSON reads it as
 // unsigned) as INT64_MAX, so that range checks see it as too large rather
 // than wrapped to a negative number.
@@ -250,7 +243,7 @@ Status parse_megatron(const json& value, ClusterSpec* spec) {
 Status check_framework(const std::string& framework) {
   const auto& frameworks = known_frameworks();
   if (std::find(frameworks.begin(), frameworks.end(), framework) == frameworks.end())
-    return invalid("framework", "unknown framework '" + framework + "'", "choose one of: " + join(frameworks, ", "));
+    return invalid("framework", "unknown framework '" + framework + "'", "choose one of: " + comma_list(frameworks));
   return Status::ok();
 }
 

@@ -17,38 +17,30 @@
 
 namespace edt::control {
 
+// A refusal of one sort: its code says which, and so its HTTP status.
+template <StatusCode kCode>
+struct Refuse {
+  Status operator()(std::string field, std::string message, std::string fix) const {
+    return {kCode, std::move(field), std::move(message), std::move(fix)};
+  }
+};
+
 // The request is not what the API reads at all (bad JSON, not an object): 400.
-inline Status malformed(std::string field, std::string message, std::string fix) {
-  return {StatusCode::kMalformed, std::move(field), std::move(message), std::move(fix)};
-}
+inline constexpr Refuse<StatusCode::kMalformed> malformed;
 // A value is wrong whatever exists: 422.
-inline Status invalid(std::string field, std::string message, std::string fix) {
-  return {StatusCode::kInvalidArgument, std::move(field), std::move(message), std::move(fix)};
-}
+inline constexpr Refuse<StatusCode::kInvalidArgument> invalid;
 // The value is fine but clashes with what exists or is happening: 409.
-inline Status conflict(std::string field, std::string message, std::string fix) {
-  return {StatusCode::kFailedPrecondition, std::move(field), std::move(message), std::move(fix)};
-}
+inline constexpr Refuse<StatusCode::kFailedPrecondition> conflict;
 // It names something that does not exist: 404.
-inline Status missing(std::string field, std::string message, std::string fix) {
-  return {StatusCode::kNotFound, std::move(field), std::move(message), std::move(fix)};
-}
+inline constexpr Refuse<StatusCode::kNotFound> missing;
 // It is someone else's, or needs the admin: 403.
-inline Status forbidden(std::string field, std::string message, std::string fix) {
-  return {StatusCode::kPermissionDenied, std::move(field), std::move(message), std::move(fix)};
-}
+inline constexpr Refuse<StatusCode::kPermissionDenied> forbidden;
 // No valid token: 401.
-inline Status unauthenticated(std::string field, std::string message, std::string fix) {
-  return {StatusCode::kUnauthenticated, std::move(field), std::move(message), std::move(fix)};
-}
+inline constexpr Refuse<StatusCode::kUnauthenticated> unauthenticated;
 // The request is over a size limit, or what it writes has no room: 413.
-inline Status too_large(std::string field, std::string message, std::string fix) {
-  return {StatusCode::kResourceExhausted, std::move(field), std::move(message), std::move(fix)};
-}
+inline constexpr Refuse<StatusCode::kResourceExhausted> too_large;
 // edtd failed (the database, the file system): 500.
-inline Status internal(std::string field, std::string message, std::string fix) {
-  return {StatusCode::kInternal, std::move(field), std::move(message), std::move(fix)};
-}
+inline constexpr Refuse<StatusCode::kInternal> internal;
 
 // A Status from below (the database, a backend) as a refusal of `field`:
 // its code and message, and the fix its code suggests. One that already

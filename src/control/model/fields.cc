@@ -8,12 +8,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string join(std::span<const std::string_view> items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + std::string(item);
-  return out;
-}
-
 // "a number", "an object", "null": what a JSON value is, for people.
 std::string kind_of(const json& value) {
   switch (value.type()) {
@@ -41,7 +35,7 @@ Status Fields::wrong_type(const std::string& field, const json& value, const std
 
 Status Fields::only(std::span<const std::string_view> listed) const {
   if (!object_.is_object()) {
-    Status error = wrong_type(at_, object_, "an object", "{...} with the fields " + join(listed));
+    Status error = wrong_type(at_, object_, "an object", "{...} with the fields " + comma_list(listed));
     if (!at_.empty()) return error;
     // Not a body this API reads at all.
     return malformed(error.field(), error.message(), error.fix());
@@ -49,7 +43,7 @@ Status Fields::only(std::span<const std::string_view> listed) const {
   for (auto it = object_.begin(); it != object_.end(); ++it) {
     if (std::find(listed.begin(), listed.end(), it.key()) == listed.end())
       return invalid(path(it.key()), "unknown field '" + path(it.key()) + "'",
-                     listed.empty() ? "send no fields here" : "remove it; the fields here are: " + join(listed));
+                     listed.empty() ? "send no fields here" : "remove it; the fields here are: " + comma_list(listed));
   }
   return Status::ok();
 }

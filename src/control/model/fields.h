@@ -21,6 +21,14 @@
 
 namespace edt::control {
 
+// "a, b, c": names as a refusal lists them (the fields, the choices).
+template <typename Names>
+std::string comma_list(const Names& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
+
 enum class Presence { kOptional, kRequired };
 
 class Fields {

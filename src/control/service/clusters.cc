@@ -14,8 +14,6 @@ int64_t unix_ms() {
       .count();
 }
 
-Status internal(const Status& st) { return as_refusal(st, ""); }
-
 }  // namespace
 
 Status admin_only(const std::string& action) { return forbidden("", "only the admin may " + action, "ask the admin"); }
@@ -47,14 +45,14 @@ Status Service::allot(Database::Tx& tx, const ClusterSpec& spec, int from, int t
       if (st.code() == StatusCode::kAlreadyExists)
         return conflict("containers", "container " + c.name + " still exists (" + st.message() + ")",
                         "wait until the cluster is Running, then retry");
-      return internal(st);
+      return as_refusal(st, "");
     }
   }
   return Status::ok();
 }
 
 Status Service::commit_and_reconcile(Database::Tx& tx, const std::string& cluster) {
-  if (Status st = tx.commit(); !st.is_ok()) return internal(st);
+  if (Status st = tx.commit(); !st.is_ok()) return as_refusal(st, "");
   if (options_.request_reconcile) options_.request_reconcile(cluster);
   return Status::ok();
 }
@@ -71,10 +69,10 @@ Result<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec)
   cluster.spec = spec;
   cluster.owner = by.name;
   cluster.created_at = unix_ms() / 1000;
-  if (Status st = tx.insert_cluster(cluster); !st.is_ok()) return internal(st);
+  if (Status st = tx.insert_cluster(cluster); !st.is_ok()) return as_refusal(st, "");
   EDT_RETURN_IF_ERROR(allot(tx, spec, 0, spec.containers));
   const std::string event = "created by " + by.name + " with " + std::to_string(spec.containers) + " containers";
-  if (Status st = tx.add_event(spec.name, EventType::kCreated, event, unix_ms()); !st.is_ok()) return internal(st);
+  if (Status st = tx.add_event(spec.name, EventType::kCreated, event, unix_ms()); !st.is_ok()) return as_refusal(st, "");
   auto created = tx.cluster(spec.name);
   EDT_RETURN_IF_ERROR(commit_and_reconcile(tx, spec.name));
   return *created;
@@ -118,7 +116,7 @@ Result<Cluster> Service::scale_cluster(const User& by, const std::string& name, 
     EDT_RETURN_IF_ERROR(check_against_catalog(spec, tx.catalog(std::nullopt), containers - present));
     EDT_RETURN_IF_ERROR(allot(tx, spec, present, containers));
   } else if (Status st = tx.mark_leaving_from(name, containers); !st.is_ok()) {
-    return internal(st);
+    return as_refusal(st, "");
   }
   spec.containers = containers;
   // The phase changes with the spec, so no reader sees the new size as Running.
@@ -129,7 +127,7 @@ Result<Cluster> Service::scale_cluster(const User& by, const std::string& name, 
                             std::to_string(containers) + " containers by " + by.name +
                             (drain.empty() ? "" : "; " + drain);
   if (st.is_ok()) st = tx.add_event(name, EventType::kScaling, event, unix_ms());
-  if (!st.is_ok()) return internal(st);
+  if (!st.is_ok()) return as_refusal(st, "");
   auto scaled = tx.cluster(name);
   EDT_RETURN_IF_ERROR(commit_and_reconcile(tx, name));
   return *scaled;

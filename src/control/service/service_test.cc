@@ -12,8 +12,6 @@
 namespace edt::control {
 namespace {
 
-
-
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
