@@ -132,7 +132,11 @@ class ClusterTypes(demo.Demo):
         say("edt run tds -- " + mpirun + "   (DeepSpeed's OpenMPI runner)")
         out = self.run_in("tds", mpirun)
         show(out)
-        check(sorted(out.split()) == ["tds-launcher", "tds-worker-0"], "mpirun printed %r" % out)
+        # OpenMPI's rsh launcher warns when its setpgid() on a child comes
+        # after the child's exec (EACCES): a race inside mpirun, which goes on.
+        ran = [line.strip() for line in out.splitlines()
+               if line.strip() and not re.search(r"plm:rsh: Warning: setpgid\(.*\) failed", line)]
+        check(sorted(ran) == ["tds-launcher", "tds-worker-0"], "mpirun printed %r" % out)
 
         say("edt run tds -- sh -c 'echo EDT_DEMO_FROM=deepspeed_env > ~/.deepspeed_env'")
         self.run_in("tds", "echo EDT_DEMO_FROM=deepspeed_env > ~/.deepspeed_env")
