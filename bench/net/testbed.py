@@ -37,12 +37,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 # tests/harness, for a program here as for the tests that import this file.
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))
-from harness import network  # noqa: E402
+from harness import network, sshd  # noqa: E402
 from harness.processes import kill_until_gone  # noqa: E402
 
 STATE = "/run/edt-testbed"  # one folder per live testbed: its tag, owner pid and names
@@ -223,31 +222,12 @@ class Testbed:
                                                             "burst", str(burst), "limit", str(limit)])
 
     def _start_sshd(self):
-        self.key = os.path.join(self.dir, "client_key")
-        host_key = os.path.join(self.dir, "host_key")
-        for path in (self.key, host_key):
-            sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path])
-        authorized = os.path.join(self.dir, "authorized_keys")
-        shutil.copy(self.key + ".pub", authorized)
-        os.chmod(authorized, 0o600)
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+        self.key, host_key, authorized = sshd.make_keys(self.dir)
         for host in self.hosts:
             config = os.path.join(self.dir, f"sshd_config.{host.name}")
-            with open(config, "w") as f:
-                f.write(textwrap.dedent(f"""\
-                    ListenAddress {host.address}:22
-                    HostKey {host_key}
-                    AuthorizedKeysFile {authorized}
-                    PidFile {self.dir}/sshd.{host.name}.pid
-                    PermitRootLogin prohibit-password
-                    PubkeyAuthentication yes
-                    PasswordAuthentication no
-                    KbdInteractiveAuthentication no
-                    UsePAM no
-                    StrictModes no
-                    MaxStartups 100
-                    MaxSessions 100
-                    """))
+            sshd.write_config(config, [f"{host.address}:22"], host_key, authorized,
+                              os.path.join(self.dir, f"sshd.{host.name}.pid"),
+                              extra="MaxStartups 100\nMaxSessions 100\n")
             log = open(os.path.join(self.dir, f"sshd.{host.name}.log"), "w")
             # sshd holds the host's UTS namespace; command() joins it through its pid.
             host.holder = subprocess.Popen(
