@@ -16,7 +16,14 @@ current generation. The Runtime itself exists inside hvd.elastic.run, one
 per generation (enter_generation / leave_generation), because ranks and
 peers change between generations; the Runtime of the generation in which
 the training function returned stays until shutdown(), so collectives after
-hvd.elastic.run (a final evaluation) work as in Horovod.
+hvd.elastic.run (a final evaluation) work as in Horovod. Collectives between
+init() and the first hvd.elastic.run (a resume epoch broadcast from rank 0)
+run on a Runtime of their own over the members of the generation init()
+joined, formed by the first of them (_before_run); run() stops it before its
+first generation forms. Those members are the workers that start together;
+a worker that joins a running job meets nobody there (the others are inside
+run(), as in Horovod, where its collective would wait forever) and gets
+HorovodInternalError after the collective timeout.
 
 Process sets (edt.common.process_sets) are formed on the current Runtime
 and stop with it, before it (process_sets registers that with on_stop())."""
@@ -33,6 +40,7 @@ _lock = threading.Lock()
 _runtime = None
 _elastic_job = None
 _placement = None  # elastic mode between generations: a Placement
+_first_generation = None  # elastic mode: the generation init() joined, until run() starts
 _formed = 0        # communicators this process formed (outside elastic mode)
 _epoch = 0         # Runtimes this process has made current: unnamed requests count per epoch
 _stop_hooks = []   # on_stop(): run before a Runtime stops (the process sets formed on it)
@@ -77,7 +85,7 @@ def _form_runtime(_edt):
 def _join_elastic(_edt):
     """Waits for the first generation listing this worker; ends the process
     cleanly when the job finished before it could join (or it was removed)."""
-    global _elastic_job, _placement
+    global _elastic_job, _placement, _first_generation
     if _elastic_job is None:
         _elastic_job = _edt.ElasticJob()
     if _runtime is not None or _placement is not None:
@@ -87,8 +95,34 @@ def _join_elastic(_edt):
         print("edt: the elastic job ended or this worker left it before it joined; nothing to do",
               file=sys.stderr, flush=True)
         raise SystemExit(0)
-    _generation, rank, hosts = joined
+    _first_generation, rank, hosts = joined
     _placement = placement_of(rank, list(hosts))
+
+
+def _before_run():
+    """The Runtime for collectives before hvd.elastic.run (see the module
+    notes): the members of the generation init() joined, under a store
+    prefix of that generation's own."""
+    global _runtime
+    from edt import _edt
+    saved = {name: os.environ.get(name) for name in ("EDT_RANK", "EDT_SIZE", "EDT_GENERATION")}
+    os.environ.update(EDT_RANK=str(_placement.rank), EDT_SIZE=str(_placement.size),
+                      EDT_GENERATION="elastic-before-run.%d" % _first_generation)
+    try:
+        _runtime = _edt.Runtime()
+    except _edt.EdtError as e:
+        error = translate(e)
+        raise type(error)("a collective before hvd.elastic.run: %s (such collectives run among the workers "
+                          "that start together; a worker that joins a running job has no peers for them)"
+                          % error) from None
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    _new_epoch()
+    return _runtime
 
 
 def init():
@@ -153,6 +187,10 @@ def shutdown():
 
 
 def elastic_job():
+    """The job, for run(): from then on no collective forms a Runtime
+    before run() any more."""
+    global _first_generation
+    _first_generation = None
     if _elastic_job is None:
         raise ValueError("hvd.elastic.run needs hvd.init() first, in a job started by edtrun in elastic mode")
     return _elastic_job
@@ -191,9 +229,13 @@ def leave_generation(keep=False):
 def get():
     """The Runtime that runs collectives now."""
     if _runtime is None:
+        if _elastic_job is not None and _first_generation is not None and _placement is not None:
+            with _lock:
+                return _runtime or _before_run()
         if _elastic_job is not None:
-            raise ValueError("in elastic mode collectives run inside a function run by hvd.elastic.run "
-                             "(and after it returned); rank() and size() work from hvd.init() on")
+            raise ValueError("in elastic mode collectives run between hvd.init() and the first hvd.elastic.run, "
+                             "inside the function it runs and after it returned, until hvd.shutdown(); "
+                             "rank() and size() work from hvd.init() on")
         raise ValueError("edt has not been initialized; call hvd.init() first")
     return _runtime
 

@@ -1,16 +1,29 @@
 // edtrun: starts one worker per slot on the hosts of a host list, with
 // horovodrun's flags. See docs/launcher.md.
+//
+// Run as `horovodrun` (a symlink to edtrun), it is the same launcher under
+// Horovod's name and exit codes: 0, 2 for a usage error, 1 for any failure
+// (horovodrun raises then). Where another horovodrun (a real Horovod's) is
+// on PATH, that one runs instead: ours never shadows a real Horovod.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/log.h"
 #include "common/units.h"
 #include "launcher/elastic_flags.h"
+#include "launcher/horovod_flags.h"
 #include "launcher/slurm_allocation.h"
 #include "launcher/static_driver.h"
 
@@ -26,13 +39,16 @@ struct Flags {
   int ssh_port = 0;
   bool verbose = false;
   bool per_host = false;
+  bool prefix_timestamp = false;
   std::vector<std::string> exports, ssh_options;
   ElasticFlags elastic;
+  HorovodFlags horovod;
   std::vector<std::string> command;
 };
 
-// CLI11 has no multi-letter single-dash options; horovodrun's -np and
-// -hostfile are renamed to their long forms before parsing. Only the
+// CLI11 has no multi-letter single-dash options; horovodrun's -np,
+// -hostfile, -cb and -prefix-timestamp are renamed to their long forms
+// before parsing (else -prefix-timestamp would be -p refix-timestamp). Only the
 // options part is parsed, and the command is taken from the original argv,
 // so a "-np" among the command's own arguments is left as it was.
 std::vector<std::string> long_option_spellings(const std::vector<std::string>& args) {
@@ -43,6 +59,10 @@ std::vector<std::string> long_option_spellings(const std::vector<std::string>& a
       renamed.push_back("--num-proc" + arg.substr(3));
     } else if (arg == "-hostfile" || arg.rfind("-hostfile=", 0) == 0) {
       renamed.push_back("-" + arg);
+    } else if (arg == "-cb") {
+      renamed.push_back("--check-build");
+    } else if (arg == "-prefix-timestamp") {
+      renamed.push_back("--prefix-output-with-timestamp");
     } else {
       renamed.push_back(arg);
     }
@@ -75,7 +95,10 @@ void add_flags(CLI::App& app, Flags& f) {
                  "edtrun's own messages: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (default: EDT_LOG_LEVEL, or INFO)");
   app.add_option("-x", f.exports, "Pass VAR=VALUE (or VAR, with edtrun's value) to every worker, repeatable")
       ->allow_extra_args(false);
+  app.add_flag("--prefix-output-with-timestamp", f.prefix_timestamp,
+               "Start every output line with the time, as horovodrun does (also -prefix-timestamp)");
   add_elastic_flags(app, f.elastic);
+  add_horovod_flags(app, f.horovod);
 }
 
 // --log-level as horovodrun spells it (any case; FATAL is error), else --verbose.
@@ -114,6 +137,7 @@ Result<JobOptions> job_options(const Flags& f) {
   options.np = f.np.value_or(0);
   options.command = f.command;
   options.output_dir = f.output_dir;
+  options.prefix_timestamp = f.prefix_timestamp;
   options.launcher_env = current_environment();
   options.cwd = std::filesystem::current_path().string();
   EDT_RETURN_IF_ERROR(read_hosts(f, options));
@@ -137,6 +161,7 @@ Result<JobOptions> job_options(const Flags& f) {
   options.ssh.options = f.ssh_options;
   options.ssh.connect_timeout = std::chrono::ceil<std::chrono::seconds>(options.start_timeout);
   EDT_ASSIGN_OR_RETURN(options.exports, parse_exports(f.exports, options.launcher_env));
+  EDT_RETURN_IF_ERROR(apply_horovod_flags(f.horovod, options.exports));
   return options;
 }
 
@@ -150,10 +175,55 @@ int run_static(JobOptions options) {
   return code.value();
 }
 
-int run(int argc, char** argv) {
-  log::init("edtrun");
+// Another horovodrun on PATH than this program (a real Horovod's), or "".
+std::string real_horovodrun() {
+  std::error_code ec;
+  const auto self = std::filesystem::canonical("/proc/self/exe", ec);
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const auto candidate = std::filesystem::path(dir.empty() ? "." : dir) / "horovodrun";
+    if (access(candidate.c_str(), X_OK) != 0) continue;
+    const auto target = std::filesystem::canonical(candidate, ec);
+    // Ours: a link to this edtrun or to another edtrun (the installed one).
+    if (ec || target == self || target.filename() == "edtrun") continue;
+    return candidate.string();
+  }
+  return "";
+}
+
+// -v and -cb: they need no -np and no command, as in horovodrun.
+std::optional<int> answer_at_once(const Flags& flags, bool horovod) {
+  if (flags.horovod.version) {
+    std::cout << version_text(horovod);
+    return 0;
+  }
+  if (flags.horovod.check_build) {
+    std::cout << check_build_text(flags.verbose);
+    return 0;
+  }
+  return std::nullopt;
+}
+
+// The command is the tail of the original arguments; "" or a usage message.
+std::string take_command(const CLI::App& app, const std::vector<std::string>& args, Flags& flags) {
+  std::vector<std::string> remaining = app.remaining();
+  flags.command.assign(args.end() - static_cast<long>(remaining.size()), args.end());
+  if (!flags.command.empty() && flags.command.front() == "--") {
+    flags.command.erase(flags.command.begin());
+  } else if (!flags.command.empty() && flags.command.front().rfind("--", 0) == 0) {
+    // No program is named --something: an option edtrun does not know.
+    return "unknown option " + flags.command.front() + "; see edtrun --help (a command that starts with " +
+           "dashes goes after --)";
+  }
+  if (flags.command.empty()) return "no command given; put the program to run after the options, e.g. edtrun -np 2 python3 train.py";
+  return "";
+}
+
+int launch(int argc, char** argv, bool horovod) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  CLI::App app{"edtrun: run a command once per slot on the hosts of a host list (horovodrun-compatible)", "edtrun"};
+  CLI::App app{"edtrun: run a command once per slot on the hosts of a host list (horovodrun-compatible)",
+               horovod ? "horovodrun" : "edtrun"};
   app.prefix_command();
   Flags flags;
   add_flags(app, flags);
@@ -166,22 +236,13 @@ int run(int argc, char** argv) {
     // whatever CLI11's own code for it.
     return app.exit(e) == 0 ? 0 : kUsageError;
   }
+  if (auto answered = answer_at_once(flags, horovod)) return *answered;
+  Status config = read_config_file(flags.horovod, flags.log_level);
+  if (!config.is_ok()) return fail(config.message(), kUsageError);
   auto level = log_level_of(flags);
   if (!level.is_ok()) return fail(level.status().message(), kUsageError);
   if (*level) log::set_level(**level);
-  // The command is the tail of the original arguments.
-  std::vector<std::string> remaining = app.remaining();
-  flags.command.assign(args.end() - static_cast<long>(remaining.size()), args.end());
-  if (!flags.command.empty() && flags.command.front() == "--") {
-    flags.command.erase(flags.command.begin());
-  } else if (!flags.command.empty() && flags.command.front().rfind("--", 0) == 0) {
-    // No program is named --something: an option edtrun does not know.
-    return fail("unknown option " + flags.command.front() + "; see edtrun --help (a command that starts with " +
-                    "dashes goes after --)", kUsageError);
-  }
-  if (flags.command.empty()) {
-    return fail("no command given; put the program to run after the options, e.g. edtrun -np 2 python3 train.py", kUsageError);
-  }
+  if (auto bad = take_command(app, args, flags); !bad.empty()) return fail(bad, kUsageError);
   auto options = job_options(flags);
   if (!options.is_ok()) return fail(options.status().message(), kUsageError);
   if (flags.elastic.enabled() && flags.per_host)
@@ -189,6 +250,20 @@ int run(int argc, char** argv) {
                 kUsageError);
   if (flags.elastic.enabled()) return run_elastic(std::move(options).value(), flags.hostfile, flags.elastic);
   return run_static(std::move(options).value());
+}
+
+int run(int argc, char** argv) {
+  const bool horovod = std::filesystem::path(argv[0]).filename() == "horovodrun";
+  log::init(horovod ? "horovodrun" : "edtrun");
+  if (horovod) {
+    if (const std::string real = real_horovodrun(); !real.empty()) {
+      execv(real.c_str(), argv);
+      return fail("cannot run " + real + " (Horovod's horovodrun, found on PATH): " + std::strerror(errno), 1);
+    }
+  }
+  const int code = launch(argc, argv, horovod);
+  // horovodrun's exit codes: a failed job raises there, which exits 1.
+  return horovod && code != 0 && code != kUsageError ? 1 : code;
 }
 
 }  // namespace

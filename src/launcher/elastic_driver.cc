@@ -188,7 +188,13 @@ struct ElasticDriver::Impl {
     }
     const std::string what = "worker " + w.id + " on host " + w.host + " " + exit.status.describe();
     failures.push_back(what);
-    if (finishing) return;
+    // The work may be done already (its worker wrote so before it exited):
+    // then this exit is the job's result, not a failure to train through.
+    if (!finishing) check_job();
+    if (finishing) {
+      on_failed_after_work(w, exit.status, what);
+      return;
+    }
     log::info("{}; the others go on without it", what);
     coordinator->lost(w.id, exit.status.describe() + " on host " + w.host);
     blacklist.add(w.host);
@@ -200,6 +206,14 @@ struct ElasticDriver::Impl {
         coordinator->lost(id, "host " + w.host + " was blacklisted");
         stop_worker(other, "its host was blacklisted", milliseconds(0));
       }
+  }
+
+  // A worker failed once the job's work was done (after hvd.elastic.run
+  // returned): the job fails with its exit code, as a static job does.
+  void on_failed_after_work(const Worker& w, const ExitStatus& status, const std::string& what) {
+    log::error("{}", what);
+    if (exit_code == 0) exit_code = status.shell_code();
+    coordinator->lost(w.id, "failed after the work was done");
   }
 
   void on_finished(const Worker& w) {
@@ -331,7 +345,11 @@ struct ElasticDriver::Impl {
     if (options.min_np < 1 || options.max_np < options.min_np)
       return invalid_argument("--min-np " + std::to_string(options.min_np) + " and --max-np " +
                               std::to_string(options.max_np) + ": need 1 <= min-np <= max-np");
-    output = terminal_output();
+    if (options.base.output_dir.empty()) {
+      output = terminal_output(options.base.prefix_timestamp);
+    } else {  // DIR/rank.N is worker N, the [N] its lines would have on the terminal
+      EDT_ASSIGN_OR_RETURN(output, directory_output(options.base.output_dir, 0));
+    }
     EDT_ASSIGN_OR_RETURN(supervisor, Supervisor::create(supervisor_options(options.base, output.get())));
     EDT_ASSIGN_OR_RETURN(store, TcpStoreServer::start(TcpStoreServerOptions{}));
     elastic::CoordinatorOptions copts;

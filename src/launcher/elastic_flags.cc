@@ -73,8 +73,6 @@ int run_elastic(JobOptions base, const std::string& hostfile, const ElasticFlags
   options.min_np = flags.min_np > 0 ? flags.min_np : base.np;
   options.max_np = flags.max_np > 0 ? flags.max_np : options.max_np;
   options.reset_limit = flags.reset_limit;
-  if (!base.output_dir.empty())
-    return usage_error("--output-filename is not supported in elastic mode yet; drop it (output goes to the terminal)");
   if (!hostfile.empty() && !flags.discovery_script.empty())
     return usage_error("--hostfile and --host-discovery-script both given; give one of them");
   std::chrono::milliseconds discovery_interval{1000};

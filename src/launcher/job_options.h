@@ -23,6 +23,7 @@ struct JobOptions {
   std::chrono::milliseconds start_timeout{30000};  // for every remote worker to answer
   std::chrono::milliseconds grace_period{5000};    // between SIGTERM and SIGKILL
   std::string output_dir;                          // empty: prefixed lines on the terminal
+  bool prefix_timestamp = false;                   // terminal lines start with the time (-prefix-timestamp)
   Environment exports;       // -x
   Environment launcher_env;  // edtrun's environment
   std::string cwd;           // where workers start, on every host

@@ -5,6 +5,8 @@
 // Lines are whole: output arrives in arbitrary chunks, so each stream keeps
 // its unfinished line until the newline (or the end of the stream, or
 // kMaxLine bytes) arrives, and lines of different workers never mix.
+// With -prefix-timestamp the prefix starts with the time, as horovodrun
+// writes it ("Mon Jan 20 12:34:56 2025[0]<stdout>:line").
 // With --output-filename DIR each worker's streams are copied unchanged to
 // DIR/rank.N/stdout and DIR/rank.N/stderr instead.
 //
@@ -58,7 +60,7 @@ class LinePrefixer final : public OutputSink {
   static constexpr size_t kMaxLine = 64 * 1024;
   using Emit = std::function<void(Stream, std::string_view line)>;
 
-  explicit LinePrefixer(Emit emit) : emit_(std::move(emit)) {}
+  explicit LinePrefixer(Emit emit, bool timestamp = false) : emit_(std::move(emit)), timestamp_(timestamp) {}
   void write(int rank, Stream stream, std::string_view bytes) override;
   void close(int rank, Stream stream) override;
 
@@ -66,13 +68,16 @@ class LinePrefixer final : public OutputSink {
   void emit_line(int rank, Stream stream, std::string_view text);
 
   Emit emit_;
+  bool timestamp_;
   std::map<std::pair<int, Stream>, std::string> pending_;
 };
 
 // Lines to edtrun's own stdout and stderr.
-std::unique_ptr<OutputSink> terminal_output();
+std::unique_ptr<OutputSink> terminal_output(bool timestamp = false);
 
-// DIR/rank.N/stdout and stderr for ranks 0..np-1, made (and truncated) now.
+// DIR/rank.N/stdout and stderr for ranks 0..np-1, made (and truncated) now;
+// those of a higher rank (an elastic job's later workers) when it first
+// writes (output it cannot write is dropped).
 Result<std::unique_ptr<OutputSink>> directory_output(const std::string& dir, int np);
 
 }  // namespace edt::launcher

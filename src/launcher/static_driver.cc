@@ -84,7 +84,7 @@ Result<int> StaticDriver::run() {
   if (!options_.output_dir.empty()) {
     EDT_ASSIGN_OR_RETURN(output_, directory_output(options_.output_dir, options_.np));
   } else {
-    output_ = terminal_output();
+    output_ = terminal_output(options_.prefix_timestamp);
   }
   EDT_ASSIGN_OR_RETURN(supervisor_, Supervisor::create(supervisor_options(options_, output_.get())));
   EDT_RETURN_IF_ERROR(start_rendezvous());

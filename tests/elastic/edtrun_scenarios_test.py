@@ -164,11 +164,14 @@ def test_discovery_script_scales_up(hostfile):
     assert_nothing_left(job)
 
 
-def test_output_filename_is_refused_in_elastic_mode(hostfile):
-    result = subprocess.run([EDTRUN, "-np", "1", "--min-np", "1", "--output-filename", "/tmp/x", "--", WORKER],
-                            capture_output=True, text=True, timeout=30)
-    assert result.returncode == 2
-    assert "--output-filename is not supported in elastic mode" in result.stderr
+def test_output_filename_in_elastic_mode(tmp_path):
+    """DIR/rank.N holds worker N's streams (N: the [N] of its terminal lines)."""
+    result = subprocess.run([EDTRUN, "-np", "2", "--min-np", "1", "-H", "localhost:2", "--output-filename",
+                             str(tmp_path), "--", WORKER, "--samples", "64", "--batch", "8"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for n in (0, 1):
+        assert '"event":"end"' in (tmp_path / ("rank.%d" % n) / "stdout").read_text()
 
 
 def test_ssh_hosts_added_then_removed(hostfile, sshd):

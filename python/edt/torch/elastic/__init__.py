@@ -25,10 +25,11 @@ cannot re-form: run() then raises the error with a message that says so.
 """
 
 import functools
+import os
 
 from edt import _runtime
 from edt.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
-from edt.torch import mpi_ops
+from edt.torch import functions, mpi_ops
 from edt.torch.elastic.sampler import ElasticSampler
 from edt.torch.elastic.state import ObjectState, State, TorchState
 
@@ -48,9 +49,11 @@ def _run_elastic(func, state, args, kwargs):
         _runtime.enter_generation(runtime)
         returned = False
         try:
-            if job.resets > resets_seen[0]:
+            reset_here = job.resets > resets_seen[0]
+            if reset_here:
                 resets_seen[0] = job.resets
                 state.on_reset()
+            _sync_settings(state, reset_here)
             result[:] = [func(state, *args, **kwargs)]
             returned = True
         finally:
@@ -70,7 +73,43 @@ def _run_elastic(func, state, args, kwargs):
         raise _runtime.translate(e) from None
     if not stayed:
         raise SystemExit(0)  # this worker's host left the host list: a clean end
+    _check_replicas(state)
     return result[0]
+
+
+def _sync_settings(state, reset_here):
+    """Horovod's run_fn calls state.sync() after the reset callbacks. Here
+    the committed state already reached every member (the generation's
+    sync); what the callbacks changed (the learning rate scaled with
+    hvd.size()) comes from the lowest rank that ran them, so that a
+    newcomer, which ran none, trains with the same settings. Survivors
+    that ran them agree already."""
+    everyone = functions.allgather_object(state._settings() if reset_here else None, name="elastic.settings")
+    settings = next((s for s in everyone if s is not None), None)
+    if settings is not None and not reset_here:
+        state._load_settings(settings)
+
+
+def _check_replicas(state):
+    """Replicas that drifted apart (a rank trained with other settings, or
+    changed its parameters alone) make run() raise instead of returning
+    as if the job succeeded: Horovod does not check, and its jobs then end
+    with silently different models. EDT_ELASTIC_CHECK_REPLICAS=0 skips it
+    (for a model whose parameters are meant to differ between ranks)."""
+    if os.environ.get("EDT_ELASTIC_CHECK_REPLICAS", "1") == "0":
+        return
+    digest = state._replica_digest()
+    if digest is None:
+        return
+    everyone = functions.allgather_object(digest, name="elastic.replica_check")
+    for rank, theirs in enumerate(everyone):
+        differ = [name for (name, a), (_, b) in zip(everyone[0], theirs) if a != b]
+        if differ:
+            raise RuntimeError(
+                "after hvd.elastic.run the model's parameters differ between ranks 0 and %d (%s%s): the replicas "
+                "drifted apart, so the trained model depends on the rank that saves it. Look for settings or "
+                "parameters a rank changes alone; EDT_ELASTIC_CHECK_REPLICAS=0 skips this check"
+                % (rank, ", ".join(differ[:3]), " and %d more" % (len(differ) - 3) if len(differ) > 3 else ""))
 
 
 def run(func):

@@ -11,6 +11,7 @@ membership generation.
 """
 
 import copy
+import hashlib
 import io
 
 import torch
@@ -107,6 +108,20 @@ class State:
     def _generation_ended(self):
         """The engine of the generation is gone; drop what refers to it."""
 
+    def _settings(self):
+        """What reset callbacks change and the committed state does not
+        carry to a newcomer (it has the old generation's values): sent after
+        the callbacks, as Horovod's sync() after on_reset() sends it."""
+        return None
+
+    def _load_settings(self, settings):
+        pass
+
+    def _replica_digest(self):
+        """What must be bit-identical on every rank at the end of run(), as
+        [(name, digest)]; None: nothing to compare."""
+        return None
+
     def save(self):
         raise NotImplementedError
 
@@ -159,6 +174,15 @@ class ObjectState(State):
         if self._saved_state:
             self._saved_state = self._bcast_object(self._saved_state, root_rank=0, name="elastic.object_state")
             self._set_attrs()
+
+    def _settings(self):
+        # The attributes as they are: after a reset they hold the commit,
+        # and what the reset callbacks set.
+        return {"objects": ObjectState._state_dict(self)}
+
+    def _load_settings(self, settings):
+        self._saved_state = settings["objects"]
+        self._set_attrs()
 
 
 class TorchState(ObjectState):
@@ -219,6 +243,28 @@ class TorchState(ObjectState):
         for sampler in self._samplers.values():
             sampler.reset(rank, size)
 
+    def _settings(self):
+        settings = super()._settings()
+        if self.optimizer is not None:
+            # The hyperparameters (lr, momentum ...): what a reset callback
+            # scales with hvd.size(). The optimizer's state is committed.
+            settings["param_groups"] = [{k: v for k, v in group.items() if k != "params"}
+                                        for group in self.optimizer.param_groups]
+        return settings
+
+    def _load_settings(self, settings):
+        super()._load_settings(settings)
+        for group, values in zip(self.optimizer.param_groups if self.optimizer is not None else [],
+                                 settings.get("param_groups", [])):
+            group.update(values)
+
+    def _replica_digest(self):
+        # Parameters only: buffers (BatchNorm's running statistics) are
+        # each rank's own in Horovod's training as in edt's.
+        if self.model is None:
+            return None
+        return [(name, _digest(p)) for name, p in self.model.named_parameters()]
+
     def _generation_ended(self):
         # A step cut short by a failure left gradient requests of the old
         # engine behind; the next generation starts its steps afresh.
@@ -235,6 +281,13 @@ class TorchState(ObjectState):
             sampler.load_state_dict(functions.broadcast_object(sampler.state_dict(), root_rank=0,
                                                                name="elastic.sampler." + name))
         super().sync()
+
+
+def _digest(tensor):
+    t = tensor.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:  # numpy has no bfloat16; the bits are what count
+        t = t.view(torch.int16)
+    return hashlib.blake2b(t.reshape(-1).numpy().view("u1"), digest_size=8).hexdigest()
 
 
 class _Registered:
