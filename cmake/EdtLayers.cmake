@@ -10,13 +10,14 @@
 #   engine        Horovod-style request engine; sees only include/edt of what
 #                 is below it (LINKS edt_collectives)
 #   launcher      edtrun
+#   sched         the GPU scheduling policy: pure, on common only
 #   control       edtd
 #   cli           edt
 #   python, bench, examples: programs on top of it all
 #
 # A module's layer is the first folder of its FOLDER (control/model ->
 # control). This file holds no targets: cmake -P scripts include it too.
-set(EDT_LAYERS common kernels rendezvous transport collectives elastic engine launcher control cli python bench
+set(EDT_LAYERS common kernels rendezvous transport collectives elastic engine launcher sched control cli python bench
     examples)
 
 # edt_layer_of(<out> <folder>): the layer index of a module folder, or -1.
