@@ -82,6 +82,7 @@ std::optional<ApiFailure> Client::call(const std::string& method, const std::str
   httplib::Result res = method == "GET"      ? http_->Get(url.c_str())
                         : method == "POST"   ? http_->Post(url.c_str(), text, "application/json")
                         : method == "PATCH"  ? http_->Patch(url.c_str(), text, "application/json")
+                        : method == "PUT"    ? http_->Put(url.c_str(), text, "application/json")
                                              : http_->Delete(url.c_str());
   if (auto f = failure_of(res, endpoint_.api)) return f;
   if (out) *out = json::parse(res->body, nullptr, false);

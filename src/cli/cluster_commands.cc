@@ -112,6 +112,40 @@ int wait_for(Client& client, const std::string& name, bool gone, int containers 
   return 1;
 }
 
+// "4" or, elastic, "4 (2..8)".
+std::string size_text(const json& c) {
+  std::string text = std::to_string(c[key(cluster_field::containers)].get<int>());
+  const int min = c.value(key(cluster_field::min_containers), 0), max = c.value(key(cluster_field::max_containers), 0);
+  if (max > min) text += " (" + std::to_string(min) + ".." + std::to_string(max) + ")";
+  return text;
+}
+
+// A queued request as "#1 for 3 containers" (with its reason when `reason`);
+// "-" when the cluster waits for nothing.
+std::string queue_text(const json& c, bool reason) {
+  const json& status = c[key(cluster_field::status)];
+  if (!status.contains(key(status_field::queued)) || status[key(status_field::queued)].is_null()) return "-";
+  namespace queued = api::fields::QueuedRequest;
+  const json& q = status[key(status_field::queued)];
+  std::string text = "#" + std::to_string(q[key(queued::position)].get<int>()) + " for " +
+                     std::to_string(q[key(queued::containers)].get<int>()) + " containers";
+  if (reason) text += ": " + q[key(queued::reason)].get<std::string>();
+  return text;
+}
+
+// The scheduler's view of a cluster: its team, bounds, priority, queue.
+void print_scheduling(const json& c) {
+  const std::string team = c.value(key(cluster_field::team), "");
+  printf("team:       %s\n", team.empty() ? "none" : team.c_str());
+  const int min = c.value(key(cluster_field::min_containers), 0), max = c.value(key(cluster_field::max_containers), 0);
+  if (max > min)
+    printf("elastic:    %d to %d containers (the scheduler grows it into idle GPUs; borrowed ones drain back)\n",
+           min, max);
+  printf("priority:   %d\n", c.value(key(cluster_field::priority), 0));
+  const std::string queued = queue_text(c, true);
+  if (queued != "-") printf("queued:     %s (cancel: edt cluster delete, or scale again)\n", queued.c_str());
+}
+
 void print_cluster(const json& c) {
   const json& status = c[key(cluster_field::status)];
   auto text = [](const json& v) { return v.get<std::string>(); };
@@ -119,6 +153,7 @@ void print_cluster(const json& c) {
          text(c[key(cluster_field::name)]).c_str(), text(c[key(cluster_field::owner)]).c_str(),
          text(c[key(cluster_field::framework)]).c_str(), text(c[key(cluster_field::image)]).c_str(),
          text(status[key(status_field::phase)]).c_str(), text(status[key(status_field::message)]).c_str());
+  print_scheduling(c);
   printf("shm:        %s\n", text(c[key(cluster_field::shm)]).c_str());
   const json& memory = c[key(cluster_field::memory)];
   printf("memory:     %s\n", memory.is_null() ? "no bound" : (text(memory) + " per container").c_str());
@@ -164,6 +199,7 @@ void print_cluster(const json& c) {
 struct CreateOptions {
   std::string name, framework = std::string(api::limits::Framework::values[0]), image, gpu, shm, memory, cpus, drain_timeout, output;
   int containers = 0;
+  int min_containers = 0, max_containers = 0, priority = -1;  // 0 (priority -1): not given
   int tensor_parallel = 0, pipeline_parallel = 0;  // 0: not given
   bool wait = false;
   std::vector<std::string> mounts, env;
@@ -204,6 +240,9 @@ int create_request(const CreateOptions& o, json* body) {
   if (!o.memory.empty()) (*body)[key(spec::memory)] = o.memory;
   if (!o.cpus.empty()) (*body)[key(spec::cpus)] = o.cpus;
   if (!o.drain_timeout.empty()) (*body)[key(spec::drain_timeout)] = o.drain_timeout;
+  if (o.min_containers > 0) (*body)[key(spec::min_containers)] = o.min_containers;
+  if (o.max_containers > 0) (*body)[key(spec::max_containers)] = o.max_containers;
+  if (o.priority >= 0) (*body)[key(spec::priority)] = o.priority;
   // edtd checks them against the framework and the GPUs, naming the field.
   if (o.tensor_parallel > 0)
     (*body)[key(spec::megatron)][key(api::fields::MegatronParallel::tensor_parallel)] = o.tensor_parallel;
@@ -233,9 +272,31 @@ int create_cluster(const CreateOptions& o) {
     if (auto f = client.call("GET", "/clusters/" + o.name, nullptr, &now)) return fail(*f);
     printf("%s\n", now.dump(2).c_str());
   } else {
-    printf("cluster %s created\n", o.name.c_str());
+    const std::string queued = queue_text(created, true);
+    printf("cluster %s created%s\n", o.name.c_str(), queued == "-" ? "" : ("; queued " + queued).c_str());
   }
   return 0;
+}
+
+// --min, --max, --priority (docs/scheduling.md).
+void add_scheduling_options(CLI::App* cmd, CreateOptions* o) {
+  namespace limits = api::limits;
+  const std::string count = " (" + std::to_string(limits::ContainerCount::minimum) + " to " +
+                            std::to_string(limits::ContainerCount::maximum) + ")";
+  cmd->add_option("--min", o->min_containers,
+                  "elastic: the fewest containers it runs with, never taken from it once placed (default: "
+                  "--containers)" + count)
+      ->check(CLI::Range(static_cast<int>(limits::ContainerCount::minimum),
+                         static_cast<int>(limits::ContainerCount::maximum)));
+  cmd->add_option("--max", o->max_containers,
+                  "elastic: the most containers the scheduler grows it to in idle GPUs within its team's "
+                  "borrowing limit; borrowed ones drain back at their job's next commit" + count)
+      ->check(CLI::Range(static_cast<int>(limits::ContainerCount::minimum),
+                         static_cast<int>(limits::ContainerCount::maximum)));
+  cmd->add_option("--priority", o->priority,
+                  "orders the queue for GPUs, higher first (" + std::to_string(limits::Priority::minimum) + " to " +
+                      std::to_string(limits::Priority::maximum) + ", default 0)")
+      ->check(CLI::Range(static_cast<int>(limits::Priority::minimum), static_cast<int>(limits::Priority::maximum)));
 }
 
 void add_create(CLI::App* cluster, Action* action) {
@@ -271,6 +332,7 @@ void add_create(CLI::App* cluster, Action* action) {
       ->check(CLI::Range(1, static_cast<int>(limits::ParallelSize::maximum)));
   cmd->add_option("--pipeline-parallel", o->pipeline_parallel, "Megatron-LM's pipeline-model-parallel size" + parallel)
       ->check(CLI::Range(1, static_cast<int>(limits::ParallelSize::maximum)));
+  add_scheduling_options(cmd, o.get());
   cmd->add_option("--mount", o->mounts, "VOLUME:PATH[:ro] (PATH may be empty: /root/VOLUME)");
   cmd->add_option("--env", o->env, "KEY=VALUE in every container");
   cmd->add_flag("--wait", o->wait, "wait until every container is Running");
@@ -291,11 +353,12 @@ int list_clusters(const std::string& output) {
   if (auto f = client.call("GET", "/clusters", nullptr, &out)) return fail(*f);
   const json& clusters = out[key(api::fields::ClusterList::clusters)];
   if (print_json_if_asked(output, clusters)) return 0;
-  std::vector<std::vector<std::string>> rows = {{"NAME", "FRAMEWORK", "CONTAINERS", "RUNNING", "PHASE", "OWNER"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "FRAMEWORK", "CONTAINERS", "RUNNING", "PHASE", "QUEUE", "OWNER"}};
   for (const auto& c : clusters)
-    rows.push_back({c[key(cluster_field::name)], c[key(cluster_field::framework)],
-                    std::to_string(c[key(cluster_field::containers)].get<int>()), running_count(c),
-                    c[key(cluster_field::status)][key(status_field::phase)], c[key(cluster_field::owner)]});
+    rows.push_back({c[key(cluster_field::name)], c[key(cluster_field::framework)], size_text(c), running_count(c),
+                    c[key(cluster_field::status)][key(status_field::phase)], queue_text(c, false),
+                    c[key(cluster_field::owner)]});
   print_table(rows);
   return 0;
 }
@@ -331,9 +394,12 @@ int scale_cluster(const NameOptions& o) {
   Client client(load_endpoint());
   json body = {{key(api::fields::Scale::containers), o.containers}};
   if (!o.drain_timeout.empty()) body[key(api::fields::Scale::drain_timeout)] = o.drain_timeout;
-  if (auto f = client.call("PATCH", "/clusters/" + o.name, &body, nullptr)) return fail(*f);
+  json scaled;
+  if (auto f = client.call("PATCH", "/clusters/" + o.name, &body, &scaled)) return fail(*f);
   if (o.wait) return wait_for(client, o.name, false, o.containers);
-  printf("cluster %s scaling to %d containers\n", o.name.c_str(), o.containers);
+  const std::string queued = queue_text(scaled, true);
+  printf("cluster %s scaling to %d containers%s\n", o.name.c_str(), o.containers,
+         queued == "-" ? "" : ("; queued " + queued).c_str());
   return 0;
 }
 

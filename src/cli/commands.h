@@ -24,6 +24,8 @@ void add_cluster_commands(CLI::App& app, Action* action);
 void add_exec_commands(CLI::App& app, Action* action);
 void add_resource_commands(CLI::App& app, Action* action);
 void add_user_commands(CLI::App& app, Action* action);
+// After add_user_commands: it adds `edt user team` to the user group.
+void add_team_commands(CLI::App& app, Action* action);
 
 // Helpers the groups share.
 

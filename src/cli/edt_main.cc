@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   add_exec_commands(app, &action);
   add_resource_commands(app, &action);
   add_user_commands(app, &action);
+  add_team_commands(app, &action);
   CLI11_PARSE(app, argc, argv);
   if (!log_level.empty()) log::set_level(log::parse_level(log_level).value());
   return action ? action() : 0;

@@ -77,6 +77,26 @@ Layout find_layout() {
   return layout;
 }
 
+// --venv: the venv bound read-only at its own path, its bin on PATH after
+// edt's tools. Left out: kDefaultVenv where `make deps` made it, else none
+// (Debian's python3 alone). Named: it must be a venv.
+Status add_venv(const std::string& flag, Layout& layout) {
+  if (flag == "none") return Status::ok();
+  const std::string venv = flag.empty() ? kDefaultVenv : flag;
+  std::error_code ec;
+  const bool present = fs::exists(venv + "/pyvenv.cfg", ec) && fs::exists(venv + "/bin/python3", ec);
+  if (flag.empty() && !present) return Status::ok();
+  if (!fs::path(venv).is_absolute() || !present)
+    return invalid_argument("--venv " + venv + " is not a virtual environment (an absolute directory with pyvenv.cfg "
+                            "and bin/python3); give the one `make deps` makes (" + kDefaultVenv +
+                            ", or where EDT_VENV put it), or --venv none");
+  layout.venv = fs::path(venv).lexically_normal().string();
+  if (layout.venv.size() > 1 && layout.venv.back() == '/') layout.venv.pop_back();
+  layout.tool_binds.push_back(layout.venv);
+  layout.tool_path.push_back(layout.venv + "/bin");
+  return Status::ok();
+}
+
 // A HOST:PORT flag; a port of 0 (any free one) only where allow_any_port.
 Result<net::HostPort> parse_listen_flag(const std::string& flag, const std::string& text, const std::string& example,
                                         bool allow_any_port) {
@@ -259,6 +279,10 @@ void add_service_flags(CLI::App& app, Flags& flags) {
   app.add_option("--grace", flags.grace, "SIGTERM to SIGKILL when a container goes")->capture_default_str();
   app.add_option("--web-dir", flags.web_dir,
                  "the web console's built files, served at / (default: <prefix>/share/edt/web, or the build tree's)");
+  app.add_option("--venv", flags.venv,
+                 std::string("edt's virtual environment (make deps: JupyterLab...), bound read-only into containers "
+                             "at the same path, its bin on PATH after edt's tools; none: Debian's python3 alone "
+                             "(default: ") + kDefaultVenv + " where it exists)");
   app.add_option("--terminal-listen", flags.terminal_listen,
                  "HOST:PORT of the console's terminal WebSockets (default: the API's host, any free port)");
   app.add_option("--log-level", flags.log_level,
@@ -381,6 +405,7 @@ Result<Settings> check_flags(const Flags& flags) {
     return invalid_argument("--data-dir " + flags.data_dir + " exists and is not a directory; give a directory");
   if (Status st = check_fault_setting(); !st.is_ok()) return st;
   settings.layout = find_layout();
+  EDT_RETURN_IF_ERROR(add_venv(flags.venv, settings.layout));
   if (!flags.web_dir.empty()) {
     if (!fs::exists(flags.web_dir + "/index.html", ec))
       return invalid_argument("--web-dir " + flags.web_dir +

@@ -34,6 +34,7 @@ struct Flags {
   int ssh_port = 2222;
   std::string grace = "10s";
   std::string web_dir;
+  std::string venv;             // empty: kDefaultVenv where it exists; "none"
   std::string terminal_listen;  // empty: the API's host, any free port
   std::string log_level;        // empty: EDT_LOG_LEVEL's, else info
   std::string log_format = "text";
@@ -54,14 +55,20 @@ struct Flags {
 // Registers every flag of edtd on `app`, writing into `flags`.
 void add_flags(CLI::App& app, Flags& flags);
 
+// Where `make deps` makes edt's virtual environment (scripts/install-deps.sh,
+// EDT_VENV there): JupyterLab and the other PyPI packages, on Debian's python3.
+inline constexpr const char* kDefaultVenv = "/opt/edt/venv";
+
 // Where this edtd's own files are: the tools and the Python package that
 // containers get, and the web console. An edtd run from the build tree uses
 // the build and source trees; any other finds them relative to its own
 // executable (<prefix>/bin/edtd), so an installed tree or package works
-// wherever it was put, without flags.
+// wherever it was put, without flags. The venv (--venv) is bound in the same
+// way, its bin on PATH after edt's tools.
 struct Layout {
   std::vector<std::string> tool_binds;  // bound read-only into containers
-  std::vector<std::string> tool_path;
+  std::vector<std::string> tool_path;   // edt's tools, then the venv's bin
+  std::string venv;                     // empty: none
   std::string python_path;
   std::string web_dir;  // empty: no console was built
 };

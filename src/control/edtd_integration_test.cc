@@ -525,7 +525,8 @@ TEST_F(Edtd, EveryBadInputIsRefusedAndChangesNothing) {
       {"POST", "/api/v1/clusters", R"({"name": "a", "image": "hvd", "framework": "deepspeed", "containers": 2})", 422, "image"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "mounts": [{"volume": "nope"}], )" + base + "}", 422, "mounts[0].volume"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "gpu": {"model": "H100", "count": 1}, )" + base + "}", 422, "gpu.model"},
-      {"POST", "/api/v1/clusters", R"({"name": "a", "gpu": {"model": "NVIDIA-P4", "count": 2}, )" + base + "}", 409, "gpu.count"},
+      // More GPUs than the machine has (4) is refused; fewer than are free would queue.
+      {"POST", "/api/v1/clusters", R"({"name": "a", "gpu": {"model": "NVIDIA-P4", "count": 3}, )" + base + "}", 409, "gpu.count"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "shm": "lots", )" + base + "}", 422, "shm"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "drain_timeout": "60q", )" + base + "}", 422, "drain_timeout"},
       {"POST", "/api/v1/clusters", R"({"name": "a", "drain_timeout": -1, )" + base + "}", 422, "drain_timeout"},

@@ -115,6 +115,7 @@ int serve(const Flags& flags, const Settings& settings) {
   reconciler_options.grace = settings.grace;
   reconciler_options.base_env = base_env;
   reconciler_options.on_resync = [&jobs] { jobs.refresh_running(); };
+  reconciler_options.addresses = settings.range;
   Reconciler reconciler(db.get(), &backend, reconciler_options);
   // Managed volumes live where the containers' nodes see them.
   const std::string volumes_under = settings.slurm ? flags.slurm_shared_dir : flags.data_dir;
@@ -138,6 +139,7 @@ int serve(const Flags& flags, const Settings& settings) {
   JupyterProxy jupyter(jupyter_proxy_options(&service, &jupyter_servers));
   api_options.extra_routes = console_routes({{&service, &reconciler}, &terminals, &jupyter});
   api_options.prefix_handlers = {{JupyterProxy::kPrefix, [&jupyter](Request& request) { return jupyter.handle(request); }}};
+  api_options.session_token = [&jupyter](const Request& request) { return jupyter.session_token(request); };
   ApiServer api(std::move(api_options));
 
   sigset_t signals = block_signals();

@@ -9,10 +9,13 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before } from 'node:test';
-import { containerPhases as phasesIn, Edtd, launchBrowser, outputDir, Steps, waitAllRunning as allRunningIn, waitFor } from './harness.mjs';
+import fs from 'node:fs';
+import os from 'node:os';
+import { containerPhases as phasesIn, Edtd, launchBrowser, outputDir, runInTerminal as runIn, Steps, terminalBuffer, underscoreInk, waitAllRunning as allRunningIn, waitFor } from './harness.mjs';
 
 const containerPhases = () => phasesIn(page);
 const waitAllRunning = (n) => allRunningIn(page, n);
+const runInTerminal = (command) => runIn(page, command);
 
 const kViewport = { width: 1280, height: 800 };
 const kHostfileLine = /^tthvd-(launcher|worker-\d+) slots=\d+$/;
@@ -53,28 +56,26 @@ async function waitEvents(types) {
 }
 
 
-// Runs a command in the open terminal and returns the lines it printed,
-// between markers the shell computes (so the echoed command never matches).
-async function runInTerminal(command) {
-  const tag = Math.floor(Math.random() * 1e6);
-  await page.locator('#terminal .xterm').click();
-  await page.keyboard.type(`echo "@@$((${tag}+1))"; ${command}; echo "@@$((${tag}+2))"\n`);
-  const text = await waitFor(`"${command}" to finish in the terminal`, async () => {
-    const rows = await page.locator('#terminal .xterm-rows').innerText();
-    return rows.includes(`@@${tag + 2}`) ? rows : null;
-  }, { timeoutMs: 20000 });
-  const lines = text.split('\n').map((l) => l.trimEnd());
-  const start = lines.lastIndexOf(`@@${tag + 1}`);
-  const end = lines.lastIndexOf(`@@${tag + 2}`);
-  return lines.slice(start + 1, end).filter((l) => l !== '');
+async function openTerminalInLauncher(target = page) {
+  await openApp(target, '#/clusters/tthvd');
+  await target.click('#open-terminal');
+  await target.waitForURL(/#\/clusters\/tthvd\/terminal\/tthvd-launcher$/);
+  await waitFor('the terminal to connect', async () => (await target.textContent('#terminal-state')) === 'Connected');
+  await waitFor("the shell's prompt", async () => /tthvd-launcher:.*[#$]\s*$/m.test(await target.locator('#terminal .xterm-rows').innerText()));
 }
 
-async function openTerminalInLauncher() {
-  await openApp(page, '#/clusters/tthvd');
-  await page.click('#open-terminal');
-  await page.waitForURL(/#\/clusters\/tthvd\/terminal\/tthvd-launcher$/);
-  await waitFor('the terminal to connect', async () => (await page.textContent('#terminal-state')) === 'Connected');
-  await waitFor("the shell's prompt", async () => /tthvd-launcher:.*[#$]\s*$/m.test(await page.locator('#terminal .xterm-rows').innerText()));
+// Types a line with underscores and checks it reads back: the buffer holds
+// what was typed, and each underscore's pixels are drawn inside its cell.
+async function checkUnderscores(target, scale) {
+  const text = 'train_mnist.py CUDA_VISIBLE_DEVICES=3';
+  assert.deepEqual(await runIn(target, `echo ${text}`), [text]);
+  assert.ok((await terminalBuffer(target)).some((l) => l.includes(`echo ${text}; echo`)), 'the typed command is in the buffer as typed');
+  const inks = await underscoreInk(target, text);
+  assert.equal(inks.length, 3);
+  inks.forEach((c, i) => {
+    assert.ok(c.ink >= c.width / 2, `at scale ${scale}, underscore ${i + 1} of ${text} has ${c.ink} pixels in its ${c.width}x${c.height} cell: drawn outside it`);
+    assert.ok(c.low >= c.ink / 2, `at scale ${scale}, underscore ${i + 1} is drawn in the upper half of its cell`);
+  });
 }
 
 before(async () => {
@@ -82,7 +83,7 @@ before(async () => {
   const volume = await edtd.api('POST', '/volumes', { name: 'data' });
   assert.equal(volume.status, 201, JSON.stringify(volume.json));
   browser = await launchBrowser();
-  page = await browser.newPage({ viewport: kViewport, colorScheme: 'light' });
+  page = await browser.newPage({ viewport: kViewport, deviceScaleFactor: 1, colorScheme: 'light' });
   page.on('pageerror', (e) => pageErrors.push(e.message));
 });
 
@@ -113,8 +114,12 @@ step('create tthvd with 2 containers, a GPU each, shared memory and a volume; bo
   await page.waitForSelector('#create-form');
   await page.fill('[data-field="name"]', 'tthvd');
   await page.fill('[data-field="containers"]', '2');
+  assert.match(await page.textContent('#create-form'), /One is the launcher \(tthvd-launcher\), the rest are workers \(tthvd-worker-0\)\./);
   assert.equal(await page.locator('[data-field="image"] option').allTextContents().then((o) => o.join()), 'edt');
   await page.check('#gpu-enabled');
+  const labelTops = await page.$$eval('#gpu-row label', (labels) => labels.map((l) => Math.round(l.getBoundingClientRect().top)));
+  assert.equal(labelTops.length, 2);
+  assert.equal(labelTops[0], labelTops[1], 'the GPU model and count labels are on one line');
   assert.match(await page.locator('[data-field="gpu.model"] option:checked').textContent(), /NVIDIA-P4 — 8 of 8 free \(simulated\)/);
   await page.check('#shm-enabled');
   await page.fill('[data-field="shm"]', '1Gi');
@@ -128,6 +133,12 @@ step('create tthvd with 2 containers, a GPU each, shared memory and a volume; bo
   await page.waitForURL(/#\/clusters\/tthvd$/);
   await waitAllRunning(2);
   assert.deepEqual(Object.keys(await containerPhases()), ['tthvd-launcher', 'tthvd-worker-0']);
+  // A count per container, never an index ("0" read as no GPU); the index in the title.
+  for (const c of ['tthvd-launcher', 'tthvd-worker-0']) {
+    const cell = page.locator(`#containers-table tr[data-container="${c}"] [data-col="gpus"]`);
+    assert.equal(await cell.textContent(), '1 × NVIDIA-P4');
+    assert.match(await cell.getAttribute('title'), /^GPU index \d+ of edtd's inventory$/);
+  }
   await waitFor('a 2-line hostfile', async () => (await page.textContent('#hostfile')).trim().split('\n').length === 2);
   assert.match(await page.textContent('#overview'), /2 × NVIDIA-P4/);
   assert.match(await page.textContent('#overview'), /Drain timeout\s*3s/);
@@ -147,6 +158,26 @@ step('the launcher terminal shows a 2-line /etc/mpi/hostfile', async () => {
   await screenshot('terminal-hostfile-2');
 });
 
+step("the terminal at a device scale of 1 and 2: underscores drawn in their cells, the box holds the screen, the page does not scroll", async () => {
+  await openTerminalInLauncher();
+  await checkUnderscores(page, 1);
+  await screenshot('terminal-underscores-scale-1');
+  const box = await page.$eval('#terminal', (el) => {
+    const outer = el.getBoundingClientRect();
+    const inner = el.querySelector('.xterm-screen').getBoundingClientRect();
+    return { spill: inner.bottom - (outer.bottom - parseFloat(getComputedStyle(el).paddingBottom)), scroll: document.documentElement.scrollHeight - window.innerHeight };
+  });
+  assert.ok(box.spill <= 0, `the terminal's screen spills ${box.spill}px below its box`);
+  assert.ok(box.scroll <= 0, `the page scrolls ${box.scroll}px at ${kViewport.height}px tall`);
+
+  const sharp = await browser.newPage({ viewport: kViewport, deviceScaleFactor: 2, colorScheme: 'light' });
+  await sharp.addInitScript((token) => localStorage.setItem('edt.token', token), edtd.token);
+  await openTerminalInLauncher(sharp);
+  await checkUnderscores(sharp, 2);
+  await screenshot('terminal-underscores-scale-2', sharp);
+  await sharp.close();
+});
+
 step('scale to 4: a confirmation, then 4 Running and a 4-line hostfile', async () => {
   await openApp(page, '#/clusters/tthvd');
   await waitAllRunning(2);
@@ -155,7 +186,9 @@ step('scale to 4: a confirmation, then 4 Running and a 4-line hostfile', async (
   await page.waitForSelector('dialog[open]');
   assert.match(await page.textContent('dialog h2'), /Scale tthvd from 2 to 4 containers\?/);
   await page.click('#dialog-confirm');
+  await waitFor('the banner of the scale', async () => (await page.textContent('.status')) === 'Scaling tthvd to 4 containers.');
   await waitAllRunning(4);
+  await waitFor('the banner of the scale to go', async () => (await page.textContent('.status')) === '');
   await waitFor('a 4-line hostfile', async () => (await page.textContent('#hostfile')).trim().split('\n').length === 4);
   (await page.textContent('#hostfile')).trim().split('\n').forEach((line) => assert.match(line, kHostfileLine));
   await waitEvents(['Running', 'Scaling', 'Running', 'Created']);
@@ -298,22 +331,102 @@ step('volumes: upload a file into data (a hostile path is refused next to the pa
   await waitFor('data in the upload form', async () => (await page.locator('#upload-volume option[value="data"]').count()) === 1);
   await page.selectOption('#upload-volume', 'data');
   await page.setInputFiles('#upload-file', { name: 'hello.txt', mimeType: 'text/plain', buffer: Buffer.from('hello from the console\n') });
-  await page.fill('#upload-path', '../escape.txt');
+  await page.fill('#upload-path', '..');
   await page.click('#upload-submit');
   await waitFor('the refusal next to the path', async () => /has a '\.\.' segment/.test(await page.textContent('#upload-path-error')));
   assert.equal(await page.getAttribute('#upload-path', 'aria-invalid'), 'true');
   assert.equal(await page.textContent('#upload-state'), 'Upload failed.');
-  await page.fill('#upload-path', 'inputs/hello.txt');
+  await page.fill('#upload-path', 'inputs');
   await page.click('#upload-submit');
   await waitFor('done beside the button', async () => (await page.textContent('#upload-state')) === 'Uploaded 23 bytes to data as inputs/hello.txt.');
   assert.equal(await page.textContent('#upload-path-error'), '');
   await screenshot('volume-upload');
+  // Another pick starts from an empty folder: the last upload's is not reused unseen.
+  await page.setInputFiles('#upload-file', { name: 'other.txt', mimeType: 'text/plain', buffer: Buffer.from('x') });
+  assert.equal(await page.inputValue('#upload-path'), '');
   // The container's user reads (and may write) it where tthvd mounts data.
   const job = await edtd.api('POST', '/clusters/tthvd/jobs', { command: 'cat /root/data/inputs/hello.txt; stat -c %a /root/data/inputs/hello.txt; echo more >> /root/data/inputs/hello.txt && echo writable' });
   assert.equal(job.status, 201, JSON.stringify(job.json));
   await waitFor('the job to end', async () => (await edtd.api('GET', `/jobs/${job.json.id}`)).json.state !== 'Running');
   const log = await fetch(`${edtd.base}/api/v1/jobs/${job.json.id}/log?follow=false`, { headers: { Authorization: `Bearer ${edtd.token}` } });
   assert.equal(await log.text(), 'hello from the console\n644\nwritable\n');
+});
+
+step("jobs start in the first volume's directory, or in the one given; a relative one is refused next to it", async () => {
+  await openApp(page, '#/clusters/tthvd');
+  assert.match(await page.textContent('#job-cwd-help'), /starts in \/root\/data, where the first volume is mounted/);
+  assert.equal(await page.getAttribute('#job-cwd', 'placeholder'), '/root/data');
+  await page.fill('#job-command', 'pwd; cat inputs/hello.txt');
+  await page.click('#run-submit');
+  await page.waitForURL(/#\/jobs\/\d+$/);
+  await waitFor('the job to run in /root/data', async () => (await page.textContent('#job-log')) === '/root/data\nhello from the console\nmore\n');
+  await openApp(page, '#/clusters/tthvd');
+  await page.fill('#job-cwd', 'inputs');
+  await page.fill('#job-command', 'pwd');
+  await page.click('#run-submit');
+  await waitFor('the refusal next to the directory', async () => /cwd 'inputs' is not absolute/.test(await page.textContent('#job-cwd-error')));
+  assert.equal(await page.getAttribute('#job-cwd', 'aria-invalid'), 'true');
+  await page.fill('#job-cwd', '/root/data/inputs');
+  await page.click('#run-submit');
+  await page.waitForURL(/#\/jobs\/\d+$/);
+  await waitFor('the job to run where it was told', async () => (await page.textContent('#job-log')) === '/root/data/inputs\n');
+});
+
+step("a volume's files: list with sizes and folders, upload several files and a folder (an overwrite asked first), download, delete", async () => {
+  await openApp(page, '#/volumes');
+  await page.click('a[aria-label="Files of data"]');
+  await page.waitForURL(/#\/volumes\/data\/files$/);
+  await waitFor('the inputs folder', async () => (await page.locator('#files-table tr[data-entry="inputs"][data-type="directory"]').count()) === 1);
+  await page.click('#files-table a:text("inputs/")');
+  await page.waitForURL(/#\/volumes\/data\/files\/inputs$/);
+  const hello = page.locator('#files-table tr[data-entry="hello.txt"]');
+  await waitFor('hello.txt and its size', async () => (await hello.locator('[data-col="size"]').textContent()) === '28 B');
+  assert.equal(await page.inputValue('#upload-path'), 'inputs', 'the upload goes to the folder shown');
+
+  // Several files, one of them there already: the replace is asked first.
+  await page.setInputFiles('#upload-file', [
+    { name: 'a.txt', mimeType: 'text/plain', buffer: Buffer.from('aaa') },
+    { name: 'hello.txt', mimeType: 'text/plain', buffer: Buffer.from('replaced\n') },
+  ]);
+  await page.click('#upload-submit');
+  await page.waitForSelector('dialog[open]');
+  assert.match(await page.textContent('dialog h2'), /Replace 1 file in data\?/);
+  assert.match(await page.textContent('dialog'), /inputs\/hello\.txt/);
+  await page.click('dialog button[value="cancel"]');
+  await waitFor('nothing uploaded', async () => (await page.textContent('#upload-state')) === 'Nothing uploaded.');
+  assert.equal(await page.locator('#files-table tr[data-entry="a.txt"]').count(), 0);
+  await page.click('#upload-submit');
+  await page.click('#dialog-confirm');
+  await waitFor('both uploaded', async () => (await page.textContent('#upload-state')) === 'Uploaded 2 files (12 bytes) to data.');
+  await waitFor('a.txt listed', async () => (await page.locator('#files-table tr[data-entry="a.txt"]').count()) === 1);
+
+  // A folder, its own folders kept.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edt-console-folder-'));
+  fs.mkdirSync(path.join(dir, 'set', 'sub'), { recursive: true });
+  fs.writeFileSync(path.join(dir, 'set', 'one.txt'), '1');
+  fs.writeFileSync(path.join(dir, 'set', 'sub', 'two.txt'), '22');
+  await page.setInputFiles('#upload-folder', path.join(dir, 'set'));
+  await page.click('#upload-submit');
+  await waitFor('the folder uploaded', async () => /^Uploaded 2 files \(3 bytes\) to data\.$/.test(await page.textContent('#upload-state')));
+  fs.rmSync(dir, { recursive: true, force: true });
+  await waitFor('set listed as a folder', async () => (await page.locator('#files-table tr[data-entry="set"][data-type="directory"]').count()) === 1);
+  await screenshot('volume-files');
+
+  const [download] = await Promise.all([page.waitForEvent('download'), hello.locator('button[aria-label="Download hello.txt"]').click()]);
+  assert.equal(download.suggestedFilename(), 'hello.txt');
+  assert.equal(fs.readFileSync(await download.path(), 'utf8'), 'replaced\n');
+
+  await page.click('#files-table button[aria-label="Delete set"]');
+  assert.match(await page.textContent('dialog'), /The folder and everything in it go/);
+  await page.click('#dialog-confirm');
+  await waitFor('set to go', async () => (await page.locator('#files-table tr[data-entry="set"]').count()) === 0);
+  await page.click('#files-table button[aria-label="Delete a.txt"]');
+  await page.click('#dialog-confirm');
+  await waitFor('a.txt to go', async () => (await page.locator('#files-table tr[data-entry="a.txt"]').count()) === 0);
+  const left = (await edtd.api('GET', '/volumes/data/files?path=inputs')).json.entries.map((e) => e.name);
+  assert.deepEqual(left, ['hello.txt']);
+  // Restores what the later steps read.
+  assert.equal((await edtd.api('DELETE', '/volumes/data/files?path=inputs')).status, 200);
 });
 
 step('users and tokens: create alice (her token shown once, copied), list and revoke tokens, a refused delete, delete', async () => {
@@ -419,7 +532,7 @@ const kFormCases = [
   { name: 'taken-name', fill: { name: 'tthvd' }, field: 'name', error: /cluster named "tthvd" exists already/ },
   { name: 'one-container', fill: { name: 'one', containers: '1' }, field: 'containers', error: /at least 2 containers: one launcher/ },
   { name: 'containers-not-a-number', fill: { name: 'x', containers: '2.5' }, field: 'containers', error: /whole number/ },
-  { name: 'too-many-gpus', fill: { name: 'big', containers: '3' }, gpu: '2', field: 'gpu.count', error: /3 containers × 2 GPUs = 6 NVIDIA-P4, but only 4 are free/ },
+  { name: 'too-many-gpus', fill: { name: 'big', containers: '5' }, gpu: '2', field: 'gpu.count', error: /5 containers × 2 GPUs = 10 NVIDIA-P4, but this platform has only 8/ },
   { name: 'bad-shm', fill: { name: 'shm' }, shm: 'lots', field: 'shm', error: /"lots" is not a size/ },
   { name: 'relative-mount', fill: { name: 'm' }, mount: 'data', field: 'mounts[0].path', error: /is relative/ },
   { name: 'dotdot-mount', fill: { name: 'm' }, mount: '/root/../etc', field: 'mounts[0].path', error: /contains "\.\."/ },
@@ -549,6 +662,40 @@ step('sign out forgets the token', async () => {
   await page.waitForURL(/#\/signin$/);
   await openApp(page, '#/clusters/tthvd');
   await page.waitForURL(/#\/signin$/);
+  await waitFor('why it went to sign-in', async () => (await page.textContent('.status')) === 'You are signed out: sign in to see cluster.');
+  await page.click('#nav-volumes');
+  await waitFor('why, again', async () => (await page.textContent('.status')) === 'You are signed out: sign in to see volumes.');
   assert.equal(await page.evaluate(() => localStorage.getItem('edt.token')), null);
+  const icon = await fetch(`${edtd.base}/favicon.ico`);
+  assert.equal(icon.status, 200);
+  assert.equal(icon.headers.get('content-type'), 'image/x-icon');
   assert.deepEqual(pageErrors, [], 'no uncaught errors in the page');
+});
+
+step("teams (its own page): create ml, a bad quota count next to its field, set NVIDIA-P4 4 + unlimited, put admin in ml, delete", async () => {
+  const own = await browser.newPage({ viewport: kViewport });
+  own.on('pageerror', (e) => pageErrors.push(e.message));
+  await own.addInitScript((token) => localStorage.setItem('edt.token', token), edtd.token);
+  await openApp(own, '#/teams');
+  await own.fill('#team-name', 'ml');
+  await own.click('#team-form-submit');
+  await own.waitForSelector('section[data-team="ml"]');
+  await own.selectOption('#quota-team', 'ml');
+  await own.selectOption('#quota-model', 'NVIDIA-P4');
+  await own.fill('#quota-guaranteed', 'four');
+  await own.click('#quota-form-submit');
+  await waitFor('the count error', async () => (await own.textContent('#quota-guaranteed-error')).includes('whole number of GPUs'));
+  await own.fill('#quota-guaranteed', '4');
+  await own.click('#quota-form-submit');
+  const row = 'tr[data-quota="ml/NVIDIA-P4"]';
+  await waitFor('the quota row', async () => (await own.textContent(`${row} [data-col="borrow"]`).catch(() => '')) === 'unlimited');
+  await own.selectOption('#assign-user', 'admin');
+  await own.selectOption('#assign-team', 'ml');
+  await own.click('#assign-form-submit');
+  await waitFor('admin in ml', async () => (await own.textContent('[data-members="ml"]')) === 'Members: admin');
+  await screenshot('teams', own);
+  await own.click('[aria-label="Delete team ml"]');
+  await own.click('#dialog-confirm');
+  await own.waitForSelector('section[data-team="ml"]', { state: 'detached' });
+  await own.close();
 });

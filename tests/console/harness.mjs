@@ -202,3 +202,112 @@ export function outputDir() {
   fs.mkdirSync(dir, { recursive: true });
   return dir;
 }
+
+// The console's terminal (#terminal), read back: the text its buffer holds,
+// line by line (what the shell wrote, apart from how it is drawn).
+export async function terminalBuffer(page) {
+  return page.$eval('#terminal', (el) => el.bufferLines().map((l) => l.trimEnd()));
+}
+
+// Runs a command in the console's open terminal and returns the lines it
+// printed, between markers the shell computes (so the echoed command never
+// matches). The lines are the buffer's, and the screen (its drawn rows)
+// must show the last of them too.
+export async function runInTerminal(page, command, { timeoutMs = 20000 } = {}) {
+  const tag = Math.floor(Math.random() * 1e6);
+  await page.locator('#terminal .xterm').click();
+  await page.keyboard.type(`echo "@@$((${tag}+1))"; ${command}; echo "@@$((${tag}+2))"\n`);
+  const lines = await waitFor(`"${command}" to finish in the terminal`, async () => {
+    const buffer = await terminalBuffer(page);
+    return buffer.includes(`@@${tag + 2}`) ? buffer : null;
+  }, { timeoutMs });
+  const out = lines.slice(lines.lastIndexOf(`@@${tag + 1}`) + 1, lines.lastIndexOf(`@@${tag + 2}`)).filter((l) => l !== '');
+  await waitFor('the end marker on the screen', async () => (await page.locator('#terminal .xterm-rows').innerText()).includes(`@@${tag + 2}`));
+  return out;
+}
+
+// Where each '_' of `text` is drawn on the terminal's screen: the cell of
+// the character (its x span, and its row's y span, in CSS pixels), for the
+// first row that shows `text`, and the terminal's background colour.
+async function underscoreCells(page, text) {
+  return page.$eval('#terminal', (el, text) => {
+    const row = [...el.querySelectorAll('.xterm-rows > div')].find((r) => r.textContent.includes(text));
+    if (!row) return null;
+    const nodes = [];
+    const walker = document.createTreeWalker(row, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) nodes.push(n);
+    const start = nodes.map((n) => n.data).join('').indexOf(text);
+    const rowBox = row.getBoundingClientRect();
+    const cells = [];
+    for (let i = 0; i < text.length; i++) {
+      if (text[i] !== '_') continue;
+      let at = start + i;
+      const node = nodes.find((n) => (at < n.data.length ? true : ((at -= n.data.length), false)));
+      const range = document.createRange();
+      range.setStart(node, at);
+      range.setEnd(node, at + 1);
+      const box = range.getBoundingClientRect();
+      cells.push({ x: box.left, width: box.width, y: rowBox.top, height: rowBox.height });
+    }
+    const background = getComputedStyle(el.querySelector('.xterm-viewport')).backgroundColor;
+    return { cells, background };
+  }, text);
+}
+
+// The underscores of `text` as a screenshot shows them (no OCR): for each,
+// how many pixels of its cell differ from the terminal's background, and
+// how many of those lie in the lower half of the cell. An underscore drawn
+// outside its row's cell (clipped away) has none.
+export async function underscoreInk(page, text) {
+  const found = await underscoreCells(page, text);
+  if (!found) throw new Error(`no row of the terminal shows ${JSON.stringify(text)}`);
+  const png = (await page.screenshot()).toString('base64');
+  return page.evaluate(async ({ png, cells, background }) => {
+    const image = new Image();
+    image.src = `data:image/png;base64,${png}`;
+    await image.decode();
+    const canvas = document.createElement('canvas');
+    canvas.width = image.width;
+    canvas.height = image.height;
+    const g = canvas.getContext('2d');
+    g.drawImage(image, 0, 0);
+    const bg = background.match(/\d+/g).map(Number);
+    const scale = image.width / window.innerWidth;
+    return cells.map((c) => {
+      const [x0, y0] = [Math.ceil(c.x * scale), Math.ceil(c.y * scale)];
+      const [x1, y1] = [Math.floor((c.x + c.width) * scale), Math.floor((c.y + c.height) * scale)];
+      const { data } = g.getImageData(x0, y0, x1 - x0, y1 - y0);
+      let ink = 0;
+      let low = 0;
+      for (let p = 0; p < data.length; p += 4) {
+        if (Math.abs(data[p] - bg[0]) + Math.abs(data[p + 1] - bg[1]) + Math.abs(data[p + 2] - bg[2]) < 120) continue;
+        ink += 1;
+        if (Math.floor(p / 4 / (x1 - x0)) >= (y1 - y0) / 2) low += 1;
+      }
+      return { ink, low, width: x1 - x0, height: y1 - y0 };
+    });
+  }, { png, ...found });
+}
+
+// A JupyterLab Terminal in the tab `jupyter` (JupyterLab at `base`, a path
+// on edtd), opened as a user does, from the launcher's Terminal card, once
+// xterm.js's screen reader mode is set (and the page reloaded to read it):
+// JupyterLab draws the terminal on a canvas, and that mode puts its text in
+// the page. Returns the terminal and a reader of its screen's text, once the
+// shell's prompt shows.
+export async function openJupyterTerminal(jupyter, base) {
+  const set = await jupyter.evaluate(async (url) => {
+    const res = await fetch(url, { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ raw: '{"screenReaderMode": true}' }) });
+    return { status: res.status, text: await res.text() };
+  }, `${base}lab/api/settings/@jupyterlab/terminal-extension:plugin`);
+  if (set.status !== 204) throw new Error(`JupyterLab refused the terminal's setting: ${set.status} ${set.text}`);
+  await jupyter.reload();
+  const card = jupyter.locator('.jp-LauncherCard', { hasText: 'Terminal' }).first();
+  await card.waitFor({ timeout: 60000 });
+  await card.click();
+  const terminal = jupyter.locator('.jp-Terminal').first();
+  await terminal.locator('.xterm-screen').waitFor({ timeout: 60000 });
+  const screen = () => terminal.locator('.xterm-accessibility-tree').innerText();
+  await waitFor("the shell's prompt in JupyterLab's terminal", async () => /root@\S+:/.test(await screen()), { timeoutMs: 60000 });
+  return { terminal, screen };
+}

@@ -1,9 +1,13 @@
 // Jupyter in a cluster's launcher, end to end: a real edtd with the local
-// backend and Debian's Jupyter Notebook, Debian's chromium. The console's
-// Open Jupyter opens it; a notebook cell reads the hostfile and one trains
-// MNIST with edtrun for an epoch; a Jupyter terminal runs edtrun; another
-// user's token is refused 403 on the notebook URL. The tests run in order.
+// backend, run from the build tree, and JupyterLab from edt's venv (make
+// deps), Debian's chromium. The console's Open Jupyter opens JupyterLab; a
+// notebook cell reads the hostfile, imports torch and edt, and one trains
+// MNIST with edtrun for an epoch; JupyterLab's Terminal draws and runs
+// edtrun; the console's terminal and `edt ssh`, login shells, find edt's
+// tools and say nothing of lastlog; another user's token is refused 403 on
+// the notebook URL. The tests run in order.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before } from 'node:test';
 import { Edtd, launchBrowser, outputDir, Steps, waitFor } from './harness.mjs';
@@ -11,6 +15,8 @@ import { Edtd, launchBrowser, outputDir, Steps, waitFor } from './harness.mjs';
 const kSource = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const kTrain = path.join(kSource, 'examples/mnist/train_mnist.py');
 const kBase = '/c/tthvd/jupyter/';
+// The build tree edtd runs from (<build>/src/control/edtd), whose tools containers get.
+const kBuild = path.resolve(path.dirname(process.env.EDTD ?? '.'), '../..');
 
 let edtd;
 let browser;
@@ -18,9 +24,20 @@ let page;
 let jupyter; // the Jupyter tab
 let bobToken;
 
+// What the Jupyter tab's page said and which of its requests failed: a
+// failed step prints them.
+const pageLog = [];
 const steps = new Steps(async (name) => {
   if (jupyter) await screenshot(`failed-${name.slice(0, 20).replace(/\W+/g, '-')}`, jupyter).catch(() => {});
+  console.error(`the Jupyter tab's console and failed requests:\n${pageLog.slice(-40).join('\n')}`);
 });
+
+function watch(target) {
+  target.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') pageLog.push(`${m.type()}: ${m.text()}`); });
+  target.on('pageerror', (e) => pageLog.push(`page error: ${e.message}`));
+  target.on('requestfailed', (r) => pageLog.push(`failed: ${r.method()} ${r.url()} ${r.failure()?.errorText}`));
+  target.on('response', (r) => { if (r.status() >= 400) pageLog.push(`${r.status()}: ${r.request().method()} ${r.url()}`); });
+}
 const step = steps.step;
 
 async function screenshot(name, target) {
@@ -39,27 +56,62 @@ async function inJupyter(method, route, body) {
   );
 }
 
-// Types `source` into the notebook's last cell, runs it, and returns the
+// Puts `source` into the notebook's last cell, runs it, and returns the
 // cell's output once the kernel has finished the cell (its prompt shows a
 // number, not *) and every pattern in `expected` matches it. The end alone
 // is not enough: a line can still be on its way to the page; a pattern alone
 // is not either: the lines after it could be.
 async function runCell(source, expected, timeoutMs) {
   // By index: Shift+Enter adds a cell below, which .last() would then name.
-  const cell = jupyter.locator('.cell').nth((await jupyter.locator('.cell').count()) - 1);
-  await cell.locator('.CodeMirror').click();
-  await jupyter.keyboard.type(source);
+  const cells = jupyter.locator('.jp-Notebook .jp-Cell');
+  const cell = cells.nth((await cells.count()) - 1);
+  await cell.locator('.cm-content').click();
+  // As a paste: typed keys would meet the editor's closing brackets.
+  await jupyter.keyboard.insertText(source);
   await jupyter.keyboard.press('Shift+Enter');
   let text = '';
   try {
     return await waitFor(`the output of ${source}`, async () => {
-      const finished = /\[\d+\]/.test(await cell.locator('.input_prompt').innerText());
-      text = await cell.locator('.output_area').allInnerTexts().then((t) => t.join('\n'));
+      const finished = /\[\d+\]/.test(await cell.locator('.jp-InputPrompt').innerText());
+      text = await cell.locator('.jp-OutputArea').allInnerTexts().then((t) => t.join('\n'));
       return finished && expected.every((p) => p.test(text)) ? text : null;
     }, { timeoutMs });
   } catch (e) {
     throw new Error(`${e.message}; the cell's output:\n${text}`);
   }
+}
+
+// Types `command` into a terminal whose screen `screen()` reads, and returns
+// that screen once `done` matches it.
+async function typeInTerminal(target, focus, screen, command, done, what) {
+  await target.locator(focus).click();
+  await target.keyboard.type(`${command}\n`);
+  let text = '';
+  try {
+    return await waitFor(what, async () => {
+      text = await screen();
+      return done.test(text) ? text : null;
+    }, { timeoutMs: 60000 });
+  } catch (e) {
+    throw new Error(`${e.message}; the terminal shows:\n${text}`);
+  }
+}
+
+// edt (the CLI) with edtd's API and the admin's token; `input` is written
+// to it, on a terminal of its own (script(1)), as a user types.
+function edtOnTerminal(args, input) {
+  const command = [process.env.EDT, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ');
+  const child = spawn('script', ['-qec', command, '/dev/null'], {
+    env: { ...process.env, EDT_API: edtd.base, EDT_TOKEN: edtd.token, TERM: 'xterm' },
+  });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  child.stderr.on('data', (d) => { out += d; });
+  child.stdin.write(input);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`edt ${args.join(' ')} did not end in 60 s:\n${out}`)); }, 60000);
+    child.on('exit', (code) => { clearTimeout(timer); resolve({ code, out }); });
+  });
 }
 
 before(async () => {
@@ -84,7 +136,7 @@ after(async () => {
   await steps.end(edtd);
 });
 
-step("the cluster page's Open Jupyter opens Jupyter Notebook in a new tab, rooted at the volume", async () => {
+step("the cluster page's Open Jupyter opens JupyterLab in a new tab, rooted at the volume, with no Clusters tab", async () => {
   await page.goto(`${edtd.base}/#/signin`);
   await page.fill('#token', edtd.token);
   await page.press('#token', 'Enter');
@@ -92,62 +144,98 @@ step("the cluster page's Open Jupyter opens Jupyter Notebook in a new tab, roote
   await page.goto(`${edtd.base}/#/clusters/tthvd`);
   const [tab] = await Promise.all([page.context().waitForEvent('page'), page.click('#open-jupyter')]);
   jupyter = tab;
-  await jupyter.waitForURL(new RegExp(`${kBase}tree`), { timeout: 120000 });
-  await jupyter.waitForSelector('#notebook_list');
+  watch(jupyter);
+  await jupyter.waitForURL(new RegExp(`${kBase}lab`), { timeout: 120000 });
+  // The launcher, with a Terminal among what it starts.
+  await jupyter.locator('.jp-LauncherCard', { hasText: 'Terminal' }).first().waitFor({ timeout: 60000 });
   assert.equal(await page.textContent('#jupyter-error'), '');
+  // IPython parallel's Clusters tab (Notebook 6's) is not there to be taken
+  // for edt's clusters.
+  assert.equal(await jupyter.getByText('Clusters', { exact: true }).count(), 0);
   // Its root is the volume's directory: a file put there through Jupyter is
   // in the volume, as the launcher sees it.
   assert.equal((await inJupyter('PUT', 'api/contents/hello.txt', { type: 'file', format: 'text', content: 'hi' })).status, 201);
   const job = await edtd.api('POST', '/clusters/tthvd/jobs', { command: 'cat /root/data/hello.txt' });
   assert.equal(job.status, 201, JSON.stringify(job.json));
   await waitFor('the job to end', async () => (await edtd.api('GET', `/jobs/${job.json.id}`)).json?.state === 'Succeeded');
-  await screenshot('tree', jupyter);
+  await screenshot('lab', jupyter);
 });
 
-step('a notebook cell reads /etc/mpi/hostfile and one trains MNIST with edtrun for an epoch', async () => {
-  const made = await inJupyter('POST', 'api/contents', { type: 'notebook' });
+step('a notebook cell reads /etc/mpi/hostfile, imports torch and edt, and one trains MNIST with edtrun', async () => {
+  const notebook = {
+    type: 'notebook',
+    content: {
+      nbformat: 4, nbformat_minor: 5,
+      metadata: { kernelspec: { name: 'python3', display_name: 'Python 3', language: 'python' } },
+      cells: [{ cell_type: 'code', source: '', metadata: {}, outputs: [], execution_count: null }],
+    },
+  };
+  const made = await inJupyter('PUT', 'api/contents/mnist.ipynb', notebook);
   assert.equal(made.status, 201, made.text);
-  const name = JSON.parse(made.text).name;
-  await jupyter.goto(`${edtd.base}${kBase}notebooks/${encodeURIComponent(name)}`);
-  await waitFor('the kernel to be idle', async () => (await jupyter.locator('#kernel_indicator_icon.kernel_idle_icon').count()) === 1, { timeoutMs: 60000 });
+  await jupyter.goto(`${edtd.base}${kBase}lab/tree/mnist.ipynb`);
+  await jupyter.locator('.jp-Notebook .jp-Cell .cm-content').first().waitFor({ timeout: 60000 });
+  await waitFor('the kernel to be idle', async () => {
+    const sessions = JSON.parse((await inJupyter('GET', 'api/sessions')).text);
+    return sessions.some((s) => s.path.endsWith('mnist.ipynb') && s.kernel?.execution_state === 'idle');
+  }, { timeoutMs: 60000 });
   const hosts = await runCell('!cat /etc/mpi/hostfile', [/tthvd-worker-0 slots=1/], 30000);
   assert.deepEqual(hosts.trim().split('\n').map((l) => l.trim()), ['tthvd-launcher slots=1', 'tthvd-worker-0 slots=1']);
-  const trained = await runCell(
+  // The kernel is the venv's Python, which sees Debian's torch and edt's package.
+  await runCell("import sys, torch, edt; print('imported', torch.__version__, edt.__name__, sys.prefix)", [/imported \S+ edt \//], 60000);
+  await runCell(
     `!edtrun -np 2 --hostfile /etc/mpi/hostfile python3 ${kTrain} --epochs 1 --data-dir /root/data/mnist`,
     [/epoch=1 rank=0 size=2 samples=5000/, /epoch=1 rank=1 size=2 samples=5000/], 240000);
   await screenshot('notebook', jupyter);
 });
 
-// Debian 12's Notebook 6.4.12 ships its terminal page's xterm.js as a
-// CommonJS stub that no browser can load (the page never draws), so the
-// browser drives the Jupyter terminal's own protocol instead: the terminal
-// that New -> Terminal makes (POST api/terminals), and its WebSocket,
-// opened by the Jupyter tab with its session cookie through edtd's proxy.
-step('a Jupyter terminal is a shell in the launcher that runs edtrun', async () => {
-  const made = await inJupyter('POST', 'api/terminals');
-  assert.equal(made.status, 200, made.text);
-  const name = JSON.parse(made.text).name;
-  const output = await jupyter.evaluate(async ({ url }) => {
-    const ws = new WebSocket(url);
-    let text = '';
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no end marker in 60 s; the terminal printed:\n${text}`)), 60000);
-      ws.onerror = () => reject(new Error('the WebSocket failed'));
-      ws.onopen = () => ws.send(JSON.stringify(['stdin', 'hostname; edtrun -np 2 --hostfile /etc/mpi/hostfile hostname; echo "@@$((40+2))"\r']));
-      ws.onmessage = (event) => {
-        const [kind, data] = JSON.parse(event.data);
-        if (kind === 'stdout') text += data;
-        if (text.includes('@@42')) {
-          clearTimeout(timer);
-          ws.close();
-          resolve(text);
-        }
-      };
-    });
-  }, { url: `${edtd.base.replace('http', 'ws')}${kBase}terminals/websocket/${name}` });
-  assert.match(output, /root@tthvd-launcher/);
-  assert.match(output, /\[1\]<stdout>: ?tthvd-worker-0/);
-  assert.match(output, /\[0\]<stdout>: ?tthvd-launcher/);
+// JupyterLab's terminal draws on a canvas (xterm.js's WebGL or canvas
+// renderer), so its text is not in the page; xterm's screen reader mode,
+// a setting of JupyterLab's, keeps the rows as text in the page too.
+step("JupyterLab's Terminal draws a shell in the launcher, where typed commands find and run edtrun", async () => {
+  const set = await inJupyter('PUT', 'lab/api/settings/@jupyterlab/terminal-extension:plugin', { raw: '{"screenReaderMode": true}' });
+  assert.equal(set.status, 204, set.text);
+  // As a user opens one: File, New, Terminal.
+  await jupyter.goto(`${edtd.base}${kBase}lab`);
+  const menuItem = (label) => jupyter.locator(`.lm-Menu-item:has(.lm-Menu-itemLabel:text-is("${label}"))`);
+  await jupyter.locator('.lm-MenuBar-item', { hasText: 'File' }).click();
+  await menuItem('New').hover();
+  await menuItem('Terminal').click();
+  const terminal = jupyter.locator('.jp-Terminal').first();
+  await terminal.locator('.xterm-screen').waitFor({ timeout: 60000 });
+  const box = await terminal.locator('.xterm-screen').boundingBox();
+  assert.ok(box && box.width > 200 && box.height > 100, `the terminal's screen is ${JSON.stringify(box)}`);
+  const screen = () => terminal.locator('.xterm-accessibility-tree').innerText();
+  await waitFor("the shell's prompt", async () => /root@tthvd-launcher/.test(await screen()), { timeoutMs: 60000 });
+  const text = await typeInTerminal(jupyter, '.jp-Terminal .xterm-screen', screen,
+    'type edtrun; edtrun -np 2 --hostfile /etc/mpi/hostfile hostname; echo "@@$((40+2))"', /@@42/, 'edtrun in the terminal');
+  assert.match(text, new RegExp(`edtrun is ${kBuild}/src/launcher/edtrun`));
+  assert.match(text, /\[1\]<stdout>: ?tthvd-worker-0/);
+  assert.match(text, /\[0\]<stdout>: ?tthvd-launcher/);
+  await screenshot('terminal', jupyter);
+});
+
+// The console's terminal is a login on the container's sshd: Debian's
+// /etc/profile resets PATH, and edt's /etc/profile.d/edt.sh puts edt's
+// tools (here the build tree's) and the venv back in front.
+step("the console's terminal, a login shell, finds edt's tools and the venv, and says nothing of lastlog", async () => {
+  await page.goto(`${edtd.base}/#/clusters/tthvd/terminal/tthvd-launcher`);
+  await waitFor('the terminal to connect', async () => (await page.textContent('#terminal-state')) === 'Connected');
+  const screen = () => page.locator('#terminal .xterm-rows').innerText();
+  await waitFor("the shell's prompt", async () => /tthvd-launcher:.*[#$]\s*$/m.test(await screen()));
+  const text = await typeInTerminal(page, '#terminal .xterm', screen, 'type edtrun jupyter-lab; echo "@@$((40+2))"', /@@42/,
+    'type in the console terminal');
+  assert.match(text, new RegExp(`edtrun is ${kBuild}/src/launcher/edtrun`));
+  assert.match(text, /jupyter-lab is \/\S+\/bin\/jupyter-lab/);
+  assert.doesNotMatch(text, /lastlog/);
+});
+
+step("an interactive edt ssh, a login shell, finds edt's tools, imports torch and edt, and says nothing of lastlog", async () => {
+  const { code, out } = await edtOnTerminal(['ssh', 'tthvd'],
+    "type edtrun; python3 -c 'import torch, edt; print(\"imported\", torch.__version__)'; exit\n");
+  assert.equal(code, 0, out);
+  assert.match(out, new RegExp(`edtrun is ${kBuild}/src/launcher/edtrun`));
+  assert.match(out, /imported \d/);
+  assert.doesNotMatch(out, /lastlog/);
 });
 
 step("another user's token gets 403 on the notebook URL; no credentials 401", async () => {

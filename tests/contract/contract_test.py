@@ -41,6 +41,9 @@ EXAMPLES = {
     "TokenRequest": {"expires_in": "90d", "description": "contract"},
     "TerminalRequest": {},
     "JupyterRequest": {},
+    "TeamRequest": {"name": "contract-team-two"},
+    "QuotaRequest": {"guaranteed": 2, "borrow_limit": 1},
+    "UserTeam": {"team": "contract-team"},
 }
 
 
@@ -124,17 +127,25 @@ class Run:
         self.valid_done = set()
         self.values = {}
 
-    def url(self, path):
+    def url(self, path, method="get"):
         prefix = self.c.doc["paths"][path].get("servers", self.c.doc["servers"])[0]["url"].rstrip("/")
         filled = path
         for param, value in self.params(path).items():
             filled = filled.replace("{" + param + "}", value)
-        query = "?follow=false" if path.endswith("/log") else "?path=contract/file.txt" if path.endswith("/files") else ""
-        return prefix + filled + query
+        return prefix + filled + self.query(path, method)
+
+    @staticmethod
+    def query(path, method):
+        """A volume's file: written (put), read, deleted; its folder: listed."""
+        if path.endswith("/log"):
+            return "?follow=false"
+        if path.endswith("/files"):
+            return "?path=contract" if method == "get" else "?path=contract/file.txt"
+        return "?path=contract/file.txt" if path.endswith("/files/content") else ""
 
     def params(self, path):
         """The existing object each path parameter names."""
-        owner = {"/clusters": "cluster", "/volumes": "volume", "/users": "user", "/jobs": "job"}
+        owner = {"/clusters": "cluster", "/volumes": "volume", "/users": "user", "/jobs": "job", "/teams": "team"}
         first = "/" + path.split("/")[1]
         out = {}
         if "{name}" in path:
@@ -143,10 +154,12 @@ class Run:
             out["id"] = self.values["token" if first == "/users" else "job"]
         if "{container}" in path:
             out["container"] = self.values["cluster"] + "-launcher"
+        if "{model}" in path:
+            out["model"] = "NVIDIA-P4"
         return out
 
     def send(self, path, method, what, body=None, raw=None, token=True, url=None):
-        status, kind, text = self.edtd.send(method.upper(), url or self.url(path), body,
+        status, kind, text = self.edtd.send(method.upper(), url or self.url(path, method), body,
                                             self.edtd.token if token else None, raw)
         self.c.check(path, method, status, kind, text, what)
         return status, text
@@ -177,12 +190,14 @@ class Run:
 
     def setup(self):
         """A Running cluster with a finished job, a volume and a user."""
-        self.values = {"cluster": CLUSTER, "volume": "contract-vol", "user": "contract-user"}
+        self.values = {"cluster": CLUSTER, "volume": "contract-vol", "user": "contract-user", "team": "contract-team"}
+        self.valid("/teams", "post", {"name": self.values["team"]})
         self.valid("/clusters", "post", {"name": CLUSTER, "framework": "horovod", "containers": 2})
         self.wait_running()
         job = self.valid("/clusters/{name}/jobs", "post", {"command": "true"})
         self.values["job"] = str(job["id"]) if job else "0"
         self.valid("/volumes", "post", {"name": self.values["volume"]})
+        self.valid("/volumes/{name}/files", "put")  # the file the files routes read
         user = self.valid("/users", "post", {"name": self.values["user"]})
         self.values["token"] = str(user["id"]) if user else "0"
         deadline = time.time() + 30
@@ -227,7 +242,8 @@ class Run:
                 self.c.failures.append(f"GET {url} (undocumented): the 404 body does not match Error: {e.message}")
 
     def deletes(self):
-        for path, method in self.operations(("delete",)):
+        # A resource's parts (a volume's file) before the resource.
+        for path, method in sorted(self.operations(("delete",)), key=lambda op: -op[0].count("/")):
             self.valid(path, method)
 
     def served_document(self, text):

@@ -43,7 +43,8 @@ json full_spec() {
           {"image", "edt"},       {"gpu", {{"model", "NVIDIA-P4"}, {"count", 1}}},
           {"shm", "1Gi"},         {"memory", "512Gi"},      {"cpus", "1.5"},  {"mounts", json::array({{{"volume", "data"}, {"path", "/data"}, {"read_only", true}}})},
           {"env", {{"A", "b"}}},   {"drain_timeout", "90s"},
-          {"megatron", {{"tensor_parallel", 1}, {"pipeline_parallel", 2}}}};
+          {"megatron", {{"tensor_parallel", 1}, {"pipeline_parallel", 2}}},
+          {"min_containers", 2},  {"max_containers", 64},   {"priority", 5}};
 }
 
 Status parse_with(const std::string& key, const json& value) {
@@ -238,9 +239,11 @@ TEST(ModelContract, ClusterJsonHasTheDocumentedFields) {
   ContainerStatus local;
   local.name = container_name("tthvd", 1);
   cluster.containers.push_back(local);
+  cluster.queued = {3, 1000, 1, "waiting for GPUs"};
   const json j = cluster_to_json(cluster);
   EXPECT_EQ(keys(j), property_names("Cluster"));
   EXPECT_EQ(keys(j["status"]), property_names("ClusterStatus"));
+  EXPECT_EQ(keys(j["status"]["queued"]), property_names("QueuedRequest"));
   EXPECT_EQ(keys(j["status"]["containers"][0]), property_names("Container"));
   std::set<std::string> required;
   for (const auto& field : schema("Container").at("required")) required.insert(field.get<std::string>());

@@ -205,11 +205,12 @@ class Edtd:
 
 class ScratchEdtd(Edtd):
     """edtd on a fresh temporary dir, started: loopback networking unless
-    `extra` names a network, a console stub, 4 simulated GPUs, a block of
-    127.25x unless `addresses`. The contract, hostile, isolation and Slurm
-    cluster tests use it; stop() deletes its clusters and removes the dir."""
+    `extra` names a network, a console stub, `gpus` simulated GPUs (4
+    NVIDIA-P4 unless given, as --gpus MODEL=N), a block of 127.25x unless
+    `addresses`. The contract, hostile, isolation, Slurm cluster and
+    scheduler tests use it; stop() deletes its clusters and removes the dir."""
 
-    def __init__(self, binary, addresses=None, extra=()):
+    def __init__(self, binary, addresses=None, extra=(), gpus="NVIDIA-P4=4"):
         self.dir = tempfile.mkdtemp(prefix="edt-contract-")
         os.chmod(self.dir, 0o711)  # with user namespaces, containers' roots bind from the data dir in it
         web = os.path.join(self.dir, "web")
@@ -221,7 +222,7 @@ class ScratchEdtd(Edtd):
         # Loopback networking unless the caller chose a network (edtd's default is a bridge).
         network = [] if "--network" in extra else ["--network", "loopback"]
         super().__init__(binary, os.path.join(self.dir, "data"),
-                         ["--address-range", addresses or f"127.{second}.0.0/24", "--gpus", "NVIDIA-P4=4",
+                         ["--address-range", addresses or f"127.{second}.0.0/24", "--gpus", gpus,
                           "--grace", "2s", "--web-dir", web, *network, *extra],
                          log_path=os.path.join(self.dir, "edtd.log"))
         self.base = self.url

@@ -65,6 +65,9 @@ BODIES = {
     "TokenRequest": {"expires_in": "90d", "description": "hostile"},
     "TerminalRequest": {},
     "JupyterRequest": {},
+    "TeamRequest": {"name": "hostile-team"},
+    "QuotaRequest": {"guaranteed": 1, "borrow_limit": 0},
+    "UserTeam": {"team": ""},
 }
 # One value of each JSON type; a field gets each that is not of its type.
 VALUES = {"string": "x", "integer": 5, "number": 2.5, "boolean": True, "null": None, "array": [1], "object": {"a": 1}}
@@ -233,7 +236,7 @@ class Hostile:
 
     def valid_parameters(self, path):
         return {"name": "hostile-user" if path.startswith("/users") else CLUSTER, "id": "1",
-                "container": CLUSTER + "-launcher"}
+                "container": CLUSTER + "-launcher", "model": "NVIDIA-P4"}
 
     def body_schema(self, path, method):
         name = self.c.request_schema_name(path, method)

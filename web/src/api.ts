@@ -59,6 +59,8 @@ export interface Cluster {
   env?: Record<string, string>;
   phase: Phase;
   message: string;
+  // A create or scale waiting for GPUs (docs/scheduling.md): its place in its GPU model's queue.
+  queued?: { containers: number; position: number; reason: string };
   created?: string;
   container_status: Container[];
   events: ClusterEvent[];
@@ -120,6 +122,22 @@ export interface Volume {
   owner?: string;
   managed?: boolean;
 }
+
+// One entry of a volume's directory (GET /volumes/{name}/files).
+export interface VolumeEntry {
+  name: string;
+  type: 'file' | 'directory' | 'link' | 'other';
+  bytes: number;
+  modified: number; // unix seconds
+}
+
+export interface VolumeListing {
+  entries: VolumeEntry[];
+  truncated: boolean;
+}
+
+// How far an upload is: bytes sent of the total.
+export type Progress = (sent: number, total: number) => void;
 
 export interface Job {
   id: string;
@@ -243,6 +261,7 @@ export function toCluster(v: unknown): Cluster {
     env: obj(spec['env']) as Record<string, string>,
     phase: str(status['phase']) || str(top['phase'], 'Pending'),
     message: str(status['message']) || str(top['message']),
+    queued: status['queued'] ? { containers: num(obj(status['queued'])['containers']), position: num(obj(status['queued'])['position']), reason: str(obj(status['queued'])['reason']) } : undefined,
     created: time(top['created_at'] ?? top['created']),
     container_status: arr(status['containers'] ?? (Array.isArray(containers) ? containers : [])).map(toContainer),
     events: arr(top['events'] ?? status['events']).map(toEvent),
@@ -290,6 +309,17 @@ function toImage(v: unknown): Image {
   };
 }
 
+// /volumes/NAME/WHAT?path=PATH (no path: the volume's top).
+function filesRoute(volume: string, what: string, path: string): string {
+  return `/volumes/${encodeURIComponent(volume)}/${what}${path ? `?path=${encodeURIComponent(path)}` : ''}`;
+}
+
+function toVolumeEntry(v: unknown): VolumeEntry {
+  const o = obj(v);
+  const type = str(o['type']);
+  return { name: str(o['name']), type: (['file', 'directory', 'link'].includes(type) ? type : 'other') as VolumeEntry['type'], bytes: num(o['bytes']), modified: num(o['modified']) };
+}
+
 function toVolume(v: unknown): Volume {
   const o = obj(v);
   return { name: str(o['name']), host_path: str(o['host_path']) || undefined, owner: str(o['owner']) || undefined, managed: o['managed'] === true };
@@ -299,6 +329,19 @@ export function toGpu(v: unknown): Gpu {
   const o = obj(v);
   const holder = str(o['holder']);
   return { index: num(o['index']), model: str(o['model']), simulated: o['simulated'] === true, holder, held: o['held'] === true || holder !== '' };
+}
+
+// A team with its members and, per GPU model, its quota and usage (GET /teams).
+export type Team = wire.Team;
+export type QuotaUsage = wire.QuotaUsage;
+
+export function toTeam(v: unknown): Team {
+  const o = obj(v);
+  const quota = (q: unknown): QuotaUsage => {
+    const u = obj(q);
+    return { gpu_model: str(u['gpu_model']), guaranteed: num(u['guaranteed']), borrow_limit: num(u['borrow_limit']), in_use: num(u['in_use']), borrowed: num(u['borrowed']), pending: num(u['pending']) };
+  };
+  return { name: str(o['name']), members: arr(o['members']).map((m) => str(m)), quotas: arr(o['quotas']).map(quota) };
 }
 
 export function toTokenInfo(v: unknown): TokenInfo {
@@ -446,10 +489,52 @@ export class Api {
     await this.send('DELETE', `/volumes/${encodeURIComponent(name)}`);
   }
 
-  // Writes the file to `path` in the volume (replacing one there); returns the bytes written.
-  async uploadFile(volume: string, path: string, file: Blob): Promise<number> {
-    const o = obj(await this.json('PUT', `/volumes/${encodeURIComponent(volume)}/files?path=${encodeURIComponent(path)}`, file));
-    return num(o['bytes']);
+  // Writes the file to `path` in the volume (replacing one there); returns
+  // the bytes written. onProgress hears how much is sent: fetch cannot tell,
+  // so the browser's XMLHttpRequest sends it (an injected fetch, in tests,
+  // is told only the end).
+  async uploadFile(volume: string, path: string, file: Blob, onProgress?: Progress): Promise<number> {
+    const route = filesRoute(volume, 'files', path);
+    const body = this.options.fetch ? await this.json('PUT', route, file) : await this.sendWithProgress(route, file, onProgress);
+    onProgress?.(file.size, file.size);
+    return num(obj(body)['bytes']);
+  }
+
+  private sendWithProgress(path: string, file: Blob, onProgress?: Progress): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open('PUT', this.base + path);
+      for (const [k, v] of Object.entries(this.headers({ 'Content-Type': 'application/octet-stream' }))) xhr.setRequestHeader(k, v);
+      xhr.upload.onprogress = (e) => onProgress?.(e.loaded, e.total || file.size);
+      xhr.onerror = () => reject(new ApiError(0, 'edtd did not answer; is it running?'));
+      xhr.onload = () => {
+        let parsed: unknown = null;
+        try {
+          parsed = JSON.parse(xhr.responseText);
+        } catch {
+          parsed = { error: xhr.responseText.trim() };
+        }
+        if (xhr.status >= 200 && xhr.status < 300) return resolve(parsed);
+        if (xhr.status === 401) this.options.onUnauthorized?.();
+        reject(errorFromBody(xhr.status, parsed, `PUT ${path}: HTTP ${xhr.status}`));
+      };
+      xhr.send(file);
+    });
+  }
+
+  // The entries of directory `path` ('' the top) of the volume.
+  async listFiles(volume: string, path: string): Promise<VolumeListing> {
+    const o = obj(await this.json('GET', filesRoute(volume, 'files', path)));
+    return { entries: arr(o['entries']).map(toVolumeEntry), truncated: o['truncated'] === true };
+  }
+
+  async downloadFile(volume: string, path: string): Promise<Blob> {
+    return (await this.send('GET', filesRoute(volume, 'files/content', path))).blob();
+  }
+
+  // Deletes a file, or a directory with all it holds; returns how many entries went.
+  async deleteFile(volume: string, path: string): Promise<number> {
+    return num(obj(await this.json('DELETE', filesRoute(volume, 'files', path)))['entries']);
   }
 
   async listUsers(): Promise<User[]> {
@@ -477,9 +562,10 @@ export class Api {
     await this.send('DELETE', `/users/${encodeURIComponent(user)}/tokens/${id}`);
   }
 
-  // Runs in the launcher unless container names another of the cluster's.
-  async runJob(cluster: string, command: string, container?: string): Promise<Job> {
-    const request: wire.JobRequest = container ? { command, container } : { command };
+  // Runs in the launcher unless container names another of the cluster's,
+  // from cwd (default: where the cluster mounts its first volume).
+  async runJob(cluster: string, command: string, container?: string, cwd?: string): Promise<Job> {
+    const request: wire.JobRequest = { command, ...(container ? { container } : {}), ...(cwd ? { cwd } : {}) };
     return toJob(await this.json('POST', `/clusters/${encodeURIComponent(cluster)}/jobs`, request));
   }
 
@@ -532,5 +618,32 @@ export class Api {
   // Oldest first, in the order edtd recorded them.
   async listEvents(cluster: string, filter: EventFilter = {}): Promise<ClusterEvent[]> {
     return list(await this.json('GET', `/clusters/${encodeURIComponent(cluster)}/events${query(filter)}`), 'events').map(toEvent);
+  }
+
+  // Teams and quotas (docs/platform.md, "Queues, teams and quotas"): the
+  // admin sees and changes all; a user sees their own team.
+  async listTeams(): Promise<Team[]> {
+    return list(await this.json('GET', '/teams'), 'teams').map(toTeam);
+  }
+
+  async createTeam(name: string): Promise<Team> {
+    return toTeam(await this.json('POST', '/teams', { name } satisfies wire.TeamRequest));
+  }
+
+  async deleteTeam(name: string): Promise<void> {
+    await this.send('DELETE', `/teams/${encodeURIComponent(name)}`);
+  }
+
+  async setQuota(team: string, model: string, quota: wire.QuotaRequest): Promise<void> {
+    await this.send('PUT', `/teams/${encodeURIComponent(team)}/quotas/${encodeURIComponent(model)}`, quota);
+  }
+
+  async deleteQuota(team: string, model: string): Promise<void> {
+    await this.send('DELETE', `/teams/${encodeURIComponent(team)}/quotas/${encodeURIComponent(model)}`);
+  }
+
+  // team "": out of any team.
+  async setUserTeam(user: string, team: string): Promise<void> {
+    await this.send('PUT', `/users/${encodeURIComponent(user)}/team`, { team } satisfies wire.UserTeam);
   }
 }

@@ -12,9 +12,11 @@ import { detailView } from './views/detail';
 import { jobView } from './views/job';
 import { terminalView } from './views/terminal';
 import { volumesView } from './views/volumes';
+import { filesView } from './views/files';
 import { tokensView, usersView } from './views/users';
 import { imagesView } from './views/images';
 import { gpusView } from './views/gpus';
+import { teamsView } from './views/teams';
 
 interface Route {
   pattern: RegExp;
@@ -32,10 +34,13 @@ const kRoutes: Route[] = [
   { pattern: /^\/clusters\/([^/]+)\/terminal\/([^/]+)$/, keys: ['name', 'container'], view: terminalView, title: 'Terminal' },
   { pattern: /^\/jobs\/([^/]+)$/, keys: ['id'], view: jobView, title: 'Job' },
   { pattern: /^\/volumes$/, keys: [], view: volumesView, title: 'Volumes' },
+  { pattern: /^\/volumes\/([^/]+)\/files$/, keys: ['name'], view: filesView, title: 'Files' },
+  { pattern: /^\/volumes\/([^/]+)\/files\/([^/]+)$/, keys: ['name', 'path'], view: filesView, title: 'Files' },
   { pattern: /^\/users$/, keys: [], view: usersView, title: 'Users and tokens' },
   { pattern: /^\/users\/([^/]+)$/, keys: ['name'], view: tokensView, title: 'Tokens' },
   { pattern: /^\/images$/, keys: [], view: imagesView, title: 'Images' },
   { pattern: /^\/gpus$/, keys: [], view: gpusView, title: 'GPUs' },
+  { pattern: /^\/teams$/, keys: [], view: teamsView, title: 'Teams and quotas' },
 ];
 
 type Theme = 'auto' | 'light' | 'dark';
@@ -63,11 +68,22 @@ function leave(): void {
   shown.leaveHandlers = [];
 }
 
+// Why the last page went to sign-in, said there (once), so a click that
+// lands on sign-in instead of its page is never without a word.
+let signInReason = '';
+
+function toSignIn(reason: string): void {
+  signInReason = reason;
+  if (!location.hash.startsWith('#/signin')) location.hash = '#/signin';
+  else ctx.notify(reason);
+}
+
 const api = new Api({
   token: storedToken,
   onUnauthorized: () => {
     storeToken(null);
-    if (!location.hash.startsWith('#/signin')) location.hash = '#/signin';
+    renderAccount();
+    toSignIn('edtd no longer accepts your token (it was revoked or expired): sign in again.');
   },
 });
 
@@ -175,8 +191,12 @@ async function route(): Promise<void> {
     return;
   }
   if (!match.r.public && !ctx.signedIn()) {
-    location.hash = '#/signin';
+    toSignIn(`You are signed out: sign in to see ${match.r.title.toLowerCase()}.`);
     return;
+  }
+  if (match.r.public && signInReason) {
+    ctx.notify(signInReason);
+    signInReason = '';
   }
   const params: Record<string, string> = {};
   match.r.keys.forEach((k, i) => (params[k] = decodeURIComponent(match.m![i + 1])));
@@ -211,6 +231,7 @@ function start(): void {
         ['#/volumes', 'Volumes'],
         ['#/images', 'Images'],
         ['#/gpus', 'GPUs'],
+        ['#/teams', 'Teams'],
         ['#/users', 'Users and tokens'],
       ].map(([href, text]) => h('a', { href, id: `nav-${href.slice(2)}` }, text)),
     ),

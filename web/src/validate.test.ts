@@ -62,9 +62,10 @@ describe('validate', () => {
     expect(validate({ ...good(), framework: 'pytorch' }, inventory).framework).toContain('Choose a framework');
   });
 
-  it('counts GPUs over all containers against the free ones', () => {
+  it('counts GPUs over all containers against the platform\u2019s, not the free ones (those queue)', () => {
     const form = { ...good(), containers: '4', gpu_enabled: true, gpu_model: 'NVIDIA-P4', gpu_count: '2' };
-    expect(validate(form, inventory)['gpu.count']).toBe('4 containers × 2 GPUs = 8 NVIDIA-P4, but only 6 are free; ask for fewer.');
+    expect(validate(form, inventory)['gpu.count']).toBeUndefined();
+    expect(validate({ ...form, containers: '5' }, inventory)['gpu.count']).toBe('5 containers × 2 GPUs = 10 NVIDIA-P4, but this platform has only 8; ask for fewer.');
     expect(validate({ ...form, gpu_count: '0' }, inventory)['gpu.count']).toContain('from 1 to 16');
     expect(validate({ ...form, gpu_count: '17' }, inventory)['gpu.count']).toContain('from 1 to 16');
     expect(validate({ ...form, gpu_model: 'A100' }, inventory)['gpu.model']).toBe('Choose a GPU model.');
@@ -191,3 +192,31 @@ describe('megatron parallel sizes', () => {
   });
 });
 
+
+describe('elastic bounds and priority', () => {
+  const elastic = (min: string, max: string, containers = '4') => ({ ...good(), containers, elastic: true, min_containers: min, max_containers: max });
+
+  it('sends min, max and priority only when given', () => {
+    expect(validate(elastic('2', '8'), inventory)).toEqual({});
+    expect(toSpec({ ...elastic('2', '8'), priority: '50' })).toMatchObject({ containers: 4, min_containers: 2, max_containers: 8, priority: 50 });
+    const noMin = toSpec(elastic('', '8'));
+    expect(noMin.max_containers).toBe(8);
+    expect('min_containers' in noMin).toBe(false);
+    const fixed = toSpec({ ...good(), min_containers: '2', max_containers: '8' });
+    expect('max_containers' in fixed || 'priority' in fixed).toBe(false);
+  });
+
+  it('keeps min <= containers <= max, naming the field at fault', () => {
+    expect(validate(elastic('5', '3'), inventory).min_containers).toContain('more than the largest 3');
+    expect(validate(elastic('2', '3'), inventory).containers).toBe('4 containers is outside the elastic bounds 2..3; start at a size in that range.');
+    expect(validate(elastic('', '3'), inventory).containers).toContain('outside the elastic bounds 4..3');
+    expect(validate(elastic('2', ''), inventory).max_containers).toContain('largest size');
+    expect(validate(elastic('1', '65'), inventory)).toMatchObject({ min_containers: expect.stringContaining('from 2 to 64'), max_containers: expect.stringContaining('from 2 to 64') });
+  });
+
+  it('refuses a priority outside 0 to 100', () => {
+    expect(validate({ ...good(), priority: '101' }, inventory).priority).toContain('from 0 to 100');
+    expect(validate({ ...good(), priority: '-1' }, inventory).priority).toContain('from 0 to 100');
+    expect(validate({ ...good(), priority: '100' }, inventory)).toEqual({});
+  });
+});

@@ -23,6 +23,8 @@ const kMaxName = contract.ClusterName.maxLength;
 const kNamePattern = new RegExp(contract.ClusterName.pattern);
 const kMaxGpusPerContainer = contract.GpuCount.maximum;
 const kMaxParallel = contract.ParallelSize.maximum;
+export const kMinPriority = contract.Priority.minimum;
+export const kMaxPriority = contract.Priority.maximum;
 const kMinShm = contract.ShmSize.bytes.minimum;
 const kMaxShm = contract.ShmSize.bytes.maximum;
 const kDefaultShm = contract.ShmSize.bytes.default;
@@ -79,6 +81,12 @@ export interface ClusterForm {
   // Megatron-LM only; empty: not given (1).
   tensor_parallel: string;
   pipeline_parallel: string;
+  // The scheduler's part (docs/platform.md, "Elastic clusters"): elastic
+  // bounds (min empty: containers) and the queue's priority (empty: 0).
+  elastic: boolean;
+  min_containers: string;
+  max_containers: string;
+  priority: string;
 }
 
 export interface Inventory {
@@ -107,6 +115,10 @@ export function emptyForm(): ClusterForm {
     mounts: [],
     tensor_parallel: '',
     pipeline_parallel: '',
+    elastic: false,
+    min_containers: '',
+    max_containers: '',
+    priority: '',
   };
 }
 
@@ -210,8 +222,9 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
     const count = parseCount(form.gpu_count);
     if (!model) set('gpu.model', inv.gpus.length ? 'Choose a GPU model.' : 'This platform has no GPUs; turn GPU off.');
     if (count === null || count < 1 || count > kMaxGpusPerContainer) set('gpu.count', `Enter a whole number of GPUs per container, from 1 to ${kMaxGpusPerContainer}.`);
-    else if (model && containers >= 1 && count * containers > model.free) {
-      set('gpu.count', `${containers} containers × ${count} GPU${count > 1 ? 's' : ''} = ${count * containers} ${model.model}, but only ${model.free} are free; ask for fewer.`);
+    // More than are free waits in the queue (docs/scheduling.md); more than the platform has never fits.
+    else if (model && containers >= 1 && count * containers > model.total) {
+      set('gpu.count', `${containers} containers × ${count} GPU${count > 1 ? 's' : ''} = ${count * containers} ${model.model}, but this platform has only ${model.total}; ask for fewer.`);
     }
   }
 
@@ -225,6 +238,7 @@ export function validate(form: ClusterForm, inv: Inventory): FieldErrors {
   set('memory', checkMemory(form));
   set('cpus', checkCpus(form.cpus));
   set('drain_timeout', checkDrainTimeout(form.drain_timeout));
+  checkScheduling(form, parseCount(form.containers), set);
 
   form.mounts.forEach((m, i) => {
     if (m.volume === '') set(`mounts[${i}].volume`, 'Choose a volume.');
@@ -265,6 +279,29 @@ function checkParallel(form: ClusterForm, containers: number, set: (field: strin
     `${containers} containers × ${perContainer} GPU${perContainer > 1 ? 's' : ''} = ${gpus} GPUs, which tensor × pipeline = ${product} does not divide; ` +
       (fits.length ? `ask for ${fits.join(', ')} … containers, or other sizes.` : 'choose smaller sizes.'),
   );
+}
+
+// edtd's check of the scheduler's fields: priority in the contract's range;
+// when elastic, min and max container counts with min <= containers <= max
+// (min defaults to containers).
+function checkScheduling(form: ClusterForm, containers: number | null, set: (field: string, message: string | null) => void): void {
+  if (form.priority.trim() !== '') {
+    const p = parseCount(form.priority);
+    if (p === null || p < kMinPriority || p > kMaxPriority) set('priority', `Enter a whole number from ${kMinPriority} to ${kMaxPriority} (higher is served first), or leave it empty for ${kMinPriority}.`);
+  }
+  if (!form.elastic) return;
+  const bound = (field: string, text: string, what: string): number | null => {
+    const n = parseCount(text);
+    if (n !== null && n >= kMinContainers && n <= kMaxContainers) return n;
+    set(field, `Enter the ${what} as a whole number of containers from ${kMinContainers} to ${kMaxContainers}.`);
+    return null;
+  };
+  const min = form.min_containers.trim() === '' ? containers : bound('min_containers', form.min_containers, 'smallest size');
+  const max = form.max_containers.trim() === '' ? null : bound('max_containers', form.max_containers, 'largest size');
+  if (form.max_containers.trim() === '') set('max_containers', 'Enter the largest size the scheduler may grow the cluster to, e.g. 8.');
+  if (min === null || max === null || containers === null) return;
+  if (form.min_containers.trim() !== '' && min > max) set('min_containers', `The smallest size ${min} is more than the largest ${max}; give a minimum no larger than the maximum.`);
+  else if (containers < min || containers > max) set('containers', `${containers} containers is outside the elastic bounds ${min}..${max}; start at a size in that range.`);
 }
 
 // What is wrong with the form's memory bound, or null: it must hold the
@@ -310,6 +347,11 @@ export function toSpec(form: ClusterForm): ClusterSpec {
     if (form.tensor_parallel.trim() !== '') megatron.tensor_parallel = parseCount(form.tensor_parallel) ?? 0;
     if (form.pipeline_parallel.trim() !== '') megatron.pipeline_parallel = parseCount(form.pipeline_parallel) ?? 0;
     if (Object.keys(megatron).length) spec.megatron = megatron;
+  }
+  if (form.priority.trim() !== '') spec.priority = parseCount(form.priority) ?? 0;
+  if (form.elastic) {
+    if (form.min_containers.trim() !== '') spec.min_containers = parseCount(form.min_containers) ?? 0;
+    spec.max_containers = parseCount(form.max_containers) ?? 0;
   }
   if (form.mounts.length) spec.mounts = form.mounts.map((m) => ({ volume: m.volume, path: m.path, read_only: m.read_only }));
   return spec;

@@ -65,6 +65,11 @@ Answer create_volume(ApiContext& ctx, const Request& req, const User& user);
 Answer delete_volume(ApiContext& ctx, const Request& req, const User& user);
 // PUT /volumes/{name}/files?path=P: the raw body becomes the file P (volume_files.h)
 Answer upload_volume_file(ApiContext& ctx, const Request& req, const User& user);
+// GET /volumes/{name}/files?path=DIR: its entries; GET .../files/content?path=F:
+// the file's bytes; DELETE .../files?path=P: a file or a directory, whole
+Answer list_volume_files(ApiContext& ctx, const Request& req, const User& user);
+Answer download_volume_file(ApiContext& ctx, const Request& req, const User& user);
+Answer delete_volume_file(ApiContext& ctx, const Request& req, const User& user);
 
 // images.cc: images and the GPU inventory, what clusters are made of
 Answer list_images(ApiContext& ctx, const Request& req, const User& user);
@@ -79,6 +84,15 @@ Answer delete_user(ApiContext& ctx, const Request& req, const User& user);
 Answer create_token(ApiContext& ctx, const Request& req, const User& user);
 Answer list_tokens(ApiContext& ctx, const Request& req, const User& user);
 Answer revoke_token(ApiContext& ctx, const Request& req, const User& user);
+
+// Teams and quotas (teams.cc).
+Answer list_teams(ApiContext& ctx, const Request& req, const User& user);
+Answer create_team(ApiContext& ctx, const Request& req, const User& user);
+Answer get_team(ApiContext& ctx, const Request& req, const User& user);
+Answer delete_team(ApiContext& ctx, const Request& req, const User& user);
+Answer set_quota(ApiContext& ctx, const Request& req, const User& user);
+Answer delete_quota(ApiContext& ctx, const Request& req, const User& user);
+Answer set_user_team(ApiContext& ctx, const Request& req, const User& user);
 
 // system.cc
 Answer healthz(ApiContext& ctx, const Request& req, const User& user);

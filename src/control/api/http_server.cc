@@ -471,6 +471,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string head = "HTTP/1." + std::to_string(version_ % 10) + " " + std::to_string(reply.status) + " " +
                        std::string(http::obsolete_reason(static_cast<http::status>(reply.status))) +
                        "\r\nServer: edtd\r\nContent-Type: " + reply.content_type + "\r\nConnection: close\r\n";
+    for (const auto& [name, value] : reply.headers) head += name + ": " + value + "\r\n";  // a download's name
     const bool chunked = version_ >= 11;
     head += chunked ? "Transfer-Encoding: chunked\r\n\r\n" : "\r\n";
     const int fd = hand_off_socket();

@@ -56,6 +56,7 @@ size_t ApiServer::body_limit(const Request& head) const {
 
 std::optional<std::string> ApiServer::identify(const Request& head) {
   std::optional<std::string> token = bearer_token(head.get_header_value("Authorization"));
+  if (!token && options_.session_token) token = options_.session_token(head);
   if (!token) return std::nullopt;
   const auto now = std::chrono::steady_clock::now();
   {
@@ -101,6 +102,9 @@ std::vector<Route> ApiServer::routes() {
       {"POST", "/api/v1/volumes", A::kUser, "", bind(h::create_volume)},
       {"DELETE", "/api/v1/volumes/{name}", A::kUser, "", bind(h::delete_volume)},
       {"PUT", kVolumeFiles, A::kUser, "", bind(h::upload_volume_file)},
+      {"GET", kVolumeFiles, A::kUser, "", bind(h::list_volume_files)},
+      {"DELETE", kVolumeFiles, A::kUser, "", bind(h::delete_volume_file)},
+      {"GET", kVolumeFiles + "/content", A::kUser, "", bind(h::download_volume_file)},
       {"GET", "/api/v1/images", A::kUser, "", bind(h::list_images)},
       {"POST", "/api/v1/images", A::kAdmin, "register images", bind(h::register_image)},
       {"GET", "/api/v1/gpus", A::kUser, "", bind(h::list_gpus)},
@@ -110,6 +114,13 @@ std::vector<Route> ApiServer::routes() {
       {"GET", "/api/v1/users/{name}/tokens", A::kUser, "", bind(h::list_tokens)},
       {"POST", "/api/v1/users/{name}/tokens", A::kUser, "", bind(h::create_token)},
       {"DELETE", "/api/v1/users/{name}/tokens/{id}", A::kUser, "", bind(h::revoke_token)},
+      {"PUT", "/api/v1/users/{name}/team", A::kAdmin, "assign users to teams", bind(h::set_user_team)},
+      {"GET", "/api/v1/teams", A::kUser, "", bind(h::list_teams)},
+      {"POST", "/api/v1/teams", A::kAdmin, "create teams", bind(h::create_team)},
+      {"GET", "/api/v1/teams/{name}", A::kUser, "", bind(h::get_team)},
+      {"DELETE", "/api/v1/teams/{name}", A::kAdmin, "delete teams", bind(h::delete_team)},
+      {"PUT", "/api/v1/teams/{name}/quotas/{model}", A::kAdmin, "set quotas", bind(h::set_quota)},
+      {"DELETE", "/api/v1/teams/{name}/quotas/{model}", A::kAdmin, "delete quotas", bind(h::delete_quota)},
       {"GET", "/api/v1/metrics", A::kUser, "", bind(h::metrics)},
   };
 }

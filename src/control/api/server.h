@@ -41,6 +41,10 @@ struct ApiServerOptions : ControlPlane {
   // proxy), asked before the console's files are. Each authenticates the
   // caller itself.
   std::vector<std::pair<std::string, HttpHandler>> prefix_handlers;
+  // The edt token a request carries other than as a bearer token (the
+  // Jupyter proxy's session cookie), or nullopt; only so that such requests
+  // count against their user's bounds, not their address's (identify).
+  std::function<std::optional<std::string>(const Request& head)> session_token;
 };
 
 class ApiServer {
@@ -58,7 +62,8 @@ class ApiServer {
   Reply answer(Request& request);
   // The body limit of a request (HttpServerOptions::body_limit).
   size_t body_limit(const Request& head) const;
-  // The user a request's bearer token names (HttpServerOptions::identify),
+  // The user a request's bearer token (or session_token) names
+  // (HttpServerOptions::identify),
   // remembered for kIdentityTtl so that the I/O threads seldom wait on the
   // store: the connection bounds may count a revoked token's connection
   // against its user that long; what it may do is decided by the middleware.

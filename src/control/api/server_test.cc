@@ -311,6 +311,89 @@ TEST_F(ApiServerTest, ADirectoryRemovedDuringAnUploadIs409) {
   EXPECT_EQ(call("PUT", "/api/v1/volumes/bobs/files?path=race/x", bob_, "x").first, 200);
 }
 
+TEST_F(ApiServerTest, AVolumesFilesAreListedDownloadedAndDeleted) {
+  ASSERT_EQ(call("POST", "/api/v1/volumes", bob_, R"({"name": "bobs"})").first, 201);
+  ASSERT_EQ(call("PUT", "/api/v1/volumes/bobs/files?path=data/a.txt", bob_, "hello").first, 200);
+  ASSERT_EQ(call("PUT", "/api/v1/volumes/bobs/files?path=data/sub/b.txt", bob_, "xy").first, 200);
+  auto [status, top] = call("GET", "/api/v1/volumes/bobs/files", bob_);
+  ASSERT_EQ(status, 200) << top.dump();
+  EXPECT_EQ(top["path"], "");
+  ASSERT_EQ(top["entries"].size(), 1u);
+  EXPECT_EQ(top["entries"][0]["name"], "data");
+  EXPECT_EQ(top["entries"][0]["type"], "directory");
+  auto data = call("GET", "/api/v1/volumes/bobs/files?path=data", bob_).second["entries"];
+  ASSERT_EQ(data.size(), 2u);
+  EXPECT_EQ(data[0]["name"], "a.txt");
+  EXPECT_EQ(data[0]["bytes"], 5);
+  EXPECT_EQ(data[1]["type"], "directory");
+  httplib::Client c("127.0.0.1", port_);
+  auto got = c.Get("/api/v1/volumes/bobs/files/content?path=data/a.txt", {{"Authorization", "Bearer " + bob_}});
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(got->body, "hello");
+  EXPECT_EQ(got->get_header_value("Content-Disposition"), "attachment; filename*=UTF-8''a.txt");
+  // A directory goes whole; the admin may; another user's volume is missing.
+  EXPECT_EQ(call("GET", "/api/v1/volumes/bobs/files?path=data", admin_).first, 200);
+  ASSERT_EQ(call("POST", "/api/v1/volumes", admin_, R"({"name": "admv"})").first, 201);
+  expect_refused(call("GET", "/api/v1/volumes/admv/files", bob_), 404, "name");
+  expect_refused(call("GET", "/api/v1/volumes/admv/files/content?path=x", bob_), 404, "name");
+  expect_refused(call("DELETE", "/api/v1/volumes/admv/files?path=x", bob_), 404, "name");
+  auto [deleted, body] = call("DELETE", "/api/v1/volumes/bobs/files?path=data", bob_);
+  ASSERT_EQ(deleted, 200) << body.dump();
+  EXPECT_EQ(body, (json{{"deleted", "data"}, {"entries", 4}}));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "volumes/bobs/data"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ / "volumes/bobs"));
+}
+
+TEST_F(ApiServerTest, ReadingAndDeletingAVolumesFilesRefuseHostileInput) {
+  ASSERT_EQ(call("POST", "/api/v1/volumes", bob_, R"({"name": "bobs"})").first, 201);
+  ASSERT_EQ(call("PUT", "/api/v1/volumes/bobs/files?path=a.txt", bob_, "a").first, 200);
+  for (const std::string route : {"files?path=", "files/content?path=", "DELETE files?path="}) {
+    const bool del = route.starts_with("DELETE ");
+    const std::string base = "/api/v1/volumes/bobs/" + (del ? route.substr(7) : route);
+    const std::string method = del ? "DELETE" : "GET";
+    for (const std::string path : {"..", "..%2Fescape", "%2Fetc%2Fpasswd", "a%2F..%2F..%2Fescape", "a%0Ab", "a//b"})
+      expect_refused(call(method, base + path, bob_), 400, "path");
+    expect_refused(call(method, base + "a.txt&path=b", bob_), 400, "path");
+    expect_refused(call(method, base + "a.txt&mode=1", bob_), 400, "mode");
+    expect_refused(call(method, base + "missing.txt", bob_), 404, "path");
+  }
+  expect_refused(call("GET", "/api/v1/volumes/bobs/files/content", bob_), 400, "path");
+  expect_refused(call("DELETE", "/api/v1/volumes/bobs/files", bob_), 400, "path");
+  // A link out of the volume is never followed: not on the way, not at the end.
+  std::filesystem::create_directory_symlink(dir_, dir_ / "volumes/bobs/up");
+  std::filesystem::create_symlink(dir_ / "edtd.db", dir_ / "volumes/bobs/db");
+  expect_refused(call("GET", "/api/v1/volumes/bobs/files?path=up", bob_), 409, "path");
+  expect_refused(call("GET", "/api/v1/volumes/bobs/files/content?path=up/edtd.db", bob_), 409, "path");
+  expect_refused(call("GET", "/api/v1/volumes/bobs/files/content?path=db", bob_), 409, "path");
+  expect_refused(call("DELETE", "/api/v1/volumes/bobs/files?path=up/edtd.db", bob_), 409, "path");
+  expect_refused(call("GET", "/api/v1/volumes/bobs/files/content?path=.", bob_), 400, "path");
+  auto links = call("GET", "/api/v1/volumes/bobs/files", bob_).second["entries"];
+  ASSERT_EQ(links.size(), 3u) << links.dump();
+  EXPECT_EQ(links[1]["type"], "link");
+  // Deleting a link takes the link, never what it points at.
+  EXPECT_EQ(call("DELETE", "/api/v1/volumes/bobs/files?path=up", bob_).first, 200);
+  EXPECT_EQ(call("DELETE", "/api/v1/volumes/bobs/files?path=db", bob_).first, 200);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "edtd.db"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ / "volumes"));
+  // A body on these routes is held to max_body_bytes.
+  httplib::Client c("127.0.0.1", port_);
+  auto big = c.Delete("/api/v1/volumes/bobs/files?path=a.txt", {{"Authorization", "Bearer " + bob_}},
+                      std::string(5000, 'x'), "application/octet-stream");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "volumes/bobs/a.txt"));
+}
+
+TEST_F(ApiServerTest, AJobsDirectoryIsAnAbsoluteContainerPath) {
+  ASSERT_EQ(call("POST", "/api/v1/clusters", bob_, R"({"name": "a", "framework": "horovod", "containers": 2})").first,
+            201);
+  for (const std::string cwd : {"data", "/root/../etc", "/root//data", "/root/data/", "/a\\u0001b", ""})
+    expect_refused(call("POST", "/api/v1/clusters/a/jobs", bob_, R"({"command": "ls", "cwd": ")" + cwd + "\"}"), 422,
+                   "cwd");
+  expect_refused(call("POST", "/api/v1/clusters/a/jobs", bob_, R"({"command": "ls", "cwd": 7})"), 422, "cwd");
+}
+
 TEST_F(ApiServerTest, EventsAreFilteredByTypeAndSince) {
   ASSERT_EQ(call("POST", "/api/v1/clusters", bob_, R"({"name": "a", "framework": "horovod", "containers": 2})").first,
             201);

@@ -246,6 +246,12 @@ std::optional<std::string> JupyterProxy::caller_token(const Request& req, const 
   return session->token;
 }
 
+std::optional<std::string> JupyterProxy::session_token(const Request& req) {
+  auto session = take(sessions_, cookie_value(req, kCookie), /*spend=*/false);
+  if (!session) return std::nullopt;
+  return session->token;
+}
+
 Reply JupyterProxy::handle(Request& req) {
   auto cluster = cluster_of(req.path);
   if (!cluster) return problem(req, missing("", "no such path: Jupyter is at /c/<cluster>/jupyter/", "open Jupyter from the console"));

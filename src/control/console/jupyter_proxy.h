@@ -70,6 +70,12 @@ class JupyterProxy {
   // Every request under /c/.
   Reply handle(Request& request);
 
+  // The edt token behind the request's Jupyter session cookie, while the
+  // session lives (ApiServerOptions::session_token): JupyterLab holds
+  // several WebSockets and loads its scripts in parallel, which the small
+  // bounds of an address without a token would refuse. Quick; thread-safe.
+  std::optional<std::string> session_token(const Request& request);
+
  private:
   struct Grant {
     std::string cluster;

@@ -198,6 +198,22 @@ TEST_F(JupyterProxyTest, LoginLinkWorksOnceAndItsCookieLetsThrough) {
                   .starts_with("HTTP/1.1 401"));
 }
 
+// JupyterLab's many requests and WebSockets count against the user the
+// session cookie stands for (ApiServerOptions::session_token), not against
+// the small bounds of an address without a token.
+TEST_F(JupyterProxyTest, ASessionCookieNamesItsUsersToken) {
+  const std::string login = exchange("GET /c/tthvd/jupyter/?edt_login=" + login_code() + " HTTP/1.1\r\nHost: h\r\n\r\n");
+  const size_t at = login.find(std::string(JupyterProxy::kCookie) + "=");
+  ASSERT_NE(at, std::string::npos) << login;
+  Request with_cookie;
+  with_cookie.headers.emplace("Cookie", "a=b; " + login.substr(at, login.find(';', at) - at));
+  EXPECT_EQ(proxy_->session_token(with_cookie), std::optional<std::string>("alice-token"));
+  Request without;
+  without.headers.emplace("Cookie", std::string(JupyterProxy::kCookie) + "=not-a-session");
+  EXPECT_EQ(proxy_->session_token(without), std::nullopt);
+  EXPECT_EQ(proxy_->session_token(Request{}), std::nullopt);
+}
+
 TEST_F(JupyterProxyTest, AnotherSitesPageIsRefused) {
   const std::string reply = exchange(
       "POST /c/tthvd/jupyter/api/kernels HTTP/1.1\r\nHost: h:1\r\nOrigin: http://evil.example\r\n"

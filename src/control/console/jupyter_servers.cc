@@ -22,6 +22,24 @@ namespace {
 // it listens.
 constexpr std::string_view kServingLine = "is running at";
 
+// JupyterLab asks the network for nothing: its extension manager only lists
+// what is installed (its default searches PyPI), no news feed, no check for
+// a newer JupyterLab.
+constexpr std::string_view kLabOffline =
+    " --LabApp.extension_manager=readonly --LabApp.news_url=None"
+    " --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate";
+
+// JupyterLab writes the server's token into its pages, for its scripts to
+// send; through edtd's proxy they need none (it adds the token to every
+// request it forwards, a session cookie authenticates the browser), and the
+// token stays out of the page: the config empties it. It also turns off the
+// prompt to fetch Jupyter's news (nothing is fetched: kLabOffline).
+constexpr std::string_view kLabConfig =
+    "cat > /tmp/.edt-jupyter-config.py <<'EOF'\n"
+    "c.ServerApp.tornado_settings = {'page_config_hook': lambda handler, config: {**config, 'token': '',\n"
+    "  'disabledExtensions': config.get('disabledExtensions', []) + ['@jupyterlab/apputils-extension:announcements']}}\n"
+    "EOF\n";
+
 // The last lines of a server's log, for an error message.
 std::string log_tail(const std::string& path) {
   std::string text = io::read_file(path);
@@ -54,14 +72,17 @@ std::string JupyterServers::command(const JupyterEndpoint& e, const std::string&
   // (only if that pid is still a Jupyter server); `exec` keeps the pid.
   const std::string common = " --ip=" + e.address + " --port=" + std::to_string(e.port) +
                              " --port-retries=0 --no-browser --allow-root --notebook-dir=" + quoted(root);
-  // A terminal's shell is bash, not a login shell (Jupyter's default), whose
-  // /etc/profile would reset PATH and lose edtrun.
+  // A terminal's shell is bash with the server's environment, a job's (edt's
+  // tools and venv on PATH), rather than Jupyter's login shell, which gets
+  // them back only from /etc/profile.d/edt.sh after /etc/profile's reset.
   const std::string shell = "_settings=\"{'shell_command': ['/bin/bash']}\"";
   return "f=/tmp/.edt-jupyter.pid\n"
          "if [ -s $f ] && p=$(cat $f) && grep -qa jupyter /proc/$p/cmdline 2>/dev/null; then kill $p; fi\n"
          "echo $$ > $f\n"
-         "if command -v jupyter-lab >/dev/null; then exec jupyter-lab" + common +
-         " --ServerApp.base_url=" + quoted(e.base_url) + " --ServerApp.allow_remote_access=True --ServerApp.terminado" + shell + "\n"
+         "if command -v jupyter-lab >/dev/null; then\n" + std::string(kLabConfig) +
+         "exec jupyter-lab --config=/tmp/.edt-jupyter-config.py" + common +
+         " --ServerApp.base_url=" + quoted(e.base_url) + " --ServerApp.allow_remote_access=True --ServerApp.terminado" + shell +
+         std::string(kLabOffline) + "\n"
          "elif command -v jupyter-notebook >/dev/null; then exec jupyter-notebook" + common +
          " --NotebookApp.base_url=" + quoted(e.base_url) + " --NotebookApp.allow_remote_access=True --NotebookApp.terminado" + shell + "\n"
          "else echo 'the image has neither jupyter-lab nor jupyter-notebook on its PATH' >&2; exit 127; fi\n";
@@ -116,8 +137,8 @@ Result<JupyterEndpoint> JupyterServers::start(const Cluster& cluster, const Cont
     return conflict("image",
                     "Jupyter did not start in " + launcher.status.name + " (image " + cluster.spec.image +
                         "): " + log_tail(exec.log_path),
-                    "use an image with jupyter-notebook (Debian: apt install jupyter-notebook python3-ipykernel "
-                    "python3-terminado) or jupyter-lab");
+                    "run make deps, which puts JupyterLab in edt's venv (the default image's, edtd --venv), or "
+                    "use an image with jupyter-lab or jupyter-notebook on its PATH");
   }
   std::lock_guard<std::mutex> lock(mu_);
   running_[name] = Running{endpoint, launcher.sandbox, *process};

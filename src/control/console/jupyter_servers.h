@@ -4,8 +4,10 @@
 // The server runs as the container's user (through Backend::exec, like a
 // job), with the first volume's mount path as its root (the home, /root,
 // without a volume), the cluster's environment (PATH with edtrun, the
-// hostfile at /etc/mpi), JupyterLab where the image has `jupyter-lab`,
-// else Jupyter Notebook (`jupyter-notebook`). It listens on the launcher's
+// hostfile at /etc/mpi), JupyterLab where the image has `jupyter-lab` on
+// that PATH (the default image has: edt's venv, edtd --venv, comes after
+// edt's tools), else Jupyter Notebook (`jupyter-notebook`). JupyterLab asks
+// the network for nothing (no extension search, news or update check). It listens on the launcher's
 // own address, on a port edtd picks, under base URL /c/<cluster>/jupyter/.
 //
 // Who can reach it: containers share the host's network, so any process of

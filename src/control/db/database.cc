@@ -95,7 +95,8 @@ ContainerRecord read_container(Stmt& s, int at = 0) {
 }
 
 constexpr const char* kClusterColumns =
-    "name, spec, owner, phase, message, scale_failure, deleting, ever_running, created_at";
+    "name, spec, owner, phase, message, scale_failure, deleting, ever_running, created_at, queued_containers, "
+    "queued_since, queue_position, queue_reason, (SELECT team FROM users WHERE users.name = clusters.owner)";
 
 Cluster read_cluster(Stmt& s) {
   Cluster c;
@@ -107,10 +108,12 @@ Cluster read_cluster(Stmt& s) {
   c.deleting = s.i64(6) != 0;
   c.ever_running = s.i64(7) != 0;
   c.created_at = s.i64(8);
+  c.queued = {static_cast<int>(s.i64(9)), s.i64(10), static_cast<int>(s.i64(11)), s.text(12)};
+  c.team = s.text(13);
   return c;
 }
 
-User read_user(Stmt& s) { return User{s.text(0), s.i64(1) != 0}; }
+User read_user(Stmt& s) { return User{s.text(0), s.i64(1) != 0, s.text(2)}; }
 
 constexpr const char* kVolumeColumns = "name, owner, host_path, managed";
 
@@ -209,6 +212,54 @@ Status Database::Tx::commit() {
 
 // Users and tokens.
 
+Status Database::Tx::set_user_team(const std::string& user, const std::string& team) {
+  Stmt s(db_, "UPDATE users SET team = ? WHERE name = ?");
+  return expect_changed(db_, s.bind(1, team).bind(2, user).run(), "user '" + user + "'");
+}
+
+// Teams and quotas.
+
+Status Database::Tx::insert_team(const std::string& name) {
+  Stmt s(db_, "INSERT INTO teams(name) VALUES(?)");
+  Status st = s.bind(1, name).run();
+  if (!st.is_ok() && s.constraint_failed()) return already_exists("team '" + name + "' exists");
+  return st;
+}
+
+std::vector<std::string> Database::Tx::teams() {
+  std::vector<std::string> out;
+  Stmt s(db_, "SELECT name FROM teams ORDER BY name");
+  while (s.step()) out.push_back(s.text(0));
+  return out;
+}
+
+Status Database::Tx::delete_team(const std::string& name) {
+  EDT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM quotas WHERE team = ?").bind(1, name).run());
+  EDT_RETURN_IF_ERROR(Stmt(db_, "UPDATE users SET team = '' WHERE team = ?").bind(1, name).run());
+  Stmt s(db_, "DELETE FROM teams WHERE name = ?");
+  return expect_changed(db_, s.bind(1, name).run(), "team '" + name + "'");
+}
+
+Status Database::Tx::put_quota(const Quota& quota) {
+  Stmt s(db_, "INSERT INTO quotas(team, model, guaranteed, borrow_limit) VALUES(?, ?, ?, ?) "
+              "ON CONFLICT(team, model) DO UPDATE SET guaranteed = excluded.guaranteed, "
+              "borrow_limit = excluded.borrow_limit");
+  return s.bind(1, quota.team).bind(2, quota.model).bind(3, quota.guaranteed).bind(4, quota.borrow_limit).run();
+}
+
+Status Database::Tx::delete_quota(const std::string& team, const std::string& model) {
+  Stmt s(db_, "DELETE FROM quotas WHERE team = ? AND model = ?");
+  return expect_changed(db_, s.bind(1, team).bind(2, model).run(), "quota of team '" + team + "' for " + model);
+}
+
+std::vector<Quota> Database::Tx::quotas() {
+  std::vector<Quota> out;
+  Stmt s(db_, "SELECT team, model, guaranteed, borrow_limit FROM quotas ORDER BY team, model");
+  while (s.step())
+    out.push_back({s.text(0), s.text(1), static_cast<int>(s.i64(2)), static_cast<int>(s.i64(3))});
+  return out;
+}
+
 Status Database::Tx::insert_user(const User& user) {
   Stmt s(db_, "INSERT INTO users(name, admin) VALUES(?, ?)");
   s.bind(1, user.name).bind(2, user.admin);
@@ -220,13 +271,13 @@ Status Database::Tx::insert_user(const User& user) {
 
 std::vector<User> Database::Tx::users() {
   std::vector<User> out;
-  Stmt s(db_, "SELECT name, admin FROM users ORDER BY name");
+  Stmt s(db_, "SELECT name, admin, team FROM users ORDER BY name");
   while (s.step()) out.push_back(read_user(s));
   return out;
 }
 
 std::optional<User> Database::Tx::user(const std::string& name) {
-  Stmt s(db_, "SELECT name, admin FROM users WHERE name = ?");
+  Stmt s(db_, "SELECT name, admin, team FROM users WHERE name = ?");
   s.bind(1, name);
   if (!s.step()) return std::nullopt;
   return read_user(s);
@@ -263,7 +314,7 @@ Status Database::Tx::delete_token(const std::string& user, int64_t id) {
 }
 
 std::optional<User> Database::Tx::user_for_token(const std::string& token_hash, int64_t now) {
-  Stmt s(db_, "SELECT u.name, u.admin FROM tokens t JOIN users u ON u.name = t.user "
+  Stmt s(db_, "SELECT u.name, u.admin, u.team FROM tokens t JOIN users u ON u.name = t.user "
               "WHERE t.hash = ? AND (t.expires_at = 0 OR t.expires_at > ?)");
   s.bind(1, token_hash).bind(2, now);
   if (!s.step()) return std::nullopt;
@@ -416,6 +467,13 @@ Status Database::Tx::set_status(const std::string& name, Phase phase, const std:
   Stmt s(db_, "UPDATE clusters SET phase = ?, message = ?, ever_running = ? WHERE name = ?");
   s.bind(1, std::string(to_string(phase))).bind(2, message).bind(3, ever_running).bind(4, name);
   return expect_changed(db_, s.run(), "cluster '" + name + "'");
+}
+
+Status Database::Tx::set_queued(const std::string& name, const QueuedRequest& queued) {
+  Stmt s(db_, "UPDATE clusters SET queued_containers = ?, queued_since = ?, queue_position = ?, queue_reason = ? "
+              "WHERE name = ?");
+  s.bind(1, queued.containers).bind(2, queued.since_ms).bind(3, queued.position).bind(4, queued.reason);
+  return expect_changed(db_, s.bind(5, name).run(), "cluster '" + name + "'");
 }
 
 Status Database::Tx::set_scale_failure(const std::string& name, const std::string& failure) {

@@ -1,5 +1,5 @@
 // Database: edtd's state in one SQLite database (WAL mode): users and their
-// tokens (hashed), images, volumes, the GPU inventory with the container
+// tokens (hashed), teams and their GPU quotas, images, volumes, the GPU inventory with the container
 // holding each, clusters with their containers and events, and jobs.
 //
 // It only persists: it reads and writes rows and keeps the schema current
@@ -30,6 +30,7 @@
 #include "control/model/catalog.h"
 #include "control/model/cluster.h"
 #include "control/model/job.h"
+#include "control/model/teams.h"
 #include "edt/status.h"
 
 namespace edt::control {
@@ -79,6 +80,17 @@ class Database::Tx {
   Status delete_token(const std::string& user, int64_t id);  // NotFound: no such token of that user
   // The token's user, if the token exists and has not expired by `now` (unix seconds).
   std::optional<User> user_for_token(const std::string& token_hash, int64_t now);
+  // "" takes the user out of their team (the service checks the team exists).
+  Status set_user_team(const std::string& user, const std::string& team);  // NotFound: no such user
+
+  // Teams and their quotas (teams.h).
+  Status insert_team(const std::string& name);  // AlreadyExists if taken
+  std::vector<std::string> teams();             // by name
+  // Drops the team and its quotas; its members are left without a team.
+  Status delete_team(const std::string& name);  // NotFound if none
+  Status put_quota(const Quota& quota);         // made or replaced
+  Status delete_quota(const std::string& team, const std::string& model);  // NotFound if none
+  std::vector<Quota> quotas();                  // by team, then model
 
   // Images, volumes and the GPU inventory.
   Status put_image(const Image& image);
@@ -103,6 +115,8 @@ class Database::Tx {
   Status set_spec(const std::string& name, const ClusterSpec& spec);
   Status set_status(const std::string& name, Phase phase, const std::string& message, bool ever_running);
   Status set_scale_failure(const std::string& name, const std::string& failure);
+  // The request that waits for GPUs (containers 0: none).
+  Status set_queued(const std::string& name, const QueuedRequest& queued);
   // Marks the cluster deleting and all its containers leaving (NotFound if none).
   Status mark_deleting(const std::string& name);
   // Drops the cluster, its events and its jobs' records; FailedPrecondition

@@ -68,6 +68,19 @@ INSERT INTO user_ranges(user) SELECT name FROM users ORDER BY name;
 ALTER TABLE containers ADD COLUMN node TEXT NOT NULL DEFAULT '';
 ALTER TABLE containers ADD COLUMN slurm_job INTEGER NOT NULL DEFAULT 0;
 )sql"},
+      // The scheduler: teams of users with GPU quotas per model, and the
+      // request a cluster waits with (a queued create has no containers; a
+      // queued scale keeps its present ones).
+      {7, "teams, quotas and the queue", R"sql(
+CREATE TABLE teams(name TEXT PRIMARY KEY);
+ALTER TABLE users ADD COLUMN team TEXT NOT NULL DEFAULT '';
+CREATE TABLE quotas(team TEXT NOT NULL REFERENCES teams(name), model TEXT NOT NULL,
+  guaranteed INTEGER NOT NULL, borrow_limit INTEGER NOT NULL, PRIMARY KEY(team, model));
+ALTER TABLE clusters ADD COLUMN queued_containers INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE clusters ADD COLUMN queued_since INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE clusters ADD COLUMN queue_position INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE clusters ADD COLUMN queue_reason TEXT NOT NULL DEFAULT '';
+)sql"},
   };
   return kMigrations;
 }

@@ -42,6 +42,15 @@ std::optional<int64_t> id_of_file(const std::string& name) {
   return id;
 }
 
+// `command` run from `cwd` (when given): a cd that fails ends the job
+// with bash's own message in its log, and the command is never run elsewhere.
+std::string in_directory(const std::string& cwd, const std::string& command) {
+  if (cwd.empty()) return command;
+  std::string quoted = "'";
+  for (char c : cwd) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return "cd -- " + quoted + "' || exit\n" + command;
+}
+
 }  // namespace
 
 JobRunner::JobRunner(Database* db, Backend* backend, std::string data_dir, std::map<std::string, std::string> base_env,
@@ -81,7 +90,8 @@ Result<proc::ProcessId> JobRunner::start_log(int64_t id, const SandboxRef& wrapp
 }
 
 Result<Job> JobRunner::start(const Cluster& cluster, const std::vector<ContainerRecord>& records,
-                              const std::string& container, const std::string& command, const std::string& owner) {
+                              const JobStart& start) {
+  const std::string& container = start.container;
   auto target = std::find_if(records.begin(), records.end(), [&](auto& r) { return r.status.name == container; });
   if (target == records.end())
     return missing("container", "cluster " + cluster.spec.name + " has no container " + container, "check the name");
@@ -92,14 +102,14 @@ Result<Job> JobRunner::start(const Cluster& cluster, const std::vector<Container
   Job job;
   job.cluster = cluster.spec.name;
   job.container = container;
-  job.owner = owner;
-  job.command = command;
+  job.owner = start.owner;
+  job.command = start.command;
   job.created_at = unix_now();
   auto id = db_->lock().insert_job(job);
   if (!id.is_ok()) return as_refusal(id.status(), "container");
   job.id = *id;
   ExecSpec exec;
-  exec.command = command;
+  exec.command = in_directory(start.cwd, start.command);
   exec.env = container_env(cluster.spec, target->status, base_env_);
   // The job is known by its log's writer, which ends after it (job_log.h).
   Result<SandboxRef> process = [&]() -> Result<SandboxRef> {

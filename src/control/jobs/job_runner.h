@@ -30,15 +30,24 @@ struct JobLogOptions {
   uint64_t limit = kDefaultJobLogLimit;
 };
 
+// What to start: `command` (bash -c) in `container`, from the directory
+// `cwd` of the container (empty: its user's home), for `owner`.
+struct JobStart {
+  std::string container;
+  std::string command;
+  std::string cwd;
+  std::string owner;
+};
+
 class JobRunner {
  public:
   JobRunner(Database* db, Backend* backend, std::string data_dir, std::map<std::string, std::string> base_env,
             JobLogOptions log = {});
 
-  // Starts `command` in `container`, one of `records` (the containers of
-  // `cluster`); refuses (field "container") one that is missing or not Running.
-  Result<Job> start(const Cluster& cluster, const std::vector<ContainerRecord>& records, const std::string& container,
-                     const std::string& command, const std::string& owner);
+  // Starts the job in its container, one of `records` (the containers of
+  // `cluster`); refuses (field "container") one that is missing or not
+  // Running. A cwd missing in the container fails the job (its log says so).
+  Result<Job> start(const Cluster& cluster, const std::vector<ContainerRecord>& records, const JobStart& start);
   // Records the end of a job that has ended; returns the job as it is now.
   Job refresh(Job job);
   // The job `id` as it is now (refreshed), or nullopt.

@@ -37,19 +37,29 @@ Status check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, in
                            models.empty() ? "this machine has no GPUs; leave gpu out"
                                           : "choose one of: " + comma_list(models));
     }
-    auto free_of_model = catalog.gpus_free.find(spec.gpu.model);
-    int free = free_of_model == catalog.gpus_free.end() ? 0 : free_of_model->second;
-    int want = spec.gpu.count * new_containers;
-    if (want > free)
-      return conflict("gpu.count", std::to_string(new_containers) + " containers x " + std::to_string(spec.gpu.count) +
-                                       " " + spec.gpu.model + " need " + std::to_string(want) + " GPUs; " +
-                                       std::to_string(free) + " of " + std::to_string(total->second) + " are free",
-                      "ask for fewer containers or GPUs, or delete a cluster that holds them");
+    // More than are free waits in the queue; more than there are never fits.
+    const int want = spec.gpu.count * std::max(spec.containers, new_containers);
+    if (want > total->second)
+      return conflict("gpu.count", std::to_string(std::max(spec.containers, new_containers)) + " containers x " +
+                                       std::to_string(spec.gpu.count) + " " + spec.gpu.model + " need " +
+                                       std::to_string(want) + " GPUs; this machine has " +
+                                       std::to_string(total->second),
+                      "ask for fewer containers or GPUs");
   }
   return Status::ok();
 }
 
-json user_to_json(const User& u) { return {{"name", u.name}, {"admin", u.admin}}; }
+std::string gpu_shortage(const ClusterSpec& spec, const Catalog& catalog, int new_containers) {
+  if (spec.gpu.count <= 0 || new_containers <= 0) return "";
+  auto free_of_model = catalog.gpus_free.find(spec.gpu.model);
+  const int free = free_of_model == catalog.gpus_free.end() ? 0 : free_of_model->second;
+  const int want = spec.gpu.count * new_containers;
+  if (want <= free) return "";
+  return std::to_string(new_containers) + " containers x " + std::to_string(spec.gpu.count) + " " + spec.gpu.model +
+         " need " + std::to_string(want) + " GPUs; " + std::to_string(free) + " are free";
+}
+
+json user_to_json(const User& u) { return {{"name", u.name}, {"admin", u.admin}, {"team", u.team}}; }
 
 json token_info_to_json(const TokenInfo& t, int64_t now) {
   return {{"id", t.id},           {"user", t.user},       {"description", t.description},

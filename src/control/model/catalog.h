@@ -18,6 +18,7 @@ namespace edt::control {
 struct User {
   std::string name;
   bool admin = false;
+  std::string team = "";  // none (teams.h); the initializer lets {name, admin} stand
 };
 
 // An API token as listed: what it is for and when it ends, never the token
@@ -67,9 +68,15 @@ struct Catalog {
 };
 
 // Checks a parsed spec against what exists: the image and whether it
-// carries the framework, the volumes, the GPU model and that enough are free
-// for `new_containers` more containers.
+// carries the framework, the volumes, the GPU model, and that the machine
+// has enough of them at all for spec.containers (or `new_containers`, if
+// more). Whether enough are free now is gpu_shortage()'s: a request that
+// waits for GPUs is queued, not refused.
 Status check_against_catalog(const ClusterSpec& spec, const Catalog& catalog, int new_containers);
+
+// Why `new_containers` more containers of `spec` cannot have their GPUs
+// now ("... need 4 GPUs; 2 are free"), or "" when they can.
+std::string gpu_shortage(const ClusterSpec& spec, const Catalog& catalog, int new_containers);
 
 nlohmann::json user_to_json(const User& user);
 // With "expired" as of `now` (unix seconds).

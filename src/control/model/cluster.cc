@@ -108,7 +108,7 @@ Status check_resource_name(const std::string& name, const std::string& field, co
 }
 
 
-Status check_mount_path(const std::string& path, const std::string& field) {
+Status check_container_path(const std::string& path, const std::string& field) {
   const std::string fix = "use an absolute path such as /root/data, without '.', '..' or '//'";
   if (path.empty() || path[0] != '/') return invalid(field, field + " '" + path + "' is not absolute", fix);
   if (path.size() > api::limits::MountPath::max_length)
@@ -128,6 +128,11 @@ Status check_mount_path(const std::string& path, const std::string& field) {
       return invalid(field, field + " '" + path + "' is not normalised (it has '" + (part.empty() ? "//" : part) + "')", fix);
     start = end + 1;
   }
+  return Status::ok();
+}
+
+Status check_mount_path(const std::string& path, const std::string& field) {
+  EDT_RETURN_IF_ERROR(check_container_path(path, field));
   if (path == "/" || path == "/root")
     return invalid(field, field + " '" + path + "' would cover the container's " + (path == "/" ? "root" : "home"),
                          "mount below it, e.g. /root/data");

@@ -71,10 +71,24 @@ struct Mount {
   bool read_only = false;
 };
 
+// An elastic cluster's bounds (ClusterSpec::elastic): the scheduler keeps its
+// containers within [min, max]; both 0 for a cluster of fixed size, which
+// it never resizes.
+struct ElasticBounds {
+  int min = 0;
+  int max = 0;
+  bool elastic() const { return max > 0; }
+};
+
+inline constexpr int kMinPriority = api::limits::Priority::minimum;
+inline constexpr int kMaxPriority = api::limits::Priority::maximum;
+
 struct ClusterSpec {
   std::string name;
   std::string framework;
-  int containers = 0;
+  int containers = 0;  // the size it has (or waits for, when queued), between elastic's bounds
+  ElasticBounds elastic;
+  int priority = 0;  // orders the queue: higher first
   std::string image = "edt";
   GpuRequest gpu;
   uint64_t shm_bytes = kDefaultShmBytes;
@@ -106,9 +120,22 @@ struct ContainerStatus {
   std::string role() const { return index == 0 ? "launcher" : "worker"; }
 };
 
+// A create or scale that waits for GPUs (the scheduler's queue): the size it
+// waits for, since when, its place among the requests for its GPU model
+// (1: next) and why it waits. containers 0: nothing waits.
+struct QueuedRequest {
+  int containers = 0;
+  int64_t since_ms = 0;
+  int position = 0;
+  std::string reason;
+  bool waiting() const { return containers > 0; }
+};
+
 struct Cluster {
   ClusterSpec spec;
   std::string owner;
+  std::string team;  // the owner's; "" when they have none
+  QueuedRequest queued;
   Phase phase = Phase::kPending;
   std::string message;
   // Why the last scale failed ("scale to 4 failed: ...; back to 2"); the
@@ -151,7 +178,10 @@ Status check_cluster_name(const std::string& name, const std::string& field = "n
 // pipeline parallel sizes; a refusal names `field` and says which counts do.
 Status check_megatron_parallel(const ClusterSpec& spec, int containers, const std::string& field);
 
-// Mount paths: absolute, normalised, not over a system directory.
+// A path in a container: absolute, normalised ('.', '..', '//' and a
+// trailing '/' refused), no control character, at most PATH_MAX bytes.
+Status check_container_path(const std::string& path, const std::string& field);
+// Mount paths: container paths not over a system directory.
 Status check_mount_path(const std::string& path, const std::string& field);
 
 // A volume or user name: a DNS label.

@@ -275,7 +275,46 @@ Status parse_cluster_options(const Fields& body, const json& object, ClusterSpec
   return Status::ok();
 }
 
+// The scheduler's part of a spec: "priority", and the elastic bounds
+// "min_containers" (default: containers) and "max_containers", which make
+// the cluster elastic; containers must lie between them.
+Status parse_scheduling(const Fields& body, const json& object, ClusterSpec* spec) {
+  if (body.has("priority")) {
+    int64_t priority = 0;
+    EDT_RETURN_IF_ERROR(body.integer("priority", &priority, Presence::kRequired));
+    if (priority < kMinPriority || priority > kMaxPriority)
+      return invalid("priority", "priority must be a whole number from " + std::to_string(kMinPriority) + " to " +
+                                     std::to_string(kMaxPriority) + ", not " + std::to_string(priority),
+                     "give a priority in that range; higher is served first (default 0)");
+    spec->priority = static_cast<int>(priority);
+  }
+  if (!body.has("min_containers") && !body.has("max_containers")) return Status::ok();
+  if (!body.has("max_containers"))
+    return invalid("max_containers", "min_containers is given without max_containers",
+                   "give max_containers too, to make the cluster elastic");
+  ElasticBounds bounds{spec->containers, 0};
+  if (body.has("min_containers"))
+    EDT_RETURN_IF_ERROR(check_container_count(object["min_containers"], "min_containers", &bounds.min));
+  EDT_RETURN_IF_ERROR(check_container_count(object["max_containers"], "max_containers", &bounds.max));
+  EDT_RETURN_IF_ERROR(check_elastic_bounds(bounds, spec->containers, "containers"));
+  spec->elastic = bounds;
+  return Status::ok();
+}
+
 }  // namespace
+
+Status check_elastic_bounds(const ElasticBounds& bounds, int containers, const std::string& field) {
+  if (!bounds.elastic()) return Status::ok();
+  const std::string range = std::to_string(bounds.min) + ".." + std::to_string(bounds.max);
+  if (bounds.min > bounds.max)
+    return invalid("min_containers", "min_containers " + std::to_string(bounds.min) + " is more than max_containers " +
+                                         std::to_string(bounds.max),
+                   "give min_containers <= max_containers");
+  if (containers < bounds.min || containers > bounds.max)
+    return invalid(field, field + " is " + std::to_string(containers) + ", outside the elastic bounds " + range,
+                   "ask for a size from " + range + " (the scheduler grows and shrinks the cluster within them)");
+  return Status::ok();
+}
 
 Status parse_cluster_spec(const json& object, ClusterSpec* out) {
   Fields body(object, "");
@@ -289,6 +328,7 @@ Status parse_cluster_spec(const json& object, ClusterSpec* out) {
     return invalid("containers", "'containers' is missing", "ask for 2 or more containers, e.g. 2");
   EDT_RETURN_IF_ERROR(check_container_count(object["containers"], "containers", &spec.containers));
   EDT_RETURN_IF_ERROR(parse_cluster_options(body, object, &spec));
+  EDT_RETURN_IF_ERROR(parse_scheduling(body, object, &spec));
   *out = std::move(spec);
   return Status::ok();
 }
@@ -321,6 +361,11 @@ json spec_to_json(const ClusterSpec& spec) {
   j["gpu"] = spec.gpu.count > 0 ? json{{"model", spec.gpu.model}, {"count", spec.gpu.count}} : json(nullptr);
   j["memory"] = spec.memory_bytes > 0 ? json(format_size(spec.memory_bytes)) : json(nullptr);
   j["cpus"] = spec.cpu_millis > 0 ? json(format_cpus(spec.cpu_millis)) : json(nullptr);
+  j["priority"] = spec.priority;
+  if (spec.elastic.elastic()) {
+    j["min_containers"] = spec.elastic.min;
+    j["max_containers"] = spec.elastic.max;
+  }
   if (spec.megatron.given()) {
     json m = json::object();
     if (spec.megatron.tensor_parallel > 0) m["tensor_parallel"] = spec.megatron.tensor_parallel;
@@ -346,8 +391,15 @@ json cluster_to_json(const Cluster& cluster) {
   for (const auto& c : cluster.containers) containers.push_back(container_to_json(c));
   json j = spec_to_json(cluster.spec);
   j["owner"] = cluster.owner;
+  j["team"] = cluster.team;
   j["created_at"] = cluster.created_at;
   j["status"] = {{"phase", to_string(cluster.phase)}, {"message", cluster.message}, {"containers", containers}};
+  const QueuedRequest& q = cluster.queued;
+  j["status"]["queued"] = q.waiting() ? json{{"containers", q.containers},
+                                             {"position", std::max(q.position, 1)},
+                                             {"reason", q.reason},
+                                             {"since", q.since_ms}}
+                                      : json(nullptr);
   return j;
 }
 

@@ -26,6 +26,10 @@ Status parse_cluster_spec(const nlohmann::json& body, ClusterSpec* out);
 // Checks a container count for a create or a scale.
 Status check_container_count(const nlohmann::json& value, const std::string& field, int* out);
 
+// Checks that `containers` lies within elastic `bounds` (when the cluster
+// is elastic) and that min <= max; a refusal names `field` or min_containers.
+Status check_elastic_bounds(const ElasticBounds& bounds, int containers, const std::string& field);
+
 // Reads a drain timeout: a duration ("60s", "500ms", "2m") or whole
 // seconds, from 0 to kMaxDrainTimeout.
 Status parse_drain_timeout(const nlohmann::json& value, const std::string& field, std::chrono::milliseconds* out);

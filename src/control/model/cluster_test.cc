@@ -3,6 +3,7 @@
 #include "common/units.h"
 #include "control/model/cluster_json.h"
 #include "control/model/container_files.h"
+#include "control/model/teams.h"
 
 #include <gtest/gtest.h>
 
@@ -305,12 +306,15 @@ TEST(Catalog, RefusesUnknownImageVolumeAndModel) {
   EXPECT_NE(r.fix().find("NVIDIA-P4"), std::string::npos);
 }
 
-TEST(Catalog, RefusesMoreGpusThanFreeSayingWhatIsFree) {
-  Status r = check(R"({"name": "a", "framework": "horovod", "containers": 2, "gpu": {"model": "NVIDIA-P4", "count": 2}})", 2);
+TEST(Catalog, RefusesMoreGpusThanThereAreAndTellsWhatIsShortOfFree) {
+  Status r = check(R"({"name": "a", "framework": "horovod", "containers": 5, "gpu": {"model": "NVIDIA-P4", "count": 2}})", 5);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(r.field(), "gpu.count");
-  EXPECT_NE(r.message().find("3 of 8 are free"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("this machine has 8"), std::string::npos) << r.message();
+  // Short of free GPUs is not a refusal: the request waits in the queue.
+  EXPECT_TRUE(check(R"({"name": "a", "framework": "horovod", "containers": 2, "gpu": {"model": "NVIDIA-P4", "count": 2}})", 2)
+                  .is_ok());
   EXPECT_TRUE(check(R"({"name": "a", "framework": "horovod", "containers": 3, "gpu": {"model": "NVIDIA-P4"}})", 3)
                    .is_ok());
 }
@@ -424,6 +428,82 @@ TEST(ClusterSpec, RefusesMegatronSizesThatDoNotDivideTheGpus) {
   expect_refused(other, StatusCode::kInvalidArgument, "megatron");
   other["megatron"] = nullptr;  // null: none given, for any framework
   EXPECT_TRUE(parse_cluster_spec(other, &spec).is_ok());
+}
+
+}  // namespace
+}  // namespace edt::control
+
+namespace edt::control {
+namespace {
+
+using nlohmann::json;
+
+TEST(ClusterSpecElastic, BoundsAndPriorityAreReadCheckedAndWrittenBack) {
+  ClusterSpec spec;
+  ASSERT_TRUE(parse_cluster_spec(json::parse(R"({"name": "e", "framework": "horovod", "containers": 2,
+      "max_containers": 6, "priority": 7})"), &spec).is_ok());
+  EXPECT_EQ(spec.elastic.min, 2);
+  EXPECT_EQ(spec.elastic.max, 6);
+  EXPECT_EQ(spec.priority, 7);
+  ClusterSpec back;
+  json written = spec_to_json(spec);
+  written.erase("shm");  // written for people ("64 MiB"), as the database knows
+  ASSERT_TRUE(parse_cluster_spec(written, &back).is_ok());
+  EXPECT_EQ(back.elastic.min, 2);
+  EXPECT_EQ(back.elastic.max, 6);
+  EXPECT_EQ(back.priority, 7);
+  // A fixed cluster stays fixed, and says nothing of bounds.
+  ClusterSpec fixed;
+  ASSERT_TRUE(parse_cluster_spec(json::parse(R"({"name": "f", "framework": "horovod", "containers": 2})"), &fixed).is_ok());
+  EXPECT_FALSE(fixed.elastic.elastic());
+  EXPECT_FALSE(spec_to_json(fixed).contains("max_containers"));
+}
+
+TEST(ClusterSpecElastic, HostileBoundsAreRefusedByField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"name": "e", "framework": "horovod", "containers": 4, "min_containers": 5, "max_containers": 3})",
+       "min_containers"},
+      {R"({"name": "e", "framework": "horovod", "containers": 8, "min_containers": 2, "max_containers": 4})",
+       "containers"},
+      {R"({"name": "e", "framework": "horovod", "containers": 2, "min_containers": 2})", "max_containers"},
+      {R"({"name": "e", "framework": "horovod", "containers": 2, "max_containers": 1})", "max_containers"},
+      {R"({"name": "e", "framework": "horovod", "containers": 2, "max_containers": "6"})", "max_containers"},
+      {R"({"name": "e", "framework": "horovod", "containers": 2, "priority": -1})", "priority"},
+      {R"({"name": "e", "framework": "horovod", "containers": 2, "priority": 101})", "priority"},
+  };
+  for (const auto& [text, field] : cases) {
+    ClusterSpec spec;
+    Status r = parse_cluster_spec(json::parse(text), &spec);
+    ASSERT_FALSE(r.is_ok()) << text;
+    EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(r.field(), field) << text << ": " << r.message();
+    EXPECT_FALSE(r.fix().empty());
+  }
+}
+
+TEST(Teams, QuotaAndTeamRequestsRefuseHostileValuesByField) {
+  Quota q{"ml", "NVIDIA-P4"};
+  ASSERT_TRUE(parse_quota_request(json::parse(R"({"guaranteed": 4, "borrow_limit": 2})"), &q).is_ok());
+  EXPECT_EQ(q.limit(), 6);
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"guaranteed": -1, "borrow_limit": 2})", "guaranteed"},
+      {R"({"guaranteed": 1, "borrow_limit": -2})", "borrow_limit"},
+      {R"({"guaranteed": 1})", "borrow_limit"},
+      {R"({"guaranteed": 1, "borrow_limit": 2, "extra": 1})", "extra"},
+      {R"({"guaranteed": 99999999, "borrow_limit": 0})", "guaranteed"},
+  };
+  for (const auto& [text, field] : cases) {
+    Quota out{"ml", "NVIDIA-P4", 1, 1};
+    Status r = parse_quota_request(json::parse(text), &out);
+    ASSERT_FALSE(r.is_ok()) << text;
+    EXPECT_EQ(r.field(), field) << text;
+    EXPECT_EQ(out.guaranteed, 1);  // nothing half-written
+  }
+  std::string name;
+  EXPECT_EQ(parse_team_request(json::parse(R"({"name": "Bad Name"})"), &name).field(), "name");
+  std::string team = "kept";
+  EXPECT_TRUE(parse_user_team(json::parse(R"({"team": ""})"), &team).is_ok());
+  EXPECT_EQ(team, "");
 }
 
 }  // namespace

@@ -43,7 +43,8 @@ int number(std::string_view text, size_t from, size_t count) {
 
 constexpr std::array kEventTypes = {EventType::kCreated,  EventType::kScaling,  EventType::kRunning,
                                     EventType::kFailed,   EventType::kRestarted, EventType::kDeleting,
-                                    EventType::kDrained,  EventType::kDrainTimedOut};
+                                    EventType::kDrained,  EventType::kDrainTimedOut, EventType::kQueued,
+                                    EventType::kScheduled};
 constexpr std::array kJobStates = {JobState::kRunning, JobState::kSucceeded, JobState::kFailed};
 
 }  // namespace

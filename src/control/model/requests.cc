@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "control/model/cluster.h"
 #include "control/model/fields.h"
 #include "edt_api/contract.h"
 
@@ -124,6 +125,11 @@ Status parse_job_request(const json& object, JobRequest* out) {
   std::string container;
   EDT_RETURN_IF_ERROR(body.text("container", &container, Presence::kOptional));
   if (body.has("container")) out->container = container;
+  if (!body.has("cwd")) return Status::ok();
+  std::string cwd;
+  EDT_RETURN_IF_ERROR(body.text("cwd", &cwd, Presence::kOptional));
+  EDT_RETURN_IF_ERROR(check_container_path(cwd, "cwd"));
+  out->cwd = cwd;
   return Status::ok();
 }
 

@@ -41,10 +41,13 @@ struct TokenRequest {
 };
 Status parse_token_request(const nlohmann::json& body, TokenRequest* out);
 
-// POST /clusters/{name}/jobs: {"command", "container"? (default: the launcher)}.
+// POST /clusters/{name}/jobs: {"command", "container"? (default: the
+// launcher), "cwd"? (a container path, check_container_path; default: where
+// the cluster mounts its first volume, Service::start_job)}.
 struct JobRequest {
   std::string command;
   std::optional<std::string> container;
+  std::optional<std::string> cwd;
 };
 Status parse_job_request(const nlohmann::json& body, JobRequest* out);
 

@@ -10,7 +10,7 @@ namespace {
 constexpr std::array kPhaseNames = {"Pending", "Creating", "Running", "Scaling", "Failed", "Deleting", "Stopping", "Draining"};
 constexpr std::array kJobStateNames = {"Running", "Succeeded", "Failed"};
 constexpr std::array kEventTypeNames = {"Created", "Scaling", "Running", "Failed", "Restarted", "Deleting", "Drained",
-                                         "DrainTimedOut"};
+                                         "DrainTimedOut", "Queued", "Scheduled"};
 
 template <typename Enum, size_t N>
 std::optional<Enum> parse(const std::array<const char*, N>& names, std::string_view text) {

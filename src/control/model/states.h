@@ -17,8 +17,12 @@ namespace edt::control {
 enum class Phase { kPending, kCreating, kRunning, kScaling, kFailed, kDeleting, kStopping, kDraining };
 enum class JobState { kRunning, kSucceeded, kFailed };
 // kDrained: a draining container's workers left; kDrainTimedOut: its drain
-// deadline passed with workers still in it.
-enum class EventType { kCreated, kScaling, kRunning, kFailed, kRestarted, kDeleting, kDrained, kDrainTimedOut };
+// deadline passed with workers still in it. kQueued: a create or scale waits
+// for GPUs; kScheduled: the scheduler placed a queued request, grew an
+// elastic cluster, or took borrowed containers back.
+enum class EventType {
+  kCreated, kScaling, kRunning, kFailed, kRestarted, kDeleting, kDrained, kDrainTimedOut, kQueued, kScheduled
+};
 
 const char* to_string(Phase phase);
 const char* to_string(JobState state);

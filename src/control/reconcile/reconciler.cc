@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "control/backends/fault_points.h"
+#include "control/allocation/schedule.h"
 #include "control/model/cluster_json.h"
 #include "control/model/container_files.h"
 #include "control/model/slurm.h"
@@ -73,7 +74,23 @@ void Reconciler::start() {
 
 void Reconciler::stop() { loop_.stop(); }
 
-std::vector<std::string> Reconciler::keys() { return db_->lock().cluster_names(); }
+std::vector<std::string> Reconciler::keys() {
+  std::vector<std::string> keys = db_->lock().cluster_names();
+  keys.push_back(kScheduleKey);
+  return keys;
+}
+
+Result<ReconcileResult> Reconciler::schedule_pass() {
+  std::vector<std::string> changed;
+  {
+    auto tx = db_->transaction();
+    const int64_t now = options_.now_ms ? options_.now_ms() : system_now_ms();
+    EDT_RETURN_IF_ERROR(schedule(tx, options_.addresses, now, &changed));
+    EDT_RETURN_IF_ERROR(tx.commit());
+  }
+  for (const auto& cluster : changed) loop_.enqueue(cluster);
+  return ReconcileResult{};
+}
 
 void Reconciler::after_resync() {
   if (options_.on_resync) options_.on_resync();
@@ -232,6 +249,8 @@ Status Reconciler::stop_leaving(Pass& pass) {
     EDT_RETURN_IF_ERROR(backend_->remove(r.status.name));
     fault_point("leave.removed");
     EDT_RETURN_IF_ERROR(db_->lock().delete_container(r.status.name));
+    // Its GPUs are free: a queued request or an elastic cluster may take them.
+    if (!r.status.gpus.empty()) loop_.enqueue(kScheduleKey);
   }
   pass.records = std::move(remaining);
   return Status::ok();
@@ -423,6 +442,7 @@ Status Reconciler::record_phase(Pass& pass) {
 }
 
 Result<ReconcileResult> Reconciler::reconcile(const std::string& name) {
+  if (name == kScheduleKey) return schedule_pass();
   Pass pass;
   {
     auto tx = db_->lock();
@@ -431,6 +451,8 @@ Result<ReconcileResult> Reconciler::reconcile(const std::string& name) {
     pass.cluster = std::move(*cluster);
     pass.records = tx.containers(name);
   }
+  // A create still queued has nothing to run yet: the scheduler places it.
+  if (pass.records.empty() && pass.cluster.queued.waiting() && !pass.cluster.deleting) return ReconcileResult{};
   pass.now = options_.now_ms ? options_.now_ms() : system_now_ms();
   const ReconcileResult again{options_.poll};
   const bool ending = pass.cluster.deleting || pass.cluster.phase == Phase::kFailed;

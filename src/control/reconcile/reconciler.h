@@ -42,6 +42,14 @@
 // gone one's files and row are removed. The named points where a test makes
 // edtd die are in control/backends/fault_points.h.
 //
+// The scheduler. Besides the clusters, the queue holds one more key,
+// kScheduleKey (teams.h): its pass asks the scheduling policy what to place,
+// grow or take back (allocation/schedule.h) and queues the clusters it
+// changed. It is queued by the service after every create, scale, delete and
+// quota change, here whenever a container with GPUs is gone (they are free),
+// and on every resync. A shrink it decides is carried out as a scale down:
+// the containers leave and drain as above.
+//
 // The loop that runs the passes (a worker thread, a work queue with
 // backoff, the periodic resync of every cluster, the stats) is the generic
 // ReconcileLoop (reconcile_loop.h); this class is only the domain half it
@@ -56,6 +64,7 @@
 #include <vector>
 
 #include "control/backends/backend.h"
+#include "control/allocation/allocation.h"
 #include "control/db/database.h"
 #include "control/reconcile/reconcile_loop.h"
 
@@ -73,6 +82,9 @@ struct ReconcilerOptions {
   std::function<void()> on_resync;
   // Milliseconds since the epoch; the system clock when empty (tests set it).
   std::function<int64_t()> now_ms;
+  // Where the scheduler's placements take containers' addresses from (the
+  // service's range).
+  AddressRange addresses;
 };
 
 class Reconciler : public Reconcilable {
@@ -87,9 +99,9 @@ class Reconciler : public Reconcilable {
   void enqueue(const std::string& cluster) { loop_.enqueue(cluster); }
   ReconcileStats stats() { return loop_.stats(); }
 
-  // One pass for one cluster.
+  // One pass for one cluster, or the scheduler's pass for kScheduleKey.
   Result<ReconcileResult> reconcile(const std::string& cluster) override;
-  // Every cluster's name.
+  // Every cluster's name, and kScheduleKey.
   std::vector<std::string> keys() override;
   // A failed pass may have started a sandbox it did not record: recover
   // before the next pass, which would start the container again.
@@ -102,6 +114,10 @@ class Reconciler : public Reconcilable {
 
  private:
   struct Pass;  // one pass's state (reconciler.cc)
+
+  // The scheduler's step (allocation/schedule.h) in a transaction of its
+  // own; the clusters it changed are queued for a pass.
+  Result<ReconcileResult> schedule_pass();
 
   // Drains, stops and removes the leaving containers; keeps the others (and
   // those not yet gone) in pass.records.

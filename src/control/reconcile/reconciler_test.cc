@@ -141,7 +141,8 @@ class ReconcilerTest : public ::testing::Test {
     ASSERT_TRUE(service_->set_inventory({"edt", "/", {"horovod", "megatron"}, true}, gpus).is_ok());
     auto token = service_->ensure_admin();
     ASSERT_TRUE(token.is_ok() && token->has_value());
-    ASSERT_TRUE(service_->create_user(*service_->authenticate(**token), alice_.name).is_ok());
+    admin_ = *service_->authenticate(**token);
+    ASSERT_TRUE(service_->create_user(admin_, alice_.name).is_ok());
     start_reconciler();
   }
   // A reconciler as a (re)started edtd makes one, on the clock now_ms_.
@@ -150,6 +151,7 @@ class ReconcilerTest : public ::testing::Test {
     options.grace = std::chrono::milliseconds(0);
     options.base_env = {{"PATH", "/usr/bin"}};
     options.now_ms = [this] { return now_ms_; };
+    options.addresses = AddressRange::parse("127.91.0.0/24").value();
     reconciler_ = std::make_unique<Reconciler>(db_.get(), &backend_, options);
   }
   // edtd stops and starts again on the same database file.
@@ -228,6 +230,7 @@ class ReconcilerTest : public ::testing::Test {
   std::unique_ptr<Database> db_;
   std::unique_ptr<Service> service_;
   User alice_{"alice", false};
+  User admin_;
   FakeBackend backend_;
   std::unique_ptr<Reconciler> reconciler_;
   int64_t now_ms_ = 1767225600000;
@@ -625,6 +628,126 @@ TEST_F(ReconcilerTest, RecoverRunsAfterAFailedStart) {
   reconciler_->stop();
   EXPECT_EQ(db_->lock().cluster("a")->phase, Phase::kFailed);
   EXPECT_TRUE(backend_.state.empty()) << backend_.state.size() << " sandboxes left";
+}
+
+}  // namespace
+}  // namespace edt::control
+
+namespace edt::control {
+namespace {
+
+// The scheduler's pass (kScheduleKey) on the fakes: each GPU container of a
+// cluster by name, its pid, and whether the backend was ever told to stop it.
+class SchedulerPassTest : public ReconcilerTest {
+ protected:
+  int64_t pid_in(const std::string& cluster, const std::string& container) {
+    for (const auto& r : db_->lock().containers(cluster))
+      if (r.status.name == container) return r.sandbox.pid;
+    return -1;
+  }
+  bool signalled(int64_t pid) {
+    const std::string p = std::to_string(pid);
+    return std::count(backend_.events.begin(), backend_.events.end(), "term " + p) +
+               std::count(backend_.events.begin(), backend_.events.end(), "kill " + p) > 0;
+  }
+  void create_as(const User& user, const std::string& name, int containers, std::optional<ElasticBounds> elastic = {}) {
+    ClusterSpec spec;
+    spec.name = name;
+    spec.framework = "horovod";
+    spec.containers = containers;
+    spec.gpu = {"P4", 1};
+    if (elastic) spec.elastic = *elastic;
+    auto made = service_->create_cluster(user, spec);
+    ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  }
+  void schedule_pass() {
+    auto r = reconciler_->reconcile(kScheduleKey);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  }
+};
+
+// A cluster queued behind one that holds every GPU starts once that one's
+// containers are gone, on the scheduler's pass: not before.
+TEST_F(SchedulerPassTest, AQueuedClusterIsAdmittedWhenAHoldersGpusGo) {
+  create_as(alice_, "a", 4);
+  settle("a");
+  create_as(alice_, "b", 2);
+  auto b = db_->lock().cluster("b");
+  EXPECT_EQ(b->phase, Phase::kPending);
+  ASSERT_TRUE(b->queued.waiting());
+  EXPECT_EQ(b->queued.position, 1);
+  EXPECT_TRUE(db_->lock().containers("b").empty());
+  ASSERT_TRUE(service_->delete_cluster(alice_, "a").is_ok());
+  schedule_pass();  // a's containers still hold their GPUs
+  EXPECT_TRUE(db_->lock().cluster("b")->queued.waiting());
+  settle("a");
+  EXPECT_FALSE(db_->lock().cluster("a").has_value());
+  schedule_pass();
+  b = db_->lock().cluster("b");
+  EXPECT_FALSE(b->queued.waiting());
+  EXPECT_EQ(b->phase, Phase::kCreating);
+  EXPECT_EQ(db_->lock().containers("b").size(), 2u);
+  EXPECT_GT(settle("b"), 0);
+  EXPECT_EQ(db_->lock().cluster("b")->phase, Phase::kRunning);
+  std::vector<std::string> types;
+  for (const auto& e : db_->lock().events("b")) types.push_back(to_string(e.type));
+  EXPECT_NE(std::find(types.begin(), types.end(), "Queued"), types.end());
+  EXPECT_NE(std::find(types.begin(), types.end(), "Scheduled"), types.end());
+}
+
+// Teams ml (alice) and cv (bob), each guaranteed 2 of the 4 GPUs, allowed to
+// borrow 2 more. ml's elastic cluster grows into all 4; cv's request within
+// its guarantee drains only the 2 borrowed containers, at their job's next
+// commit (their workers gone), and is placed after: the guaranteed part is
+// never signalled.
+TEST_F(SchedulerPassTest, ABorrowedContainerDrainsAndTheGuaranteedRequestIsPlacedAfter) {
+  ASSERT_TRUE(service_->create_user(admin_, "bob").is_ok());
+  for (const std::string team : {"ml", "cv"}) {
+    ASSERT_TRUE(service_->create_team(admin_, team).is_ok());
+    ASSERT_TRUE(service_->set_quota(admin_, {team, "P4", 2, 2}).is_ok());
+  }
+  ASSERT_TRUE(service_->set_user_team(admin_, "alice", "ml").is_ok());
+  ASSERT_TRUE(service_->set_user_team(admin_, "bob", "cv").is_ok());
+  const User alice{"alice", false, "ml"}, bob{"bob", false, "cv"};
+  create_as(alice, "e", 2, ElasticBounds{2, 4});
+  settle("e");
+  ASSERT_EQ(db_->lock().containers("e").size(), 4u);
+  const int64_t kept0 = pid_in("e", "e-launcher"), kept1 = pid_in("e", "e-worker-0");
+  const int64_t lent0 = pid_in("e", "e-worker-1"), lent1 = pid_in("e", "e-worker-2");
+  for (int64_t pid : {kept0, kept1, lent0, lent1}) backend_.workers[pid] = 1;
+  backend_.events.clear();
+  create_as(bob, "f", 2);
+  ASSERT_TRUE(db_->lock().cluster("f")->queued.waiting());
+  // The borrowed two drain while their job has not committed: f waits.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(reconciler_->reconcile("e")->done());
+    schedule_pass();
+    now_ms_ += 100;
+  }
+  EXPECT_TRUE(db_->lock().cluster("f")->queued.waiting());
+  EXPECT_EQ(db_->lock().cluster("f")->phase, Phase::kPending);
+  auto e = db_->lock().containers("e");
+  ASSERT_EQ(e.size(), 4u);
+  EXPECT_EQ(e[2].status.phase, Phase::kDraining);
+  EXPECT_EQ(e[3].status.phase, Phase::kDraining);
+  // Their job commits: the workers leave, the containers stop and go.
+  backend_.workers[lent0] = backend_.workers[lent1] = 0;
+  settle("e");
+  schedule_pass();
+  auto f = db_->lock().cluster("f");
+  EXPECT_FALSE(f->queued.waiting());
+  EXPECT_GT(settle("f"), 0);
+  EXPECT_EQ(db_->lock().cluster("f")->phase, Phase::kRunning);
+  EXPECT_EQ(db_->lock().containers("e").size(), 2u);
+  EXPECT_EQ(db_->lock().cluster("e")->phase, Phase::kRunning);
+  EXPECT_TRUE(signalled(lent0) && signalled(lent1));
+  EXPECT_FALSE(signalled(kept0) || signalled(kept1));
+  EXPECT_EQ(pid_in("e", "e-launcher"), kept0);
+  EXPECT_EQ(pid_in("e", "e-worker-0"), kept1);
+  auto ml = service_->team(admin_, "ml");
+  ASSERT_TRUE(ml.is_ok());
+  EXPECT_EQ(ml->quotas[0].in_use, 2);
+  EXPECT_EQ(ml->quotas[0].borrowed(), 0);
 }
 
 }  // namespace

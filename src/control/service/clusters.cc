@@ -2,7 +2,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "control/allocation/allot.h"
+#include "control/allocation/schedule.h"
 #include "control/model/cluster_json.h"
+#include "control/model/teams.h"
 #include "control/service/service.h"
 
 namespace edt::control {
@@ -30,31 +33,35 @@ Result<Cluster> Service::owned_cluster(Database::Tx& tx, const User& by, const s
 }
 
 Status Service::allot(Database::Tx& tx, const ClusterSpec& spec, int from, int to) {
-  auto addresses = pick_addresses(options_.addresses, tx.addresses(), to - from);
-  if (!addresses.is_ok()) return addresses.status();
-  auto gpus = pick_gpus(tx.gpus(), spec.gpu.model, spec.gpu.count, to - from);
-  if (!gpus.is_ok()) return gpus.status();
-  for (int index = from; index < to; ++index) {
-    ContainerStatus c;
-    c.name = container_name(spec.name, index);
-    c.index = index;
-    c.address = (*addresses)[static_cast<size_t>(index - from)];
-    c.gpus = (*gpus)[static_cast<size_t>(index - from)];
-    if (Status st = tx.hold_gpus(c.name, c.gpus); !st.is_ok()) return as_refusal(st, "gpu");
-    if (Status st = tx.insert_container(spec.name, c); !st.is_ok()) {
-      if (st.code() == StatusCode::kAlreadyExists)
-        return conflict("containers", "container " + c.name + " still exists (" + st.message() + ")",
-                        "wait until the cluster is Running, then retry");
-      return as_refusal(st, "");
-    }
-  }
+  return allot_containers(tx, options_.addresses, spec, from, to);
+}
+
+Status Service::commit_and_reconcile(Database::Tx& tx, const std::string& cluster,
+                                     const std::vector<std::string>& scheduled) {
+  if (Status st = tx.commit(); !st.is_ok()) return as_refusal(st, "");
+  if (!options_.request_reconcile) return Status::ok();
+  options_.request_reconcile(cluster);
+  for (const auto& other : scheduled)
+    if (other != cluster) options_.request_reconcile(other);
+  // What changed GPUs, clusters or quotas may let a queued request start.
+  options_.request_reconcile(kScheduleKey);
   return Status::ok();
 }
 
-Status Service::commit_and_reconcile(Database::Tx& tx, const std::string& cluster) {
-  if (Status st = tx.commit(); !st.is_ok()) return as_refusal(st, "");
-  if (options_.request_reconcile) options_.request_reconcile(cluster);
-  return Status::ok();
+Result<std::vector<std::string>> Service::queue_request(Database::Tx& tx, const Cluster& cluster, int containers) {
+  const std::string& name = cluster.spec.name;
+  EDT_RETURN_IF_ERROR(as_refusal(tx.set_queued(name, {containers, unix_ms(), 0, "waiting for the scheduler"}), ""));
+  std::vector<std::string> scheduled;
+  EDT_RETURN_IF_ERROR(as_refusal(schedule(tx, options_.addresses, unix_ms(), &scheduled), "containers"));
+  auto now = tx.cluster(name);
+  if (now && now->queued.waiting()) {
+    const std::string event = "queued for " + std::to_string(containers) + " containers (position " +
+                              std::to_string(std::max(now->queued.position, 1)) + "): " + now->queued.reason +
+                              "; delete the cluster" + (cluster.ever_running ? " or scale again" : "") +
+                              " to cancel";
+    EDT_RETURN_IF_ERROR(as_refusal(tx.add_event(name, EventType::kQueued, event, unix_ms()), ""));
+  }
+  return scheduled;
 }
 
 Result<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec) {
@@ -69,12 +76,26 @@ Result<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec)
   cluster.spec = spec;
   cluster.owner = by.name;
   cluster.created_at = unix_ms() / 1000;
+  // A cluster with GPUs is the scheduler's: queued, and placed at once
+  // when the policy admits it (schedule.h).
+  const bool scheduled = spec.gpu.count > 0;
+  if (scheduled) cluster.message = "queued: waiting for GPUs";
   if (Status st = tx.insert_cluster(cluster); !st.is_ok()) return as_refusal(st, "");
-  EDT_RETURN_IF_ERROR(allot(tx, spec, 0, spec.containers));
-  const std::string event = "created by " + by.name + " with " + std::to_string(spec.containers) + " containers";
+  const std::string event = "created by " + by.name + " with " + std::to_string(spec.containers) + " containers" +
+                            (spec.elastic.elastic() ? " (elastic " + std::to_string(spec.elastic.min) + ".." +
+                                                          std::to_string(spec.elastic.max) + ")"
+                                                    : "");
   if (Status st = tx.add_event(spec.name, EventType::kCreated, event, unix_ms()); !st.is_ok()) return as_refusal(st, "");
+  std::vector<std::string> placed;
+  if (scheduled) {
+    auto queued = queue_request(tx, cluster, spec.elastic.elastic() ? spec.elastic.min : spec.containers);
+    if (!queued.is_ok()) return queued.status();
+    placed = std::move(*queued);
+  } else {
+    EDT_RETURN_IF_ERROR(allot(tx, spec, 0, spec.containers));
+  }
   auto created = tx.cluster(spec.name);
-  EDT_RETURN_IF_ERROR(commit_and_reconcile(tx, spec.name));
+  EDT_RETURN_IF_ERROR(commit_and_reconcile(tx, spec.name, placed));
   return *created;
 }
 
@@ -94,12 +115,26 @@ std::string drain_note(const Cluster& cluster, const std::chrono::milliseconds t
          ", at most " + format_duration(timeout) + " from now";
 }
 
+// The Scaling event of a user's scale request.
+static std::string scale_event(const Cluster& cluster, int containers, const User& by, const std::string& drain) {
+  return "scale from " + std::to_string(cluster.spec.containers) + " to " + std::to_string(containers) +
+         " containers by " + by.name + (drain.empty() ? "" : "; " + drain);
+}
+
 Result<Cluster> Service::scale_cluster(const User& by, const std::string& name, int containers,
                                         std::optional<std::chrono::milliseconds> drain_timeout) {
   auto tx = db_->transaction();
   auto cluster = owned_cluster(tx, by, name);
   if (!cluster.is_ok()) return cluster;
   if (cluster->deleting) return conflict("containers", "cluster '" + name + "' is being deleted", "create a new cluster instead");
+  if (cluster->spec.elastic.elastic())
+    return conflict("containers",
+                    "cluster '" + name + "' is elastic (" + std::to_string(cluster->spec.elastic.min) + ".." +
+                        std::to_string(cluster->spec.elastic.max) + " containers): the scheduler sizes it",
+                    "leave its size to the scheduler, or delete it and create it with other bounds");
+  if (cluster->containers.empty() && cluster->queued.waiting())
+    return conflict("containers", "cluster '" + name + "' is still queued to be created",
+                    "wait until it is Running, or delete it and create it at another size");
   int present = 0;
   for (const auto& c : cluster->containers) present = std::max(present, c.index + 1);
   for (const auto& c : cluster->containers) {
@@ -111,11 +146,25 @@ Result<Cluster> Service::scale_cluster(const User& by, const std::string& name, 
   EDT_RETURN_IF_ERROR(check_megatron_parallel(spec, containers, "containers"));
   if (drain_timeout) spec.drain_timeout = *drain_timeout;
   const std::string drain = drain_note(*cluster, spec.drain_timeout, containers);
+  // A new scale withdraws a queued one.
+  if (Status st = tx.set_queued(name, {}); !st.is_ok()) return as_refusal(st, "");
+  std::vector<std::string> placed;
   if (containers > present) {
     // The spec's volumes were checked when it was made: any volume will do.
-    EDT_RETURN_IF_ERROR(check_against_catalog(spec, tx.catalog(std::nullopt), containers - present));
+    EDT_RETURN_IF_ERROR(check_against_catalog(spec, tx.catalog(std::nullopt), containers));
+    if (spec.gpu.count > 0) {
+      // The scheduler places it, now or when GPUs free up; the size stays until then.
+      Status st = tx.set_spec(name, spec);
+      if (st.is_ok()) st = tx.add_event(name, EventType::kScaling, scale_event(*cluster, containers, by, ""), unix_ms());
+      if (!st.is_ok()) return as_refusal(st, "");
+      auto queued = queue_request(tx, *cluster, containers);
+      if (!queued.is_ok()) return queued.status();
+      auto now = tx.cluster(name);
+      EDT_RETURN_IF_ERROR(commit_and_reconcile(tx, name, *queued));
+      return *now;
+    }
     EDT_RETURN_IF_ERROR(allot(tx, spec, present, containers));
-  } else if (Status st = tx.mark_leaving_from(name, containers); !st.is_ok()) {
+  } else if (Status st = containers < present ? tx.mark_leaving_from(name, containers) : Status::ok(); !st.is_ok()) {
     return as_refusal(st, "");
   }
   spec.containers = containers;
@@ -123,10 +172,7 @@ Result<Cluster> Service::scale_cluster(const User& by, const std::string& name, 
   Status st = tx.set_spec(name, spec);
   if (st.is_ok()) st = tx.set_status(name, Phase::kScaling, drain, cluster->ever_running);
   if (st.is_ok()) st = tx.set_scale_failure(name, "");
-  const std::string event = "scale from " + std::to_string(cluster->spec.containers) + " to " +
-                            std::to_string(containers) + " containers by " + by.name +
-                            (drain.empty() ? "" : "; " + drain);
-  if (st.is_ok()) st = tx.add_event(name, EventType::kScaling, event, unix_ms());
+  if (st.is_ok()) st = tx.add_event(name, EventType::kScaling, scale_event(*cluster, containers, by, drain), unix_ms());
   if (!st.is_ok()) return as_refusal(st, "");
   auto scaled = tx.cluster(name);
   EDT_RETURN_IF_ERROR(commit_and_reconcile(tx, name));
@@ -137,7 +183,10 @@ Result<Cluster> Service::delete_cluster(const User& by, const std::string& name)
   auto tx = db_->transaction();
   auto cluster = owned_cluster(tx, by, name);
   if (!cluster.is_ok()) return cluster;
-  Status st = tx.add_event(name, EventType::kDeleting, "deleted by " + by.name, unix_ms());
+  Status st = tx.add_event(name, EventType::kDeleting,
+                           "deleted by " + by.name + (cluster->queued.waiting() ? "; its queued request is cancelled" : ""),
+                           unix_ms());
+  if (st.is_ok()) st = tx.set_queued(name, {});
   if (st.is_ok()) st = tx.mark_deleting(name);
   if (!st.is_ok()) return as_refusal(st, "name");
   auto marked = tx.cluster(name);

@@ -123,11 +123,17 @@ std::vector<Volume> Service::volumes(const User& by) {
   return out;
 }
 
+Result<Volume> Service::visible_volume(const User& by, const std::string& name) {
+  auto found = db_->lock().volume(name);
+  if (!found || (!by.admin && found->owner != by.name))
+    return missing("name", "volume '" + name + "' does not exist", "see edt volume list");
+  return *found;
+}
+
 Result<VolumeFile> Service::upload_file(const User& by, const std::string& volume, const std::string& path,
                                          std::string_view bytes) {
-  auto found = db_->lock().volume(volume);
-  if (!found || (!by.admin && found->owner != by.name))
-    return missing("name", "volume '" + volume + "' does not exist", "see edt volume list");
+  auto found = visible_volume(by, volume);
+  if (!found.is_ok()) return found.status();
   auto written = write_volume_file(found->host_path, path, bytes);
   if (!written.is_ok() && written.status().code() == StatusCode::kResourceExhausted)
     return too_large("path",
@@ -136,6 +142,22 @@ Result<VolumeFile> Service::upload_file(const User& by, const std::string& volum
                      "delete files in the volume, or upload into a larger volume");
   if (!written.is_ok()) return written.status();
   return VolumeFile{volume, path, *written};
+}
+
+Result<VolumeListing> Service::volume_files(const User& by, const std::string& volume, const std::string& path,
+                                            size_t limit) {
+  EDT_ASSIGN_OR_RETURN(Volume found, visible_volume(by, volume));
+  return list_volume_dir(found.host_path, path, limit);
+}
+
+Result<OpenedVolumeFile> Service::open_volume_file(const User& by, const std::string& volume, const std::string& path) {
+  EDT_ASSIGN_OR_RETURN(Volume found, visible_volume(by, volume));
+  return edt::control::open_volume_file(found.host_path, path);
+}
+
+Result<int64_t> Service::delete_volume_file(const User& by, const std::string& volume, const std::string& path) {
+  EDT_ASSIGN_OR_RETURN(Volume found, visible_volume(by, volume));
+  return delete_volume_path(found.host_path, path);
 }
 
 // Images and GPUs.
@@ -191,8 +213,11 @@ Result<Job> Service::start_job(const User& by, const std::string& cluster, const
   if (!found.is_ok()) return found.status();
   auto records = containers(by, cluster);
   if (!records.is_ok()) return records.status();
-  const std::string container = request.container.value_or(container_name(cluster, 0));
-  return options_.jobs->start(*found, *records, container, request.command, by.name);
+  // As Jupyter does: from the first volume, where the user's files are.
+  const auto& mounts = found->spec.mounts;
+  const std::string cwd = request.cwd.value_or(mounts.empty() ? std::string() : mounts.front().path);
+  return options_.jobs->start(
+      *found, *records, {request.container.value_or(container_name(cluster, 0)), request.command, cwd, by.name});
 }
 
 Result<std::vector<Job>> Service::jobs(const User& by, const std::string& cluster) {

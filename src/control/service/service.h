@@ -48,6 +48,7 @@
 #include "control/model/error.h"
 #include "control/model/job.h"
 #include "control/model/requests.h"
+#include "control/model/teams.h"
 #include "control/service/volume_files.h"
 
 namespace edt::control {
@@ -107,9 +108,15 @@ class Service {
   // The user a token belongs to, or nullopt (unknown, revoked or expired).
   std::optional<User> authenticate(const std::string& token);
 
-  // Clusters.
+  // Clusters. A cluster with GPUs goes through the scheduler
+  // (allocation/schedule.h): placed at once if its GPUs are free and its
+  // team's quota allows, otherwise queued (phase Pending, status.queued with
+  // its reason and position) until they are; more GPUs than the machine has
+  // at all is refused. An elastic cluster is sized by the scheduler: a scale
+  // of it is refused.
   Result<Cluster> create_cluster(const User& by, const ClusterSpec& spec);
-  // A scale down marks the highest containers leaving: they leave the
+  // A scale up that must wait for GPUs is queued (the cluster keeps its size
+  // until it is placed); a new scale withdraws a queued one. A scale down marks the highest containers leaving: they leave the
   // hostfile and drain (reconciler.h). `drain_timeout`, when given, becomes
   // the cluster's setting, this scale's drain included.
   Result<Cluster> scale_cluster(const User& by, const std::string& name, int containers,
@@ -137,6 +144,13 @@ class Service {
   // or the admin; another user's volume is missing.
   Result<VolumeFile> upload_file(const User& by, const std::string& volume, const std::string& path,
                                   std::string_view bytes);
+  // The entries of directory `path` ("" the top) of a volume `by` may see,
+  // at most `limit`; its file opened for reading; a file or directory (with
+  // what it holds) deleted, returning how many entries went (volume_files.h).
+  Result<VolumeListing> volume_files(const User& by, const std::string& volume, const std::string& path,
+                                     size_t limit);
+  Result<OpenedVolumeFile> open_volume_file(const User& by, const std::string& volume, const std::string& path);
+  Result<int64_t> delete_volume_file(const User& by, const std::string& volume, const std::string& path);
 
   // Images and GPUs.
   Result<Image> register_image(const User& by, const Image& image);
@@ -144,6 +158,18 @@ class Service {
   // The inventory as `by` may see it: another user's holder is blanked
   // (held stays true).
   std::vector<Gpu> gpus(const User& by);
+
+  // Teams and quotas (teams.h): the admin makes and deletes teams, assigns
+  // users and sets quotas; a user sees their own team, the admin all.
+  Result<Team> create_team(const User& by, const std::string& name);
+  Result<Team> delete_team(const User& by, const std::string& name);
+  Result<std::vector<Team>> teams(const User& by);
+  Result<Team> team(const User& by, const std::string& name);
+  // Quotas by GPU model; a model that is not in the inventory is refused.
+  Result<Team> set_quota(const User& by, const Quota& quota);
+  Result<Team> delete_quota(const User& by, const std::string& team, const std::string& model);
+  // "" takes the user out of their team.
+  Result<User> set_user_team(const User& by, const std::string& user, const std::string& team);
 
   // Users and tokens.
   Result<std::vector<User>> users(const User& by);
@@ -180,8 +206,16 @@ class Service {
   Result<Cluster> owned_cluster(Database::Tx& tx, const User& by, const std::string& name);
   // Allots containers [from, to) of `spec` in `tx`: addresses, GPUs, rows.
   Status allot(Database::Tx& tx, const ClusterSpec& spec, int from, int to);
-  // Commits `tx`, then asks for a reconcile of `cluster`.
-  Status commit_and_reconcile(Database::Tx& tx, const std::string& cluster);
+  // Commits `tx`, then asks for a reconcile of `cluster`, of the clusters
+  // the scheduler changed in it (`scheduled`) and a scheduler pass.
+  Status commit_and_reconcile(Database::Tx& tx, const std::string& cluster,
+                              const std::vector<std::string>& scheduled = {});
+  // Queues `cluster`'s request for `containers` in `tx` and runs the
+  // scheduler's step there (placed at once if the policy admits it; a
+  // Queued event if not); returns the clusters the step changed.
+  Result<std::vector<std::string>> queue_request(Database::Tx& tx, const Cluster& cluster, int containers);
+  // Refuses a team name no team has (field `field`).
+  Status check_team(Database::Tx& tx, const std::string& team, const std::string& field);
   // A managed volume's disk file (volume_disk): beside the volumes, never in one.
   std::string volume_disk_image(const std::string& name) const;
   // ": it is bounded to N MiB ..." for a volume on a disk of its own, else "".
@@ -189,6 +223,9 @@ class Service {
   // Makes, or removes, the directory of managed volume `v`.
   Status make_volume_dir(const Volume& v) const;
   Status remove_volume_dir(const Volume& v) const;
+  // The volume `name` if `by` may see it (the owner's or the admin's);
+  // another user's is missing.
+  Result<Volume> visible_volume(const User& by, const std::string& name);
   // Refuses (kInternal) an operation whose part (jobs, backend) edtd did not give.
   Status check_has(const void* part, const std::string& what) const;
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "control/allocation/schedule.h"
 #include "control/service/tokens.h"
 
 namespace edt::control {
@@ -71,10 +72,48 @@ TEST_F(ServiceTest, CreateAllotsRecordsItsEventAndRequestsAReconcile) {
   EXPECT_EQ(c->containers[0].gpus, std::vector<int>{0});
   EXPECT_EQ(c->containers[1].gpus, std::vector<int>{1});
   EXPECT_EQ(c->owner, "alice");
-  EXPECT_EQ(c->phase, Phase::kPending);
+  // GPUs go through the scheduler, which placed it at once.
+  EXPECT_EQ(c->phase, Phase::kCreating);
+  EXPECT_FALSE(c->queued.waiting());
   EXPECT_EQ(free_gpus(), 2);
-  EXPECT_EQ(event_types("a"), std::vector<std::string>{"Created"});
-  EXPECT_EQ(requested_, std::vector<std::string>{"a"});
+  EXPECT_EQ(event_types("a"), (std::vector<std::string>{"Created"}));
+  EXPECT_EQ(requested_, (std::vector<std::string>{"a", kScheduleKey}));
+}
+
+TEST_F(ServiceTest, WhatCannotBePlacedNowWaitsInTheQueueAndCanBeCancelled) {
+  ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2, 1)).is_ok());
+  auto b = service_->create_cluster(bob_, spec("b", 3, 1));
+  ASSERT_TRUE(b.is_ok()) << b.status().message();
+  EXPECT_EQ(b->phase, Phase::kPending);
+  EXPECT_TRUE(b->containers.empty());
+  EXPECT_EQ(b->queued.containers, 3);
+  EXPECT_EQ(b->queued.position, 1) << b->queued.reason;
+  EXPECT_FALSE(b->queued.reason.empty());
+  // A smaller request behind it fits the 2 free GPUs (b reserves none: it
+  // is not within a guarantee), so it is placed.
+  auto c = service_->create_cluster(bob_, spec("c", 2, 1));
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_FALSE(c->queued.waiting());
+  EXPECT_EQ(event_types("b"), (std::vector<std::string>{"Created", "Queued"}));
+  EXPECT_EQ(free_gpus(), 0);
+  // A scale that cannot be placed waits too, the cluster keeping its size,
+  // and a new scale withdraws it.
+  auto more = service_->scale_cluster(alice_, "a", 3);
+  ASSERT_TRUE(more.is_ok()) << more.status().message();
+  EXPECT_EQ(more->spec.containers, 2);
+  EXPECT_EQ(more->queued.containers, 3);
+  EXPECT_EQ(more->containers.size(), 2u);
+  auto withdrawn = service_->scale_cluster(alice_, "a", 2);
+  ASSERT_TRUE(withdrawn.is_ok()) << withdrawn.status().field() << ": " << withdrawn.status().message();
+  EXPECT_FALSE(db_->lock().cluster("a")->queued.waiting());
+  // More than the machine has at all is refused, not queued.
+  auto never = service_->create_cluster(bob_, spec("d", 5, 1));
+  ASSERT_FALSE(never.is_ok());
+  EXPECT_EQ(never.status().field(), "gpu.count");
+  EXPECT_FALSE(db_->lock().cluster("d"));
+  // Cancel: the queued cluster is deleted without ever holding a GPU.
+  ASSERT_TRUE(service_->delete_cluster(bob_, "b").is_ok());
+  EXPECT_FALSE(db_->lock().cluster("b")->queued.waiting());
 }
 
 TEST_F(ServiceTest, RefusalsChangeNothing) {
@@ -84,10 +123,10 @@ TEST_F(ServiceTest, RefusalsChangeNothing) {
   ASSERT_FALSE(taken.is_ok());
   EXPECT_EQ(taken.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(taken.status().field(), "name");
-  auto gpus = service_->create_cluster(alice_, spec("b", 3, 1));
+  auto gpus = service_->create_cluster(alice_, spec("b", 3, 2));
   ASSERT_FALSE(gpus.is_ok());
   EXPECT_EQ(gpus.status().field(), "gpu.count");
-  EXPECT_NE(gpus.status().message().find("2 of 4 are free"), std::string::npos) << gpus.status().message();
+  EXPECT_NE(gpus.status().message().find("this machine has 4"), std::string::npos) << gpus.status().message();
   // The /29 has addresses .1 to .6: 2 taken, 4 free; 5 more do not fit.
   auto addresses = service_->create_cluster(alice_, spec("c", 5));
   ASSERT_FALSE(addresses.is_ok());
@@ -107,10 +146,10 @@ TEST_F(ServiceTest, ScaleUpAllotsAndScaleDownMarksTheHighestWorkers) {
   EXPECT_EQ(up->spec.containers, 4);
   EXPECT_EQ(up->containers[3].name, "a-worker-2");
   EXPECT_EQ(free_gpus(), 0);
+  // More GPUs than the machine has is refused, not queued.
   auto more = service_->scale_cluster(alice_, "a", 5);
   ASSERT_FALSE(more.is_ok());
   EXPECT_EQ(more.status().field(), "gpu.count");
-  EXPECT_NE(more.status().message().find("0 of 4 are free"), std::string::npos);
 
   ASSERT_TRUE(service_->scale_cluster(alice_, "a", 2).is_ok());
   auto records = db_->lock().containers("a");
@@ -127,6 +166,84 @@ TEST_F(ServiceTest, ScaleUpAllotsAndScaleDownMarksTheHighestWorkers) {
   EXPECT_EQ(free_gpus(), 2);
   EXPECT_TRUE(service_->scale_cluster(alice_, "a", 3).is_ok());
   EXPECT_EQ(event_types("a"), (std::vector<std::string>{"Created", "Scaling", "Scaling", "Scaling"}));
+}
+
+// Teams ml (alice) and cv (bob), each guaranteed 2 of the 4 GPUs and
+// allowed to borrow 2 more.
+void make_teams(Service& service, const User& admin) {
+  for (const std::string team : {"ml", "cv"}) {
+    ASSERT_TRUE(service.create_team(admin, team).is_ok());
+    ASSERT_TRUE(service.set_quota(admin, {team, "NVIDIA-P4", 2, 2}).is_ok());
+  }
+  ASSERT_TRUE(service.set_user_team(admin, "alice", "ml").is_ok());
+  ASSERT_TRUE(service.set_user_team(admin, "bob", "cv").is_ok());
+}
+
+TEST_F(ServiceTest, TeamsAndQuotasAreTheAdminsAndEachUserSeesTheirOwn) {
+  make_teams(*service_, admin_);
+  EXPECT_EQ(service_->create_team(alice_, "x").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->set_quota(alice_, {"ml", "NVIDIA-P4", 4, 0}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->create_team(admin_, "ml").status().code(), StatusCode::kFailedPrecondition);
+  auto unknown = service_->set_user_team(admin_, "alice", "nope");
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(unknown.status().field(), "team");
+  auto model = service_->set_quota(admin_, {"ml", "H100", 1, 0});
+  EXPECT_EQ(model.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(model.status().field(), "model");
+  EXPECT_EQ(service_->set_quota(admin_, {"nope", "NVIDIA-P4", 1, 0}).status().code(), StatusCode::kNotFound);
+  const User alice{"alice", false, "ml"};
+  auto mine = service_->teams(alice);
+  ASSERT_TRUE(mine.is_ok());
+  ASSERT_EQ(mine->size(), 1u);
+  EXPECT_EQ((*mine)[0].name, "ml");
+  EXPECT_EQ((*mine)[0].members, std::vector<std::string>{"alice"});
+  EXPECT_EQ(service_->team(alice, "cv").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(service_->create_cluster(alice, spec("a", 2, 1)).is_ok());
+  auto usage = service_->team(alice, "ml");
+  ASSERT_TRUE(usage.is_ok());
+  ASSERT_EQ(usage->quotas.size(), 1u);
+  EXPECT_EQ(usage->quotas[0].in_use, 2);
+  EXPECT_EQ(usage->quotas[0].borrowed(), 0);
+}
+
+TEST_F(ServiceTest, AnElasticClusterBorrowsIdleGpusAndGivesBackOnlyWhatItBorrowed) {
+  make_teams(*service_, admin_);
+  const User alice{"alice", false, "ml"}, bob{"bob", false, "cv"};
+  ClusterSpec elastic = spec("e", 2, 1);
+  elastic.elastic = {2, 4};
+  auto e = service_->create_cluster(alice, elastic);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  // Placed at its min and grown into the 2 GPUs no one uses (ml borrows 2).
+  EXPECT_EQ(e->spec.containers, 4);
+  EXPECT_EQ(free_gpus(), 0);
+  EXPECT_EQ(service_->scale_cluster(alice, "e", 3).status().code(), StatusCode::kFailedPrecondition);
+  // cv asks within its guarantee: e's borrowed containers drain for it.
+  auto f = service_->create_cluster(bob, spec("f", 2, 1));
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  EXPECT_TRUE(f->queued.waiting());
+  auto records = db_->lock().containers("e");
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_FALSE(records[1].status.leaving);  // the guaranteed part stays
+  EXPECT_TRUE(records[2].status.leaving);
+  EXPECT_TRUE(records[3].status.leaving);
+  EXPECT_EQ(db_->lock().cluster("e")->spec.containers, 2);
+  // Once they have drained and gone, the next scheduler step places f.
+  ASSERT_TRUE(db_->lock().delete_container("e-worker-1").is_ok());
+  ASSERT_TRUE(db_->lock().delete_container("e-worker-2").is_ok());
+  std::vector<std::string> changed;
+  {
+    auto tx = db_->transaction();
+    ASSERT_TRUE(schedule(tx, AddressRange::parse("127.90.0.0/29").value(), 0, &changed).is_ok());
+    ASSERT_TRUE(tx.commit().is_ok());
+  }
+  EXPECT_EQ(changed, std::vector<std::string>{"f"});
+  auto placed = db_->lock().cluster("f");
+  EXPECT_FALSE(placed->queued.waiting());
+  EXPECT_EQ(placed->containers.size(), 2u);
+  EXPECT_EQ(free_gpus(), 0);
+  auto ml = service_->team(admin_, "ml");
+  EXPECT_EQ(ml->quotas[0].in_use, 2);
+  EXPECT_EQ(ml->quotas[0].borrowed(), 0);
 }
 
 TEST_F(ServiceTest, OwnersAndTheAdmin) {

@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -19,25 +22,7 @@ constexpr size_t kMaxSegmentBytes = 255;  // NAME_MAX
 constexpr mode_t kFileMode = 0644;
 constexpr mode_t kDirectoryMode = 0755;
 
-// A descriptor closed when it goes.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  Fd& operator=(Fd&& other) noexcept {
-    std::swap(fd_, other.fd_);
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = FileDescriptor;
 
 std::vector<std::string> segments_of(const std::string& path) {
   std::vector<std::string> out;
@@ -53,6 +38,16 @@ std::vector<std::string> segments_of(const std::string& path) {
 Status in_the_way(const std::string& where, const std::string& what) {
   return conflict("path", "'" + where + "' in the volume is " + what,
                   "upload to another path, or remove or rename '" + where + "' (in a container that mounts it)");
+}
+
+// The refusal of a read or delete whose way holds a link or a non-directory.
+Status not_followed(const std::string& where, const std::string& what) {
+  return conflict("path", "'" + where + "' in the volume is " + what,
+                  "edtd follows no link in a volume: give the path of a file or directory inside it");
+}
+
+Status not_there(const std::string& where) {
+  return missing("path", "'" + where + "' is not in the volume", "list the volume to see what it holds");
 }
 
 // Whether `err` says the volume's disk (or its files) is full.
@@ -156,7 +151,139 @@ Result<int64_t> replace_file(int parent, const std::string& name, const std::str
   return static_cast<int64_t>(bytes.size());
 }
 
+// Opens the volume's top directory.
+Result<Fd> open_top(const std::string& dir) {
+  Fd top(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (top.get() < 0) return file_system("open the volume's directory " + dir, errno);
+  return top;
+}
+
+// The directory `segments[0..count)` under `top`, opened one segment at a
+// time, never through a link; a missing one is kNotFound.
+Result<Fd> walk(Fd top, const std::vector<std::string>& segments, size_t count) {
+  std::string where;
+  for (size_t i = 0; i < count; ++i) {
+    where += (i ? "/" : "") + segments[i];
+    Fd next(::openat(top.get(), segments[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (next.get() < 0 && errno == ENOENT)
+      return not_there(where);
+    if (next.get() < 0 && (errno == ELOOP || errno == ENOTDIR))
+      return not_followed(where, "a symbolic link or not a directory");
+    if (next.get() < 0) return file_system("open '" + where + "' in the volume", errno);
+    top = std::move(next);
+  }
+  return top;
+}
+
+// The directory that holds the last segment of `path` (checked first).
+Result<Fd> open_parent(const std::string& dir, const std::string& path, std::vector<std::string>* segments) {
+  EDT_RETURN_IF_ERROR(check_volume_file_path(path));
+  *segments = segments_of(path);
+  EDT_ASSIGN_OR_RETURN(Fd top, open_top(dir));
+  return walk(std::move(top), *segments, segments->size() - 1);
+}
+
+VolumeEntry entry_of(const std::string& name, const struct stat& st) {
+  const char* type = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "directory" : S_ISLNK(st.st_mode) ? "link" : "other";
+  return {name, type, S_ISREG(st.st_mode) ? static_cast<int64_t>(st.st_size) : 0, static_cast<int64_t>(st.st_mtime)};
+}
+
+// The entries of the open directory `fd` (which it takes), at most `limit`.
+Result<VolumeListing> read_entries(Fd fd, size_t limit) {
+  const int dfd = fd.release();  // closedir closes it
+  DIR* d = ::fdopendir(dfd);
+  if (!d) {
+    const int err = errno;
+    ::close(dfd);
+    return file_system("read a directory of the volume", err);
+  }
+  VolumeListing out;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    if (out.entries.size() == limit) {
+      out.truncated = true;
+      break;
+    }
+    out.entries.push_back(entry_of(name, st));
+  }
+  ::closedir(d);
+  std::sort(out.entries.begin(), out.entries.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  return out;
+}
+
+constexpr int kMaxDeleteDepth = 256;
+
+// Removes what the directory `name` in `parent` holds, then it; never
+// through a link. Adds to `*removed` each entry that went.
+Status remove_tree(int parent, const std::string& name, const std::string& where, int depth, int64_t* removed) {
+  if (depth > kMaxDeleteDepth)
+    return conflict("path", "'" + where + "' is nested over " + std::to_string(kMaxDeleteDepth) + " directories deep",
+                    "delete its deepest directories first, in a container that mounts the volume");
+  Fd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) return file_system("open '" + where + "' in the volume", errno);
+  EDT_ASSIGN_OR_RETURN(VolumeListing listing, read_entries(Fd(::dup(fd.get())), SIZE_MAX));
+  for (const auto& e : listing.entries) {
+    const std::string inner = where + "/" + e.name;
+    if (e.type == "directory") {
+      EDT_RETURN_IF_ERROR(remove_tree(fd.get(), e.name, inner, depth + 1, removed));
+      continue;
+    }
+    if (::unlinkat(fd.get(), e.name.c_str(), 0) != 0) return file_system("delete '" + inner + "'", errno);
+    ++*removed;
+  }
+  if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0) return file_system("delete '" + where + "'", errno);
+  ++*removed;
+  return Status::ok();
+}
+
 }  // namespace
+
+FileDescriptor::~FileDescriptor() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<VolumeListing> list_volume_dir(const std::string& dir, const std::string& path, size_t limit) {
+  if (!path.empty()) EDT_RETURN_IF_ERROR(check_volume_file_path(path));
+  const std::vector<std::string> segments = path.empty() ? std::vector<std::string>{} : segments_of(path);
+  EDT_ASSIGN_OR_RETURN(Fd top, open_top(dir));
+  EDT_ASSIGN_OR_RETURN(Fd listed, walk(std::move(top), segments, segments.size()));
+  return read_entries(std::move(listed), limit);
+}
+
+Result<OpenedVolumeFile> open_volume_file(const std::string& dir, const std::string& path) {
+  std::vector<std::string> segments;
+  EDT_ASSIGN_OR_RETURN(Fd parent, open_parent(dir, path, &segments));
+  Fd fd(::openat(parent.get(), segments.back().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0 && errno == ENOENT)
+    return not_there(path);
+  if (fd.get() < 0 && errno == ELOOP) return not_followed(path, "a symbolic link");
+  if (fd.get() < 0) return file_system("open '" + path + "' in the volume", errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return file_system("look at '" + path + "' in the volume", errno);
+  if (!S_ISREG(st.st_mode)) return not_followed(path, "not a regular file");
+  return OpenedVolumeFile{std::move(fd), static_cast<int64_t>(st.st_size)};
+}
+
+Result<int64_t> delete_volume_path(const std::string& dir, const std::string& path) {
+  std::vector<std::string> segments;
+  EDT_ASSIGN_OR_RETURN(Fd parent, open_parent(dir, path, &segments));
+  struct stat st {};
+  if (::fstatat(parent.get(), segments.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? not_there(path)
+                           : file_system("look at '" + path + "' in the volume", errno);
+  int64_t removed = 0;
+  if (S_ISDIR(st.st_mode)) {
+    EDT_RETURN_IF_ERROR(remove_tree(parent.get(), segments.back(), path, 0, &removed));
+  } else if (::unlinkat(parent.get(), segments.back().c_str(), 0) != 0) {
+    return file_system("delete '" + path + "' in the volume", errno);
+  } else {
+    removed = 1;
+  }
+  return removed;
+}
 
 void set_volume_upload_hook_for_testing(std::function<void(const std::string& path)> hook) {
   upload_hook() = std::move(hook);

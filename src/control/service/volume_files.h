@@ -27,6 +27,8 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "control/model/error.h"
 
@@ -39,6 +41,47 @@ struct VolumeFile {
   int64_t bytes = 0;
 };
 
+// A file descriptor closed when it goes.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor();
+  int get() const { return fd_; }
+  // Gives the descriptor up: the caller closes it.
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+// One entry of a volume's directory.
+struct VolumeEntry {
+  std::string name;
+  std::string type;  // "file", "directory", "link" or "other"
+  int64_t bytes = 0;     // a file's size; 0 for the rest
+  int64_t modified = 0;  // unix seconds
+};
+
+// A directory's entries, sorted by name; at most `limit` of them
+// (`truncated` tells there were more).
+struct VolumeListing {
+  std::vector<VolumeEntry> entries;
+  bool truncated = false;
+};
+
+// A regular file opened for reading, and its size.
+struct OpenedVolumeFile {
+  FileDescriptor fd;
+  int64_t bytes = 0;
+};
+
 // Refuses a path that is not a relative path inside a volume, as above.
 Status check_volume_file_path(const std::string& path, const std::string& field = "path");
 
@@ -47,6 +90,17 @@ Status check_volume_file_path(const std::string& path, const std::string& field 
 // non-file in the way, kTooLarge the volume (its disk) is full, kInternal
 // the file system failed).
 Result<int64_t> write_volume_file(const std::string& dir, const std::string& path, std::string_view bytes);
+
+// The entries of the directory `path` under `dir` ("" is `dir` itself).
+Result<VolumeListing> list_volume_dir(const std::string& dir, const std::string& path, size_t limit);
+
+// Opens the regular file `path` under `dir` for reading; a directory or
+// another non-file there is kConflict.
+Result<OpenedVolumeFile> open_volume_file(const std::string& dir, const std::string& path);
+
+// Deletes `path` under `dir`: a file or a link, or a directory with all it
+// holds (links in it are removed, never followed). Returns how many entries went.
+Result<int64_t> delete_volume_path(const std::string& dir, const std::string& path);
 
 // For tests: `hook(path)` runs in each write once the bytes are written and
 // synced, just before the rename (where a container's `rm -r` races an

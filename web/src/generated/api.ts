@@ -78,6 +78,7 @@ export type Env = Record<string, EnvValue>;
 /** no control character (newline, tab, NUL), no double quote and no backslash: sshd's configuration and a shell would read them otherwise than written */
 export type EnvValue = string;
 
+/** an elastic cluster gives max_containers (and min_containers, default: containers): the scheduler keeps it between min and max, growing it into GPUs no team's guarantee needs and taking back only what it borrowed, by draining (docs/scheduling.md); containers is where it starts, between the two */
 export type ClusterSpec = {
   name: ClusterName;
   framework: Framework;
@@ -91,6 +92,23 @@ export type ClusterSpec = {
   env?: Env;
   drain_timeout?: DrainTimeout;
   megatron?: MegatronParallel;
+  min_containers?: ContainerCount;
+  max_containers?: ContainerCount;
+  priority?: Priority;
+};
+
+/** orders the queue: higher first, then the oldest */
+export type Priority = number;
+
+/** a create or scale that waits for GPUs; cancel it by deleting the cluster (a create) or by scaling again (a scale) */
+export type QueuedRequest = {
+  /** the size it waits for */
+  containers: number;
+  /** 1: the next request for its GPU model */
+  position: number;
+  reason: string;
+  /** unix milliseconds it was queued */
+  since: number;
 };
 
 /** drain_timeout, when given, becomes the cluster's setting from this scale on */
@@ -126,6 +144,8 @@ export type ClusterStatus = {
   phase: ClusterPhase;
   message: string;
   containers: Container[];
+  /** the request that waits for GPUs; null: none */
+  queued?: QueuedRequest | null;
 };
 
 export type Cluster = {
@@ -145,6 +165,11 @@ export type Cluster = {
   /** as edtd writes durations, e.g. 60s or 1500ms */
   drain_timeout: string;
   megatron?: MegatronParallel;
+  min_containers?: ContainerCount;
+  max_containers?: ContainerCount;
+  priority?: Priority;
+  /** the owner's team; empty: none */
+  team?: string;
   owner: string;
   /** unix seconds */
   created_at: number;
@@ -155,7 +180,7 @@ export type ClusterList = {
   clusters: Cluster[];
 };
 
-export type EventType = "Created" | "Scaling" | "Running" | "Failed" | "Restarted" | "Deleting" | "Drained" | "DrainTimedOut";
+export type EventType = "Created" | "Scaling" | "Running" | "Failed" | "Restarted" | "Deleting" | "Drained" | "DrainTimedOut" | "Queued" | "Scheduled";
 
 export type Event = {
   /** UTC, ISO 8601 with milliseconds */
@@ -187,7 +212,11 @@ export type JobRequest = {
   command: string;
   /** default: the launcher */
   container?: string;
+  cwd?: JobDirectory;
 };
+
+/** the directory the command starts in, in the container: absolute, no '.' or '..' segment, no control character; default: the path where the cluster mounts its first volume (as Jupyter does), else the container user's home */
+export type JobDirectory = string;
 
 export type JobStarted = {
   id: number;
@@ -248,6 +277,30 @@ export type Volume = {
   host_path: string;
   /** a directory edtd made (removed with the volume) */
   managed: boolean;
+};
+
+export type VolumeEntry = {
+  name: string;
+  type: "file" | "directory" | "link" | "other";
+  /** a file's size; 0 for the rest */
+  bytes: number;
+  /** unix seconds */
+  modified: number;
+};
+
+export type VolumeListing = {
+  volume: ResourceName;
+  /** the directory listed; empty: the volume's top */
+  path: string;
+  entries: VolumeEntry[];
+  /** more entries than were listed */
+  truncated: boolean;
+};
+
+export type VolumeFileDeleted = {
+  deleted: VolumeFilePath;
+  /** how many files, links and directories went */
+  entries: number;
 };
 
 export type VolumeList = {
@@ -311,6 +364,47 @@ export type GpuList = {
 export type User = {
   name: string;
   admin: boolean;
+  /** empty: none */
+  team?: string;
+};
+
+export type UserTeam = {
+  /** a team's name, or empty to take the user out of theirs */
+  team: string;
+};
+
+export type TeamRequest = {
+  name: ResourceName;
+};
+
+/** a team's share of one GPU model: guaranteed GPUs are its own whenever it asks (borrowers give them back by draining); it may hold up to guaranteed + borrow_limit */
+export type QuotaRequest = {
+  guaranteed: QuotaCount;
+  borrow_limit: QuotaCount;
+};
+
+export type QuotaCount = number;
+
+export type QuotaUsage = {
+  gpu_model: string;
+  guaranteed: number;
+  borrow_limit: number;
+  /** GPUs its members' containers hold now, draining ones included */
+  in_use: number;
+  /** in_use beyond guaranteed */
+  borrowed: number;
+  /** GPUs its queued requests wait for */
+  pending: number;
+};
+
+export type Team = {
+  name: string;
+  members: string[];
+  quotas: QuotaUsage[];
+};
+
+export type TeamList = {
+  teams: Team[];
 };
 
 export type UserList = {
@@ -488,6 +582,10 @@ export const contract = {
     "maxLength": 4096,
     "pattern": "^[^\\u0000-\\u001f\\u007f\\u0022\\u005c]*$"
   },
+  "Priority": {
+    "minimum": 0,
+    "maximum": 100
+  },
   "ClusterPhase": {
     "values": [
       "Pending",
@@ -517,7 +615,9 @@ export const contract = {
       "Restarted",
       "Deleting",
       "Drained",
-      "DrainTimedOut"
+      "DrainTimedOut",
+      "Queued",
+      "Scheduled"
     ]
   },
   "JobState": {
@@ -527,6 +627,10 @@ export const contract = {
       "Failed"
     ]
   },
+  "JobDirectory": {
+    "maxLength": 1024,
+    "pattern": "^/"
+  },
   "VolumeFilePath": {
     "minLength": 1,
     "maxLength": 1024
@@ -535,6 +639,10 @@ export const contract = {
     "bytes": {
       "maximum": 33554432
     }
+  },
+  "QuotaCount": {
+    "minimum": 0,
+    "maximum": 65536
   },
   "TokenLifetime": {
     "durationMs": {

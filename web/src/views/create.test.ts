@@ -65,14 +65,17 @@ describe('create form', () => {
     expect(f.errorOf('containers')).toContain('at least 2');
   });
 
-  it('refuses a taken name and GPUs over the free count', async () => {
+  it('refuses a taken name and GPUs over the platform\u2019s count (over the free ones queues)', async () => {
     const f = await mount({ status: 201, body: {} });
     f.type('name', 'old');
     (f.root.querySelector('#gpu-enabled') as HTMLInputElement).click();
     f.type('gpu.count', '2');
     await f.submit();
+    expect(f.errorOf('gpu.count')).toBe('');
+    f.type('gpu.count', '3');
+    await f.submit();
     expect(f.errorOf('name')).toContain('exists already');
-    expect(f.errorOf('gpu.count')).toBe('2 containers × 2 GPUs = 4 NVIDIA-P4, but only 3 are free; ask for fewer.');
+    expect(f.errorOf('gpu.count')).toBe('2 containers × 3 GPUs = 6 NVIDIA-P4, but this platform has only 4; ask for fewer.');
     expect(f.root.textContent).toContain('(simulated)');
   });
 
@@ -116,5 +119,25 @@ describe('create form', () => {
     await f.submit();
     expect(f.posted).toEqual([{ name: 'tmg', framework: 'megatron', containers: 2, image: 'edt', megatron: { pipeline_parallel: 2 } }]);
     expect(f.navigate).toHaveBeenCalledWith('#/clusters/tmg');
+  });
+});
+
+describe('create form: elastic bounds and priority', () => {
+  it('checks min <= containers <= max next to the fields and sends them with the priority', async () => {
+    const f = await mount({ status: 201, body: { name: 'el' } });
+    f.type('name', 'el');
+    f.type('containers', '4');
+    f.root.querySelector<HTMLInputElement>('#elastic-enabled')!.click();
+    f.type('min_containers', '2');
+    f.type('max_containers', '3');
+    f.type('priority', '101');
+    await f.submit();
+    expect(f.errorOf('containers')).toContain('outside the elastic bounds 2..3');
+    expect(f.errorOf('priority')).toContain('from 0 to 100');
+    expect(f.posted).toEqual([]);
+    f.type('max_containers', '8');
+    f.type('priority', '50');
+    await f.submit();
+    expect(f.posted).toEqual([expect.objectContaining({ containers: 4, min_containers: 2, max_containers: 8, priority: 50 })]);
   });
 });

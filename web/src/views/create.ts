@@ -6,7 +6,7 @@ import { ApiError, type GpuModel, type Image, type Volume } from '../api';
 import type { Context } from '../app';
 import { describe } from '../app';
 import { attr, h, keepFocus, replace } from '../dom';
-import { type ClusterForm, type FieldErrors, emptyForm, imagesFor, kDefaultDrain, kFrameworks, kMinContainers, parseCount, toSpec, validate } from '../validate';
+import { type ClusterForm, type FieldErrors, emptyForm, imagesFor, kDefaultDrain, kFrameworks, kMaxPriority, kMinContainers, kMinPriority, parseCount, toSpec, validate } from '../validate';
 
 // The id of the control that shows a field's error.
 function controlId(field: string): string {
@@ -111,10 +111,16 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
     if (note) note.textContent = containersNote();
   }
 
+  // "kb-worker-0", "kb-worker-0 and kb-worker-1", "kb-worker-0 … kb-worker-4".
+  function workerNames(name: string, workers: number): string {
+    const last = `${name}-worker-${workers - 1}`;
+    return workers === 1 ? last : `${name}-worker-0 ${workers === 2 ? 'and' : '…'} ${last}`;
+  }
+
   function containersNote(): string {
     const name = form.name.trim() || 'NAME';
     const n = parseCount(form.containers);
-    const workers = n !== null && n >= kMinContainers ? ` (${name}-worker-0 … ${name}-worker-${n - 2})` : '';
+    const workers = n !== null && n >= kMinContainers ? ` (${workerNames(name, n - 1)})` : '';
     return `At least ${kMinContainers}. One is the launcher (${name}-launcher), the rest are workers${workers}.`;
   }
 
@@ -172,6 +178,42 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
       h('div', { class: 'row' }, sizeField('tensor_parallel', 'Tensor parallel'), sizeField('pipeline_parallel', 'Pipeline parallel')),
       help('megatron', "The sizes your job passes to Megatron-LM; the cluster's GPUs (1 per container without GPUs) must divide by tensor × pipeline, now and after every scale."),
       fieldError('megatron'),
+    );
+  }
+
+  // The scheduler's part (docs/platform.md, "Elastic clusters"): elastic
+  // bounds, shown when asked for, and the queue's priority.
+  function schedulingFields(): HTMLElement {
+    type Count = ['min_containers' | 'max_containers' | 'priority', string, string];
+    const bounds: Count[] = [
+      ['min_containers', 'Min containers', form.containers],
+      ['max_containers', 'Max containers', '8'],
+    ];
+    const counts: Count[] = [...(form.elastic ? bounds : []), ['priority', `Priority (${kMinPriority}–${kMaxPriority})`, String(kMinPriority)]];
+    return h(
+      'fieldset',
+      { class: 'field', id: 'scheduling', 'aria-describedby': `${controlId('scheduling')}-help` },
+      h('legend', {}, 'Scheduling (optional)'),
+      h('label', { class: 'check' }, h('input', { type: 'checkbox', id: 'elastic-enabled', checked: form.elastic, onchange: onInput((t) => (form.elastic = t.checked), true) }), 'Elastic'),
+      h(
+        'div',
+        { class: 'row top' },
+        counts.map(([key, label, placeholder]) =>
+          h(
+            'div',
+            { class: 'field' },
+            h('label', { for: controlId(key) }, label),
+            control(key, h('input', { type: 'number', min: 0, step: 1, class: 'short', placeholder, value: form[key], oninput: onInput((t) => (form[key] = t.value)) })),
+            fieldError(key),
+          ),
+        ),
+      ),
+      help(
+        'scheduling',
+        form.elastic
+          ? 'The scheduler starts the cluster at Containers, grows it up to Max into GPUs no team’s guarantee needs, and takes borrowed containers back by draining them, never below Min (empty: Containers). Your jobs use edtrun --min-np/--max-np.'
+          : 'Elastic: the scheduler sizes the cluster between a min and a max. Priority orders the queue when GPUs are short: higher first (empty: 0).',
+      ),
     );
   }
 
@@ -284,7 +326,7 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
         form.gpu_enabled
           ? h(
               'div',
-              { class: 'row' },
+              { class: 'row top', id: 'gpu-row' },
               h(
                 'div',
                 { class: 'field' },
@@ -324,6 +366,7 @@ export async function createView(ctx: Context, root: HTMLElement): Promise<void>
       ),
 
       megatronFields(),
+      schedulingFields(),
 
       h(
         'fieldset',

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
-import { Api } from '../api';
-import type { Context } from '../app';
-import { detailView, phaseChanges } from './detail';
+import { toCluster } from '../api';
+import { fakeContext } from './fake-edtd';
+import { defaultJobDirectory, detailView, gpuCell, phaseChanges } from './detail';
 
 describe('phaseChanges', () => {
   const two = [
@@ -40,16 +40,7 @@ async function showCluster(cluster: unknown, polled = cluster): Promise<HTMLElem
     const body = answers[url];
     return new Response(typeof body === 'string' ? body : JSON.stringify(body), { status: 200 });
   });
-  const ctx = {
-    api: new Api({ token: () => 't', fetch: fetch as unknown as typeof globalThis.fetch }),
-    navigate: vi.fn(),
-    notify: vi.fn(),
-    poll: (fn: () => Promise<void>) => void fn(),
-    onLeave: vi.fn(),
-  } as unknown as Context;
-  document.body.replaceChildren();
-  const root = document.createElement('main');
-  document.body.append(root);
+  const { ctx, root } = fakeContext(fetch as unknown as typeof globalThis.fetch);
   await detailView(ctx, root, { name });
   for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 0));
   return root;
@@ -96,8 +87,34 @@ describe('the containers table', () => {
       },
     });
     expect(headers(root)).toEqual(['Name', 'Role', 'Phase', 'Hostname', 'Address', 'GPUs', 'Actions']);
-    expect(root.querySelectorAll('#containers-table [data-col]')).toHaveLength(0);
+    expect([...root.querySelectorAll('#containers-table [data-col]')].map((c) => c.getAttribute('data-col'))).toEqual(['gpus', 'gpus']);
     for (const row of root.querySelectorAll('#containers-table tbody tr')) expect(row.children.length).toBe(7);
+  });
+
+  it('counts GPUs: the launcher holding GPU 0 shows 1, never a lone 0; the indices are in the title', async () => {
+    const root = await showCluster({
+      name: 'g',
+      framework: 'horovod',
+      containers: 2,
+      gpu: { model: 'NVIDIA-P4', count: 2 },
+      status: {
+        phase: 'Running',
+        containers: [
+          { name: 'g-launcher', role: 'launcher', phase: 'Running', message: '', gpus: [0, 1] },
+          { name: 'g-worker-0', role: 'worker', phase: 'Running', message: '', gpus: [] },
+        ],
+      },
+    });
+    expect(cell(root, 'g-launcher', 'gpus')).toBe('2 × NVIDIA-P4');
+    expect(root.querySelector('tr[data-container="g-launcher"] [data-col="gpus"]')?.getAttribute('title')).toBe("GPU indices 0, 1 of edtd's inventory");
+    expect(cell(root, 'g-worker-0', 'gpus')).toBe('—');
+    expect(gpuCell(['0'], 'NVIDIA-P4').textContent).toBe('1 × NVIDIA-P4');
+    expect(gpuCell(['0'], undefined).getAttribute('title')).toBe("GPU index 0 of edtd's inventory");
+  });
+
+  it('says where a job starts: the first volume, else the home', () => {
+    expect(defaultJobDirectory(toCluster({ name: 'c', framework: 'horovod', containers: 2, mounts: [{ volume: 'data', path: '/root/data' }, { volume: 'b', path: '/b' }] }))).toBe('/root/data');
+    expect(defaultJobDirectory(toCluster({ name: 'c', framework: 'horovod', containers: 2 }))).toBe('');
   });
 
   it("shows a local container's message, without the Slurm columns", async () => {

@@ -56,6 +56,20 @@ export function containerColumns(containers: Container[]): string[] {
   return ['Name', 'Role', 'Phase', 'Hostname', 'Address', 'GPUs', ...(slurm ? ['Node', 'Slurm job'] : []), ...(message ? ['Message'] : []), ''];
 }
 
+// A container's GPUs: how many (and the model), never an index alone, which
+// reads as a count ("0" for the launcher's one GPU); the indices in the title.
+export function gpuCell(gpus: string[], model: string | undefined): HTMLElement {
+  const text = gpus.length ? `${gpus.length}${model ? ` × ${model}` : ''}` : '—';
+  const title = gpus.length ? `GPU ${gpus.length > 1 ? 'indices' : 'index'} ${gpus.join(', ')} of edtd's inventory` : 'no GPU';
+  return h('td', { 'data-label': 'GPUs', 'data-col': 'gpus', title }, text);
+}
+
+// Where a job starts when no directory is given (Service::start_job): the
+// first volume's mount, else the home of the container's user.
+export function defaultJobDirectory(cluster: Cluster): string {
+  return cluster.mounts?.[0]?.path ?? '';
+}
+
 // Settled: neither the cluster nor any container is on its way somewhere
 // (a Failed one is settled too: nothing more comes by polling faster).
 const kMoving = new Set(['Pending', 'Creating', 'Scaling', 'Deleting', 'Draining', 'Stopping']);
@@ -81,7 +95,8 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
   const eventFilter = eventFilters(() => void loadEvents());
   const jobFilter = jobFilters(() => void loadJobs());
 
-  // Scale panel.
+  // Scale panel; `scaling` while the banner of a scale asked here shows.
+  let scaling = false;
   const scaleInput = h('input', { type: 'number', id: 'scale-containers', min: 2, step: 1, class: 'short', value: cluster.containers, 'aria-describedby': 'scale-help scale-error' });
   const scaleError = h('p', { class: 'field-error', id: 'scale-error', role: 'alert' });
   const scaleHelp = h('p', { class: 'help', id: 'scale-help' });
@@ -103,6 +118,23 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
     'aria-describedby': 'job-error',
   });
   const jobError = h('p', { class: 'field-error', id: 'job-error', role: 'alert' });
+  const jobCwd = h('input', {
+    type: 'text',
+    id: 'job-cwd',
+    class: 'mono',
+    spellcheck: 'false',
+    autocomplete: 'off',
+    placeholder: defaultJobDirectory(cluster) || '~ (home)',
+    'aria-describedby': 'job-cwd-help job-cwd-error',
+  });
+  const jobCwdError = h('p', { class: 'field-error', id: 'job-cwd-error', role: 'alert' });
+  const jobCwdHelp = h(
+    'p',
+    { class: 'help', id: 'job-cwd-help' },
+    defaultJobDirectory(cluster)
+      ? `The command starts in ${defaultJobDirectory(cluster)}, where the first volume is mounted (as in Jupyter), unless you give another directory.`
+      : "The command starts in the home of the container's user unless you give another directory.",
+  );
   // Where the command runs: the launcher unless another container is picked.
   const jobContainer = h('select', { id: 'job-container', class: 'auto', 'aria-describedby': 'job-container-error' });
   const jobContainerError = h('p', { class: 'field-error', id: 'job-container-error', role: 'alert' });
@@ -111,6 +143,8 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
     { class: 'inline', id: 'run-form', novalidate: true },
     h('label', { for: 'job-container' }, 'Run in'),
     jobContainer,
+    h('label', { for: 'job-cwd' }, 'in'),
+    jobCwd,
     h('label', { for: 'job-command' }, 'Command'),
     command,
     h('button', { type: 'submit', id: 'run-submit' }, 'Run'),
@@ -145,6 +179,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         ['Created', time(cluster.created)],
       ].flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
       cluster.message ? [h('dt', {}, 'Message'), h('dd', { class: 'message' }, cluster.message)] : [],
+      cluster.queued ? [h('dt', {}, 'Queued'), h('dd', { id: 'queued' }, `#${cluster.queued.position} for ${cluster.queued.containers} containers: ${cluster.queued.reason} (delete the cluster to cancel)`)] : [],
     );
     const columns = containerColumns(cluster.container_status);
     if (columns.join('|') !== shownColumns) {
@@ -164,7 +199,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
           h('td', { 'data-label': 'Phase' }, phaseBadge(c.phase)),
           h('td', { 'data-label': 'Hostname', class: 'mono' }, c.hostname || '—'),
           h('td', { 'data-label': 'Address', class: 'mono' }, c.address || '—'),
-          h('td', { 'data-label': 'GPUs' }, c.gpus.length ? c.gpus.join(', ') : '—'),
+          gpuCell(c.gpus, cluster.gpu?.model),
           slurm ? h('td', { 'data-label': 'Node', 'data-col': 'node', class: 'mono' }, c.node || '—') : null,
           slurm ? h('td', { 'data-label': 'Slurm job', 'data-col': 'slurm-job', class: 'num' }, c.slurm_job === undefined ? '—' : String(c.slurm_job)) : null,
           messages ? h('td', { 'data-label': 'Message', 'data-col': 'message', class: 'message' }, c.message ?? '') : null,
@@ -196,6 +231,11 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
       cluster.phase === 'Scaling' || running !== cluster.containers
         ? `Scaling to ${cluster.containers}: ${running} of ${cluster.containers} Running${draining ? `, ${draining} Draining (waiting for their edtrun workers to leave the job)` : ''}.`
         : `Now ${cluster.containers} containers (1 launcher, ${cluster.containers - 1} worker${cluster.containers > 2 ? 's' : ''}). New workers join the hostfile once Running; removed ones leave it first and are Draining until their edtrun workers have left the job (at most ${cluster.drain_timeout ?? 'the drain timeout'}).`;
+    // The banner of a scale goes once it is done (the Scale panel says so).
+    if (scaling && settled(cluster) && running === cluster.containers) {
+      scaling = false;
+      ctx.notify('');
+    }
     if (cluster.framework === 'slurm')
       scaleHelp.textContent +=
         ' Each container is a Slurm node: a new one registers with slurmctld; a removed one leaves Slurm at once (its node goes DOWN and is deleted: batch jobs on it are requeued, job steps on it end).';
@@ -230,6 +270,7 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
     try {
       // The answer has no events; the list stays until the next poll.
       cluster = { ...(await ctx.api.scaleCluster(name, target)), events: cluster.events };
+      scaling = true;
       renderCluster();
       ctx.notify(`Scaling ${name} to ${target} containers.`);
     } catch (err) {
@@ -243,21 +284,25 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
     e.preventDefault();
     jobError.textContent = '';
     jobContainerError.textContent = '';
+    jobCwdError.textContent = '';
     jobContainer.removeAttribute('aria-invalid');
+    jobCwd.removeAttribute('aria-invalid');
     if (!command.value.trim()) {
       jobError.textContent = `Enter a command to run in ${jobContainer.value || 'the launcher'}, e.g. hostname.`;
       command.focus();
       return;
     }
     try {
-      const job = await ctx.api.runJob(name, command.value.trim(), jobContainer.value || undefined);
+      const job = await ctx.api.runJob(name, command.value.trim(), jobContainer.value || undefined, jobCwd.value.trim() || undefined);
       ctx.navigate(`#/jobs/${encodeURIComponent(job.id)}`);
     } catch (err) {
-      // edtd names the field: "container" (not Running, not this cluster's) or "command".
-      if (err instanceof ApiError && err.field === 'container') {
-        jobContainerError.textContent = describe(err).replace(/ \(field .*\)$/, '');
-        jobContainer.setAttribute('aria-invalid', 'true');
-        jobContainer.focus();
+      // edtd names the field: "container" (not Running, not this cluster's), "cwd" or "command".
+      const beside = err instanceof ApiError ? ({ container: [jobContainer, jobContainerError], cwd: [jobCwd, jobCwdError] } as const)[err.field as 'container' | 'cwd'] : undefined;
+      if (beside) {
+        const [control, error] = beside;
+        error.textContent = plainMessage(err);
+        control.setAttribute('aria-invalid', 'true');
+        control.focus();
       } else {
         jobError.textContent = describe(err);
         command.focus();
@@ -349,7 +394,9 @@ export async function detailView(ctx: Context, root: HTMLElement, params: Record
         'Jobs',
         h('p', { class: 'help' }, 'A command runs in the container picked (the launcher unless you pick another), as with ', h('code', {}, 'edt run'), '; its output is kept.'),
         runForm,
+        jobCwdHelp,
         jobContainerError,
+        jobCwdError,
         jobError,
         jobFilter.el,
         h(

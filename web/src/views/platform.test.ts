@@ -1,63 +1,13 @@
-import { beforeEach, describe, expect, it, vi } from 'vitest';
-import { Api } from '../api';
-import type { Context } from '../app';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { type Routes, confirmDialogsAtOnce, mount, tick } from './fake-edtd';
 import { gpusView } from './gpus';
 import { imagesView } from './images';
 import { tokensView, usersView } from './users';
 import { volumesView } from './volumes';
 
-type Answer = { status: number; body: unknown };
-type Routes = Record<string, Answer | ((body: unknown) => Answer)>;
-
-// A fake edtd: "METHOD /path" -> answer; every request is recorded.
-function fakeEdtd(routes: Routes) {
-  const sent: [string, unknown][] = [];
-  const fetch = vi.fn(async (url: string, init?: RequestInit) => {
-    const key = `${init?.method ?? 'GET'} ${url.replace('/api/v1', '')}`;
-    const body = init?.body instanceof Blob ? init.body : init?.body ? JSON.parse(String(init.body)) : undefined;
-    sent.push([key, body]);
-    const route = routes[key];
-    const answer = typeof route === 'function' ? route(body) : (route ?? { status: 404, body: { error: { message: `no route ${key}` } } });
-    return new Response(JSON.stringify(answer.body), { status: answer.status });
-  });
-  return { fetch: fetch as unknown as typeof globalThis.fetch, sent };
-}
-
-const tick = () => new Promise((r) => setTimeout(r, 0));
-
-async function mount(view: (ctx: Context, root: HTMLElement, params: Record<string, string>) => unknown, routes: Routes, params: Record<string, string> = {}) {
-  const edtd = fakeEdtd(routes);
-  const ctx = {
-    api: new Api({ token: () => 't', fetch: edtd.fetch }),
-    navigate: vi.fn(),
-    notify: vi.fn(),
-    // One run now is enough for these tests; no timers.
-    poll: (fn: () => Promise<void>) => void fn(),
-    onLeave: vi.fn(),
-  } as unknown as Context;
-  document.body.replaceChildren();
-  const root = document.createElement('main');
-  document.body.append(root);
-  await view(ctx, root, params);
-  await tick();
-  const submit = async (form: string) => {
-    root.querySelector(form)!.dispatchEvent(new Event('submit', { cancelable: true }));
-    for (let i = 0; i < 5; i++) await tick();
-  };
-  const type = (selector: string, value: string) => (root.querySelector<HTMLInputElement>(selector)!.value = value);
-  const text = (selector: string) => root.querySelector(selector)?.textContent ?? '';
-  return { root, submit, type, text, sent: edtd.sent };
-}
-
 const admin = { 'GET /whoami': { status: 200, body: { name: 'admin', admin: true } } };
 
-beforeEach(() => {
-  // jsdom has no modal dialogs: confirm at once.
-  HTMLDialogElement.prototype.showModal = function (this: HTMLDialogElement) {
-    this.returnValue = 'confirm';
-    queueMicrotask(() => this.dispatchEvent(new Event('close')));
-  };
-});
+beforeEach(confirmDialogsAtOnce);
 
 describe('volumes', () => {
   const routes: Routes = {
@@ -192,34 +142,74 @@ describe('volume upload', () => {
     ...admin,
     'GET /volumes': { status: 200, body: { volumes: [{ name: 'data', owner: 'admin', host_path: '/v/data', managed: true }] } },
     'GET /clusters': { status: 200, body: { clusters: [] } },
+    'GET /volumes/data/files?path=dir': { status: 200, body: { entries: [{ name: 'old.txt', type: 'file', bytes: 3, modified: 1 }], truncated: false } },
     'PUT /volumes/data/files?path=dir%2Fa%20b.txt': { status: 200, body: { volume: 'data', path: 'dir/a b.txt', bytes: 5 } },
-    'PUT /volumes/data/files?path=..%2Fx': { status: 400, body: { error: { field: 'path', message: "the file's path '../x' has a '..' segment", fix: 'give a relative path' } } },
+    'PUT /volumes/data/files?path=dir%2Fold.txt': { status: 200, body: { volume: 'data', path: 'dir/old.txt', bytes: 2 } },
+    'PUT /volumes/data/files?path=set%2Fone.txt': { status: 200, body: { bytes: 1 } },
+    'PUT /volumes/data/files?path=set%2Fsub%2Ftwo.txt': { status: 200, body: { bytes: 2 } },
+    'GET /volumes/data/files?path=..': { status: 400, body: { error: { field: 'path', message: "the file's path '..' has a '..' segment", fix: 'give a relative path' } } },
     'PUT /volumes/data/files?path=big.bin': { status: 413, body: { error: { field: '', message: 'the request body is over 32 MiB', fix: 'send a smaller body' } } },
   };
-  const choose = (root: HTMLElement, file: File) => Object.defineProperty(root.querySelector('#upload-file')!, 'files', { value: [file], configurable: true });
+  const choose = (root: HTMLElement, files: File[], input = '#upload-file') => {
+    const el = root.querySelector(input)!;
+    Object.defineProperty(el, 'files', { value: files, configurable: true });
+    el.dispatchEvent(new Event('change'));
+  };
+  const inFolder = (name: string, relative: string) => Object.defineProperty(new File(['x'.repeat(relative.length % 3)], name), 'webkitRelativePath', { value: relative });
+  const puts = (sent: [string, unknown][]) => sent.filter(([k]) => k.startsWith('PUT')).map(([k]) => k);
 
-  it('sends the file as the body to the path given and says it is done', async () => {
+  it('sends the file as the body into the folder given and says it is done', async () => {
     const v = await mount(volumesView, routes);
     expect(v.root.querySelector<HTMLSelectElement>('#upload-volume')!.value).toBe('data');
-    choose(v.root, new File(['hello'], 'local.txt'));
-    v.type('#upload-path', 'dir/a b.txt');
+    choose(v.root, [new File(['hello'], 'a b.txt')]);
+    v.type('#upload-path', 'dir');
     await v.submit('#upload-form');
     expect(v.text('#upload-state')).toBe('Uploaded 5 bytes to data as dir/a b.txt.');
     const [key, body] = v.sent.find(([k]) => k.startsWith('PUT'))!;
     expect(key).toBe('PUT /volumes/data/files?path=dir%2Fa%20b.txt');
-    expect((body as File).name).toBe('local.txt');
+    expect((body as File).name).toBe('a b.txt');
     expect((body as File).size).toBe(5);
+  });
+
+  it('a new pick empties the folder an earlier upload used', async () => {
+    const v = await mount(volumesView, routes);
+    choose(v.root, [new File(['hello'], 'a b.txt')]);
+    v.type('#upload-path', 'dir');
+    await v.submit('#upload-form');
+    choose(v.root, [new File(['x'], 'other.txt')]);
+    expect(v.root.querySelector<HTMLInputElement>('#upload-path')!.value).toBe('');
+  });
+
+  it('uploads a folder, its own folders kept, one file after another', async () => {
+    const v = await mount(volumesView, routes);
+    choose(v.root, [inFolder('one.txt', 'set/one.txt'), inFolder('two.txt', 'set/sub/two.txt')], '#upload-folder');
+    await v.submit('#upload-form');
+    expect(puts(v.sent)).toEqual(['PUT /volumes/data/files?path=set%2Fone.txt', 'PUT /volumes/data/files?path=set%2Fsub%2Ftwo.txt']);
+    expect(v.text('#upload-state')).toBe('Uploaded 2 files (3 bytes) to data.');
+  });
+
+  it('asks before it replaces a file, and sends nothing when told no', async () => {
+    HTMLDialogElement.prototype.showModal = function (this: HTMLDialogElement) {
+      this.returnValue = 'cancel';
+      queueMicrotask(() => this.dispatchEvent(new Event('close')));
+    };
+    const v = await mount(volumesView, routes);
+    choose(v.root, [new File(['hi'], 'old.txt')]);
+    v.type('#upload-path', 'dir');
+    await v.submit('#upload-form');
+    expect(document.querySelector('dialog')).toBeNull();
+    expect(v.text('#upload-state')).toBe('Nothing uploaded.');
+    expect(puts(v.sent)).toEqual([]);
   });
 
   it("shows edtd's refusal next to what caused it", async () => {
     const v = await mount(volumesView, routes);
-    choose(v.root, new File(['x'], 'x'));
-    v.type('#upload-path', '../x');
+    choose(v.root, [new File(['x'], 'x')]);
+    v.type('#upload-path', '..');
     await v.submit('#upload-form');
     expect(v.text('#upload-path-error')).toMatch(/has a '\.\.' segment/);
     expect(v.text('#upload-state')).toBe('Upload failed.');
-    v.type('#upload-path', '');
-    choose(v.root, new File(['x'], 'big.bin'));
+    choose(v.root, [new File(['x'], 'big.bin')]);
     await v.submit('#upload-form');
     expect(v.text('#upload-file-error')).toMatch(/over 32 MiB/);
     expect(v.text('#upload-path-error')).toBe('');
@@ -228,7 +218,7 @@ describe('volume upload', () => {
   it('asks for a file before sending anything', async () => {
     const v = await mount(volumesView, routes);
     await v.submit('#upload-form');
-    expect(v.text('#upload-file-error')).toBe('Choose a file to upload.');
+    expect(v.text('#upload-file-error')).toBe('Choose a file or a folder to upload.');
     expect(v.sent.some(([k]) => k.startsWith('PUT'))).toBe(false);
   });
 });

@@ -19,6 +19,35 @@ function themeColors(): { background: string; foreground: string; cursor: string
   };
 }
 
+// xterm.js makes a row as tall as the font's ascent plus descent, rounded
+// down (16 px for DejaVu Sans Mono at 14 px), and clips each row to it;
+// DejaVu draws '_' at the very bottom of its descent, so at a device scale
+// of 1 the underscore's pixels fall below the row and are clipped away
+// ("train mnist.py"). A line height of 1.2 gives each row 3 px of leading,
+// which puts the underscore inside its cell at any scale.
+export const kTerminalOptions = {
+  cursorBlink: true,
+  fontSize: 14,
+  lineHeight: 1.2,
+  scrollback: 5000,
+  fontFamily: 'ui-monospace, "DejaVu Sans Mono", monospace',
+} as const;
+
+// The text of the terminal's buffer, line by line as the shell wrote it (not
+// as drawn): what tests compare with the screen.
+export function bufferLines(term: Terminal): string[] {
+  const buffer = term.buffer.active;
+  return Array.from({ length: buffer.length }, (_, i) => buffer.getLine(i)?.translateToString(true) ?? '');
+}
+
+// The terminal box as tall as the window leaves below it (main's bottom
+// padding kept), so the page does not scroll; never under 280 px.
+function fillWindow(box: HTMLElement): void {
+  const top = box.getBoundingClientRect().top + window.scrollY;
+  const below = parseFloat(getComputedStyle(box.closest('main') ?? document.body).paddingBottom) || 0;
+  box.style.height = `${Math.max(280, Math.floor(window.innerHeight - top - below))}px`;
+}
+
 export async function terminalView(ctx: Context, root: HTMLElement, params: Record<string, string>): Promise<void> {
   const { name, container } = params;
   const cluster = await ctx.api.getCluster(name);
@@ -32,19 +61,30 @@ export async function terminalView(ctx: Context, root: HTMLElement, params: Reco
     },
     cluster.container_status.map((c) => h('option', { value: c.name, selected: c.name === container }, `${c.name} (${c.phase})`)),
   );
-  const screen = h('div', { class: 'terminal', id: 'terminal' });
+  // The box draws the padding and background; xterm.js fits the screen
+  // inside it (the fit addon reads its parent's height, padding included).
+  const screen = h('div', { class: 'terminal-screen' });
+  const box = h('div', { class: 'terminal', id: 'terminal' }, screen);
   root.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/clusters' }, 'Clusters'), ' / ', h('a', { href: `#/clusters/${encodeURIComponent(name)}` }, name), ' / terminal'),
     h('div', { class: 'toolbar' }, h('h1', {}, `Terminal: ${container}`), h('div', { class: 'actions' }, picker, state)),
     h('p', { class: 'help' }, 'Tab and arrow keys go to the shell; press Escape then Tab to move focus out of the terminal.'),
-    screen,
+    box,
   );
+  root.classList.add('terminal-page');
 
-  const term = new Terminal({ cursorBlink: true, fontSize: 14, scrollback: 5000, theme: themeColors(), fontFamily: 'ui-monospace, "DejaVu Sans Mono", monospace' });
+  const term = new Terminal(kTerminalOptions);
+  term.options.theme = themeColors();
   const fit = new FitAddon();
   term.loadAddon(fit);
   term.open(screen);
-  fit.fit();
+  // For tests and the browser's console: the buffer, apart from its drawing.
+  Object.assign(box, { bufferLines: () => bufferLines(term) });
+  const resize = () => {
+    fillWindow(box);
+    fit.fit();
+  };
+  resize();
   // The terminal keeps Tab for the shell; Escape first lets Tab (or
   // Shift+Tab: the Shift pressed in between does not count) leave it, so
   // keyboard users are never trapped.
@@ -59,11 +99,10 @@ export async function terminalView(ctx: Context, root: HTMLElement, params: Reco
     return true;
   });
 
-  const onWindowResize = () => fit.fit();
-  window.addEventListener('resize', onWindowResize);
+  window.addEventListener('resize', resize);
   let socket: WebSocket | null = null;
   ctx.onLeave(() => {
-    window.removeEventListener('resize', onWindowResize);
+    window.removeEventListener('resize', resize);
     socket?.close(1000);
     term.dispose();
   });

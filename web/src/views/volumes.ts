@@ -1,13 +1,15 @@
-// Volumes: the ones the user may see, which clusters mount each, a form to
-// make one, a form to upload a file into one, and Delete, whose refusal (409
-// while a cluster mounts it) is shown in the volume's row.
+// Volumes: the ones the user may see, which clusters mount each, a link to
+// each one's files (files.ts), a form to make one, a form to upload files
+// into one (upload.ts), and Delete, whose refusal (409 while a cluster
+// mounts it) is shown in the volume's row.
 
-import { ApiError, type Api, type Cluster, type Volume } from '../api';
+import type { Cluster, Volume } from '../api';
 import type { Context } from '../app';
 import { attr, h, keepFocus, replace } from '../dom';
 import { checkResourceName, mountedBy } from '../platform';
 import { confirmDialog } from './dialog';
 import { type Field, clearErrors, field, plainMessage, showError } from './fields';
+import { uploadForm } from './upload';
 
 export async function volumesView(ctx: Context, root: HTMLElement): Promise<void> {
   const me = await ctx.api.whoami();
@@ -108,7 +110,7 @@ export async function volumesView(ctx: Context, root: HTMLElement): Promise<void
           h('thead', {}, h('tr', {}, ['Name', 'Owner', 'Directory', 'Mounted by', ''].map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions'))))),
           body,
         ),
-        h('p', { class: 'help' }, 'Sizes are not reported by edtd. Upload a file below, or write files from a cluster that mounts the volume (its terminal or a job).'),
+        h('p', { class: 'help' }, 'Files lists what a volume holds. Upload files below, or write them from a cluster that mounts the volume (its terminal or a job).'),
       ),
       form,
       upload.el,
@@ -131,62 +133,10 @@ function volumeRow(v: Volume, mountedBy: string[], error: string, onDelete: () =
     ),
     h(
       'td',
-      {},
+      { class: 'row-actions' },
+      h('a', { class: 'button small secondary', href: `#/volumes/${encodeURIComponent(v.name)}/files`, 'aria-label': `Files of ${v.name}` }, 'Files'),
       h('button', { type: 'button', class: 'danger small', 'aria-label': `Delete volume ${v.name}`, 'aria-describedby': `volume-${v.name}-error`, onclick: onDelete }, 'Delete'),
       h('p', { class: 'field-error', id: `volume-${v.name}-error`, role: 'alert', 'data-row-error': v.name }, error),
     ),
   );
-}
-
-// Upload: a volume, a file and its path in the volume (the file's name unless
-// given); the state (uploading, done, or edtd's refusal next to the control
-// it concerns) stays beside the button.
-function uploadForm(api: Api, notify: (message: string) => void): { el: HTMLElement; setVolumes(names: string[]): void } {
-  const fields: Record<string, Field> = {
-    name: field('upload-volume', 'name', 'Volume', h('select', {})),
-    file: field('upload-file', 'file', 'File', h('input', { type: 'file' })),
-    path: field('upload-path', 'path', 'Path in the volume (optional)', h('input', { type: 'text', class: 'mono', autocomplete: 'off', spellcheck: 'false', placeholder: 'data/train.csv' }), "Relative, e.g. data/train.csv; directories are made. Empty: the file's name. A file there is replaced."),
-  };
-  const volume = fields['name'].control as HTMLSelectElement;
-  const fileInput = fields['file'].control as HTMLInputElement;
-  const pathInput = fields['path'].control as HTMLInputElement;
-  const formError = h('p', { class: 'field-error', id: 'upload-form-error', role: 'alert' });
-  const state = h('p', { class: 'muted', id: 'upload-state', role: 'status' });
-  const button = h('button', { type: 'submit', id: 'upload-submit' }, 'Upload');
-  const form = h('form', { class: 'card form', id: 'upload-form', novalidate: true, 'aria-labelledby': 'upload-form-title' }, h('h2', { id: 'upload-form-title' }, 'Upload a file'), Object.values(fields).map((f) => f.el), formError, h('div', { class: 'actions' }, button, state));
-
-  form.addEventListener('submit', async (e) => {
-    e.preventDefault();
-    clearErrors(fields, formError, state);
-    const file = fileInput.files?.[0];
-    if (!volume.value) return fields['name'].set('Create a volume first.');
-    if (!file) {
-      fields['file'].set('Choose a file to upload.');
-      return fileInput.focus();
-    }
-    const path = pathInput.value.trim() || file.name;
-    button.disabled = true;
-    state.textContent = `Uploading ${file.name} (${file.size} bytes) to ${volume.value}…`;
-    try {
-      const bytes = await api.uploadFile(volume.value, path, file);
-      state.textContent = `Uploaded ${bytes} bytes to ${volume.value} as ${path}.`;
-      notify(`Uploaded ${path} to ${volume.value}.`);
-    } catch (err) {
-      state.textContent = 'Upload failed.';
-      if (err instanceof ApiError && err.status === 413) {
-        fields['file'].set(plainMessage(err));
-        fileInput.focus();
-      } else showError(err, fields, formError);
-    } finally {
-      button.disabled = false;
-    }
-  });
-  return {
-    el: form,
-    setVolumes(names) {
-      const picked = volume.value;
-      if (names.join() === [...volume.options].map((o) => o.value).join()) return;
-      replace(volume, names.map((n) => h('option', { value: n, selected: n === picked }, n)));
-    },
-  };
 }

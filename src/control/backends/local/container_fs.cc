@@ -21,6 +21,11 @@ namespace {
 
 // Where a container sees the cluster's known_hosts (its mpi directory).
 constexpr std::string_view kKnownHostsInContainer = "/etc/mpi/known_hosts";
+// Where a container sees its login profile (conf/ is bound at /run/edt).
+constexpr std::string_view kLoginProfileInContainer = "/run/edt/profile.sh";
+// The version of etc_links()'s layout, part of its key: a data dir's links
+// made by an older edtd are not reused.
+constexpr std::string_view kEtcLinksLayout = "2: profile.d";
 
 // What any user may read: a file readable by others, a directory they may
 // list and enter; a link is judged where it leads, inside the container.
@@ -49,26 +54,63 @@ std::string quote_env(const std::string& key, const std::string& value) {
   return "\"" + key + "=" + value + "\"";
 }
 
+// Single quotes for the shell.
+std::string shell_quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 std::string image_etc(const SandboxSpec& spec) { return (spec.image_root == "/" ? "" : spec.image_root) + "/etc"; }
 
 // The entries of a container's /etc that are its own: bound over the
 // shared links (etc_links), or a mount point there.
 bool own_etc_entry(const std::string& name, bool slurm) {
-  return name == "hosts" || name == "hostname" || name == "mpi" || name == "shadow" ||
+  return name == "hosts" || name == "hostname" || name == "mpi" || name == "shadow" || name == "profile.d" ||
          (slurm && (name == "slurm" || name == "munge"));  // a Slurm cluster's own, bound there
 }
 
-// Makes in `dir` the links of etc_links(): one to /run/host/etc/NAME for
-// each of `names`, and the mount points of the container's own entries.
-Status make_etc_links(const std::string& dir, const std::vector<std::string>& names, bool slurm) {
-  EDT_RETURN_IF_ERROR(make_dirs(dir + "/mpi", 0755));
+// The names in the image's `dir` (its /etc, or a directory in it) that any
+// user may read, sorted; `skip` says which to leave out.
+Result<std::vector<std::string>> readable_names(const std::string& dir,
+                                                const std::function<bool(const std::string&)>& skip) {
+  std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& name : names) {
-    fs::create_symlink("/run/host/etc/" + name, dir + "/" + name, ec);
-    if (ec) return Status(StatusCode::kIoError, "link " + dir + "/" + name + ": " + ec.message());
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename();
+    std::error_code status_ec;
+    if (!skip(name) && world_readable(entry.symlink_status(status_ec))) names.push_back(std::move(name));
   }
-  fs::create_symlink("mpi/hosts", dir + "/hosts", ec);
-  if (ec) return Status(StatusCode::kIoError, "link " + dir + "/hosts: " + ec.message());
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return Status(StatusCode::kIoError, "read " + dir + ": " + ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Status make_link(const std::string& target, const std::string& path) {
+  std::error_code ec;
+  fs::create_symlink(target, path, ec);
+  if (ec) return Status(StatusCode::kIoError, "link " + path + ": " + ec.message());
+  return Status::ok();
+}
+
+// What etc_links() makes: the image's /etc's readable `names` and its
+// profile.d's `profiles`, each a link into /run/host/etc, edt's login
+// profile, and the mount points of the container's own entries.
+struct EtcListing {
+  std::vector<std::string> names, profiles;
+};
+
+// Makes in `dir` the links of etc_links() and the mount points of the
+// container's own entries.
+Status make_etc_links(const std::string& dir, const EtcListing& listing, bool slurm) {
+  EDT_RETURN_IF_ERROR(make_dirs(dir + "/mpi", 0755));
+  EDT_RETURN_IF_ERROR(make_dirs(dir + "/profile.d", 0755));
+  for (const auto& name : listing.names) EDT_RETURN_IF_ERROR(make_link("/run/host/etc/" + name, dir + "/" + name));
+  for (const auto& name : listing.profiles)
+    EDT_RETURN_IF_ERROR(make_link("/run/host/etc/profile.d/" + name, dir + "/profile.d/" + name));
+  EDT_RETURN_IF_ERROR(make_link(std::string(kLoginProfileInContainer), dir + "/profile.d/edt.sh"));
+  EDT_RETURN_IF_ERROR(make_link("mpi/hosts", dir + "/hosts"));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/hostname", "", 0644));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/shadow", "", 0600));
   if (slurm) {
@@ -115,6 +157,9 @@ Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
   const std::string disk = dir + "/disk";
   for (const char* sub : {"/root/.ssh", "/tmp", "/var/tmp", "/var/log", "/var/lib", "/var/cache", "/var/spool"})
     EDT_RETURN_IF_ERROR(make_dirs(disk + sub, 0755));
+  // sshd records each login there, and says twice per login that it cannot
+  // when the file is missing (it never makes it).
+  EDT_RETURN_IF_ERROR(io::write_file(disk + "/var/log/lastlog", "", 0644));
   for (const auto& [sub, mode] : {std::pair{"/root", 0700}, {"/root/.ssh", 0700}, {"/tmp", 01777}, {"/var/tmp", 01777}})
     ::chmod((disk + sub).c_str(), mode);
   for (const char* sub : {"/etc", "/conf", "/masked"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
@@ -152,30 +197,34 @@ Status write_ssh_config(const SandboxSpec& spec, const std::string& dir, const s
                         0600);
 }
 
+Status write_login_profile(const SandboxSpec& spec, const std::string& dir) {
+  std::string text =
+      "# edt: what a login shell's /etc/profile reset, as jobs and sshd's sessions have it: edt's tools, then its\n"
+      "# virtual environment, in front of PATH; edt's Python package on PYTHONPATH.\n";
+  for (const char* key : {"PATH", "PYTHONPATH"})
+    if (auto it = spec.env.find(key); it != spec.env.end()) text += "export " + std::string(key) + "=" + shell_quoted(it->second) + "\n";
+  return io::write_file(dir + "/conf/profile.sh", text, 0644);
+}
+
 Result<std::string> etc_links(const SandboxSpec& spec, const std::string& data_dir) {
   const std::string etc = image_etc(spec);
   const bool slurm = spec.slurm.has_value();
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(etc, ec)) {
-    std::string name = entry.path().filename();
-    std::error_code status_ec;
-    if (!own_etc_entry(name, slurm) && world_readable(entry.symlink_status(status_ec)))
-      names.push_back(std::move(name));
-  }
-  if (ec) return Status(StatusCode::kIoError, "read " + etc + ": " + ec.message());
-  std::sort(names.begin(), names.end());
-  std::string listing = etc + (slurm ? "\nslurm" : "");
-  for (const auto& name : names) listing += "\n" + name;
+  EtcListing found;
+  EDT_ASSIGN_OR_RETURN(found.names, readable_names(etc, [slurm](const std::string& n) { return own_etc_entry(n, slurm); }));
+  EDT_ASSIGN_OR_RETURN(found.profiles, readable_names(etc + "/profile.d", [](const std::string& n) { return n == "edt.sh"; }));
+  std::string listing = etc + (slurm ? "\nslurm" : "") + "\n" + std::string(kEtcLinksLayout);
+  for (const auto& name : found.names) listing += "\n" + name;
+  for (const auto& name : found.profiles) listing += "\nprofile.d/" + name;
   char key[17];
   std::snprintf(key, sizeof(key), "%016zx", std::hash<std::string>{}(listing));
   const std::string dir = data_dir + "/etc-links/" + key;
+  std::error_code ec;
   if (fs::is_directory(dir, ec)) return dir;
   // Made aside, then renamed into place: a container never sees it half
   // made, and two starts that make it at once both end with the same.
   const std::string tmp = dir + ".tmp-" + std::to_string(::gettid());
   fs::remove_all(tmp, ec);
-  Status made = make_etc_links(tmp, names, slurm);
+  Status made = make_etc_links(tmp, found, slurm);
   if (made.is_ok() && ::rename(tmp.c_str(), dir.c_str()) != 0 && !fs::is_directory(dir, ec))
     made = io_error("rename " + tmp, errno);
   fs::remove_all(tmp, ec);

@@ -6,7 +6,9 @@
 // the containers of an image (etc_links), with the image's secrets masked
 // (unreadable_entries) and the container's own entries bound over the
 // links: hostname and shadow (its own), hosts and mpi (the cluster's), and
-// on a Slurm cluster slurm and munge.
+// on a Slurm cluster slurm and munge. Its profile.d is a directory of links
+// to the image's scripts plus edt.sh, which links to the container's own
+// login profile (write_login_profile).
 //
 // Errors are kIoError naming the path. No state; any thread may call these
 // (etc_links is safe against another start making the same links at once).
@@ -45,6 +47,13 @@ Status make_own_tree(const SandboxSpec& spec, const std::string& dir);
 // `port` and checks host keys against the cluster's CA, and sshd's config
 // (conf/sshd_config) on that address with the spec's environment.
 Status write_ssh_config(const SandboxSpec& spec, const std::string& dir, const std::string& keys, int port);
+
+// The login shells' profile, conf/profile.sh (seen at /run/edt/profile.sh,
+// which /etc/profile.d/edt.sh links to). A login shell's /etc/profile resets
+// PATH (Debian's does), which would lose edt's tools and its venv; this puts
+// back the PATH and PYTHONPATH of the spec's environment, what jobs, sshd's
+// sessions and notebooks have.
+Status write_login_profile(const SandboxSpec& spec, const std::string& dir);
 
 // The directory of links that is the container's /etc, under
 // <data_dir>/etc-links/<key>: one per listing of the image's /etc, made

@@ -176,6 +176,7 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
   // container's address and checks host keys against the cluster's CA, and
   // sshd on that address with a host key and certificate of its own.
   EDT_RETURN_IF_ERROR(write_ssh_config(spec, dir, cluster_dir(spec.cluster) + "/ssh/", options_.ssh_port));
+  EDT_RETURN_IF_ERROR(write_login_profile(spec, dir));
   EDT_RETURN_IF_ERROR(make_host_key(spec, dir + "/conf"));
   // For the warm interpreter (on the host only): the cluster, and the
   // environment a session in this container gets.
