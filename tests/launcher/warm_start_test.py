@@ -42,18 +42,48 @@ REPORT = textwrap.dedent("""\
 """)
 
 
+def start_server(args, env):
+    """A warm server, once it serves. Its stderr goes to a file, not a pipe
+    nobody reads after the first line: a full pipe would block it."""
+    log = tempfile.NamedTemporaryFile("w+", prefix="edt-warm-server-", suffix=".log", delete=False)
+    proc = subprocess.Popen([PYTHON, "-m", "edt._warm"] + args, env=env, stderr=log, text=True)
+    proc.log = log.name
+    deadline = time.monotonic() + 120
+    while "serving on" not in read(log.name):
+        assert proc.poll() is None and time.monotonic() < deadline, "the warm server did not start:\n" + read(log.name)
+        time.sleep(0.05)
+    return proc
+
+
+def stop_server(proc):
+    """SIGTERM, as edtd stops it; what it was doing if it does not end."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        state = {f: read("/proc/%d/%s" % (proc.pid, f)) for f in ("wchan", "status", "stack")}
+        threads = os.listdir("/proc/%d/task" % proc.pid)
+        proc.kill()
+        pytest.fail("the warm server did not end 30 s after SIGTERM; threads %s, %s\nits stderr:\n%s"
+                    % (threads, state, read(proc.log)))
+
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError as e:
+        return "(%s)" % e
+
+
 @pytest.fixture(scope="module")
 def server():
     directory = tempfile.mkdtemp(prefix="edt-warm-test-")
     sock = os.path.join(directory, "python.sock")
     env = dict(os.environ, PYTHONPATH=PYTHONPATH)
-    proc = subprocess.Popen([PYTHON, "-m", "edt._warm", "--socket", sock], env=env, stderr=subprocess.PIPE,
-                            text=True)
-    line = proc.stderr.readline()
-    assert "serving on" in line, line + proc.stderr.read()
+    proc = start_server(["--socket", sock], env)
     yield {"socket": sock, "env": env, "dir": directory, "pid": proc.pid}
-    proc.terminate()
-    proc.wait(30)
+    stop_server(proc)
     assert not os.path.exists(sock), "the server left its socket behind"
 
 
@@ -283,13 +313,9 @@ def cluster():
              for name in ("a-0", "a-1", "b-0")}
     sock = os.path.join(directory, "python.sock")
     env = dict(os.environ, PYTHONPATH=PYTHONPATH)
-    proc = subprocess.Popen([PYTHON, "-m", "edt._warm", "--socket", sock, "--containers", containers], env=env,
-                            stderr=subprocess.PIPE, text=True)
-    line = proc.stderr.readline()
-    assert "serving on" in line, line + proc.stderr.read()
+    proc = start_server(["--socket", sock, "--containers", containers], env)
     yield {"socket": sock, "env": env, "dir": directory, "boxes": boxes, "containers": containers}
-    proc.terminate()
-    proc.wait(30)
+    stop_server(proc)
     for box in boxes.values():
         box.stop()
 
