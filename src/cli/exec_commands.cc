@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/process.h"
+#include "common/shell.h"
 #include "edt_api/contract.h"
 
 namespace edt::cli {
@@ -30,13 +31,7 @@ std::string join_command(const std::vector<std::string>& args) {
   for (const auto& a : args) {
     bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                                                    "-_./=:,@%+") == std::string::npos;
-    std::string quoted = a;
-    if (!plain) {
-      quoted = "'";
-      for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      quoted += "'";
-    }
-    out += (out.empty() ? "" : " ") + quoted;
+    out += (out.empty() ? "" : " ") + (plain ? a : shell_quote(a));
   }
   return out;
 }

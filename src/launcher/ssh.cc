@@ -9,18 +9,6 @@
 
 namespace edt::launcher {
 
-std::string shell_quote(std::string_view text) {
-  std::string quoted = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
 std::string remote_worker_script(const std::string& cwd, const Environment& env, const std::vector<std::string>& command,
                                  std::chrono::seconds grace, bool warm) {
   std::string env_words;

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/shell.h"
 #include "launcher/worker_env.h"
 
 namespace edt::launcher {
@@ -34,8 +35,8 @@ struct SshOptions {
   std::chrono::seconds connect_timeout{30};
 };
 
-// `text` as one word for a POSIX shell: 'it'\''s'.
-std::string shell_quote(std::string_view text);
+// `text` as one word for a POSIX shell: 'it'\''s' (common/shell.h).
+using edt::shell_quote;
 
 // The wrapper (see above) for running `command` in `cwd` with `env`. With
 // `warm`, the worker is started through edt-warm-run when the host has it

@@ -9,6 +9,7 @@
 #include "common/io.h"
 #include "common/net.h"
 #include "common/process.h"
+#include "common/shell.h"
 #include "control/console/random_hex.h"
 #include "control/model/container_files.h"
 
@@ -49,13 +50,6 @@ std::string log_tail(const std::string& path) {
   return start == std::string::npos ? text : text.substr(start + 1);
 }
 
-// Single quotes for the shell.
-std::string quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // Where the server's files go: the first volume, else the home.
 std::string root_dir(const ClusterSpec& spec) { return spec.mounts.empty() ? "/root" : spec.mounts.front().path; }
 
@@ -71,7 +65,7 @@ std::string JupyterServers::command(const JupyterEndpoint& e, const std::string&
   // The pid file lets a later start end the server an earlier edtd started
   // (only if that pid is still a Jupyter server); `exec` keeps the pid.
   const std::string common = " --ip=" + e.address + " --port=" + std::to_string(e.port) +
-                             " --port-retries=0 --no-browser --allow-root --notebook-dir=" + quoted(root);
+                             " --port-retries=0 --no-browser --allow-root --notebook-dir=" + shell_quote(root);
   // A terminal's shell is bash with the server's environment, a job's (edt's
   // tools and venv on PATH), rather than Jupyter's login shell, which gets
   // them back only from /etc/profile.d/edt.sh after /etc/profile's reset.
@@ -81,10 +75,10 @@ std::string JupyterServers::command(const JupyterEndpoint& e, const std::string&
          "echo $$ > $f\n"
          "if command -v jupyter-lab >/dev/null; then\n" + std::string(kLabConfig) +
          "exec jupyter-lab --config=/tmp/.edt-jupyter-config.py" + common +
-         " --ServerApp.base_url=" + quoted(e.base_url) + " --ServerApp.allow_remote_access=True --ServerApp.terminado" + shell +
+         " --ServerApp.base_url=" + shell_quote(e.base_url) + " --ServerApp.allow_remote_access=True --ServerApp.terminado" + shell +
          std::string(kLabOffline) + "\n"
          "elif command -v jupyter-notebook >/dev/null; then exec jupyter-notebook" + common +
-         " --NotebookApp.base_url=" + quoted(e.base_url) + " --NotebookApp.allow_remote_access=True --NotebookApp.terminado" + shell + "\n"
+         " --NotebookApp.base_url=" + shell_quote(e.base_url) + " --NotebookApp.allow_remote_access=True --NotebookApp.terminado" + shell + "\n"
          "else echo 'the image has neither jupyter-lab nor jupyter-notebook on its PATH' >&2; exit 127; fi\n";
 }
 

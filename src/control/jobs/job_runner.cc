@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/process.h"
+#include "common/shell.h"
 #include "control/model/container_files.h"
 
 namespace edt::control {
@@ -46,9 +47,7 @@ std::optional<int64_t> id_of_file(const std::string& name) {
 // with bash's own message in its log, and the command is never run elsewhere.
 std::string in_directory(const std::string& cwd, const std::string& command) {
   if (cwd.empty()) return command;
-  std::string quoted = "'";
-  for (char c : cwd) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return "cd -- " + quoted + "' || exit\n" + command;
+  return "cd -- " + shell_quote(cwd) + " || exit\n" + command;
 }
 
 }  // namespace

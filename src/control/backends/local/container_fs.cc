@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "common/io.h"
+#include "common/shell.h"
 
 namespace edt::control {
 
@@ -52,13 +53,6 @@ std::string shadow_for(const std::string& passwd) {
 
 std::string quote_env(const std::string& key, const std::string& value) {
   return "\"" + key + "=" + value + "\"";
-}
-
-// Single quotes for the shell.
-std::string shell_quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 std::string image_etc(const SandboxSpec& spec) { return (spec.image_root == "/" ? "" : spec.image_root) + "/etc"; }
@@ -202,7 +196,7 @@ Status write_login_profile(const SandboxSpec& spec, const std::string& dir) {
       "# edt: what a login shell's /etc/profile reset, as jobs and sshd's sessions have it: edt's tools, then its\n"
       "# virtual environment, in front of PATH; edt's Python package on PYTHONPATH.\n";
   for (const char* key : {"PATH", "PYTHONPATH"})
-    if (auto it = spec.env.find(key); it != spec.env.end()) text += "export " + std::string(key) + "=" + shell_quoted(it->second) + "\n";
+    if (auto it = spec.env.find(key); it != spec.env.end()) text += "export " + std::string(key) + "=" + shell_quote(it->second) + "\n";
   return io::write_file(dir + "/conf/profile.sh", text, 0644);
 }
 

@@ -12,9 +12,10 @@
 
 #include "common/io.h"
 #include "common/log.h"
+#include "common/shell.h"
 #include "control/backends/local/cgroups.h"
-#include "control/backends/local/host_command.h"
 #include "control/backends/local/enter.h"
+#include "control/backends/local/host_command.h"
 
 namespace edt::control {
 namespace {
@@ -31,12 +32,6 @@ const char* signal_name(int sig) {
     case SIGUSR2: return "USR2";
     default: return "KILL";
   }
-}
-
-std::string quote(const std::string& word) {
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 // The node's last error in a job's output ("edt slurm-node: ..."), as
@@ -97,7 +92,7 @@ Result<SandboxRef> SlurmBackend::start(const SandboxSpec& spec) {
   node.network = network;
   const std::string file = slurm_dir() + "/" + spec.name + ".json";
   EDT_RETURN_IF_ERROR(io::replace_file(file, slurm_jobs::job_file(spec, node).dump(), 0600));
-  const std::string command = quote(options_.node_program) + " slurm-node " + quote(file);
+  const std::string command = shell_quote(options_.node_program) + " slurm-node " + shell_quote(file);
   auto out = run_host_command(slurm_jobs::sbatch_argv(spec, options_.placement, key_,
                                                       slurm_dir() + "/" + spec.name + ".out", command),
                               kSlurmPackages);
