@@ -26,6 +26,9 @@ sched::Cluster policy_cluster(const Cluster& c) {
   p.gpu_model = c.spec.gpu.model;
   p.gpus_per_container = c.spec.gpu.count;
   p.containers = staying(c);
+  // Leaving containers hold their GPUs until they are gone: the policy
+  // counts them against the team's limit (sched::Cluster::draining).
+  p.draining = static_cast<int>(c.containers.size()) - p.containers;
   if (c.spec.elastic.elastic()) {
     p.min_containers = c.spec.elastic.min;
     p.max_containers = c.spec.elastic.max;

@@ -246,6 +246,34 @@ TEST_F(ServiceTest, AnElasticClusterBorrowsIdleGpusAndGivesBackOnlyWhatItBorrowe
   EXPECT_EQ(ml->quotas[0].borrowed(), 0);
 }
 
+// Containers still draining hold their GPUs: they count against their
+// team's limit until they are gone, so the team cannot take more meanwhile.
+TEST_F(ServiceTest, DrainingContainersCountAgainstTheirTeamsLimit) {
+  std::vector<Gpu> gpus;
+  for (int i = 0; i < 8; ++i) gpus.push_back({i, "NVIDIA-P4", true, ""});
+  ASSERT_TRUE(service_->set_inventory({"edt", "/", {"horovod"}, true}, gpus).is_ok());
+  ASSERT_TRUE(service_->create_team(admin_, "ml").is_ok());
+  ASSERT_TRUE(service_->set_quota(admin_, {"ml", "NVIDIA-P4", 4, 0}).is_ok());
+  ASSERT_TRUE(service_->set_user_team(admin_, "alice", "ml").is_ok());
+  const User alice{"alice", false, "ml"};
+  ASSERT_TRUE(service_->create_cluster(alice, spec("a", 3, 1)).is_ok());
+  ASSERT_TRUE(service_->scale_cluster(alice, "a", 2).is_ok());  // a-worker-1 drains, holding its GPU
+  // ml holds 2 + 1 draining of its 4: 2 more would be 5 GPUs at once.
+  auto b = service_->create_cluster(alice, spec("b", 2, 1));
+  ASSERT_TRUE(b.is_ok()) << b.status().message();
+  EXPECT_TRUE(b->queued.waiting());
+  EXPECT_TRUE(b->containers.empty());
+  ASSERT_TRUE(db_->lock().delete_container("a-worker-1").is_ok());
+  std::vector<std::string> changed;
+  {
+    auto tx = db_->transaction();
+    ASSERT_TRUE(schedule(tx, AddressRange::parse("127.90.0.0/29").value(), 0, &changed).is_ok());
+    ASSERT_TRUE(tx.commit().is_ok());
+  }
+  EXPECT_EQ(changed, std::vector<std::string>{"b"});
+  EXPECT_EQ(service_->team(admin_, "ml")->quotas[0].in_use, 4);
+}
+
 TEST_F(ServiceTest, OwnersAndTheAdmin) {
   ASSERT_TRUE(service_->create_cluster(alice_, spec("a", 2)).is_ok());
   // Another user's cluster is answered for in the words of a missing one.
