@@ -279,8 +279,11 @@ def test_sigkilled_edtrun_leaves_no_worker(sshd, workdir):
 
 
 def test_worker_ignoring_sigterm_is_killed_after_the_grace_period(workdir):
+    # The pid file is renamed into place so read_pids never sees it empty.
     script = "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
-             "open('pid.%s' % os.environ['EDT_RANK'], 'w').write(str(os.getpid())); time.sleep(300)"
+             "name = 'pid.%s' % os.environ['EDT_RANK']; " \
+             "open(name + '.tmp', 'w').write(str(os.getpid())); os.rename(name + '.tmp', name); " \
+             "time.sleep(300)"
     process = subprocess.Popen([EDTRUN, "-np", "2", PYTHON, "-c", script], cwd=workdir,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pids = read_pids(workdir, 2)
