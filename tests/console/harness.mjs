@@ -289,25 +289,35 @@ export async function underscoreInk(page, text) {
   }, { png, ...found });
 }
 
-// A JupyterLab Terminal in the tab `jupyter` (JupyterLab at `base`, a path
-// on edtd), opened as a user does, from the launcher's Terminal card, once
-// xterm.js's screen reader mode is set (and the page reloaded to read it):
-// JupyterLab draws the terminal on a canvas, and that mode puts its text in
-// the page. Returns the terminal and a reader of its screen's text, once the
-// shell's prompt shows.
-export async function openJupyterTerminal(jupyter, base) {
+// JupyterLab draws its terminals on a canvas, so their text is not in the
+// page; xterm.js's screen reader mode, a JupyterLab setting, keeps the rows
+// as text too. Sets it for JupyterLab at `base` (a path on edtd) from the tab
+// `jupyter`; the tab reads it when it next loads.
+export async function setJupyterTerminalText(jupyter, base) {
   const set = await jupyter.evaluate(async (url) => {
     const res = await fetch(url, { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ raw: '{"screenReaderMode": true}' }) });
     return { status: res.status, text: await res.text() };
   }, `${base}lab/api/settings/@jupyterlab/terminal-extension:plugin`);
   if (set.status !== 204) throw new Error(`JupyterLab refused the terminal's setting: ${set.status} ${set.text}`);
-  await jupyter.reload();
-  const card = jupyter.locator('.jp-LauncherCard', { hasText: 'Terminal' }).first();
-  await card.waitFor({ timeout: 60000 });
-  await card.click();
+}
+
+// The first JupyterLab Terminal in the tab `jupyter` and a reader of its
+// screen's text, once the shell's prompt shows.
+export async function jupyterTerminal(jupyter) {
   const terminal = jupyter.locator('.jp-Terminal').first();
   await terminal.locator('.xterm-screen').waitFor({ timeout: 60000 });
   const screen = () => terminal.locator('.xterm-accessibility-tree').innerText();
   await waitFor("the shell's prompt in JupyterLab's terminal", async () => /root@\S+:/.test(await screen()), { timeoutMs: 60000 });
   return { terminal, screen };
+}
+
+// A JupyterLab Terminal opened as a user does, from the launcher's Terminal
+// card, with its text readable (setJupyterTerminalText).
+export async function openJupyterTerminal(jupyter, base) {
+  await setJupyterTerminalText(jupyter, base);
+  await jupyter.reload();
+  const card = jupyter.locator('.jp-LauncherCard', { hasText: 'Terminal' }).first();
+  await card.waitFor({ timeout: 60000 });
+  await card.click();
+  return jupyterTerminal(jupyter);
 }

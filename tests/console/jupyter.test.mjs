@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before } from 'node:test';
-import { Edtd, launchBrowser, outputDir, Steps, waitFor } from './harness.mjs';
+import { Edtd, jupyterTerminal, launchBrowser, outputDir, setJupyterTerminalText, Steps, waitFor } from './harness.mjs';
 
 const kSource = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const kTrain = path.join(kSource, 'examples/mnist/train_mnist.py');
@@ -188,24 +188,17 @@ step('a notebook cell reads /etc/mpi/hostfile, imports torch and edt, and one tr
   await screenshot('notebook', jupyter);
 });
 
-// JupyterLab's terminal draws on a canvas (xterm.js's WebGL or canvas
-// renderer), so its text is not in the page; xterm's screen reader mode,
-// a setting of JupyterLab's, keeps the rows as text in the page too.
 step("JupyterLab's Terminal draws a shell in the launcher, where typed commands find and run edtrun", async () => {
-  const set = await inJupyter('PUT', 'lab/api/settings/@jupyterlab/terminal-extension:plugin', { raw: '{"screenReaderMode": true}' });
-  assert.equal(set.status, 204, set.text);
+  await setJupyterTerminalText(jupyter, kBase);
   // As a user opens one: File, New, Terminal.
   await jupyter.goto(`${edtd.base}${kBase}lab`);
   const menuItem = (label) => jupyter.locator(`.lm-Menu-item:has(.lm-Menu-itemLabel:text-is("${label}"))`);
   await jupyter.locator('.lm-MenuBar-item', { hasText: 'File' }).click();
   await menuItem('New').hover();
   await menuItem('Terminal').click();
-  const terminal = jupyter.locator('.jp-Terminal').first();
-  await terminal.locator('.xterm-screen').waitFor({ timeout: 60000 });
+  const { terminal, screen } = await jupyterTerminal(jupyter);
   const box = await terminal.locator('.xterm-screen').boundingBox();
   assert.ok(box && box.width > 200 && box.height > 100, `the terminal's screen is ${JSON.stringify(box)}`);
-  const screen = () => terminal.locator('.xterm-accessibility-tree').innerText();
-  await waitFor("the shell's prompt", async () => /root@tthvd-launcher/.test(await screen()), { timeoutMs: 60000 });
   const text = await typeInTerminal(jupyter, '.jp-Terminal .xterm-screen', screen,
     'type edtrun; edtrun -np 2 --hostfile /etc/mpi/hostfile hostname; echo "@@$((40+2))"', /@@42/, 'edtrun in the terminal');
   assert.match(text, new RegExp(`edtrun is ${kBuild}/src/launcher/edtrun`));
