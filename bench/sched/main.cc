@@ -28,11 +28,17 @@ struct Args {
 void print_row(int gpus, const char* policy, const s::SimResult& r, const s::SimResult& fifo,
                const s::SimResult* stat) {
   auto below = [&](double base) { return base > 0 ? 100.0 * (1.0 - r.mean_jct_s / base) : 0.0; };
-  std::printf("%6d  %-7s %7d  %9.2f  %9.2f  %9.2f  %8.1f%%  %8.1f%%  %8.0f%%  %8s  %8ld\n", gpus, policy, r.jobs,
-              r.mean_jct_s / 3600, r.p99_jct_s / 3600, r.mean_queue_s / 3600, 100 * r.utilization_queued,
-              100 * r.utilization, below(fifo.mean_jct_s),
+  std::printf("%6d  %-7s %7d  %9.2f  %9.2f  %9.2f  %9.2f  %9.2f  %8.1f%%  %8.1f%%  %8.0f%%  %8s  %8ld\n", gpus, policy,
+              r.jobs, r.mean_jct_s / 3600, r.mean_jct_rigid_s / 3600, r.mean_jct_elastic_s / 3600, r.p99_jct_s / 3600,
+              r.mean_queue_s / 3600, 100 * r.utilization_queued, 100 * r.utilization, below(fifo.mean_jct_s),
               stat ? (std::to_string(static_cast<int>(std::lround(below(stat->mean_jct_s)))) + "%").c_str() : "",
               r.resizes);
+}
+
+// The bound of sim.h's ideal_mean_jct_s(), against FIFO.
+void print_bound(int gpus, double ideal_s, const s::SimResult& fifo) {
+  std::printf("%6d  %-7s %7s  %9.2f  %9s  %9s  %9s  %9s  %9s  %9s  %8.0f%%\n", gpus, "bound", "", ideal_s / 3600, "",
+              "", "", "", "", "", 100.0 * (1.0 - ideal_s / fifo.mean_jct_s));
 }
 
 // One cluster size: the three policies on one trace. Returns 1 on an error.
@@ -61,8 +67,12 @@ int run_size(const Args& args, int gpus, std::ofstream& csv) {
     results.push_back(r.value());
     print_row(gpus, s::policy_name(kind), r.value(), results[0], kind == s::PolicyKind::kEdt ? &results[1] : nullptr);
     if (csv) csv << gpus << ',' << s::policy_name(kind) << ',' << r->mean_jct_s << ',' << r->p99_jct_s << ','
-                 << r->mean_queue_s << ',' << r->utilization_queued << ',' << r->utilization << '\n';
+                 << r->mean_queue_s << ',' << r->utilization_queued << ',' << r->utilization << ','
+                 << r->mean_jct_rigid_s << ',' << r->mean_jct_elastic_s << '\n';
   }
+  double ideal = s::ideal_mean_jct_s(trace, args.sim);
+  print_bound(gpus, ideal, results[0]);
+  if (csv) csv << gpus << ",bound," << ideal << ",,,,,,\n";
   return 0;
 }
 
@@ -80,6 +90,8 @@ int main(int argc, char** argv) {
   app.add_option("--guaranteed", args.sim.guaranteed, "edt: share of the GPUs guaranteed to the teams in all");
   app.add_option("--backfill-window", args.sim.backfill_window_h,
                  "edt: hours after a blocked request that later ones may still pass it");
+  app.add_option("--service-quantum", args.sim.service_quantum_gpu_h,
+                 "edt: GPU-hours of service below which a cluster is at service level 0 (0: one level)");
   app.add_option("--scaling", args.sim.scaling, "speed-up per doubling of a job's GPUs");
   app.add_option("--grow-pause", args.sim.grow_pause_s, "seconds a job loses when it grows");
   app.add_option("--drain", args.sim.drain_s, "seconds until a shrunk container's GPUs are free");
@@ -92,9 +104,11 @@ int main(int argc, char** argv) {
   std::ofstream csv;
   if (!args.csv.empty()) {
     csv.open(args.csv);
-    csv << "gpus,policy,mean_jct_s,p99_jct_s,mean_queue_s,utilization_queued,utilization\n";
+    csv << "gpus,policy,mean_jct_s,p99_jct_s,mean_queue_s,utilization_queued,utilization,mean_jct_rigid_s,"
+           "mean_jct_elastic_s\n";
   }
-  std::printf("  GPUs  policy     jobs  mean JCT h  p99 JCT h  queue h   util(q)    util    vs fifo  vs static  resizes\n");
+  std::printf("%6s  %-7s %7s  %9s  %9s  %9s  %9s  %9s  %9s  %9s  %9s  %8s  %8s\n", "GPUs", "policy", "jobs", "mean h",
+              "non-el. h", "elast. h", "p99 h", "queue h", "util(q)", "util", "vs fifo", "vs stat.", "resizes");
   for (int gpus : args.gpus)
     if (run_size(args, gpus, csv) != 0) return 1;
   return 0;

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Plots sched_sim's CSV (--csv): mean and p99 job completion time, and
-utilization while work is queued, by cluster size and policy.
+utilization while work is queued, by cluster size and policy. On the mean,
+a black line marks the bound no policy beats (every job at its max from
+its arrival).
 
     /usr/bin/python3 bench/sched/plot.py results.csv bench/sched/sched.png
 """
@@ -28,6 +30,11 @@ def main(source, target):
             ax.bar([i + k * width for i in range(len(sizes))], values, width, label=policy)
         ax.set_xticks([i + width for i in range(len(sizes))], [f"{g} GPUs" for g in sizes])
         ax.set_title(title)
+    bounds = {int(r["gpus"]): float(r["mean_jct_s"]) / 3600 for r in rows if r["policy"] == "bound"}
+    for i, g in enumerate(sizes):
+        if g in bounds:
+            axes[0].hlines(bounds[g], i - width / 2, i + (len(policies) - 0.5) * width, colors="black",
+                           label="bound" if i == 0 else None)
     axes[0].legend()
     fig.suptitle("bench/sched: one generated Philly-shaped trace per size, three policies")
     fig.tight_layout()

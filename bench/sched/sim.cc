@@ -32,6 +32,19 @@ struct Event {
   bool operator>(const Event& o) const { return std::tie(time, type, job) > std::tie(o.time, o.type, o.job); }
 };
 
+// An elastic job runs on half to four times its asked containers (at most
+// 64 GPUs); a non-elastic one on exactly those.
+int min_containers(const Job& job) { return job.elastic ? std::max(1, job.containers() / 2) : job.containers(); }
+int max_containers(const Job& job) {
+  if (!job.elastic) return job.containers();
+  return std::max(min_containers(job), std::min(4 * job.containers(), 64 / job.gpus_per_container));
+}
+
+// Its speed on `gpus` GPUs, relative to its asked size (sim.h's model).
+double speed(const Job& job, int gpus, double scaling) {
+  return std::pow(static_cast<double>(gpus) / job.gpus, std::log2(scaling));
+}
+
 struct JobState {
   int containers = 0;  // working
   int draining = 0;
@@ -40,14 +53,15 @@ struct JobState {
   double last_update = 0;
   double paused_until = 0;
   double start = -1, finish = -1;
+  double service = 0;        // GPU-seconds held until `service_since`
+  double service_since = 0;
   int version = 0;
 };
 
 class Sim {
  public:
   Sim(const std::vector<Job>& trace, const SimOptions& options)
-      : trace_(trace), options_(options), jobs_(trace.size()), free_(options.gpus),
-        beta_(std::log2(options.scaling)) {
+      : trace_(trace), options_(options), jobs_(trace.size()), free_(options.gpus) {
     for (size_t j = 0; j < trace.size(); ++j) {
       jobs_[j].work_left = trace[j].duration_s;
       events_.push({trace[j].arrival_s, EventType::kArrival, static_cast<int>(j), 0});
@@ -57,13 +71,14 @@ class Sim {
   Result<SimResult> run();
 
  private:
-  int min_of(int j) const { return trace_[j].elastic ? std::max(1, trace_[j].containers() / 2) : trace_[j].containers(); }
-  int max_of(int j) const {
-    const Job& job = trace_[j];
-    if (!job.elastic) return job.containers();
-    return std::max(min_of(j), std::min(4 * job.containers(), 64 / job.gpus_per_container));
-  }
+  int min_of(int j) const { return min_containers(trace_[j]); }
+  int max_of(int j) const { return max_containers(trace_[j]); }
   int gpus(int j, int containers) const { return containers * trace_[j].gpus_per_container; }
+  // GPU-seconds the job has held (its attained service), draining ones not.
+  double service_of(int j) const {
+    const JobState& s = jobs_[j];
+    return s.service + gpus(j, s.containers) * (now_ - s.service_since);
+  }
 
   void handle(const Event& e);
   void account(double until);
@@ -86,7 +101,6 @@ class Sim {
   std::vector<int> running_;
   double now_ = 0;
   int free_ = 0, releasing_ = 0, working_ = 0;
-  double beta_;
   double queued_time_ = 0, queued_gpu_time_ = 0, gpu_time_ = 0;
   long resizes_ = 0, decisions_ = 0;
 };
@@ -110,7 +124,7 @@ void Sim::settle(int j) {
 
 void Sim::plan_finish(int j) {
   JobState& s = jobs_[j];
-  s.rate = std::pow(static_cast<double>(gpus(j, s.containers)) / trace_[j].gpus, beta_);
+  s.rate = speed(trace_[j], gpus(j, s.containers), options_.scaling);
   double at = std::max(now_, s.paused_until) + s.work_left / s.rate;
   events_.push({at, EventType::kFinish, j, ++s.version});
 }
@@ -120,6 +134,7 @@ void Sim::start(int j, int containers) {
   s.containers = containers;
   s.start = now_;
   s.last_update = now_;
+  s.service_since = now_;
   free_ -= gpus(j, containers);
   working_ += gpus(j, containers);
   queue_.erase(std::find(queue_.begin(), queue_.end(), j));
@@ -130,6 +145,8 @@ void Sim::start(int j, int containers) {
 void Sim::resize(int j, int containers) {
   JobState& s = jobs_[j];
   settle(j);
+  s.service = service_of(j);
+  s.service_since = now_;
   int delta = containers - s.containers;
   working_ += gpus(j, delta);
   if (delta > 0) {
@@ -198,12 +215,14 @@ policy::Snapshot Sim::snapshot() const {
     c.max_containers = max_of(j);
     c.containers = jobs_[j].containers;
     c.draining = jobs_[j].draining;
+    c.service_gpu_s = static_cast<int64_t>(service_of(j));
     s.clusters.push_back(std::move(c));
   };
   for (int j : running_) add(j);
   for (int j : queue_) add(j);
   s.pools["gpu"] = {free_, releasing_};
   s.backfill_window_ms = static_cast<int64_t>(options_.backfill_window_h * 3.6e6);
+  s.service_quantum_gpu_s = static_cast<int64_t>(options_.service_quantum_gpu_h * 3600);
   return s;
 }
 
@@ -234,11 +253,16 @@ Status Sim::schedule_edt() {
 SimResult Sim::result() const {
   SimResult r;
   std::vector<double> jct;
-  double queued = 0;
+  double queued = 0, by_kind[2] = {0, 0};
+  int count[2] = {0, 0};
   for (size_t j = 0; j < trace_.size(); ++j) {
     jct.push_back(jobs_[j].finish - trace_[j].arrival_s);
     queued += jobs_[j].start - trace_[j].arrival_s;
+    by_kind[trace_[j].elastic] += jct.back();
+    ++count[trace_[j].elastic];
   }
+  r.mean_jct_rigid_s = count[0] ? by_kind[0] / count[0] : 0;
+  r.mean_jct_elastic_s = count[1] ? by_kind[1] / count[1] : 0;
   std::sort(jct.begin(), jct.end());
   r.jobs = static_cast<int>(jct.size());
   for (double x : jct) r.mean_jct_s += x / jct.size();
@@ -253,7 +277,15 @@ SimResult Sim::result() const {
 }
 
 Result<SimResult> Sim::run() {
+  // Steps at one instant: drains of 0 s free GPUs at once, so a policy that
+  // drained and regrew the same containers would never let time move on.
+  constexpr int kMaxStepsAtOneInstant = 10000;
+  int steps_now = 0;
   while (!events_.empty()) {
+    steps_now = events_.top().time > now_ ? 0 : steps_now + 1;
+    if (steps_now > kMaxStepsAtOneInstant)
+      return internal_error("simulator: the policy does not settle at t=" + std::to_string(now_) + " (" +
+                            std::to_string(kMaxStepsAtOneInstant) + " steps at one instant)");
     account(events_.top().time);
     while (!events_.empty() && events_.top().time <= now_) {
       Event e = events_.top();
@@ -272,6 +304,13 @@ Result<SimResult> Sim::run() {
 }
 
 }  // namespace
+
+double ideal_mean_jct_s(const std::vector<Job>& trace, const SimOptions& options) {
+  double sum = 0;
+  for (const Job& job : trace)
+    sum += job.duration_s / speed(job, max_containers(job) * job.gpus_per_container, options.scaling);
+  return trace.empty() ? 0 : sum / trace.size();
+}
 
 Result<SimResult> simulate(const std::vector<Job>& trace, const SimOptions& options) {
   for (const Job& job : trace)

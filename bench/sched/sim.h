@@ -21,8 +21,10 @@
 //   static  Volcano-style gang scheduling: any queued job whose min fits
 //           starts (arrival order), on as many containers up to its max as
 //           fit then, and keeps that size to the end.
-//   edt     edt::sched::decide() (src/sched/policy.h) after every event:
-//           elastic growth into idle GPUs, reclaim by draining.
+//   edt     edt::sched::decide() (src/sched/policy.h) after every event,
+//           with each job's attained service (GPU-seconds held): elastic
+//           growth into idle GPUs, reclaim by draining, growth moved from
+//           jobs that ran long to jobs that ran little.
 #pragma once
 
 #include <string>
@@ -47,6 +49,8 @@ struct SimOptions {
   double drain_s = 10;       // shrunk containers' GPUs free after this
   // edt: Snapshot::backfill_window_ms, in hours
   double backfill_window_h = edt::sched::kDefaultBackfillWindowMs / 3.6e6;
+  // edt: Snapshot::service_quantum_gpu_s, in GPU-hours (0: no service levels)
+  double service_quantum_gpu_h = edt::sched::kDefaultServiceQuantumGpuS / 3600.0;
   bool check = false;        // check the policy's invariants at every step
 };
 
@@ -55,12 +59,19 @@ struct SimResult {
   double mean_jct_s = 0;
   double p99_jct_s = 0;
   double mean_queue_s = 0;
+  double mean_jct_elastic_s = 0;  // over the elastic jobs only
+  double mean_jct_rigid_s = 0;    // over the non-elastic jobs only
   double utilization_queued = 0;  // GPUs held by jobs / GPUs, while a job waits
   double utilization = 0;         // over the whole run
   double makespan_s = 0;
   long resizes = 0;
   long decisions = 0;             // edt: decide() calls
 };
+
+// The mean job completion time if every job ran from its arrival at its max
+// size, without a pause: a bound no policy beats under these models (a
+// non-elastic job's run time is its duration, whatever the policy).
+double ideal_mean_jct_s(const std::vector<Job>& trace, const SimOptions& options);
 
 // Fails only with --check, at the first broken invariant.
 Result<SimResult> simulate(const std::vector<Job>& trace, const SimOptions& options);

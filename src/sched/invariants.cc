@@ -1,5 +1,6 @@
 // check_decisions(): policy.h's guarantees, checked on one step, from
 // the snapshot before and after the decisions (apply()).
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -38,24 +39,36 @@ Status check_one(const Cluster& c, const Decision& d) {
   return Status::ok();
 }
 
+// "team/model" -> GPUs.
+using TeamGpus = std::map<std::string, int64_t>;
+
 // Each decision names a cluster of the snapshot once; each queued cluster
-// has one. Fills `reclaimed_by_others`: "team/model" of the teams that lost
-// containers to another team's request.
-Status check_each(const Snapshot& s, const Decisions& decisions, std::set<std::string>& reclaimed_by_others) {
+// has one. Fills `reclaimed_by_others` with the "team/model" of the teams
+// that lost containers to another team's request, with the GPUs of them
+// that may have drained for its own guaranteed requests (at most what those
+// wait for): one cluster may drain for a request of another team and one of
+// its own in one step (it names the last), and the latter's GPUs stay the
+// team's.
+Status check_each(const Snapshot& s, const Decisions& decisions, TeamGpus& reclaimed_by_others) {
   std::map<std::string, const Cluster*> by_name;
   for (const Cluster& c : s.clusters) by_name[c.name] = &c;
   std::set<std::string> seen;
+  TeamGpus own, released;
   for (const Decision& d : decisions.decisions) {
     auto it = by_name.find(d.cluster);
     if (it == by_name.end() || !seen.insert(d.cluster).second)
       return broken("decision for cluster " + d.cluster + ": unknown, or decided twice");
     const Cluster& c = *it->second;
     EDT_RETURN_IF_ERROR(check_one(c, d));
+    if (d.action == Action::kWait && d.guaranteed)
+      own[c.team + "/" + c.gpu_model] += int64_t{c.gpus_per_container} * (c.min_containers - c.containers);
     if (d.action != Action::kShrink) continue;
+    released[c.team + "/" + c.gpu_model] += int64_t{c.gpus_per_container} * (c.containers - d.containers);
     auto requester = by_name.find(d.for_cluster);
     if (requester != by_name.end() && requester->second->team != c.team)
-      reclaimed_by_others.insert(c.team + "/" + c.gpu_model);
+      reclaimed_by_others.emplace(c.team + "/" + c.gpu_model, 0);
   }
+  for (auto& [key, gpus] : reclaimed_by_others) gpus = std::min(own[key], released[key]);
   for (const Cluster& c : s.clusters)
     if (c.queued() && !seen.count(c.name)) return broken("queued cluster " + c.name + " has no decision");
   return Status::ok();
@@ -63,8 +76,9 @@ Status check_each(const Snapshot& s, const Decisions& decisions, std::set<std::s
 
 // Per model and team, before and after: limits, guarantees (a team that
 // lost containers to another team's request holds its guarantee after the
-// step, what the step admits for it included), the cover, free GPUs.
-Status check_teams(const Snapshot& before, const Snapshot& after, const std::set<std::string>& reclaimed_by_others) {
+// step, what the step admits for it and what its guaranteed requests wait
+// for included), the cover, free GPUs.
+Status check_teams(const Snapshot& before, const Snapshot& after, const TeamGpus& reclaimed_by_others) {
   std::map<std::string, detail::ModelState> was;
   for (detail::ModelState& model : detail::model_states(before)) was[model.name] = std::move(model);
   for (detail::ModelState& model : detail::model_states(after)) {
@@ -76,8 +90,8 @@ Status check_teams(const Snapshot& before, const Snapshot& after, const std::set
       std::string who = "team " + name + " on " + model.name;
       if (team.held > std::max(team.limit(), old.held))
         return broken(who + ": holds " + std::to_string(team.held) + " GPUs, over its limit");
-      auto key = name + "/" + model.name;
-      if (reclaimed_by_others.count(key) && team.used < team.quota.guaranteed)
+      auto reclaimed = reclaimed_by_others.find(name + "/" + model.name);
+      if (reclaimed != reclaimed_by_others.end() && team.used + reclaimed->second < team.quota.guaranteed)
         return broken(who + ": containers taken by another team below its guarantee");
     }
     if (model.cover() > std::max(model.capacity, old_model.cover()))
@@ -89,7 +103,7 @@ Status check_teams(const Snapshot& before, const Snapshot& after, const std::set
 }  // namespace
 
 Status check_decisions(const Snapshot& snapshot, const Decisions& decisions) {
-  std::set<std::string> reclaimed_by_others;
+  TeamGpus reclaimed_by_others;
   EDT_RETURN_IF_ERROR(check_each(snapshot, decisions, reclaimed_by_others));
   return check_teams(snapshot, apply(snapshot, decisions), reclaimed_by_others);
 }

@@ -17,8 +17,12 @@
 //      only by requests that arrived within the backfill window after it.
 //   3. Growth: elastic clusters take the GPUs left, one container at a time,
 //      the team borrowing least first (the least over its guarantee), and in
-//      a team the cluster least over its min. Not a team with a guaranteed
-//      request waiting, nor a cluster shrunk in this pass.
+//      a team the cluster of the lowest service level, then least over its
+//      min. Not a team with a guaranteed request waiting, nor a cluster
+//      shrunk in this pass. (Reclaim in pass 2 drains the highest level first.)
+//   4. Rebalance: in a team, a cluster below its max takes containers drained
+//      from the team's clusters of a higher service level above their min,
+//      where those GPUs will reach it (no request waits, one team grows).
 #include "sched/policy.h"
 
 #include <algorithm>
@@ -228,15 +232,15 @@ void admit_borrowing(Work& work, ModelState& model, const std::vector<int>& requ
 // Pass 3: elastic growth into the GPUs nobody waits for, fairly by team.
 void grow(Work& work, ModelState& model) {
   int64_t budget = std::max<int64_t>(0, model.free - model.growth_reserve);
-  // Per team, its growable clusters: (GPUs over its min, rank, index).
-  std::map<std::string, std::set<std::tuple<int64_t, int, int>>> growable;
+  // Per team, its growable clusters: (service level, GPUs over its min, rank, index).
+  std::map<std::string, std::set<std::tuple<int, int64_t, int, int>>> growable;
   for (int r = 0; r < static_cast<int>(model.ranked.size()); ++r) {
     int i = model.ranked[r];
     const Cluster& c = work.cluster(i);
     TeamState& team = model.team(c.team);
     if (!c.elastic() || work.target[i] < c.min_containers || work.target[i] >= c.max_containers) continue;
     if (work.shrunk[i] || team.waiting_guaranteed) continue;
-    growable[c.team].emplace(work.gpus(i, work.target[i] - c.min_containers), r, i);
+    growable[c.team].emplace(model.level(c), work.gpus(i, work.target[i] - c.min_containers), r, i);
   }
   std::set<std::pair<int64_t, std::string>> teams;  // (borrowed, name): least first
   for (const auto& [name, clusters] : growable) teams.emplace(model.team(name).borrowed(), name);
@@ -245,15 +249,89 @@ void grow(Work& work, ModelState& model) {
     teams.erase(teams.begin());
     TeamState& team = model.team(name);
     auto& clusters = growable[name];
-    auto [over, rank, i] = *clusters.begin();
+    auto [level, over, rank, i] = *clusters.begin();
     clusters.erase(clusters.begin());
     int g = work.cluster(i).gpus_per_container;
     if (g <= budget && team.held + g <= team.limit()) {
       work.grow(model, i);
       budget -= g;
-      if (work.target[i] < work.cluster(i).max_containers) clusters.emplace(over + g, rank, i);
+      if (work.target[i] < work.cluster(i).max_containers) clusters.emplace(level, over + g, rank, i);
     }
     if (!clusters.empty()) teams.emplace(team.borrowed(), name);
+  }
+}
+
+// The team whose elastic clusters alone could still grow, or "" if none or
+// several: the GPUs a rebalance drains go to growth, and growth serves the
+// team that borrows least first, so they reach the team that drained them
+// only where no other team could take them.
+std::string only_growable_team(const Work& work, const ModelState& model) {
+  std::string only;
+  for (int i : model.clusters) {
+    const Cluster& c = work.cluster(i);
+    if (!c.elastic() || work.target[i] < c.min_containers || work.target[i] >= c.max_containers) continue;
+    if (!only.empty() && only != c.team) return "";
+    only = c.team;
+  }
+  return only;
+}
+
+// The containers to drain for `r` (donor -> count to keep): of `donors`
+// (highest level first) those of a higher level than r's, down to their
+// min, never more GPUs than r can take up to its max. Not a cluster that
+// pass 3 grew.
+std::map<int, int> drains_for(const Work& work, const ModelState& model, int r, const std::vector<int>& donors) {
+  const Cluster& receiver = work.cluster(r);
+  int64_t want = work.gpus(r, receiver.max_containers - work.target[r]);
+  std::map<int, int> plan;
+  for (int d : donors) {
+    const Cluster& donor = work.cluster(d);
+    if (model.level(donor) <= model.level(receiver)) break;
+    if (work.target[d] > donor.containers) continue;
+    int keep = work.target[d];
+    for (; keep > donor.min_containers && donor.gpus_per_container <= want; --keep) want -= donor.gpus_per_container;
+    if (keep < work.target[d]) plan[d] = keep;
+  }
+  return plan;
+}
+
+// Pass 4: least attained service first, on elastic growth only (floors are
+// never touched, so every admitted cluster keeps running at its min: no one
+// starves). In a team, an elastic cluster below its max takes containers
+// drained from the team's elastic clusters of a higher service level, down
+// to their min; once they have drained, growth (lowest level first) gives
+// it their GPUs. Only while no request waits for GPUs of the model and
+// nothing drains (the GPUs then reach growth), and one team alone could grow.
+void rebalance(Work& work, ModelState& model) {
+  if (model.service_quantum <= 0 || model.releasing > 0 || model.growth_reserve > 0) return;
+  for (const auto& [name, team] : model.teams)
+    if (team.waiting_guaranteed) return;
+  const std::string team = only_growable_team(work, model);
+  if (team.empty()) return;
+  std::vector<int> members;  // the team's admitted elastic clusters, by (level, service, rank)
+  for (int i : model.ranked) {
+    const Cluster& c = work.cluster(i);
+    if (c.team == team && c.elastic() && work.target[i] >= c.min_containers && !work.shrunk[i]) members.push_back(i);
+  }
+  auto key = [&](int i) { return std::make_pair(model.level(work.cluster(i)), work.cluster(i).service_gpu_s); };
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return key(a) < key(b); });
+  std::vector<int> donors(members.rbegin(), members.rend());
+  int64_t spare = model.free;  // free GPUs growth could not place
+  for (int r : members) {
+    const Cluster& receiver = work.cluster(r);
+    if (work.shrunk[r] || work.target[r] >= receiver.max_containers) continue;
+    std::map<int, int> plan = drains_for(work, model, r, donors);
+    int64_t taken = 0;
+    for (auto [d, keep] : plan) taken += work.gpus(d, work.target[d] - keep);
+    // Only what gives it a whole container: GPUs it cannot use would go back
+    // to growth, and from there to the clusters they were drained from.
+    if (taken == 0 || taken + spare < receiver.gpus_per_container) continue;
+    spare = (taken + spare) % receiver.gpus_per_container;
+    for (auto [d, keep] : plan) {
+      work.reason[d] = "drained for cluster " + receiver.name +
+                       ", which has had less service: elastic growth goes to the clusters that ran least";
+      work.shrink(model, d, keep, receiver.name);
+    }
   }
 }
 
@@ -279,6 +357,7 @@ Result<Decisions> decide(const Snapshot& snapshot) {
     int position = 0;
     admit_borrowing(work, model, admit_guaranteed(work, model, position), position);
     grow(work, model);
+    rebalance(work, model);
   }
   return work.decisions();
 }

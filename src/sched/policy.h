@@ -14,6 +14,9 @@
 //              or a running one its user scaled up): it waits in the queue of
 //              its GPU model.
 //   rank       priority (higher first), then arrival (earlier first), then name.
+//   service    GPU-seconds a cluster has held (Cluster::service_gpu_s); its
+//              level: 0 below Snapshot::service_quantum_gpu_s, one more per
+//              factor of 4 (Tiresias' discretised 2D least-attained-service).
 //   guaranteed request   one that fits its team's guarantee on top of the
 //              team's floors and the team's guaranteed requests ranked before
 //              it. Guaranteed requests come first in the queue, the others
@@ -34,6 +37,12 @@
 //     ranked after it (backfill) and elastic growth cannot take them. Only a
 //     request of its own team ranked before it (of higher priority, or one it
 //     passed within the backfill window) can move it back.
+//   - Service levels order only containers above a min: growth serves the
+//     lowest level first, reclaim drains the highest first, and in a team a
+//     cluster below its max takes containers drained from the team's
+//     clusters of a higher level (never below their min, never another
+//     team's, only while no request waits for GPUs and no other team could
+//     grow). Every admitted cluster keeps its floor: none starves.
 //   - A guaranteed request that its reservation and reclaim cover blocks no
 //     one: the requests after it get only what it leaves. A request that
 //     waits for its team's own clusters to end (blocked) is passed only by
@@ -84,6 +93,10 @@ struct Cluster {
   // Containers leaving it that still hold their GPUs (draining): they count
   // against its team's limit until they are gone, and in Pool::releasing.
   int draining = 0;
+  // GPU-seconds it has held since it was admitted (its attained service);
+  // 0 where the caller does not count it. Orders elastic growth and reclaim
+  // by service level (Snapshot::service_quantum_gpu_s), never floors.
+  int64_t service_gpu_s = 0;
 
   bool elastic() const { return max_containers > min_containers; }
   bool queued() const { return containers < min_containers; }
@@ -103,6 +116,10 @@ struct Pool {
 // longest (bench/sched/RESULTS.md measures both).
 inline constexpr int64_t kDefaultBackfillWindowMs = 24 * 3'600'000LL;
 
+// The first service level's bound: an hour on one GPU. Each next level's
+// is 4 times the one before (Tiresias' 2D-LAS discretised).
+inline constexpr int64_t kDefaultServiceQuantumGpuS = 3600;
+
 struct Snapshot {
   std::vector<Team> teams;
   std::vector<Cluster> clusters;
@@ -111,6 +128,13 @@ struct Snapshot {
   // only if it arrived at most this long after it (0: strict rank order in a
   // team). So only the finitely many requests of that window pass it.
   int64_t backfill_window_ms = kDefaultBackfillWindowMs;
+  // Service levels: a cluster with less than this many GPU-seconds of
+  // service is at level 0, below 4 times it at level 1, and so on. Elastic
+  // growth goes to the lowest level first, reclaim takes from the highest,
+  // and a cluster that could grow takes containers of its team's clusters
+  // of a higher level above their min (least attained service first: jobs
+  // that ran least are the likeliest to end soon). 0: one level for all.
+  int64_t service_quantum_gpu_s = kDefaultServiceQuantumGpuS;
 };
 
 enum class Action {

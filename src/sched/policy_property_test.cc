@@ -28,7 +28,7 @@ struct Options {
 // A random run: the snapshot and what makes the next events.
 class RandomRun {
  public:
-  RandomRun(uint64_t seed, Options options) : rng_(seed), options_(options) { make_teams(); }
+  RandomRun(uint64_t seed, Options options) : rng_(seed), service_rng_(~seed), options_(options) { make_teams(); }
 
   Snapshot snapshot;
   int64_t clock = 0;
@@ -47,6 +47,7 @@ class RandomRun {
   void after(const Decisions& decisions) {
     snapshot = apply(snapshot, decisions);
     if (chance(options_.drain_finishes)) finish_drains(snapshot);
+    serve();
   }
 
   int size_of(const std::string& model) const { return model == "a100" ? 1 : 2; }
@@ -84,6 +85,16 @@ class RandomRun {
     return c;
   }
 
+  // Up to half an hour of service per step for every running cluster, so
+  // that clusters cross service levels (of the default quantum, an hour).
+  // From a generator of its own: the runs are those they were without it.
+  void serve() {
+    for (Cluster& c : snapshot.clusters) {
+      int64_t seconds = std::uniform_int_distribution<int64_t>(0, 1800)(service_rng_);
+      c.service_gpu_s += int64_t{c.gpus_per_container} * c.containers * seconds;
+    }
+  }
+
   void remove(int index) {
     Cluster& c = snapshot.clusters[index];
     if (c.gpus_per_container > 0) snapshot.pools[c.gpu_model].releasing += c.gpus_per_container * c.containers;
@@ -102,6 +113,7 @@ class RandomRun {
   }
 
   std::mt19937_64 rng_;
+  std::mt19937_64 service_rng_;
   Options options_;
   Team teams_[4];
   int next_id_ = 0;
@@ -151,6 +163,28 @@ void expect_invariants(const Snapshot& before, const Snapshot& after, const std:
   for (const auto& [model, pool] : after.pools) EXPECT_GE(pool.free, 0) << where << ": " << model;
 }
 
+// A shrink that is no reclaim for a request and no drain down to a max
+// (a rebalance) takes from an elastic cluster of a higher service level of
+// its receiver's team, for a receiver below its max.
+void expect_rebalances_by_level(const Snapshot& s, const Decisions& d, const std::string& where) {
+  auto clusters = by_name(s);
+  auto level = [&](const Cluster& c) {
+    int n = 0;
+    for (int64_t bound = s.service_quantum_gpu_s; bound > 0 && c.service_gpu_s >= bound; bound *= 4) ++n;
+    return n;
+  };
+  for (const Decision& x : d.decisions) {
+    if (x.action != Action::kShrink || x.for_cluster.empty()) continue;
+    const Cluster& donor = *clusters.at(x.cluster);
+    const Cluster& receiver = *clusters.at(x.for_cluster);
+    if (receiver.queued()) continue;  // a reclaim for a request
+    EXPECT_EQ(donor.team, receiver.team) << where << ": " << x.cluster << " drained for another team's "
+                                         << x.for_cluster;
+    EXPECT_GT(level(donor), level(receiver)) << where << ": " << x.cluster << " for " << x.for_cluster;
+    EXPECT_LT(receiver.containers, receiver.max_containers) << where << ": " << x.for_cluster << " is at its max";
+  }
+}
+
 // Decisions as a set: the order among one action follows the snapshot's.
 std::vector<std::string> canonical(const Decisions& d) {
   std::vector<std::string> out;
@@ -183,17 +217,31 @@ Decisions step(RandomRun& run, uint64_t seed, int n) {
   Status ok = check_decisions(run.snapshot, d.value());
   EXPECT_TRUE(ok.is_ok()) << where << ": " << ok.to_string() << describe(run.snapshot, d.value());
   expect_invariants(run.snapshot, apply(run.snapshot, d.value()), where);
+  expect_rebalances_by_level(run.snapshot, d.value(), where);
   return d.value();
 }
 
+// Drains for a cluster that is not queued: service levels at work.
+int rebalances(const Snapshot& s, const Decisions& d) {
+  auto clusters = by_name(s);
+  return static_cast<int>(std::count_if(d.decisions.begin(), d.decisions.end(), [&](const Decision& x) {
+    return x.action == Action::kShrink && !x.for_cluster.empty() && !clusters.at(x.for_cluster)->queued();
+  }));
+}
+
 TEST(SchedPolicyProperty, InvariantsHoldAlongRandomRuns) {
+  int moved = 0;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     RandomRun run(seed, {});
     for (int n = 0; n < kSteps && !HasFailure(); ++n) {
       run.events();
-      run.after(step(run, seed, n));
+      Decisions d = step(run, seed, n);
+      moved += rebalances(run.snapshot, d);
+      run.after(d);
     }
   }
+  EXPECT_GT(moved, 0) << "no growth moved between service levels: the rebalance is not exercised";
+  RecordProperty("rebalances", moved);
 }
 
 TEST(SchedPolicyProperty, TheOutcomeIsDeterministicAndIgnoresTheSnapshotsOrder) {

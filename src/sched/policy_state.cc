@@ -1,6 +1,7 @@
 #include "sched/policy_state.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace edt::sched::detail {
 
@@ -13,6 +14,16 @@ bool ranks_before(const Cluster& a, const Cluster& b) {
   if (a.priority != b.priority) return a.priority > b.priority;
   if (a.arrival != b.arrival) return a.arrival < b.arrival;
   return a.name < b.name;
+}
+
+int service_level(const Cluster& c, int64_t quantum) {
+  if (quantum <= 0) return 0;
+  int level = 0;
+  for (int64_t bound = quantum; c.service_gpu_s >= bound; bound *= 4) {
+    ++level;
+    if (bound > std::numeric_limits<int64_t>::max() / 4) break;
+  }
+  return level;
 }
 
 int64_t ModelState::cover_with(const std::string& team, int64_t more) const {
@@ -57,6 +68,9 @@ void order(const Snapshot& snapshot, ModelState& model) {
     if (snapshot.clusters[i].elastic()) model.reclaim_order.push_back(i);
   }
   std::reverse(model.reclaim_order.begin(), model.reclaim_order.end());
+  // Highest level first; stable: in a level, last rank first.
+  std::stable_sort(model.reclaim_order.begin(), model.reclaim_order.end(),
+                   [&](int a, int b) { return model.level(snapshot.clusters[a]) > model.level(snapshot.clusters[b]); });
 }
 
 }  // namespace
@@ -80,6 +94,7 @@ std::vector<ModelState> model_states(const Snapshot& snapshot) {
   for (auto& [name, model] : by_name) {
     model.name = name;
     model.backfill_window = std::max<int64_t>(0, snapshot.backfill_window_ms);
+    model.service_quantum = snapshot.service_quantum_gpu_s;
     add_quotas(snapshot, model);
     for (auto& [team_name, team] : model.teams) team.claimed = team.floor;
     order(snapshot, model);
@@ -141,9 +156,11 @@ Decision Work::decision_of(int i) const {
   if (target[i] < c.containers) {
     d.action = Action::kShrink;
     d.for_cluster = for_cluster[i];
-    d.reason = for_cluster[i].empty() ? "down to its max of " + count + " containers"
-                                      : "reclaimed for cluster " + for_cluster[i] +
-                                            ": containers borrowed beyond a guarantee go back to it";
+    if (for_cluster[i].empty()) {
+      d.reason = "down to its max of " + count + " containers";
+    } else if (d.reason.empty()) {
+      d.reason = "reclaimed for cluster " + for_cluster[i] + ": containers borrowed beyond a guarantee go back to it";
+    }
   } else if (c.queued() && target[i] >= c.min_containers) {
     d.action = Action::kAdmit;
     d.reason = c.gpus_per_container == 0 ? "needs no GPUs"

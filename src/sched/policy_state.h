@@ -19,6 +19,10 @@ int64_t limit_of(const Quota& quota);
 // (earlier first), name.
 bool ranks_before(const Cluster& a, const Cluster& b);
 
+// The cluster's service level (Snapshot::service_quantum_gpu_s): 0 below
+// the quantum, then one more per factor of 4; 0 for all if quantum <= 0.
+int service_level(const Cluster& c, int64_t quantum);
+
 // A team's counts on one GPU model, in GPUs.
 struct TeamState {
   Quota quota;
@@ -52,6 +56,7 @@ struct TeamState {
 struct ModelState {
   std::string name;
   int64_t backfill_window = 0;  // Snapshot::backfill_window_ms
+  int64_t service_quantum = 0;  // Snapshot::service_quantum_gpu_s
   int64_t capacity = 0;        // free + releasing + used by all
   int64_t free = 0;            // free and not reserved
   int64_t releasing = 0;       // releasing and not claimed by a request
@@ -60,9 +65,11 @@ struct ModelState {
   std::vector<int> clusters;       // the snapshot's clusters of this model
   std::vector<int> ranked;         // of them, in rank order
   std::vector<int> queue;          // of them, the queued ones in rank order
-  std::vector<int> reclaim_order;  // of them, the elastic ones, last rank first
+  // Of them, the elastic ones: highest service level first, then last rank.
+  std::vector<int> reclaim_order;
 
   TeamState& team(const std::string& name) { return teams[name]; }
+  int level(const Cluster& c) const { return service_level(c, service_quantum); }
   // The sum over teams of max(guarantee, floor), with the floor of the team
   // named `team` raised by `more`. Within `capacity`, every team can get
   // its guarantee back by reclaiming borrowed containers.

@@ -67,6 +67,64 @@ TEST(SchedPolicy, ElasticClustersShareIdleGpusFairlyBetweenTeams) {
   EXPECT_EQ(d.find("b")->containers, 6);
 }
 
+// Least attained service first: `old` has had 10 GPU-hours (level 2 at the
+// default quantum of one), `young` none.
+TEST(SchedPolicy, GrowthGoesToTheClusterThatRanLeast) {
+  Cluster old = cluster("old", "ml", 1, 8, 1), young = cluster("young", "ml", 1, 8, 1);
+  old.service_gpu_s = 10 * 3600;
+  Snapshot s{{team("ml", 8, 0)}, {old, young}, {{"a100", {3, 0}}}};
+  Decisions d = decided(s);
+  EXPECT_EQ(d.find("young")->containers, 4);
+  EXPECT_EQ(d.find("old"), nullptr);
+}
+
+TEST(SchedPolicy, AClusterThatRanLongDrainsItsGrowthForOneThatRanLeast) {
+  Cluster old = cluster("old", "ml", 2, 8, 6), young = cluster("young", "ml", 1, 4, 1);
+  Cluster fixed = cluster("fixed", "ml", 2, 2, 2);
+  old.service_gpu_s = fixed.service_gpu_s = 100 * 3600;
+  Snapshot s{{team("ml", 9, 0)}, {old, young, fixed}, {{"a100", {0, 0}}}};
+  Decisions d = decided(s);
+  EXPECT_EQ(d.find("old")->action, Action::kShrink);
+  EXPECT_EQ(d.find("old")->containers, 3);  // young's 3 containers' worth; never below its min
+  EXPECT_EQ(d.find("old")->for_cluster, "young");
+  EXPECT_EQ(d.find("fixed"), nullptr);     // not elastic: never shrunk
+  EXPECT_EQ(d.find("young"), nullptr);     // grows once the drain is done
+  Snapshot next = apply(s, d);
+  EXPECT_TRUE(decided(next).decisions.empty());  // nothing moves while old drains
+  finish_drains(next);
+  EXPECT_EQ(decided(next).find("young")->containers, 4);
+  // Without service levels, nothing moves.
+  s.service_quantum_gpu_s = 0;
+  EXPECT_TRUE(decided(s).decisions.empty());
+}
+
+// GPUs that make no whole container of the receiver would go back to
+// growth, and from there to the cluster they were drained from: none move.
+TEST(SchedPolicy, NothingDrainsForLessThanOneContainerOfTheReceiver) {
+  Cluster old = cluster("old", "ml", 1, 3, 3), young = cluster("young", "ml", 1, 2, 1);
+  old.service_gpu_s = 100 * 3600;
+  young.gpus_per_container = 4;
+  Snapshot s{{team("ml", 16, 0)}, {old, young}, {{"a100", {0, 0}}}};
+  EXPECT_TRUE(decided(s).decisions.empty());  // 2 GPUs above old's min, none free: less than young's 4
+  s.pools["a100"].free = 2;                   // 2 free and 2 drained make them
+  Decisions d = decided(s);
+  EXPECT_EQ(d.find("old")->containers, 1);
+  EXPECT_EQ(d.find("old")->for_cluster, "young");
+}
+
+TEST(SchedPolicy, NoRebalanceWhileAnotherTeamCouldGrowOrARequestWaits) {
+  Cluster old = cluster("old", "ml", 1, 8, 5), young = cluster("young", "ml", 1, 4, 1);
+  old.service_gpu_s = 100 * 3600;
+  Snapshot other_team{{team("ml", 4, kUnlimited), team("cv", 2, kUnlimited)},
+                      {old, young, cluster("cv1", "cv", 1, 4, 2)},
+                      {{"a100", {0, 0}}}};
+  EXPECT_EQ(decided(other_team).find("old"), nullptr);
+  Snapshot request{{team("ml", 6, 0)}, {old, young, cluster("want", "ml", 3, 3, 0)}, {{"a100", {0, 0}}}};
+  Decisions d = decided(request);
+  EXPECT_EQ(d.find("old")->for_cluster, "want");  // reclaimed for the request, from the longest-running
+  EXPECT_EQ(d.find("young"), nullptr);
+}
+
 TEST(SchedPolicy, GrowthStaysWithinTheBorrowLimit) {
   Snapshot s{{team("ml", 2, 3)}, {cluster("a", "ml", 1, 16, 1)}, {{"a100", {10, 0}}}};
   EXPECT_EQ(decided(s).find("a")->containers, 5);

@@ -17,7 +17,17 @@ int staying(const Cluster& c) {
   return static_cast<int>(std::count_if(c.containers.begin(), c.containers.end(), [](auto& k) { return !k.leaving; }));
 }
 
-sched::Cluster policy_cluster(const Cluster& c) {
+// GPU-seconds its running containers have held by `now_s` (unix seconds;
+// containers that left before are not counted): the policy's service levels.
+int64_t service_gpu_s(const Cluster& c, int64_t now_s) {
+  int64_t service = 0;
+  for (const auto& k : c.containers)
+    if (!k.leaving && k.started_at > 0 && now_s > k.started_at)
+      service += static_cast<int64_t>(k.gpus.size()) * (now_s - k.started_at);
+  return service;
+}
+
+sched::Cluster policy_cluster(const Cluster& c, int64_t now_s) {
   sched::Cluster p;
   p.name = c.spec.name;
   p.team = c.team;
@@ -29,6 +39,7 @@ sched::Cluster policy_cluster(const Cluster& c) {
   // Leaving containers hold their GPUs until they are gone: the policy
   // counts them against the team's limit (sched::Cluster::draining).
   p.draining = static_cast<int>(c.containers.size()) - p.containers;
+  p.service_gpu_s = service_gpu_s(c, now_s);
   if (c.spec.elastic.elastic()) {
     p.min_containers = c.spec.elastic.min;
     p.max_containers = c.spec.elastic.max;
@@ -111,7 +122,7 @@ Status record_wait(Database::Tx& tx, const sched::Decision& d, const Cluster& c)
 
 }  // namespace
 
-sched::Snapshot schedule_snapshot(Database::Tx& tx) {
+sched::Snapshot schedule_snapshot(Database::Tx& tx, int64_t now_ms) {
   sched::Snapshot snapshot;
   std::set<std::string> models;
   for (const auto& g : tx.gpus()) {
@@ -122,14 +133,14 @@ sched::Snapshot schedule_snapshot(Database::Tx& tx) {
     for (const auto& k : c.containers)
       if (k.leaving) snapshot.pools[c.spec.gpu.model].releasing += static_cast<int>(k.gpus.size());
     if (c.spec.gpu.count <= 0 || c.deleting || c.phase == Phase::kFailed) continue;
-    snapshot.clusters.push_back(policy_cluster(c));
+    snapshot.clusters.push_back(policy_cluster(c, now_ms / 1000));
   }
   snapshot.teams = policy_teams(tx, models);
   return snapshot;
 }
 
 Status schedule(Database::Tx& tx, const AddressRange& addresses, int64_t now_ms, std::vector<std::string>* changed) {
-  const sched::Snapshot snapshot = schedule_snapshot(tx);
+  const sched::Snapshot snapshot = schedule_snapshot(tx, now_ms);
   EDT_ASSIGN_OR_RETURN(sched::Decisions decisions, sched::decide(snapshot));
   for (const auto& d : decisions.decisions) {
     auto cluster = tx.cluster(d.cluster);

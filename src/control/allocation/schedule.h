@@ -31,8 +31,10 @@ namespace edt::control {
 // The policy's view of what `tx` reads: every team with its quotas (a model
 // without one: {0, unlimited}; users without a team in a team of their own,
 // named ""), every GPU cluster not being deleted, and the pools of free and
-// releasing (held by leaving containers) GPUs per model.
-sched::Snapshot schedule_snapshot(Database::Tx& tx);
+// releasing (held by leaving containers) GPUs per model. `now_ms` (unix
+// milliseconds) dates each cluster's service (sched::Cluster::service_gpu_s):
+// the GPU-seconds its running containers have held.
+sched::Snapshot schedule_snapshot(Database::Tx& tx, int64_t now_ms);
 
 // Asks the policy and carries out its decisions in `tx` (not committed);
 // `changed` gets the clusters whose containers changed (to reconcile after
