@@ -11,14 +11,15 @@
 #                 is below it (LINKS edt_collectives)
 #   launcher      edtrun
 #   sched         the GPU scheduling policy: pure, on common only
+#   image         the image store: OCI layers unpacked and checked, imports
 #   control       edtd
 #   cli           edt
 #   python, bench, examples: programs on top of it all
 #
 # A module's layer is the first folder of its FOLDER (control/model ->
 # control). This file holds no targets: cmake -P scripts include it too.
-set(EDT_LAYERS common kernels rendezvous transport collectives elastic engine launcher sched control cli python bench
-    examples)
+set(EDT_LAYERS common kernels rendezvous transport collectives elastic engine launcher sched image control cli python
+    bench examples)
 
 # edt_layer_of(<out> <folder>): the layer index of a module folder, or -1.
 function(edt_layer_of out folder)

@@ -1,0 +1,139 @@
+// Imports of OCI layouts (directories and tars, indexes nested and
+// multi-platform) and of docker save archives, and the sources that lie.
+#include "image/import.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "image/test_images.h"
+
+namespace edt::image {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace testing;
+
+class ImageImportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreLimits limits;
+    limits.durable = false;
+    store_ = std::make_unique<Store>(Store::open(dir_ + "/store", limits).value());
+  }
+  size_t count(const std::string& sub) { return count_entries(dir_ + "/store/" + sub); }
+  std::vector<Layer> layers() {
+    return {make_layer({file("usr/bin/python3", "py")}, Compression::kGzip),
+            make_layer({file("opt/app", "app"), file("usr/bin/.wh.python3", "")}, Compression::kZstd),
+            make_layer({file("etc/hostname", "h")}, Compression::kNone)};
+  }
+  ScratchDir scratch_{"edt-import-test"};
+  std::string dir_ = scratch_.path();
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(ImageImportTest, OciLayoutDirectoryResolvesANestedIndexToAmd64) {
+  Digest amd64 = write_oci_layout(dir_ + "/layout", layers(), "registry.example/app:1", true);
+  auto record = import_path(*store_, dir_ + "/layout", {});
+  ASSERT_TRUE(record.is_ok()) << record.status().to_string();
+  EXPECT_EQ(record->name, "registry.example/app:1");
+  EXPECT_EQ(record->manifest, amd64);
+  EXPECT_EQ(record->layers.size(), 3u);
+  EXPECT_EQ(record->config_fields.labels.at("org.edt.frameworks"), "torch");
+  EXPECT_TRUE(fs::exists(record->root + "/opt/app"));
+  EXPECT_FALSE(fs::exists(record->root + "/usr/bin/python3"));
+  // Only what the amd64 image uses is kept: 3 layers, config, manifest.
+  EXPECT_EQ(count("blobs/sha256"), 5u);
+  auto renamed = import_path(*store_, dir_ + "/layout", {"mine:latest"});
+  ASSERT_TRUE(renamed.is_ok());
+  EXPECT_EQ(store_->list().value().size(), 2u);
+  EXPECT_EQ(count("layers/sha256"), 3u);
+}
+
+TEST_F(ImageImportTest, OciLayoutTarsPlainGzipAndZstd) {
+  write_oci_layout(dir_ + "/layout", layers(), "app:1", true);
+  for (Compression c : {Compression::kNone, Compression::kGzip, Compression::kZstd}) {
+    const std::string tar = dir_ + "/layout.tar";
+    write_bytes(tar, tar_of_dir(dir_ + "/layout", c));
+    auto record = import_path(*store_, tar, {"app:" + std::to_string(static_cast<int>(c))});
+    ASSERT_TRUE(record.is_ok()) << record.status().to_string();
+    EXPECT_TRUE(fs::exists(record->root + "/etc/hostname"));
+  }
+  EXPECT_EQ(count("blobs/sha256"), 5u);  // the arm64 image's blobs were freed
+  EXPECT_EQ(count("tmp"), 0u);
+}
+
+TEST_F(ImageImportTest, DockerSaveArchiveWithALinkedLayer) {
+  write_bytes(dir_ + "/saved.tar", make_docker_archive(layers(), "docker.io/library/app:2"));
+  auto record = import_path(*store_, dir_ + "/saved.tar", {});
+  ASSERT_TRUE(record.is_ok()) << record.status().to_string();
+  EXPECT_EQ(record->name, "docker.io/library/app:2");
+  EXPECT_EQ(record->layers.size(), 4u);
+  EXPECT_EQ(record->config_fields.working_dir, "/work");
+  EXPECT_TRUE(fs::exists(record->root + "/opt/app"));
+  auto other = import_path(*store_, dir_ + "/saved.tar", {"not-a-tag-in-it"});
+  EXPECT_TRUE(other.is_ok()) << other.status().to_string();  // the only image, renamed
+}
+
+TEST_F(ImageImportTest, AManifestWhoseSizesLieIsRefusedAndLeavesNoImage) {
+  for (int64_t delta : {-7, 7}) {
+    SCOPED_TRACE(delta);
+    fs::remove_all(dir_ + "/layout");
+    write_oci_layout(dir_ + "/layout", layers(), "lies:1", false, delta);
+    auto from_dir = import_path(*store_, dir_ + "/layout", {});
+    ASSERT_FALSE(from_dir.is_ok());
+    EXPECT_NE(from_dir.status().message().find(delta < 0 ? "longer than" : "shorter than"), std::string::npos)
+        << from_dir.status().message();
+    EXPECT_NE(from_dir.status().message().find(sha256_of(layers()[0].blob).str()), std::string::npos);
+    write_bytes(dir_ + "/layout.tar", tar_of_dir(dir_ + "/layout"));
+    auto from_tar = import_path(*store_, dir_ + "/layout.tar", {});
+    ASSERT_FALSE(from_tar.is_ok());
+    EXPECT_NE(from_tar.status().message().find("the manifest says"), std::string::npos) << from_tar.status().message();
+    EXPECT_EQ(count("images") + count("blobs/sha256") + count("tmp"), 0u);
+  }
+}
+
+TEST_F(ImageImportTest, ClearErrorsForWhatIsNoImage) {
+  write_oci_layout(dir_ + "/unnamed", layers(), "");
+  auto unnamed = import_path(*store_, dir_ + "/unnamed", {});
+  EXPECT_NE(unnamed.status().fix().find("--name"), std::string::npos) << unnamed.status().to_string();
+  write_bytes(dir_ + "/other.tar", make_tar({file("readme", "hi")}));
+  auto other = import_path(*store_, dir_ + "/other.tar", {});
+  EXPECT_NE(other.status().message().find("neither an OCI layout"), std::string::npos) << other.status().to_string();
+  write_bytes(dir_ + "/junk", std::string(2048, 'j'));
+  EXPECT_FALSE(import_path(*store_, dir_ + "/junk", {}).is_ok());
+  EXPECT_EQ(import_path(*store_, dir_ + "/missing", {}).status().code(), StatusCode::kIoError);
+  EXPECT_EQ(count("images") + count("blobs/sha256"), 0u);
+}
+
+TEST_F(ImageImportTest, DocumentsOfTheWrongShapeAreErrorsNotCrashes) {
+  for (const char* manifest : {R"([{"Config": 5, "Layers": "x", "RepoTags": null}])", R"({"a": 1})", R"([7])", "[]"}) {
+    write_bytes(dir_ + "/odd.tar", make_tar({file("manifest.json", manifest)}));
+    auto odd = import_path(*store_, dir_ + "/odd.tar", {"odd:1"});
+    EXPECT_FALSE(odd.is_ok()) << manifest;
+  }
+  for (const char* index : {R"({"manifests": 3})", R"({"manifests": [{"digest": 1, "size": "x"}]})", "[]",
+                            R"({"manifests": [{"digest": "sha256:../../etc", "size": 1}]})"}) {
+    write_bytes(dir_ + "/odd/index.json", index);
+    auto odd = import_path(*store_, dir_ + "/odd", {"odd:1"});
+    EXPECT_FALSE(odd.is_ok()) << index;
+  }
+  write_bytes(dir_ + "/odd/index.json", R"({"manifests": [{"digest": "sha256:)" + std::string(64, 'a') +
+                                            R"(", "size": 1099511627776}]})");
+  EXPECT_EQ(import_path(*store_, dir_ + "/odd", {"odd:1"}).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(count("images"), 0u);
+}
+
+TEST(ImagePickPlatform, NamesThePlatformsThereAre) {
+  Descriptor arm;
+  arm.os = "linux";
+  arm.architecture = "arm64";
+  auto picked = pick_platform({arm}, "index.json");
+  ASSERT_FALSE(picked.is_ok());
+  EXPECT_NE(picked.status().message().find("it has: linux/arm64"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace edt::image
