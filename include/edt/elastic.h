@@ -6,7 +6,8 @@
 //   a fixed set of workers and its own communicator; a change of membership
 //   (hosts added or removed, a worker failed) forms a new generation.
 // - A worker keeps its training state in registered StateObjects. commit()
-//   saves a copy of every object in memory; a failure rolls every survivor
+//   saves a copy of every object in memory (as bytes, or as the object's
+//   own copy, see StateObject::commit); a failure rolls every survivor
 //   back to the last commit. Workers learn of membership changes at commit
 //   points, or at once when a collective fails because a peer died.
 // - Survivors keep their process and their memory across generations. A
@@ -63,6 +64,17 @@ class StateObject {
   // Called after every membership change, once the state of the new
   // generation is in place, with this worker's new rank and the new size.
   virtual void on_reset(int /*rank*/, int /*size*/) {}
+
+  // Optional: an object that keeps its committed value itself, cheaper
+  // than as bytes (a training state whose tensors are copied into buffers
+  // kept from the previous commit), overrides these three. commit() copies
+  // the current value and returns true; State then keeps no bytes of the
+  // object, calls restore() to go back to that copy and committed_bytes()
+  // (bytes deserialize() accepts) only when the committed value moves to
+  // another worker. The default, false: State keeps serialize()'s bytes.
+  virtual bool commit() { return false; }
+  virtual Status restore() { return Status::ok(); }
+  virtual std::string committed_bytes() const { return serialize(); }
 };
 
 struct ElasticSamplerOptions {

@@ -141,8 +141,10 @@ class Runtime {
 };
 
 // A StateObject implemented in Python: serialize() -> bytes,
-// deserialize(bytes), on_reset(rank, size). It may be called from run()'s
-// rejoin while the GIL is held by the thread that called ElasticJob.run.
+// deserialize(bytes), on_reset(rank, size), optionally commit() -> bool,
+// restore(), committed_bytes() -> bytes (StateObject::commit). It may be
+// called from run()'s rejoin while the GIL is held by the thread that
+// called ElasticJob.run.
 class PyStateObject final : public elastic::StateObject {
  public:
   explicit PyStateObject(py::object target) : target_(std::move(target)) {}
@@ -165,6 +167,29 @@ class PyStateObject final : public elastic::StateObject {
   void on_reset(int rank, int size) override {
     py::gil_scoped_acquire gil;
     target_.attr("on_reset")(rank, size);
+  }
+
+  // An object with commit() keeps its committed copy itself (in memory:
+  // a commit serializes nothing), and then has restore() and
+  // committed_bytes() too.
+  bool commit() override {
+    py::gil_scoped_acquire gil;
+    return py::hasattr(target_, "commit") && target_.attr("commit")().cast<bool>();
+  }
+
+  Status restore() override {
+    py::gil_scoped_acquire gil;
+    try {
+      target_.attr("restore")();
+    } catch (py::error_already_set& e) {
+      return invalid_argument(std::string("cannot restore the Python state: ") + e.what());
+    }
+    return Status::ok();
+  }
+
+  std::string committed_bytes() const override {
+    py::gil_scoped_acquire gil;
+    return target_.attr("committed_bytes")().cast<std::string>();
   }
 
  private:

@@ -6,10 +6,11 @@
 //      member with the highest (lowest rank on ties);
 //   3. form the generation's communicator under its own store prefix;
 //   4. sync: the source broadcasts its committed state (a header of sizes,
-//      then the bytes), every other member deserializes it;
+//      then the bytes), every other member deserializes it and commits it;
 //   5. on_reset of every StateObject, then the user's callbacks.
 // A failure in 2-4 reports the generation broken and starts over at 1; the
 // coordinator forms the next generation without whoever failed.
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -46,7 +47,10 @@ struct State::Impl {
   std::shared_ptr<MembershipClient> membership;
   std::vector<std::pair<std::string, StateObject*>> objects;
   std::vector<std::function<void()>> callbacks;
-  std::vector<std::string> committed;  // per object, as of the last commit
+  // Per object, as of the last commit: its bytes, or nothing when the
+  // object keeps the committed copy itself (kept_by_object).
+  std::vector<std::string> committed;
+  std::vector<bool> kept_by_object;
   bool has_snapshot = false;
   int64_t commit_id = 0;
   int resets = -1;  // the first generation is not a reset
@@ -56,9 +60,22 @@ struct State::Impl {
   int64_t generation = 0;              // of comm; guarded by comm_mu
   Generation joined;                   // the generation of comm, or the one placement() waited for
 
-  void snapshot() {
-    committed.clear();
-    for (const auto& [name, object] : objects) committed.push_back(object->serialize());
+  // Commits object i's current value: its own copy, or `bytes` when given
+  // (what it was just loaded from), or serialize()'s.
+  void keep(size_t i, std::string* bytes = nullptr) {
+    StateObject* object = objects[i].second;
+    kept_by_object[i] = object->commit();
+    if (kept_by_object[i]) {
+      committed[i].clear();
+    } else {
+      committed[i] = bytes ? std::move(*bytes) : object->serialize();
+    }
+  }
+
+  void snapshot(std::vector<std::string>* loaded = nullptr) {
+    committed.resize(objects.size());
+    kept_by_object.resize(objects.size());
+    for (size_t i = 0; i < objects.size(); ++i) keep(i, loaded ? &(*loaded)[i] : nullptr);
     has_snapshot = true;
   }
 
@@ -70,17 +87,49 @@ struct State::Impl {
     return Status::ok();
   }
 
+  Status restore() {
+    if (!has_snapshot) return Status::ok();  // nothing committed: the state is as it started
+    for (size_t i = 0; i < objects.size(); ++i) {
+      StateObject* object = objects[i].second;
+      Status s = kept_by_object[i] ? object->restore() : object->deserialize(committed[i]);
+      if (!s.is_ok()) return s.with_context("state object '" + objects[i].first + "'");
+    }
+    return Status::ok();
+  }
+
+  // The committed bytes of every object, in one buffer; sizes[i] is object i's.
+  std::string committed_bytes(std::vector<int64_t>& sizes) const {
+    std::string all;
+    for (size_t i = 0; i < objects.size(); ++i) {
+      const size_t at = all.size();
+      if (kept_by_object[i]) {
+        std::string bytes = objects[i].second->committed_bytes();
+        if (all.empty()) {
+          all = std::move(bytes);  // a state of one object (Python's): no second copy
+        } else {
+          all += bytes;
+        }
+      } else {
+        all += committed[i];
+      }
+      sizes[i] = static_cast<int64_t>(all.size() - at);
+    }
+    return all;
+  }
+
   // Step 4: the source's committed bytes to every member.
   Status sync(Communicator& c, int source) {
     if (!has_snapshot) snapshot();
     std::vector<int64_t> header(objects.size() + 1);
     header[0] = commit_id;
-    for (size_t i = 0; i < objects.size(); ++i) header[i + 1] = static_cast<int64_t>(committed[i].size());
-    EDT_RETURN_IF_ERROR(c.broadcast(header.data(), header.size(), DataType::kInt64, source));
+    std::vector<int64_t> sizes(objects.size());
     std::string all;
     if (c.rank() == source) {
-      for (const auto& bytes : committed) all += bytes;
-    } else {
+      all = committed_bytes(sizes);
+      std::copy(sizes.begin(), sizes.end(), header.begin() + 1);
+    }
+    EDT_RETURN_IF_ERROR(c.broadcast(header.data(), header.size(), DataType::kInt64, source));
+    if (c.rank() != source) {
       size_t total = 0;
       for (size_t i = 1; i < header.size(); ++i) total += static_cast<size_t>(header[i]);
       all.resize(total);
@@ -89,12 +138,16 @@ struct State::Impl {
     if (c.rank() == source) return Status::ok();
     std::vector<std::string> received;
     size_t at = 0;
-    for (size_t i = 1; i < header.size(); ++i) {
+    for (size_t i = 1; i + 1 < header.size(); ++i) {
       received.push_back(all.substr(at, static_cast<size_t>(header[i])));
       at += static_cast<size_t>(header[i]);
     }
+    if (header.size() > 1) {
+      all.erase(0, at);  // the last object keeps the buffer: one object's state is not copied again
+      received.push_back(std::move(all));
+    }
     EDT_RETURN_IF_ERROR(load(received));
-    committed = std::move(received);
+    snapshot(&received);
     commit_id = header[0];
     return Status::ok();
   }
@@ -231,10 +284,7 @@ void State::save() {
 
 bool State::membership_changed() const { return impl_->membership->newest_seen() > generation(); }
 
-Status State::restore() {
-  if (!impl_->has_snapshot) return Status::ok();  // nothing committed: the state is as it started
-  return impl_->load(impl_->committed);
-}
+Status State::restore() { return impl_->restore(); }
 
 Status State::check_host_updates() {
   EDT_ASSIGN_OR_RETURN(bool updated, agree_hosts_updated(comm(), membership_changed()));

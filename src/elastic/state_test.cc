@@ -29,8 +29,33 @@ constexpr const char* kHost = "127.0.0.1";  // an address: a made-up name would 
 struct Model final : StateObject {
   std::vector<int64_t> counts = std::vector<int64_t>(kSamples);
   int64_t steps = 0;
+  // keeps_commit: the model keeps its commit itself (StateObject::commit),
+  // a copy of counts and steps; serialized counts serialize()'s calls.
+  bool keeps_commit = false;
+  std::vector<int64_t> committed_counts;
+  int64_t committed_steps = 0;
+  mutable int serialized = 0;
+
+  bool commit() override {
+    if (!keeps_commit) return false;
+    committed_counts = counts;
+    committed_steps = steps;
+    return true;
+  }
+  Status restore() override {
+    counts = committed_counts;
+    steps = committed_steps;
+    return Status::ok();
+  }
+  std::string committed_bytes() const override {
+    Model copy;
+    copy.counts = committed_counts;
+    copy.steps = committed_steps;
+    return copy.serialize();
+  }
 
   std::string serialize() const override {
+    ++serialized;
     std::string out(sizeof steps + counts.size() * sizeof(int64_t), '\0');
     std::memcpy(out.data(), &steps, sizeof steps);
     std::memcpy(out.data() + sizeof steps, counts.data(), counts.size() * sizeof(int64_t));
@@ -51,6 +76,7 @@ struct WorkerResult {
   std::vector<int> sizes;  // size at each reset
   Placement first;         // placement() before run()
   int64_t steps = 0;       // steps the model went through
+  int serialized = 0;      // calls of the model's serialize()
 };
 
 class ElasticJob {
@@ -102,6 +128,7 @@ class ElasticJob {
   std::atomic<int64_t> max_step{0};
   int commit_every = kCommitEvery;
   bool check_every_step = false;  // check_host_updates() at the steps without a commit
+  bool keeps_commit = false;      // Model::keeps_commit
 
  private:
   WorkerResult work(const std::string& id, int64_t die_at_step) {
@@ -119,6 +146,7 @@ class ElasticJob {
       return result;
     }
     Model model;
+    model.keeps_commit = keeps_commit;
     ElasticSampler sampler({.num_samples = kSamples, .seed = 42});
     state.value()->add("model", &model);
     state.value()->add("sampler", &sampler);
@@ -156,6 +184,7 @@ class ElasticJob {
     if (die_at_step >= 0 && result.status.code() == StatusCode::kInternal) lost(id);
     result.counts = model.counts;
     result.steps = model.steps;
+    result.serialized = model.serialized;
     result.resets = state.value()->resets();
     return result;
   }
@@ -220,6 +249,24 @@ TEST(ElasticState, SurvivesAWorkerDyingAndRollsBack) {
   expect_exactly_once(ra);
   expect_exactly_once(rb);
   EXPECT_EQ(ra.sizes, (std::vector<int>{3, 2}));
+}
+
+// An object that keeps its commit itself is committed, restored after a
+// failure and sent to a joiner without serialize(): its commit is a copy.
+TEST(ElasticState, AnObjectThatKeepsItsCommitIsNeverSerialized) {
+  ElasticJob grown;
+  grown.keeps_commit = true;
+  for (const auto& r : grow_two_to_three(grown)) EXPECT_EQ(r.serialized, 0);
+  ElasticJob failed;
+  failed.keeps_commit = true;
+  auto abc = failed.start({{"a", 0}, {"b", 1}, {"c", 2, /*die_at_step=*/30}});
+  EXPECT_EQ(abc[2].get().status.code(), StatusCode::kInternal);
+  for (auto* f : {&abc[0], &abc[1]}) {
+    auto r = f->get();
+    expect_exactly_once(r);
+    EXPECT_EQ(r.sizes, (std::vector<int>{3, 2}));
+    EXPECT_EQ(r.serialized, 0);
+  }
 }
 
 TEST(ElasticState, ShrinksWhenAWorkerIsRemoved) {

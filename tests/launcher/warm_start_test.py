@@ -213,6 +213,38 @@ def test_requests_not_served_exactly_start_cold(server, argv_tail, extra_env, re
     assert "True" not in result.stdout, "a cold start has no torch imported: %r" % result.stdout
 
 
+LOCALE_REPORT = ("import locale, sys\nprint(locale.setlocale(locale.LC_CTYPE), sys.getfilesystemencoding(), "
+                 "sys.stdout.encoding, sys.flags.utf8_mode, 'torch' in sys.modules)\n")
+
+
+def test_a_locale_of_the_same_encoding_is_served_warm_and_taken():
+    """ssh passes a user's LANG and LC_* into a container: another name of
+    an installed locale with the server's encoding starts warm, in that
+    locale, as a fresh python3 would be; another encoding, or a locale that
+    is not installed (a fresh python3 falls back to C), starts cold."""
+    directory = tempfile.mkdtemp(prefix="edt-warm-locale-")
+    env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_CTYPE")}
+    env.update(LANG="C.UTF-8", PYTHONPATH=PYTHONPATH)
+    proc = start_server(["--socket", os.path.join(directory, "python.sock")], env)
+    try:
+        served = {"socket": os.path.join(directory, "python.sock"), "env": env, "dir": directory}
+        path = script(served, LOCALE_REPORT, "locale_report.py")
+        for extra, reason in (({"LC_ALL": "C.utf8"}, None),
+                              ({"LANG": "C"}, "has another encoding than the warm interpreter's"),
+                              ({"LC_CTYPE": "xx_XX.UTF-8"}, "the locale xx_XX.UTF-8 is not installed")):
+            warm = run(served, [PYTHON, path], extra)
+            fresh = subprocess.run([PYTHON, path], env=dict(env, **extra), capture_output=True, text=True, timeout=60)
+            assert warm.returncode == 0, warm.stderr
+            if reason:
+                assert reason in warm.stderr, (extra, warm.stderr)
+            else:
+                assert "declined" not in warm.stderr, (extra, warm.stderr)
+            *what, loaded = warm.stdout.split()
+            assert what == fresh.stdout.split()[:-1] and loaded == str(reason is None), (extra, warm.stdout, fresh.stdout)
+    finally:
+        stop_server(proc)
+
+
 def test_a_script_beside_a_package_of_a_preloaded_name_starts_cold(server):
     directory = os.path.join(server["dir"], "beside")
     os.makedirs(os.path.join(directory, "numpy"), exist_ok=True)

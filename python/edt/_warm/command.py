@@ -1,14 +1,17 @@
 """What a request asks Python to run, and whether a worker forked from the
 server can run it exactly as a fresh `python3 ...` would: the same
 interpreter, Python options no other than -u, -B and -m, the same start-up
-variables, and a module path on which every preloaded package comes from
-the file the server imported. Anything else is Cold.
+variables (locale variables may name another installed locale of the same
+encoding: the worker takes it, take_locale), and a module path on which
+every preloaded package comes from the file the server imported. Anything
+else is Cold.
 
 These checks run in the worker after it took the client's credentials
 (worker.py), so they see the paths as the client sees them.
 """
 
 import importlib.machinery
+import locale
 import os
 import site
 import sys
@@ -20,8 +23,36 @@ STARTUP_VARIABLES = (
     "PYTHONHASHSEED", "PYTHONOPTIMIZE", "PYTHONDEBUG", "PYTHONINSPECT", "PYTHONNOUSERSITE", "PYTHONUSERBASE",
     "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONMALLOC", "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONPLATLIBDIR",
     "PYTHONUTF8", "PYTHONCOERCECLOCALE", "PYTHONEXECUTABLE", "PYTHONTRACEMALLOC", "PYTHONPROFILEIMPORTTIME",
-    "PYTHONFAULTHANDLER", "PYTHONNODEBUGRANGES", "PYTHONINTMAXSTRDIGITS", "LC_ALL", "LC_CTYPE", "LANG",
+    "PYTHONFAULTHANDLER", "PYTHONNODEBUGRANGES", "PYTHONINTMAXSTRDIGITS",
 )
+
+# What Python takes from the locale variables at start-up is LC_CTYPE's
+# locale (setlocale) and what follows from its encoding: the file system's
+# and the standard streams' encoding, and under the C locale its coercion
+# to C.UTF-8 and UTF-8 mode (PEPs 538 and 540). ssh passes a user's LANG
+# and LC_* into a container (AcceptEnv), so they often differ from the
+# server's while naming the same encoding.
+LOCALE_VARIABLES = ("LC_ALL", "LC_CTYPE", "LANG")
+
+
+def ctype_locale(env):
+    """The LC_CTYPE locale the C library picks from `env`."""
+    return next((env[name] for name in LOCALE_VARIABLES if env.get(name)), "C")
+
+
+def encoding_of(name):
+    if name in ("C", "POSIX"):
+        return "C"
+    codeset = name.partition(".")[2].partition("@")[0].lower().replace("-", "")
+    return "UTF-8" if codeset == "utf8" else name
+
+
+def server_encoding():
+    # A server started in the C locale was coerced: its environment says
+    # C.UTF-8 (LC_CTYPE), its flags UTF-8 mode.
+    if sys.flags.utf8_mode and os.environ.get("PYTHONUTF8") is None:
+        return "C"
+    return encoding_of(ctype_locale(os.environ))
 
 
 def parse_command(argv):
@@ -66,6 +97,31 @@ def check_startup_variables(env):
     for name in set(env) | set(os.environ):
         if name.startswith("TORCH_") and env.get(name) != os.environ.get(name):
             raise Cold("%s (read when torch is imported) differs from the warm interpreter's" % name)
+    check_locale(env)
+
+
+def check_locale(env):
+    ours = server_encoding()
+    if ours == "C":  # the coercion a fresh Python makes is the same only with the same variables
+        for name in LOCALE_VARIABLES:
+            if env.get(name) != os.environ.get(name):
+                raise Cold("%s differs from the warm interpreter's" % name)
+        return
+    theirs = ctype_locale(env)
+    if encoding_of(theirs) != ours:
+        raise Cold("the locale %s (LC_ALL, LC_CTYPE, LANG) has another encoding than the warm interpreter's (%s)"
+                   % (theirs, ours))
+
+
+def take_locale(env):
+    """The client's LC_CTYPE locale, as Python's start-up sets it; Cold if
+    it is not installed (a fresh Python would fall back to C)."""
+    if ctype_locale(env) == ctype_locale(os.environ):
+        return
+    try:
+        locale.setlocale(locale.LC_CTYPE, ctype_locale(env))
+    except locale.Error:
+        raise Cold("the locale %s is not installed" % ctype_locale(env)) from None
 
 
 def module_path(first, env):

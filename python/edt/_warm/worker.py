@@ -20,7 +20,7 @@ import sys
 
 from edt._warm import seccomp
 from edt._warm.cgroups import join_cgroups
-from edt._warm.command import check_interpreter, check_preloaded, check_startup_variables, module_path
+from edt._warm.command import check_interpreter, check_preloaded, check_startup_variables, module_path, take_locale
 from edt._warm.fresh import make_stdio, reset_signals, reseed, set_title, size_blas_threads
 from edt._warm.kernel import (PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, PR_CAPBSET_DROP, PR_SET_KEEPCAPS,
                               PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, check, libc)
@@ -52,6 +52,7 @@ def become_worker(peer, request, command, server):
     path = module_path(first, env)
     check_preloaded(path, server.packages)
     check_startup_variables(env)
+    take_locale(env)
     for i, fd in enumerate(request.fds):
         os.dup2(fd, i)
         os.close(fd)

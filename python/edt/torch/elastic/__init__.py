@@ -10,10 +10,10 @@ across the job, and its state records the progress of the whole job.
 
 Under edtrun's elastic mode (--min-np/--max-np) this is a thin layer over
 edt::elastic::State and run() (include/edt/elastic.h, through
-edt._edt.ElasticJob): the State object is registered with the job as one
-serialized blob (torch.save of the model, optimizer, samplers and
-attributes); commit() saves it in C++ and asks, through the engine, whether
-rank 0 saw a new membership generation (HostsUpdatedInterrupt); a failed
+edt._edt.ElasticJob): the State object is registered with the job as a
+state object that keeps its committed copy itself, in memory (state.py);
+commit() copies it and asks, through the engine, whether rank 0 saw a new
+membership generation (HostsUpdatedInterrupt); a failed
 collective (HorovodInternalError) rolls every survivor back to its last
 commit. Each generation gets a fresh engine over its own communicator;
 survivors keep their process and memory, and newcomers receive the
