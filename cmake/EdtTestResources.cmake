@@ -37,6 +37,10 @@ endfunction()
 # edtsh0, 198.18.190.0/24, netns edtsh-*, /run/edtsh.state.
 edt_test_resources(slurm_harness LOCK edt_slurm_harness COST 23)
 edt_test_resources(slurm_backend LOCK edt_slurm_harness COST 70)
+edt_test_resources(slurm_harness_dynamic LOCK edt_slurm_harness COST 23)
+edt_test_resources(slurm_backend_dynamic LOCK edt_slurm_harness COST 70)
+edt_test_resources(slurm_harness_plain LOCK edt_slurm_harness COST 23)
+edt_test_resources(slurm_backend_plain LOCK edt_slurm_harness COST 70)
 edt_test_resources(demo_slurm LOCK edt_slurm_harness COST 25)
 # Builds in the build tree itself (ninja: one at a time per tree); the
 # layering tests take the same lock in tests/layering/CMakeLists.txt.

@@ -238,15 +238,18 @@ TEST_F(Edtd, CreateScaleMpirunScaleDownDelete) {
   const std::string hostfile2 = "tthvd-launcher slots=1\ntthvd-worker-0 slots=1\n";
   std::map<std::string, std::string> gpus;  // CUDA_VISIBLE_DEVICES by container
   for (const std::string name : {"tthvd-launcher", "tthvd-worker-0"}) {
-    Output o = edt("exec " + name + " -- sh -c 'hostname; cat /etc/mpi/hostfile; echo $CUDA_VISIBLE_DEVICES; "
+    Output o = edt("exec " + name + " -- sh -c 'hostname; cat /etc/mpi/hostfile; "
+                   "echo $CUDA_VISIBLE_DEVICES $EDT_HOST_GPUS $(ls /dev/nvidia*); "
                    "df -m /dev/shm | tail -1; cat /root/data/hello.txt; touch /usr/x 2>/dev/null || echo ro'");
     ASSERT_EQ(o.code, 0) << o.text;
     auto l = lines(o.text);
     ASSERT_GE(l.size(), 7u) << o.text;
     EXPECT_EQ(l[0], name);
     EXPECT_EQ(l[1] + "\n" + l[2] + "\n", hostfile2);
-    EXPECT_TRUE(l[3] == "0" || l[3] == "1") << l[3];
-    gpus[name] = l[3];
+    // CUDA numbers its one GPU 0, whichever of the host's it is; the
+    // host's index is EDT_HOST_GPUS and its device file's name.
+    EXPECT_TRUE(l[3] == "0 0 /dev/nvidia0" || l[3] == "0 1 /dev/nvidia1") << l[3];
+    gpus[name] = l[3].substr(0, 1);
     EXPECT_NE(l[4].find(" 128 "), std::string::npos) << l[4];
     EXPECT_EQ(l[5], "from the host");
     EXPECT_EQ(l[6], "ro");

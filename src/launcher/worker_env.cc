@@ -74,7 +74,7 @@ bool is_host_specific(const std::string& name) {
       "HOSTNAME", "HOST", "PWD", "OLDPWD", "SHLVL", "_", "HOME", "USER", "LOGNAME", "MAIL", "SHELL",
       "DISPLAY", "XAUTHORITY", "TMUX", "TMUX_PANE", "STY", "WINDOW", "TERM_SESSION_ID", "PS1",
       "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XDG_SESSION_ID", "XDG_SESSION_TYPE", "XDG_SESSION_CLASS",
-      "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "TMPDIR",
+      "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "EDT_HOST_GPUS", "TMPDIR",
   };
   for (const char* n : kNames) {
     if (name == n) return true;

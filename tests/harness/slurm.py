@@ -15,7 +15,7 @@ Debian's slurm-wlm and munge):
       |- veth edtshv-ctl  ==  netns edtsh-ctl: eth0 198.18.190.2/24,
       |                          hostname edtsh-ctl, slurmctld
       |- veth edtshv-n1   ==  netns edtsh-n1:  eth0 198.18.190.11/24,
-      |                          hostname edtsh-n1, slurmd -Z (dynamic node)
+      |                          hostname edtsh-n1, slurmd (a node of slurm.conf)
       '- ... node i at 198.18.190.(10+i), up to 100 nodes
 
 Address plan of 198.18.190.0/24 (a benchmarking block, RFC 2544, reserved
@@ -29,14 +29,45 @@ No namespace has a default route, so no packet of the cluster leaves the
 block. (As with any macvlan, a container's macvlan on a node's eth0 reaches
 every address but that node's own 198.18.190.(10+i).)
 
-Each node is a dynamic node (slurmd -Z --conf "... Feature=edt") with
---cpus CPUs, --memory-mb RealMemory and --gpus GPUs as the GRES
-gpu:NVIDIA-P4:<n>; the GPUs are fake character devices (mknod c 1 3, i.e.
-/dev/null) under STATE/nodes/<node>/dev named in gres.conf, so Slurm sets
-CUDA_VISIBLE_DEVICES and SLURM_JOB_GPUS as for real ones. The nodes join
-the partition `edt` (the default) through NodeSet=edtns Feature=edt.
+Two ways to declare the nodes (`nodes_style`):
+  - "static" (the default; as most sites run Slurm): each node is a
+    NodeName line of slurm.conf (its NodeAddr, CPUs, RealMemory, Gres), in
+    partition `edt` by name, and its slurmd is started as a service starts
+    it: `slurmd -N <node>` daemonizes, writes its pid to
+    run/<node>.slurm.pid (SlurmdPidFile) and logs to its log file only;
+  - "dynamic": each node is a dynamic node (slurmd -D -Z --conf "...
+    Feature=edt") in the foreground, joining partition `edt` through
+    NodeSet=edtns Feature=edt.
+Either way a node has --cpus CPUs, --memory-mb RealMemory and --gpus GPUs
+as the GRES gpu:NVIDIA-P4:<n>; the GPUs are fake character devices (mknod c
+240 N: no driver's) under STATE/nodes/<node>/dev named in gres.conf, so
+Slurm sets CUDA_VISIBLE_DEVICES and SLURM_JOB_GPUS as for real ones.
 CPUs and memory are scheduled (CR_Core_Memory; a job without --mem gets
-256 MB per CPU). A node whose slurmd dies is DOWN 10-20 s later and its
+256 MB per CPU).
+
+Three configurations (`config`):
+  - "site" (the default; as sites run Slurm): Slurm's own cgroups
+    (proctrack/cgroup, task/cgroup; cgroup.conf: ConstrainCores,
+    ConstrainRAMSpace, ConstrainDevices, CgroupPlugin=autodetect, which
+    finds this machine's layout, v1 or v2). Each slurmd makes its cgroups as
+    slurm_<node> in each hierarchy; `down` removes them. Under
+    ConstrainDevices a job with GPUs can open only its own device files,
+    and its CUDA_VISIBLE_DEVICES is 0..n-1; SLURM_JOB_GPUS is their places
+    in gres.conf (nvidia0, nvidia1, ...: the same). The fake devices' major and minor numbers (GPU_MAJOR) tell them
+    apart, as the devices cgroup needs;
+  - "site-tmpfs": "site" and job_container/tmpfs (each job a /tmp and
+    /dev/shm of its own, under /var/tmp/edtsh-jobs-<state dir>/jobs: Slurm
+    refuses a BasePath under /tmp; the nodes' spool there too, since a job
+    does not see the /tmp it is in). Not the default: on this machine a
+    node's slurmstepd fails, in about half the clusters brought up (all
+    jobs of one node or two), to bind the job's new mount namespace
+    (`_create_ns: ns base mount failed: Invalid argument`: mount(2)'s EINVAL)
+    when several nodes share one kernel (docs/slurm.md);
+  - "plain": none of these (proctrack/linuxproc, task/none).
+A node's slurmd runs in a mount namespace of `ip netns exec`, whose sysfs
+hides /sys/fs/cgroup: the cgroup file systems are mounted there again.
+
+A node whose slurmd dies is DOWN 10-20 s later and its
 jobs end NODE_FAIL (JobRequeue=0: not requeued); it is back as soon as its
 slurmd registers again (ReturnToService=2). A finished job stays in squeue
 for MinJobAge=30 s; log/jobcomp.log keeps every job's final state.
@@ -44,8 +75,8 @@ for MinJobAge=30 s; log/jobcomp.log keeps every job's final state.
 All files live in one state directory (default /tmp/edt-slurm): slurm.conf,
 cgroup.conf, gres.conf, munge/ (key, socket), ctld/ (StateSaveLocation),
 spool/<node>/, log/ (slurmctld.log, slurmd-<node>.log, <daemon>.out: its
-stdout and stderr, jobcomp.log), run/ (the daemons' pids as the harness
-started them), nodes/<node>/dev/. /run/edtsh.state names the state
+stdout and stderr, jobcomp.log), run/ (the daemons' pids: as the harness
+started them, or as a daemonized slurmd wrote its own), nodes/<node>/dev/. /run/edtsh.state names the state
 directory of the cluster that is up. An `up` that fails copies log/ to
 STATE.logs (its error names the file to read) before it is torn down.
 
@@ -53,16 +84,18 @@ STATE.logs (its error names the file to read) before it is torn down.
 alone.
 
 Command line (as root):
-    tests/harness/slurm.py up [--nodes 3] [--gpus 2] [--cpus 2] [--memory-mb 4096] [--state-dir DIR]
+    tests/harness/slurm.py up [--nodes 3] [--gpus 2] [--cpus 2] [--memory-mb 4096] [--dynamic]
+                              [--config site|site-tmpfs|plain] [--state-dir DIR]
     tests/harness/slurm.py status [--state-dir DIR]
     tests/harness/slurm.py down [--state-dir DIR]   # idempotent; also cleans up after a killed `up`
 
 As a library:
-    with SlurmHarness(nodes=3) as h:
+    with SlurmHarness(nodes=3) as h:            # or nodes_style="dynamic"
         h.run(["sbatch", "--wrap", "hostname"])
         h.kill_slurmd("edtsh-n2"); h.wait_nodes_state("DOWN", ["edtsh-n2"], 30)
 """
 import argparse
+import glob
 import ipaddress
 import json
 import os
@@ -99,6 +132,13 @@ POINTER = "/run/edtsh.state"   # the state dir of the harness that is up
 MARKER = "harness.json"           # in the state dir: what `up` built
 DAEMONS = ("munged", "slurmctld", "slurmscriptd", "slurmd", "slurmstepd")
 # States a node must not be in to count as being in the state asked for.
+NODES_STYLES = ("static", "dynamic")
+CONFIGS = ("site", "site-tmpfs", "plain")
+# The fake GPUs' character devices: a major number of the kernel's
+# "local/experimental use" range, that no driver here owns (opening one
+# fails with ENXIO; with EPERM where the job's devices cgroup denies it),
+# and a minor number of their own, so that ConstrainDevices tells them apart.
+GPU_MAJOR = 240
 UNHEALTHY = {"NOT_RESPONDING", "DRAIN", "FAIL", "INVALID_REG", "POWERED_DOWN", "REBOOT_REQUESTED"}
 
 
@@ -221,9 +261,26 @@ def teardown(state_dir, log=print):
         sh(["ip", "link", "del", link], check=False)
     if bridge_exists():
         log(f"harness: left bridge {BRIDGE} alone: it carries addresses that are not the harness's")
+    remove_slurm_cgroups()
     remove_state_dir(state_dir, log)
     if resolve_state_dir() == state_dir and os.path.exists(POINTER):
         os.unlink(POINTER)
+
+
+def slurm_cgroups():
+    """The cgroups the nodes' slurmds made (slurm_<node> in each hierarchy)."""
+    return glob.glob(f"/sys/fs/cgroup/*/slurm_{NETNS_PREFIX}*") + glob.glob(f"/sys/fs/cgroup/slurm_{NETNS_PREFIX}*")
+
+
+def remove_slurm_cgroups():
+    """rmdir, deepest first, what the slurmds left of their cgroups (empty
+    once their processes are gone)."""
+    for top in slurm_cgroups():
+        for at, _dirs, _files in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+            try:
+                os.rmdir(at)
+            except OSError:
+                pass
 
 
 def remove_state_dir(state_dir, log=print):
@@ -233,6 +290,7 @@ def remove_state_dir(state_dir, log=print):
         log(f"harness: left {state_dir} alone: it is not a harness's state dir (no {MARKER})")
         return
     shutil.rmtree(state_dir)
+    shutil.rmtree(job_tmp_dir(state_dir), ignore_errors=True)
 
 
 def check_block_free():
@@ -244,10 +302,32 @@ def check_block_free():
 
 # --- configuration --------------------------------------------------------
 
-def slurm_conf(state_dir):
+SITE_PLUGINS = """\
+# Slurm's own cgroups, as sites run it: processes tracked by cgroup, each job
+# bound to its cores, memory and GPUs (cgroup.conf).
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+"""
+
+TMPFS_PLUGINS = SITE_PLUGINS + """\
+# Each job a /tmp and /dev/shm of its own (job_container.conf); PrologFlags=Contain
+# makes the job's namespace before any step.
+JobContainerType=job_container/tmpfs
+PrologFlags=Contain
+"""
+
+PLAIN_PLUGINS = """\
+# No cgroups of Slurm's own.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+"""
+
+
+def slurm_conf(state_dir, nodes, config="site"):
+    """slurm.conf; `nodes` is node_lines()'s or DYNAMIC_NODES."""
     s = state_dir
     return f"""\
-# Written by tests/harness/slurm.py: a cluster of dynamic nodes in network namespaces.
+# Written by tests/harness/slurm.py: a cluster whose nodes are network namespaces.
 ClusterName={PREFIX}
 SlurmctldHost={CONTROLLER}({CONTROLLER_ADDRESS})
 SlurmctldPort=6817
@@ -258,17 +338,14 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={s}/munge/munge.socket
 StateSaveLocation={s}/ctld
-SlurmdSpoolDir={s}/spool/%n
+SlurmdSpoolDir={spool_dir(s, config)}/%n
 SlurmctldPidFile={s}/run/slurmctld.slurm.pid
 SlurmdPidFile={s}/run/%n.slurm.pid
 SlurmctldLogFile={s}/log/slurmctld.log
 SlurmdLogFile={s}/log/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
-# No cgroups of Slurm's own (slurmd refuses this machine's hybrid layout otherwise).
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
+{PLUGINS[config]}JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc={s}/log/jobcomp.log
@@ -290,7 +367,11 @@ JobRequeue=0
 InactiveLimit=0
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=100000,bf_interval=1
 MinJobAge=30
-# Dynamic nodes: room for them, and no message tree.
+""" + nodes
+
+
+DYNAMIC_NODES = f"""\
+# Dynamic nodes (slurmd -Z): room for them, and no message tree.
 MaxNodeCount={MAX_NODES}
 TreeWidth=65533
 NodeSet=edtns Feature={FEATURE}
@@ -298,11 +379,58 @@ PartitionName={PARTITION} Nodes=edtns Default=YES MaxTime=INFINITE State=UP
 """
 
 
-CGROUP_CONF = "# Written by tests/harness/slurm.py: Slurm manages no cgroups here.\nCgroupPlugin=cgroup/v1\nCgroupAutomount=no\n"
+def node_lines(names, addresses, cpus, memory_mb, gpus):
+    """Static nodes: a NodeName line each, and the partition that names them."""
+    out = "# Static nodes, as a site declares them.\n"
+    for name, address in zip(names, addresses):
+        out += f"NodeName={name} NodeAddr={address} {node_conf(cpus, memory_mb, gpus)}\n"
+    return out + f"PartitionName={PARTITION} Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP\n"
+
+
+PLUGINS = {"site": SITE_PLUGINS, "site-tmpfs": TMPFS_PLUGINS, "plain": PLAIN_PLUGINS}
+
+
+def cgroup_conf(config):
+    if config == "plain":
+        return "# Written by tests/harness/slurm.py: Slurm manages no cgroups here.\nCgroupPlugin=cgroup/v1\n"
+    # The machine's own layout (v1, hybrid or v2: Slurm looks at /sys/fs/cgroup).
+    return ("# Written by tests/harness/slurm.py: jobs bound to their cores, memory and GPUs.\n"
+            "CgroupPlugin=autodetect\nConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainDevices=yes\n")
+
+
+def job_tmp_dir(state_dir):
+    """What job_container/tmpfs needs outside /tmp, where state dirs usually are
+    and which a job does not see: its BasePath (jobs/: each job's /tmp and
+    /dev/shm below it; Slurm refuses one under /tmp) and the nodes' spool/
+    (slurmstepd runs the batch script from there, in the job's namespace)."""
+    return "/var/tmp/" + PREFIX + "-jobs" + os.path.abspath(state_dir).replace("/", "-")
+
+
+def job_container_conf(state_dir):
+    return f"# Written by tests/harness/slurm.py.\nAutoBasePath=true\nBasePath={job_tmp_dir(state_dir)}/jobs\n"
+
+
+def spool_dir(state_dir, config):
+    return os.path.join(job_tmp_dir(state_dir) if config == "site-tmpfs" else state_dir, "spool")
+
+
+def cgroup_mounts():
+    """Shell commands that mount this machine's cgroup file systems again in
+    a node's mount namespace, where `ip netns exec` put a sysfs of the
+    node's network namespace over /sys (and so hid /sys/fs/cgroup)."""
+    with open("/proc/self/mounts") as f:
+        mounts = [line.split() for line in f]
+    out = []
+    for _dev, target, fstype, options, *_ in mounts:
+        if target == "/sys/fs/cgroup" and fstype == "tmpfs":
+            out.append("mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup")
+        elif target.startswith("/sys/fs/cgroup") and fstype in ("cgroup", "cgroup2"):
+            out.append(f"mkdir -p {target} && mount -t {fstype} -o {options} {fstype} {target}")
+    return " && ".join(out)
 
 
 def gres_conf(state_dir, names, gpus):
-    out = "# Written by tests/harness/slurm.py: fake GPUs (mknod c 1 3).\nAutoDetect=off\n"
+    out = f"# Written by tests/harness/slurm.py: fake GPUs (mknod c {GPU_MAJOR} N).\nAutoDetect=off\n"
     if gpus < 1:
         return out
     files = "0" if gpus == 1 else f"[0-{gpus - 1}]"
@@ -312,7 +440,7 @@ def gres_conf(state_dir, names, gpus):
 
 
 def node_conf(cpus, memory_mb, gpus):
-    """slurmd -Z --conf: the dynamic node's resources and its partition's feature."""
+    """A node's resources and its partition's feature (slurmd -Z --conf, or its NodeName line)."""
     conf = f"CPUs={cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={cpus} ThreadsPerCore=1 RealMemory={memory_mb}"
     if gpus > 0:
         conf += f" Gres=gpu:{GPU_TYPE}:{gpus}"
@@ -347,13 +475,18 @@ class SlurmHarness:
     """The cluster; a context manager that builds it and always tears it down."""
 
     def __init__(self, state_dir=DEFAULT_STATE_DIR, nodes=3, gpus=2, cpus=2, memory_mb=4096, log=print,
-                 up_timeout=60):
+                 up_timeout=60, nodes_style="static", config="site"):
         if not 1 <= nodes <= MAX_NODES:
             raise ValueError(f"nodes must be 1..{MAX_NODES}")
+        if nodes_style not in NODES_STYLES:
+            raise ValueError(f"nodes_style must be one of {', '.join(NODES_STYLES)}, not {nodes_style!r}")
+        if config not in CONFIGS:
+            raise ValueError(f"config must be one of {', '.join(CONFIGS)}, not {config!r}")
         if cpus < 1 or memory_mb < 1 or gpus < 0:
             raise ValueError("cpus and memory_mb must be positive, gpus not negative")
         self.state_dir = os.path.abspath(state_dir)
         self.nodes, self.gpus, self.cpus, self.memory_mb = nodes, gpus, cpus, memory_mb
+        self.nodes_style, self.config = nodes_style, config
         self.log = log
         self.up_timeout = up_timeout  # seconds for the nodes to be IDLE in the `with` statement
         self.node_names = [node_name(i) for i in range(1, nodes + 1)]
@@ -366,6 +499,7 @@ class SlurmHarness:
         self.address_range_for_containers = CONTAINER_RANGE
         self.partition = PARTITION
         self.gpu_type = GPU_TYPE
+        self._cgroup_mounts = cgroup_mounts() or "true"
         self._children = {}  # daemon -> Popen, for those this process started
         self._old_handlers = {}
 
@@ -378,7 +512,8 @@ class SlurmHarness:
                 spec = json.load(f)
         except OSError:
             raise HarnessError(f"no harness is up in {state_dir}")
-        return cls(state_dir, spec["nodes"], spec["gpus"], spec["cpus"], spec["memory_mb"], log)
+        return cls(state_dir, spec["nodes"], spec["gpus"], spec["cpus"], spec["memory_mb"], log,
+                   nodes_style=spec.get("nodes_style", "dynamic"), config=spec.get("config", "plain"))
 
     # --- lifetime -----------------------------------------------------
 
@@ -451,17 +586,22 @@ class SlurmHarness:
     def _write_files(self):
         os.makedirs(self.state_dir, mode=0o755, exist_ok=True)
         self._write(MARKER, json.dumps({"nodes": self.nodes, "gpus": self.gpus, "cpus": self.cpus,
-                                        "memory_mb": self.memory_mb, "pid": os.getpid()}) + "\n")
+                                        "memory_mb": self.memory_mb, "nodes_style": self.nodes_style,
+                                        "config": self.config,
+                                        "pid": os.getpid()}) + "\n")
         with open(POINTER, "w") as f:
             f.write(self.state_dir + "\n")
         for sub in ("ctld", "log", "run", "spool"):
             os.makedirs(self.path(sub), exist_ok=True)
         os.makedirs(self.path("munge"), mode=0o700)
-        self._write("slurm.conf", slurm_conf(self.state_dir))
-        self._write("cgroup.conf", CGROUP_CONF)
+        nodes = DYNAMIC_NODES if self.nodes_style == "dynamic" else node_lines(
+            self.node_names, map(self.node_address, self.node_names), self.cpus, self.memory_mb, self.gpus)
+        self._write("slurm.conf", slurm_conf(self.state_dir, nodes, self.config))
+        self._write("cgroup.conf", cgroup_conf(self.config))
+        self._write("job_container.conf", job_container_conf(self.state_dir))
         self._write("gres.conf", gres_conf(self.state_dir, self.node_names, self.gpus))
         for name in self.node_names:
-            os.makedirs(self.path("spool", name))
+            os.makedirs(os.path.join(spool_dir(self.state_dir, self.config), name))
             self._make_devices(name)
         with open(os.open(self.path("munge", "munge.key"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400), "wb") as f:
             f.write(os.urandom(1024))
@@ -470,7 +610,8 @@ class SlurmHarness:
         dev = self.path("nodes", name, "dev")
         os.makedirs(dev)
         for i in range(self.gpus):
-            sh(["mknod", os.path.join(dev, f"nvidia{i}"), "c", "1", "3"])
+            minor = (self._index(name) - 1) * self.gpus + i
+            sh(["mknod", os.path.join(dev, f"nvidia{i}"), "c", str(GPU_MAJOR), str(minor)])
 
     def _write(self, name, text):
         with open(self.path(name), "w") as f:
@@ -529,9 +670,12 @@ class SlurmHarness:
         return child
 
     def _in_host(self, ns, hostname, argv):
-        """argv run in netns `ns` and a UTS namespace of its own whose hostname is `hostname`."""
-        return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"',
-                hostname] + argv
+        """argv run in netns `ns` and a UTS namespace of its own whose hostname is `hostname`,
+        with the machine's cgroups (cgroup_mounts()) and its mounts private, as on a node of
+        its own (`ip netns exec` leaves them slaves of the host's: job_container/tmpfs's bind
+        of a job's namespace then fails, `ns base mount failed: Invalid argument`)."""
+        return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c",
+                self._cgroup_mounts + ' && hostname "$0" && exec "$@"', hostname] + argv
 
     def _start_munged(self):
         m = self.path("munge")
@@ -547,9 +691,25 @@ class SlurmHarness:
 
     def start_slurmd(self, name):
         """Starts node `name`'s slurmd (again); wait_nodes_state("IDLE", [name]) tells when it is back."""
-        argv = ["/usr/sbin/slurmd", "-D", "-f", self.conf, "-Z", "-N", name,
-                "--conf", node_conf(self.cpus, self.memory_mb, self.gpus)]
-        return self._spawn(name, self._in_host(self.netns(name), name, argv))
+        if self.nodes_style == "dynamic":
+            argv = ["/usr/sbin/slurmd", "-D", "-f", self.conf, "-Z", "-N", name,
+                    "--conf", node_conf(self.cpus, self.memory_mb, self.gpus)]
+            self._spawn(name, self._in_host(self.netns(name), name, argv))
+            return
+        # As a service starts it: slurmd daemonizes and writes its own pid file.
+        stale = self.path("run", f"{name}.slurm.pid")
+        if os.path.exists(stale) and self.daemon_pid(name) is None:
+            os.unlink(stale)
+        with open(self.path("log", f"{name}.out"), "ab") as out:
+            subprocess.run(self._in_host(self.netns(name), name, ["/usr/sbin/slurmd", "-f", self.conf, "-N", name]),
+                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=self.env,
+                           check=False, timeout=30)
+        deadline = time.monotonic() + 10
+        while self.daemon_pid(name) is None:
+            if time.monotonic() > deadline:
+                raise HarnessError(f"slurmd of {name} wrote no pid file within 10 s; read "
+                                   f"{self.path('log', f'slurmd-{name}.log')} and {self.path('log', f'{name}.out')}")
+            time.sleep(0.1)
 
     def kill_slurmd(self, name):
         """SIGKILLs node `name`'s slurmd (its jobs' slurmstepds live on): the node
@@ -584,8 +744,9 @@ class SlurmHarness:
         child = self._children.get(daemon)
         if child is not None:  # (its cmdline is empty while it execs)
             return child.pid if child.poll() is None else None
+        daemonized = self.nodes_style == "static" and daemon in self.node_names
         try:
-            with open(self.path("run", f"{daemon}.pid")) as f:
+            with open(self.path("run", f"{daemon}.slurm.pid" if daemonized else f"{daemon}.pid")) as f:
                 pid = int(f.read())
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
@@ -660,7 +821,8 @@ class SlurmHarness:
 # --- command line -----------------------------------------------------------
 
 def cmd_up(args):
-    h = SlurmHarness(args.state_dir or DEFAULT_STATE_DIR, args.nodes, args.gpus, args.cpus, args.memory_mb)
+    h = SlurmHarness(args.state_dir or DEFAULT_STATE_DIR, args.nodes, args.gpus, args.cpus, args.memory_mb,
+                     nodes_style="dynamic" if args.dynamic else "static", config=args.config)
     try:
         h.up(args.timeout)
     except BaseException:
@@ -705,6 +867,11 @@ def main(argv=None):
     up.add_argument("--gpus", type=int, default=2, help=f"GPUs (gpu:{GPU_TYPE}) per node")
     up.add_argument("--cpus", type=int, default=2, help="CPUs per node")
     up.add_argument("--memory-mb", type=int, default=4096, help="RealMemory per node")
+    up.add_argument("--dynamic", action="store_true",
+                    help="dynamic nodes (slurmd -D -Z) instead of static ones in slurm.conf (slurmd as a daemon)")
+    up.add_argument("--config", choices=CONFIGS, default="site",
+                    help="site: Slurm's cgroups (task/cgroup, proctrack/cgroup, ConstrainDevices) and "
+                         "job_container/tmpfs; plain: none of them")
     up.add_argument("--timeout", type=float, default=60, help="seconds for the nodes to be idle")
     up.add_argument("--keep-on-failure", action="store_true", help="leave a failed cluster up, to look at")
     down = sub.add_parser("down", help="tear the cluster down (also what a killed `up` left)")

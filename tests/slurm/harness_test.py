@@ -2,21 +2,27 @@
 """The Slurm harness (tests/harness/slurm.py) builds a real cluster, and takes it all down.
 
 Run as root; prints each check; exits non-zero if any fails:
-  - up: 3 dynamic nodes IDLE in partition edt, each with 2 CPUs, 4096 MB and
-    gpu:NVIDIA-P4:2; Slurm's commands work on the login node with only
+  - up: 3 nodes IDLE in partition edt, each with 2 CPUs, 4096 MB and
+    gpu:NVIDIA-P4:2: static nodes of slurm.conf whose slurmd is a daemon
+    (--nodes-style static, the default), or dynamic nodes (slurmd -D -Z,
+    --nodes-style dynamic); Slurm's commands work on the login node with only
     SLURM_CONF; a second `up` is refused while one is up;
   - srun -N3 hostname prints the 3 node hostnames; each node sees its own
     address on eth0; a macvlan on a node's eth0 in a namespace of its own
     (a container's) is reached from the login node and from another node;
   - sbatch --gres=gpu:NVIDIA-P4:1: the job sees CUDA_VISIBLE_DEVICES;
+  - --config site (the default; Slurm's cgroups) or site-tmpfs: a job's one
+    GPU is CUDA's 0 with SLURM_JOB_GPUS the node's index, and its devices
+    cgroup lets it use that GPU's device alone; site-tmpfs: its /tmp is its
+    own (job_container/tmpfs); --config plain: none of these;
   - a job asking more than is free is PENDING (Resources); scancel removes it;
   - a GRES type that does not exist, or more memory than a node has, is refused;
   - kill_slurmd: the node goes DOWN and its job ends NODE_FAIL within 35 s
     (the time is printed); start_slurmd: the node is IDLE again and runs jobs;
   - after the `with` block, and after `down` following a killed `up`:
-    no namespace, link, daemon or state directory is left.
+    no namespace, link, daemon, state directory or Slurm cgroup is left.
 
-  tests/slurm/harness_test.py [--state-dir /tmp/edt-slurm-test]
+  tests/slurm/harness_test.py [--state-dir /tmp/edt-slurm-test] [--nodes-style dynamic] [--config plain|site-tmpfs]
 """
 import argparse
 import ipaddress
@@ -79,9 +85,8 @@ def leftovers(state_dir):
         status = read(f"/proc/{pid}/status")
         if comm in slurm.DAEMONS and state_dir in cmdline and "State:\tZ" not in status:
             left.append(f"{comm} (pid {pid})")
-    if os.path.exists(state_dir):
-        left.append(state_dir)
-    return left
+    left += [p for p in (state_dir, slurm.job_tmp_dir(state_dir)) if os.path.exists(p)]
+    return left + slurm.slurm_cgroups()
 
 
 def check_up(h):
@@ -94,6 +99,13 @@ def check_up(h):
     want = [f"{n} edt* 2 4096 gpu:NVIDIA-P4:2 idle" for n in h.node_names]
     got = sorted(line.strip() for line in out if line.strip())
     check(got == want, f"sinfo with only SLURM_CONF: {got}")
+    dynamic = {n for n, parts in states.items() if "DYNAMIC_NORM" in parts}
+    check(dynamic == (set(h.node_names) if h.nodes_style == "dynamic" else set()),
+          f"{h.nodes_style} nodes (dynamic ones: {sorted(dynamic)})")
+    if h.nodes_style == "static":
+        parents = {n: read(f"/proc/{h.daemon_pid(n)}/stat").rsplit(")", 1)[-1].split()[1:2] for n in h.node_names}
+        check(all(p and int(p[0]) != os.getpid() for p in parents.values()),
+              f"each slurmd runs as a daemon, not a child of the harness (parents: {parents})")
     try:
         slurm.SlurmHarness(h.state_dir + "-second", log=lambda _: None).up()
         check(False, "a second up is refused")
@@ -166,6 +178,41 @@ def check_gpus(h):
     check(bad.returncode != 0, f"more memory than a node has is refused: {bad.stderr.strip()}")
 
 
+# In the job: its GPUs' numbers, the devices its cgroup lets it make (mknod
+# asks the devices cgroup as open does: EPERM where it denies), its /tmp.
+CONSTRAINED = """\
+echo "CVD=$CUDA_VISIBLE_DEVICES GPUS=$SLURM_JOB_GPUS"
+dir=$(mktemp -d)
+for minor in $MINORS; do
+  mknod $dir/gpu$minor c $MAJOR $minor 2>/dev/null && echo "may $minor" || echo "not $minor"
+done
+rm -r $dir
+echo job-tmp > /tmp/job-tmp-$SLURM_JOB_ID
+"""
+
+
+def check_constrained(h):
+    """config site: ConstrainDevices numbers a job's GPUs 0..n-1 and denies it
+    the node's others; job_container/tmpfs gives it a /tmp of its own."""
+    node = h.node_names[0]
+    minors = [str(m) for m in range(h.gpus)]  # node 1's fake GPUs
+    job = sbatch(h, "-w", node, "--gres=gpu:NVIDIA-P4:1",
+                 f"--export=ALL,MAJOR={slurm.GPU_MAJOR},MINORS={' '.join(minors)}", "--wrap", CONSTRAINED)
+    state, took = wait_for(lambda: job_state(h, job) == "COMPLETED", 30)
+    out = read(h.path(f"job-{job}.out"))
+    given = re.search(r"CVD=(\S*) GPUS=(\d+)", out)
+    check(state and given and given.group(1) == "0",
+          f"ConstrainDevices: the job's one GPU is CUDA's 0, SLURM_JOB_GPUS the node's index: {out.splitlines()[:1]}")
+    if given:
+        may = sorted(re.findall(r"^may (\d+)$", out, re.M))
+        check(may == [given.group(2)], f"its devices cgroup lets it use its own GPU alone: may {may} of {minors}")
+    private = not os.path.exists(f"/tmp/job-tmp-{job}")
+    if h.config == "site-tmpfs":
+        check(private, "job_container/tmpfs: what the job wrote in /tmp is its own")
+    elif not private:
+        os.unlink(f"/tmp/job-tmp-{job}")
+
+
 def check_pending(h):
     big = sbatch(h, "-N3", "--gres=gpu:NVIDIA-P4:2", "--wrap", "sleep 300")
     _, took = wait_for(lambda: job_state(h, big) == "RUNNING", 30)
@@ -201,10 +248,11 @@ def check_node_failure(h):
     check(out == node, f"start_slurmd: {node} IDLE again in {back:.1f} s, and runs jobs ({out})")
 
 
-def check_down_after_killed_up(state_dir):
+def check_down_after_killed_up(state_dir, nodes_style):
     """A killed `slurm.py up` leaves things half made; `down` removes them all."""
-    up = subprocess.Popen([sys.executable, HARNESS, "up", "--state-dir", state_dir], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
+    style = ["--dynamic"] if nodes_style == "dynamic" else []
+    up = subprocess.Popen([sys.executable, HARNESS, "up", "--state-dir", state_dir] + style,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: slurm.our_namespaces() or up.poll() is not None, 20, 0.01)
     time.sleep(0.2)
     up.send_signal(signal.SIGKILL)
@@ -219,18 +267,23 @@ def check_down_after_killed_up(state_dir):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--state-dir", default="/tmp/edt-slurm-test")
+    p.add_argument("--nodes-style", choices=slurm.NODES_STYLES, default="static")
+    p.add_argument("--config", choices=slurm.CONFIGS, default="site")
     args = p.parse_args()
     if os.geteuid() != 0:
         print("harness_test: needs root", file=sys.stderr)
         return 1
     started = time.monotonic()
     try:
-        with slurm.SlurmHarness(args.state_dir, nodes=3, gpus=2, cpus=2, memory_mb=4096) as h:
+        with slurm.SlurmHarness(args.state_dir, nodes=3, gpus=2, cpus=2, memory_mb=4096,
+                                nodes_style=args.nodes_style, config=args.config) as h:
             check(True, f"up in {time.monotonic() - started:.1f} s")
             check_up(h)
             check_nodes_run_jobs(h)
             check_macvlan(h)
             check_gpus(h)
+            if h.config != "plain":
+                check_constrained(h)
             check_pending(h)
             check_node_failure(h)
     except Exception as e:  # a check that could not even run
@@ -238,7 +291,7 @@ def main():
     _, _ = wait_for(lambda: not leftovers(args.state_dir), 10)
     left = leftovers(args.state_dir)
     check(not left, f"after the with block: left {left or 'nothing'}")
-    check_down_after_killed_up(args.state_dir)
+    check_down_after_killed_up(args.state_dir, args.nodes_style)
     print(f"harness_test: {len(FAILURES)} failure(s) in {time.monotonic() - started:.1f} s", flush=True)
     return 1 if FAILURES else 0
 

@@ -3,16 +3,29 @@
 
 tests/harness/slurm.py builds 5 compute nodes (network namespaces with
 their own hostname and slurmd, 2 CPUs, 4 GiB and 2 GRES GPUs NVIDIA-P4
-each) and slurmctld; edtd runs on the "login node" (the host) with its
-shared directory under /tmp. Each container asks for 2 CPUs, so Slurm puts
-each on a node of its own. Checked, with Slurm's own view beside edt's:
+each) and slurmctld. --nodes-style static (the default) sets Slurm up as
+sites do: the nodes declared in slurm.conf, each slurmd a daemon;
+--nodes-style dynamic runs dynamic nodes (slurmd -D -Z). --config site (the
+default) runs Slurm's own cgroups (proctrack/cgroup, task/cgroup,
+ConstrainCores, ConstrainRAMSpace, ConstrainDevices); --config plain none;
+--config site-tmpfs adds job_container/tmpfs. edtd runs on the
+"login node" (the host) with umask 077 (a site's root may have it; Slurm
+gives the jobs the same) and makes its shared directory, and the directory
+above it, under a 0755 directory of /tmp. Each container asks for 2 CPUs,
+so Slurm puts each on a node of its own. Checked, with Slurm's own view
+beside edt's:
   - bad input: an unknown partition stops edtd before it makes anything;
     a GPU model the partition does not have is refused, nothing submitted;
   - edtd counts the partition's GPUs (10 NVIDIA-P4);
+  - a sandbox that fails to start (on every node, a directory it binds
+    from that its root cannot enter): the cluster is Failed with
+    bubblewrap's own reason, not the network step that found it gone;
   - create `tthvd` (horovod, 2 containers, 1 GPU each, a volume): Running;
     each container a Slurm job on a different node (the job's helper runs
     in that node's network namespace), its node and job in `edt cluster get`
-    (table and -o json), CUDA_VISIBLE_DEVICES from Slurm, the hostfile of
+    (table and -o json), the GPU Slurm gave as CUDA's 0 (the node's index
+    in EDT_HOST_GPUS and the device file's name), the container's init in
+    its job's cgroups (--config site), the hostfile of
     2, mpirun across the nodes, edt ssh from edtd's host, Jupyter in the
     launcher through edtd's proxy;
   - scale to 4: 4 nodes; edtrun -np 4 trains MNIST, 2500 samples each;
@@ -34,7 +47,8 @@ each on a node of its own. Checked, with Slurm's own view beside edt's:
     again: the scale completes, no job is left twice;
   - delete: nothing of this edtd is left in squeue.
 
-  slurm_backend_test.py --edtd build/src/control/edtd --edt build/src/cli/edt --build build
+  slurm_backend_test.py --edtd build/src/control/edtd --edt build/src/cli/edt --build build [--nodes-style dynamic]
+                        [--config site|site-tmpfs|plain]
 """
 import argparse
 import json
@@ -52,7 +66,7 @@ import urllib.request
 
 import check_run  # the example's own checks of its epoch lines (examples/mnist, on PYTHONPATH)
 import harness.edtd
-from harness.slurm import SlurmHarness
+from harness.slurm import CONFIGS, SlurmHarness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -77,7 +91,7 @@ class Edtd(harness.edtd.Edtd):
     def __init__(self, args, h, shared, data):
         self.args, self.h, self.shared = args, h, shared
         super().__init__(args.edtd, data, self.backend_flags(), ssh_port=False, env=dict(h.env), error=Failed,
-                         timeout=30)
+                         timeout=30, preexec_fn=lambda: os.umask(0o077))
         self.api = self.url
 
     def backend_flags(self, partition="edt"):
@@ -189,6 +203,35 @@ def bad_input(e, h):
     check(not our_jobs(h), "and nothing was submitted")
 
 
+def unenterable_etc_links(h, shared, on):
+    """On every node (in its slurmd's mount namespace, which its jobs share),
+    a root-owned 0700 directory bound over <shared>/etc-links, or that
+    undone: the sandbox's root cannot enter it to bind the container's /etc."""
+    hidden = os.path.join(os.path.dirname(shared), "unenterable")
+    os.makedirs(hidden, mode=0o700, exist_ok=True)
+    target = os.path.join(shared, "etc-links")
+    os.makedirs(target, exist_ok=True)
+    for node in h.node_names:
+        mount = ["mount", "--bind", hidden, target] if on else ["umount", target]
+        subprocess.run(["nsenter", "-m", "-t", str(h.daemon_pid(node)), "--"] + mount, check=True)
+
+
+def sandbox_failure(e, h):
+    """A sandbox that dies as it starts: the cluster's message says why (bwrap's words)."""
+    unenterable_etc_links(h, e.shared, True)
+    try:
+        run = e.edt("cluster", "create", "broken", "--containers", "2", "--shm", "64Mi", "--wait", check_rc=False,
+                    timeout=120)
+    finally:
+        unenterable_etc_links(h, e.shared, False)
+    message = json.loads(e.edt("cluster", "get", "broken", "-o", "json").stdout)["status"].get("message", "")
+    check(run.returncode != 0 and "bwrap: Can't find source path" in message and "Permission denied" in message
+          and "RTNETLINK" not in message and "its interface" not in message,
+          "a sandbox that fails to start: the cluster's message has bubblewrap's reason: " + message)
+    e.edt("cluster", "delete", "broken", "--wait")
+    wait("cluster broken's jobs gone", lambda: not our_jobs(h), 30)
+
+
 def make_volume(e):
     e.edt("volume", "create", "mnist")
     volumes = json.loads(e.edt("volume", "list", "-o", "json").stdout)
@@ -215,9 +258,21 @@ def create_and_train(e, h, figures):
     check_placement(e, h, 2)
     table = e.edt("cluster", "get", NAME).stdout
     check("NODE" in table and "SLURM JOB" in table, "edt cluster get shows each container's node and job")
-    out = e.run_in("echo CUDA=$CUDA_VISIBLE_DEVICES; cat /etc/mpi/hostfile; "
+    out = e.run_in("echo CUDA=$CUDA_VISIBLE_DEVICES HOST=$EDT_HOST_GPUS $(ls /dev/nvidia*); cat /etc/mpi/hostfile; "
                    "mpirun --allow-run-as-root -np 2 --hostfile /etc/mpi/hostfile hostname").stdout
-    check(re.search(r"CUDA=\d", out) is not None, "CUDA_VISIBLE_DEVICES comes from Slurm: " + out.splitlines()[0])
+    # The GPU Slurm gave the job (SLURM_JOB_GPUS: the node's index) is CUDA's 0 in the container, as
+    # under ConstrainDevices, whatever that index is.
+    gpu = re.match(r"CUDA=0 HOST=(\d+) /dev/nvidia(\d+)$", out.splitlines()[0])
+    check(gpu is not None and gpu.group(1) == gpu.group(2),
+          "the GPU Slurm gave is CUDA's 0, the node's index in EDT_HOST_GPUS and /dev/nvidia<i>: "
+          + out.splitlines()[0])
+    if e.h.config != "plain":
+        # No cgroup of edtd's on the nodes: the container's init stays in its job's (proctrack/cgroup
+        # tracks it, ConstrainDevices holds for it).
+        init = e.run_in("cat /proc/1/cgroup").stdout
+        job = next(c["slurm_job"] for c in e.containers() if c["name"] == NAME + "-launcher")
+        check(re.search(r"/job_%s/" % job, init) is not None,
+              "the container's init is in its Slurm job's cgroups: " + " ".join(init.split()))
     check(sorted(line for line in out.splitlines() if line.startswith(NAME + "-") and " " not in line)
           == [NAME + "-launcher", NAME + "-worker-0"], "mpirun runs on both containers:\n" + out)
     link = e.edt("jupyter", NAME).stdout.strip()
@@ -374,18 +429,22 @@ def main():
     p.add_argument("--edt", required=True)
     p.add_argument("--build", required=True)
     p.add_argument("--state-dir", default="/tmp/edt-slurm-backend-test")
+    p.add_argument("--nodes-style", choices=("static", "dynamic"), default="static")
+    p.add_argument("--config", choices=CONFIGS, default="site")
     args = p.parse_args()
-    top = tempfile.mkdtemp(prefix="edt-slurm-backend-")
-    os.chmod(top, 0o711)
-    shared = os.path.join(top, "shared")
-    os.makedirs(shared, mode=0o711)
+    # A job's /tmp is its own under job_container/tmpfs: the shared directory is elsewhere, as at sites.
+    top = tempfile.mkdtemp(prefix="edt-slurm-backend-", dir="/var/tmp" if args.config == "site-tmpfs" else None)
+    os.chmod(top, 0o755)
+    shared = os.path.join(top, "site", "shared")  # edtd makes both
     figures = {}
     e = None
     try:
-        with SlurmHarness(state_dir=args.state_dir, nodes=5, gpus=2, cpus=2, memory_mb=4096) as h:
+        with SlurmHarness(state_dir=args.state_dir, nodes=5, gpus=2, cpus=2, memory_mb=4096,
+                          nodes_style=args.nodes_style, config=args.config) as h:
             e = Edtd(args, h, shared, os.path.join(top, "data"))
             try:
                 bad_input(e, h)
+                sandbox_failure(e, h)
                 make_volume(e)
                 create_and_train(e, h, figures)
                 tenants_apart(e, h)

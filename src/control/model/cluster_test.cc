@@ -351,7 +351,10 @@ TEST(ContainerEnv, EachFrameworkGetsWhatItsLauncherReads) {
   EXPECT_EQ(env["WCOLL"], "/job/hostnames");
   EXPECT_EQ(env["OMPI_ALLOW_RUN_AS_ROOT"], "1");
   EXPECT_EQ(env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"], "1");
-  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "4,5");
+  // CUDA numbers the container's GPUs 0..n-1; the host's indices stay visible.
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0,1");
+  EXPECT_EQ(env["EDT_HOST_GPUS"], "4,5");
+  EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES"], "4,5");
   EXPECT_EQ(env["PATH"], "/bin");
   EXPECT_EQ(env.count("MASTER_ADDR"), 0u);
   spec.framework = "megatron";
@@ -369,6 +372,19 @@ TEST(ContainerEnv, EachFrameworkGetsWhatItsLauncherReads) {
   spec.framework = "horovod";
   env = container_env(spec, worker, {});
   EXPECT_EQ(env.count("MASTER_ADDR") + env.count("PDSH_RCMD_TYPE") + env.count("NODE_RANK"), 0u);
+}
+
+// CUDA sees a container's GPUs as 0..n-1 whatever the host's indices (the
+// container has only their device files), in the host's order; the host's
+// indices stay in EDT_HOST_GPUS, ascending as CUDA numbers them.
+TEST(ContainerEnv, GpusAreNumberedFromZeroWithTheHostsIndicesBeside) {
+  EXPECT_EQ(gpu_env({7, 2, 5}), (std::map<std::string, std::string>{
+                                    {"CUDA_VISIBLE_DEVICES", "0,1,2"},
+                                    {"EDT_HOST_GPUS", "2,5,7"},
+                                    {"NVIDIA_VISIBLE_DEVICES", "2,5,7"}}));
+  // No GPUs: an empty CUDA_VISIBLE_DEVICES, so that CUDA sees none.
+  EXPECT_EQ(gpu_env({})["CUDA_VISIBLE_DEVICES"], "");
+  EXPECT_EQ(gpu_env({})["EDT_HOST_GPUS"], "");
 }
 
 TEST(ClusterSpec, ReadsMegatronParallelSizesAndWritesThemBack) {

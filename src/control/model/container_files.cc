@@ -4,6 +4,18 @@
 
 namespace edt::control {
 
+std::map<std::string, std::string> gpu_env(std::vector<int> host_gpus) {
+  // CUDA orders the devices it can open by PCI bus (one model per
+  // container), which is the order of the driver's minor numbers.
+  std::sort(host_gpus.begin(), host_gpus.end());
+  std::string cuda, host;
+  for (size_t i = 0; i < host_gpus.size(); ++i) {
+    cuda += (i ? "," : "") + std::to_string(i);
+    host += (i ? "," : "") + std::to_string(host_gpus[i]);
+  }
+  return {{"CUDA_VISIBLE_DEVICES", cuda}, {"EDT_HOST_GPUS", host}, {"NVIDIA_VISIBLE_DEVICES", host}};
+}
+
 std::map<std::string, std::string> container_env(const ClusterSpec& spec, const ContainerStatus& container,
                                                  const std::map<std::string, std::string>& base) {
   std::map<std::string, std::string> env = base;
@@ -12,9 +24,7 @@ std::map<std::string, std::string> container_env(const ClusterSpec& spec, const 
   env["EDT_CLUSTER"] = spec.name;
   env["EDT_CONTAINER"] = container.name;
   env["EDT_FRAMEWORK"] = spec.framework;
-  std::string devices;
-  for (int gpu : container.gpus) devices += (devices.empty() ? "" : ",") + std::to_string(gpu);
-  env["CUDA_VISIBLE_DEVICES"] = devices;
+  for (const auto& [key, value] : gpu_env(container.gpus)) env[key] = value;
   if (spec.framework == "deepspeed") {
     // DeepSpeed's launcher starts every node with pdsh; over ssh, as on
     // the sites it was written for (rsh is pdsh's own default).

@@ -19,8 +19,19 @@ std::vector<ContainerStatus> running_containers(const std::vector<ContainerStatu
 // "name slots=N", N its GPUs (1 without).
 std::string render_hostfile(const std::vector<ContainerStatus>& containers);
 
+// A container's GPU variables, for its GPUs `host_gpus` (the host's
+// indices). The container has only their device files (/dev/nvidia<host
+// index>), and CUDA numbers the devices it can open 0..n-1 in the host's
+// order, as under Slurm's ConstrainDevices or Kubernetes' device plugin:
+// so CUDA_VISIBLE_DEVICES=0,..,n-1; the host's indices, ascending (CUDA's
+// device i is the i-th), stay in EDT_HOST_GPUS and in
+// NVIDIA_VISIBLE_DEVICES (as NVIDIA's container toolkit leaves it), for
+// tools that address the host's GPUs (nvidia-smi -i, DCGM). All empty
+// without GPUs: CUDA then sees none.
+std::map<std::string, std::string> gpu_env(std::vector<int> host_gpus);
+
 // The environment of a container: `base` (edt's PATH, PYTHONPATH), then
-// edt's own variables, CUDA_VISIBLE_DEVICES, the framework's (DeepSpeed:
+// edt's own variables, gpu_env(), the framework's (DeepSpeed:
 // PDSH_RCMD_TYPE=ssh, WCOLL, OMPI_ALLOW_RUN_AS_ROOT*; Megatron-LM: MASTER_ADDR, MASTER_PORT, NODE_RANK,
 // GPUS_PER_NODE, CUDA_DEVICE_MAX_CONNECTIONS=1), then the spec's env.
 std::map<std::string, std::string> container_env(const ClusterSpec& spec, const ContainerStatus& container,

@@ -292,7 +292,8 @@ TEST_F(ReconcilerTest, CreatesThenIsIdempotent) {
   EXPECT_EQ(backend_.files.discover, "a-launcher:1\na-worker-0:1\n");
   EXPECT_EQ(backend_.files.hostnames, "a-launcher\na-worker-0\n");
   EXPECT_NE(backend_.files.hosts.find(c->containers[1].address + "\ta-worker-0"), std::string::npos);
-  EXPECT_EQ(backend_.specs["a-worker-0"].env["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(backend_.specs["a-worker-0"].env["CUDA_VISIBLE_DEVICES"], "0");  // its one GPU, as CUDA numbers it
+  EXPECT_EQ(backend_.specs["a-worker-0"].env["EDT_HOST_GPUS"], "1");
   EXPECT_EQ(backend_.specs["a-worker-0"].env["PATH"], "/usr/bin");
   // Nothing changed: another pass does nothing at all.
   auto events = backend_.events;

@@ -60,15 +60,29 @@ Args container_tree_args(const SandboxSpec& spec, const BwrapLayout& layout, con
   return a;
 }
 
+// Its GPUs' device files under the host's names (/dev/nvidia<i>: the
+// driver's minor number, which CUDA and NVML match against the driver's
+// list; renamed files would be another GPU's), as NVIDIA's container
+// toolkit binds them, with the driver's shared devices where the host has
+// them. CUDA opens what it finds and numbers it 0..n-1 (container_files.h:
+// gpu_env()). A simulated GPU is a stand-in character device.
+Args gpu_binds(const std::vector<int>& gpus) {
+  Args a;
+  std::error_code ec;
+  for (int gpu : gpus) {
+    const std::string device = "/dev/nvidia" + std::to_string(gpu);
+    a.insert(a.end(), {"--dev-bind", fs::exists(device, ec) ? device : "/dev/null", device});
+  }
+  if (gpus.empty()) return a;
+  for (const char* shared : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"})
+    if (fs::exists(shared, ec)) a.insert(a.end(), {"--dev-bind", shared, shared});
+  return a;
+}
+
 // Its GPUs, the Slurm files, the warm interpreter's socket and `shared`;
 // then the root goes read-only.
 Args extra_binds(const SandboxSpec& spec, const BwrapLayout& layout, const std::vector<SandboxMount>& shared) {
-  Args a;
-  for (int gpu : spec.gpus) {
-    const std::string device = "/dev/nvidia" + std::to_string(gpu);
-    std::error_code ec;
-    a.insert(a.end(), {"--dev-bind", fs::exists(device, ec) ? device : "/dev/null", device});
-  }
+  Args a = gpu_binds(spec.gpus);
   if (spec.slurm) append(a, slurm_binds(spec, layout.dir, layout.cluster_dir));
   if (std::error_code ec; !layout.warm_dir.empty() && fs::is_directory(layout.warm_dir, ec))
     a.insert(a.end(), {"--ro-bind", layout.warm_dir, "/run/edt-warm"});

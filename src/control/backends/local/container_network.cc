@@ -224,6 +224,10 @@ Status ContainerNetwork::attach_macvlan(const std::string& cluster, const std::s
   const std::string dir = options_.containers_dir + "/" + name, link = host_interface(address);
   const std::string what = "give container " + name + " its interface on " + options_.parent;
   const std::string pid = std::to_string(init_pid), netns = "/proc/" + pid + "/ns/net";
+  // A macvlan left in the node's namespace by an earlier try at this
+  // address whose sandbox was gone before the link could move into it.
+  std::error_code ec;
+  if (fs::exists("/sys/class/net/" + link, ec)) (void)run({kIp, "link", "del", link});
   EDT_RETURN_IF_ERROR(run_batch({"link add link " + options_.parent + " name " + link + " address " +
                                      container_mac(address) + " type macvlan mode bridge",
                                  "link set " + link + " netns " + pid},

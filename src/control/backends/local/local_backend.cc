@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,6 +48,47 @@ std::vector<std::string> sandbox_env(const std::string& home, const SandboxSpec&
 
 // Where bwrap writes the sandbox's init (its --info-fd), in the container's directory.
 constexpr const char* kInfoFile = "/info.json";
+
+// Whether the sandbox whose init is `init` ended on its own: then a network
+// step that failed for want of its process (`ip`: No such process) failed
+// because of it. A sandbox that lives waits on its block fd, so a short
+// wait tells the two apart.
+bool ended_on_its_own(const SandboxRef& init) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (proc::alive(init)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// How bubblewrap's `monitor` ended ("it exited with status 1"), reaped here
+// when this process is its parent (a Slurm node's helper is the subreaper
+// of what it starts), waiting at most 1 s; "" when another process reaps it.
+std::string monitor_end(int64_t monitor) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (true) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(monitor), &info, WEXITED | WNOHANG) != 0) return "";
+    if (info.si_pid != 0)
+      return (info.si_code == CLD_EXITED ? "it exited with status " : "it was killed by signal ") +
+             std::to_string(info.si_status);
+    if (std::chrono::steady_clock::now() > deadline) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// A sandbox that did not start: its cause is what bubblewrap said (the
+// log) and how it ended, not a later step that found it gone; `when` names
+// that step ("before its network was attached"), if any.
+Status sandbox_failed(int64_t monitor, const std::string& dir, const SandboxRef& writer, const std::string& when) {
+  std::string how = monitor_end(monitor);
+  if (!when.empty()) how += (how.empty() ? "it ended " : ", ") + when;
+  std::string log = last_words(dir, writer);
+  while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
+  return internal_error("bubblewrap did not start" + (how.empty() ? "" : " (" + how + ")") + ": " +
+                        (log.empty() ? "no output" : log));
+}
 
 }  // namespace
 
@@ -199,7 +241,6 @@ Status LocalBackend::write_slurm_files(const SandboxSpec& spec, const std::strin
 Status LocalBackend::attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release) {
   Status st = network_->attach(spec.cluster, spec.name, spec.address, static_cast<pid_t>(ref.pid));
   if (st.is_ok() && ::write(release, "1", 1) != 1) st = io_error("release the sandbox of " + spec.name, errno);
-  if (!st.is_ok()) ::kill(static_cast<pid_t>(ref.pid), SIGKILL);
   return st;
 }
 
@@ -285,8 +326,10 @@ Result<SandboxRef> LocalBackend::await_init(const SandboxSpec& spec, const std::
         ::kill(static_cast<pid_t>(ref->pid), SIGKILL);
         return st;
       }
-      if (network_) {
-        if (Status st = attach_network(spec, *ref, release); !st.is_ok()) return with_last_words(st, dir, writer);
+      if (Status st = network_ ? attach_network(spec, *ref, release) : Status::ok(); !st.is_ok()) {
+        if (ended_on_its_own(*ref)) return sandbox_failed(monitor, dir, writer, "before its network was attached");
+        ::kill(static_cast<pid_t>(ref->pid), SIGKILL);
+        return with_last_words(st, dir, writer);
       }
       return *ref;
     }
@@ -295,8 +338,7 @@ Result<SandboxRef> LocalBackend::await_init(const SandboxSpec& spec, const std::
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ::kill(static_cast<pid_t>(monitor), SIGKILL);
-  const std::string log = last_words(dir, writer);
-  return internal_error("bubblewrap did not start: " + (log.empty() ? "no output" : log));
+  return sandbox_failed(monitor, dir, writer, "");
 }
 
 bool LocalBackend::sandbox_ready(const std::string& dir) {

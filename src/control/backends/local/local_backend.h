@@ -213,11 +213,13 @@ class LocalBackend : public Backend {
   // bwrap writes the pid of the sandbox's init to its info fd once the
   // namespaces exist: records it, and in bridge mode attaches the network
   // and releases the sandbox (`release`). Kills `monitor` when bwrap fails,
-  // quoting the log `writer` wrote.
+  // quoting the log `writer` wrote; a sandbox that ended before its network
+  // was attached fails with its own reason, not the network step's.
   Result<SandboxRef> await_init(const SandboxSpec& spec, const std::string& dir, int64_t monitor,
                                 const SandboxRef& writer, int release);
   // Bridge mode: gives the sandbox `ref` its interface, then lets it go on
-  // (a byte on `release`, bwrap's block fd). On failure it kills the sandbox.
+  // (a byte on `release`, bwrap's block fd). On failure await_init() kills
+  // the sandbox.
   Status attach_network(const SandboxSpec& spec, const SandboxRef& ref, int release);
 
   LocalBackendOptions options_;

@@ -44,16 +44,39 @@ std::string last_words(const std::string& output) {
   return last.empty() ? "" : "; " + last;
 }
 
+// `files`, once the shared directory's missing parents are made passable
+// (mode 0711, not the umask's): the containers' root passes through them
+// on the nodes. One that exists and is not is named in a warning here, and
+// in the error of every container's start (slurm_node.cc).
+LocalBackendOptions with_shared_dir(LocalBackendOptions files) {
+  if (Status st = slurm_jobs::make_passable_parents(files.data_dir); !st.is_ok())
+    log::warn("--slurm-shared-dir {}: {}", files.data_dir, st.message());
+  if (std::string parent = slurm_jobs::unpassable_parent(files.data_dir);
+      !parent.empty() && files.first_subordinate_id != 0)
+    log::warn("--slurm-shared-dir {}: containers will not start: their root, an unprivileged id on the nodes, "
+              "cannot pass through {}; chmod o+x it, or choose a shared directory whose parents others may enter",
+              files.data_dir, parent);
+  return files;
+}
+
 }  // namespace
 
 SlurmBackend::SlurmBackend(LocalBackendOptions files, SlurmBackendOptions options)
-    : LocalBackend(std::move(files)), options_(std::move(options)), key_(cgroup_key(home())) {
+    : LocalBackend(with_shared_dir(std::move(files))), options_(std::move(options)), key_(cgroup_key(home())) {
   std::error_code ec;
   fs::create_directories(slurm_dir() + "/jobs", ec);
   ::chmod(slurm_dir().c_str(), 0700);
 }
 
 std::string SlurmBackend::slurm_dir() const { return home() + "/slurm"; }
+
+Status SlurmBackend::prepare_cluster(const std::string& cluster) {
+  EDT_RETURN_IF_ERROR(LocalBackend::prepare_cluster(cluster));
+  // Made on the way to its mpi/ with edtd's umask: the containers' root
+  // passes through it on the nodes to bind mpi/ (but lists nothing).
+  ::chmod((home() + "/clusters/" + cluster).c_str(), 0711);
+  return Status::ok();
+}
 
 std::string SlurmBackend::job_path(int64_t job) const { return slurm_dir() + "/jobs/" + std::to_string(job); }
 

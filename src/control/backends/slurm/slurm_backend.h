@@ -63,6 +63,8 @@ class SlurmBackend : public LocalBackend {
   // data_dir), as the nodes start sandboxes with them.
   SlurmBackend(LocalBackendOptions files, SlurmBackendOptions options);
 
+  // Also its directory passable (0711) whatever edtd's umask.
+  Status prepare_cluster(const std::string& cluster) override;
   Result<SandboxRef> start(const SandboxSpec& spec) override;
   SandboxState observe(const std::string& name, const SandboxRef& ref) override;
   SandboxPlacement placement(const SandboxRef& ref) override;

@@ -1,6 +1,11 @@
 #include "control/backends/slurm/slurm_jobs.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -182,6 +187,32 @@ Result<std::pair<SandboxSpec, LocalBackendOptions>> read_job_file(const json& j)
   } catch (const json::exception& e) {
     return invalid_argument(std::string("the job file is not edtd's: ") + e.what());
   }
+}
+
+Status make_passable_parents(const std::string& dir) {
+  std::filesystem::path at;
+  for (const auto& part : std::filesystem::path(dir).lexically_normal()) {
+    at /= part;
+    if (part.empty() || ::mkdir(at.c_str(), 0711) != 0) {
+      if (errno == EEXIST || part.empty()) continue;
+      return io_error("mkdir " + at.string(), errno);
+    }
+    ::chmod(at.c_str(), 0711);  // the umask narrowed mkdir's mode
+  }
+  return Status::ok();
+}
+
+std::string unpassable_parent(const std::string& dir) {
+  std::filesystem::path at;
+  for (const auto& part : std::filesystem::path(dir).lexically_normal()) {
+    at /= part;
+    struct stat st {};
+    if (::stat(at.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) != 0) continue;
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", st.st_mode & 07777);
+    return at.string() + " (mode " + mode + ")";
+  }
+  return "";
 }
 
 }  // namespace edt::control::slurm_jobs

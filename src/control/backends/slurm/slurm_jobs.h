@@ -1,7 +1,9 @@
 // What edtd's Slurm backend says to Slurm and reads back, apart from
 // running anything: the sbatch command of a container, squeue's lines, the
-// job file a node reads, the GPUs Slurm gave a job. Pure functions, tested
-// without Slurm (slurm_jobs_test.cc).
+// job file a node reads, the GPUs Slurm gave a job; and the shared
+// directory's parents, which the containers must pass through. Pure
+// functions but the last two (the file system only), tested without Slurm
+// (slurm_jobs_test.cc).
 #pragma once
 
 #include <map>
@@ -60,7 +62,7 @@ std::vector<std::string> sbatch_argv(const SandboxSpec& spec, const Placement& p
 // The job id in sbatch --parsable's output ("42" or "42;cluster"), or 0.
 int64_t parse_job_id(const std::string& text);
 
-// The GPUs Slurm gave the job: SLURM_JOB_GPUS (or CUDA_VISIBLE_DEVICES),
+// The GPUs Slurm gave the job: SLURM_JOB_GPUS (their places in gres.conf),
 // "0,2" -> {0, 2}; nullopt if it says something else.
 std::optional<std::vector<int>> parse_gpu_list(const std::string& text);
 
@@ -73,5 +75,14 @@ std::map<std::string, int> parse_gres_inventory(const std::string& text);
 // backend options it starts it with.
 nlohmann::json job_file(const SandboxSpec& spec, const LocalBackendOptions& node);
 Result<std::pair<SandboxSpec, LocalBackendOptions>> read_job_file(const nlohmann::json& j);
+
+// The shared directory `dir` and its parents, as the containers' root (an
+// unprivileged id on the nodes, with user namespaces) passes through them
+// to what bwrap binds: it enters each as "others". make_passable_parents()
+// makes the missing ones with mode 0711 (pass, not list), whatever the
+// umask; unpassable_parent() names the first that others may not enter,
+// with its mode ("/tmp/a (mode 0700)"), or "" when there is none.
+Status make_passable_parents(const std::string& dir);
+std::string unpassable_parent(const std::string& dir);
 
 }  // namespace edt::control::slurm_jobs

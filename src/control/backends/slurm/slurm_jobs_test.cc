@@ -1,8 +1,11 @@
 #include "control/backends/slurm/slurm_jobs.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 namespace edt::control::slurm_jobs {
 namespace {
@@ -132,6 +135,32 @@ TEST(SlurmJobsTest, JobFileRoundTrips) {
   EXPECT_EQ(options.network->range, "10.20.128.0/17");
   EXPECT_EQ(options.network->containers_dir, "/shared/edt/containers");
   EXPECT_FALSE(read_job_file(nlohmann::json{{"spec", 1}}).is_ok());
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
+}
+
+// The containers' root passes through the shared directory's parents as
+// "others": those edtd makes are 0711 whatever its umask, and one that is
+// not passable is named.
+TEST(SlurmJobsTest, SharedDirectoryParentsArePassable) {
+  char top[] = "/tmp/edt-slurm-parents-XXXXXX";
+  ASSERT_NE(::mkdtemp(top), nullptr);
+  ::chmod(top, 0755);
+  const std::string dir = std::string(top) + "/site/shared";
+  const mode_t old_umask = ::umask(077);
+  const Status made = make_passable_parents(dir);
+  ::umask(old_umask);
+  ASSERT_TRUE(made.is_ok()) << made.message();
+  EXPECT_EQ(mode_of(std::string(top) + "/site"), 0711u);
+  EXPECT_EQ(mode_of(dir), 0711u);
+  EXPECT_EQ(unpassable_parent(dir), "");
+  EXPECT_TRUE(make_passable_parents(dir).is_ok());  // again: nothing to make
+  ::chmod((std::string(top) + "/site").c_str(), 0700);
+  EXPECT_EQ(unpassable_parent(dir), std::string(top) + "/site (mode 0700)");
+  std::filesystem::remove_all(top);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "common/process.h"
 #include "control/backends/local/host_command.h"
 #include "control/backends/slurm/slurm_jobs.h"
+#include "control/model/container_files.h"
 
 namespace edt::control {
 namespace {
@@ -28,21 +30,45 @@ std::string env_or(const char* name, const std::string& fallback = "") {
   return value ? value : fallback;
 }
 
-int fail(const std::string& why) {
+// The reason on one line: edtd quotes the job output's last such line.
+int fail(std::string why) {
+  for (size_t at = why.find('\n'); at != std::string::npos; at = why.find('\n', at))
+    why.replace(at, 1, at + 1 == why.size() ? "" : " / ");
   std::fprintf(stderr, "edt slurm-node: %s\n", why.c_str());
   return 1;
 }
 
+// What the sandbox needs of the node before it starts: the directories the
+// helper makes on the way (etc-links, binds...) passable by the container's
+// root (an unprivileged id, with user namespaces), whatever umask the job
+// inherited from edtd's sbatch; and each parent of the shared directory
+// passable too (the containers' files are below it).
+Status prepare_node(const LocalBackendOptions& options) {
+  ::umask(022);
+  if (options.first_subordinate_id == 0) return Status::ok();
+  const std::string parent = slurm_jobs::unpassable_parent(options.data_dir);
+  if (parent.empty()) return Status::ok();
+  return failed_precondition("the container's root, an unprivileged id on this node, cannot pass through " +
+                             parent + " above the shared directory " + options.data_dir +
+                             ": chmod o+x it, or give edtd a --slurm-shared-dir whose parents others may enter");
+}
+
 // The job's GPUs, as Slurm gave them, in the spec and its environment.
+// SLURM_JOB_GPUS holds their places in the node's gres.conf, with or
+// without ConstrainDevices: their /dev/nvidia<i> where gres.conf lists
+// /dev/nvidia[0-N] in order, as sites write it (docs/slurm.md). The job's
+// CUDA_VISIBLE_DEVICES is 0..n-1 under ConstrainDevices, so no source. In
+// the container CUDA numbers them 0..n-1, as Slurm does under
+// ConstrainDevices (gpu_env()).
 Status take_gpus(SandboxSpec& spec) {
   if (spec.gpus.empty()) return Status::ok();
-  const std::string given = env_or("SLURM_JOB_GPUS", env_or("CUDA_VISIBLE_DEVICES"));
+  const std::string given = env_or("SLURM_JOB_GPUS", env_or("SLURM_STEP_GPUS"));
   auto gpus = slurm_jobs::parse_gpu_list(given);
   if (!gpus || gpus->size() != spec.gpus.size())
     return failed_precondition("the container asks for " + std::to_string(spec.gpus.size()) +
                                " GPUs but Slurm gave the job '" + given + "' (SLURM_JOB_GPUS)");
   spec.gpus = *gpus;
-  spec.env["CUDA_VISIBLE_DEVICES"] = given;
+  for (const auto& [key, value] : gpu_env(spec.gpus)) spec.env[key] = value;
   return Status::ok();
 }
 
@@ -130,6 +156,7 @@ int slurm_node_main(int argc, char** argv) {
   auto [spec, options] = std::move(read).value();
   if (!options.network) return fail("the job file names no network for the container");
   if (Status st = take_gpus(spec); !st.is_ok()) return fail(st.message());
+  if (Status st = prepare_node(options); !st.is_ok()) return fail(st.message());
   // What the sandbox leaves behind when its monitor exits is this
   // process's to reap, and stays in the job's process tree.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
