@@ -1,5 +1,7 @@
-// edt volume create|list|delete|upload, edt job list|delete, edt image list, edt gpu list.
+// edt volume create|list|delete|upload, edt job list|delete, edt image list|import|rm, edt gpu list.
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -83,13 +85,58 @@ int list_images(const std::string& output) {
   json images;
   if (int code = get_list("/images", api::fields::ImageList::images, &images)) return code;
   if (print_json_if_asked(output, images)) return 0;
-  std::vector<std::vector<std::string>> rows = {{"NAME", "FRAMEWORKS", "ROOT"}};
+  std::vector<std::vector<std::string>> rows = {{"NAME", "FRAMEWORKS", "SIZE", "SOURCE"}};
   for (const auto& i : images) {
     std::string frameworks;
     for (const auto& f : i[key(image::frameworks)]) frameworks += (frameworks.empty() ? "" : ",") + f.get<std::string>();
-    rows.push_back({i[key(image::name)], frameworks, i[key(image::root)]});
+    // An imported image shows where it came from; a root, the root.
+    const std::string source = i[key(image::source)];
+    const uint64_t bytes = i[key(image::size_bytes)];
+    rows.push_back({i[key(image::name)], frameworks, bytes ? std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB" : "-",
+                    source.empty() ? "root " + i[key(image::root)].get<std::string>() : source});
   }
   print_table(rows);
+  return 0;
+}
+
+struct ImageOptions {
+  std::string source, name;
+  std::vector<std::string> frameworks;
+};
+
+// "pytorch-24.05.tar.gz" -> "pytorch-24-05": the file's name as an image name.
+std::string image_name_of(const std::string& path) {
+  std::string base = std::filesystem::path(path).lexically_normal().filename().string();
+  if (base.empty()) base = std::filesystem::path(path).lexically_normal().parent_path().filename().string();
+  for (const char* ext : {".tar.gz", ".tar.zst", ".tgz", ".tar"})
+    if (base.size() > strlen(ext) && base.ends_with(ext)) base.resize(base.size() - strlen(ext));
+  std::string name;
+  for (char c : base) name += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '-';
+  return name;
+}
+
+// edtd reads the source itself, from its own host: the path goes absolute.
+int import_image(const ImageOptions& o) {
+  namespace request = api::fields::ImageImportRequest;
+  std::error_code ec;
+  const std::string path = std::filesystem::absolute(o.source, ec).lexically_normal().string();
+  if (ec || !std::filesystem::exists(path, ec))
+    return usage_error(o.source + " does not exist", "give an OCI layout (a directory or a tar) or a docker save archive");
+  json body = {{key(request::name), o.name.empty() ? image_name_of(path) : o.name}, {key(request::path), path}};
+  if (!o.frameworks.empty()) body[key(request::frameworks)] = o.frameworks;
+  Client client(load_endpoint());
+  json out;
+  if (auto f = client.call("POST", "/images/import", &body, &out)) return fail(*f);
+  printf("image %s imported (%s, %llu MiB unpacked)\n", out[key(api::fields::Image::name)].get<std::string>().c_str(),
+         out[key(api::fields::Image::digest)].get<std::string>().c_str(),
+         static_cast<unsigned long long>(out[key(api::fields::Image::size_bytes)].get<uint64_t>() >> 20));
+  return 0;
+}
+
+int delete_image(const ImageOptions& o) {
+  Client client(load_endpoint());
+  if (auto f = client.call("DELETE", "/images/" + o.name, nullptr, nullptr)) return fail(*f);
+  printf("image %s deleted\n", o.name.c_str());
   return 0;
 }
 
@@ -183,12 +230,36 @@ void add_volume_commands(CLI::App& app, Action* action) {
   upload_cmd->callback([upload, action] { *action = [upload] { return upload_file(*upload); }; });
 }
 
+void add_image_commands(CLI::App& app, Action* action) {
+  auto* image = app.add_subcommand("image", "images");
+  image->require_subcommand(1);
+  auto list_output = std::make_shared<std::string>();
+  auto* list = image->add_subcommand("list", "list images, their frameworks, sizes and sources");
+  add_output_option(list, list_output.get());
+  list->callback([list_output, action] { *action = [list_output] { return list_images(*list_output); }; });
+
+  auto in = std::make_shared<ImageOptions>();
+  auto* import_cmd = image->add_subcommand(
+      "import", "import an OCI layout (a directory or a tar) or a docker/podman save archive (admin; edtd reads the "
+                "path on its own host)");
+  import_cmd->add_option("source", in->source, "FILE or DIR")->required();
+  import_cmd->add_option("--name", in->name, "the image's name (default: the file's name)");
+  import_cmd->add_option("--framework", in->frameworks,
+                         "a framework it carries, repeatable (default: its label org.edt.frameworks, else horovod)");
+  import_cmd->callback([in, action] { *action = [in] { return import_image(*in); }; });
+
+  auto out = std::make_shared<ImageOptions>();
+  auto* rm = image->add_subcommand("rm", "delete an image no cluster uses (admin), freeing its store space");
+  rm->add_option("name", out->name)->required();
+  rm->callback([out, action] { *action = [out] { return delete_image(*out); }; });
+}
+
 }  // namespace
 
 void add_resource_commands(CLI::App& app, Action* action) {
   add_volume_commands(app, action);
   add_job_commands(app, action);
-  add_list(app, "image", "images", "list images and their frameworks", action, list_images);
+  add_image_commands(app, action);
   add_list(app, "gpu", "GPUs", "list the GPU inventory", action, list_gpus);
 }
 

@@ -311,6 +311,9 @@ void add_container_flags(CLI::App& app, Flags& flags) {
                  "the most bytes each container's writable dirs (/root, /tmp, /var) hold together, as a disk of "
                  "their own with one file per 16 KiB; a write past it fails with ENOSPC; 0: no bound")
       ->capture_default_str();
+  app.add_option("--image-store", flags.image_store,
+                 "the image store that imported images are unpacked into (docs/images.md); default: "
+                 "<data-dir>/images. Its images' roots are named by absolute path: move it only with them");
   app.add_option("--volume-size", flags.volume_size,
                  "the most bytes each volume edtd makes holds, as a disk of its own (<data-dir>/volume-disks) with "
                  "one file per 16 KiB; a write past it fails with ENOSPC, an upload with 413; 0: plain directories, "

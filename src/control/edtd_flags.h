@@ -44,6 +44,7 @@ struct Flags {
   std::string user_namespaces = "on";
   std::string container_disk = "10GiB";  // each container's writable dirs (disk_quota.h)
   std::string volume_size = "10GiB";     // each managed volume (disk_quota.h)
+  std::string image_store;               // empty: <data_dir>/images (docs/images.md)
   bool fault_points = false;  // print them and exit
   // --backend slurm (slurm_backend.h).
   std::string backend = "local";

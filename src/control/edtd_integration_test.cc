@@ -16,12 +16,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "common/net.h"
+#include "image/test_images.h"
 
 namespace edt::control {
 namespace {
@@ -748,6 +750,69 @@ TEST(EdtdFlags, BadFlagsAreRefusedBeforeAnythingIsMade) {
   EXPECT_NE(file.code, 0);
   EXPECT_NE(file.text.find("exists and is not a directory"), std::string::npos) << file.text;
   fs::remove_all(dir);
+}
+
+// A tiny image of the host's own programs: sshd, bash, sh, env and cat with the
+// libraries ldd finds, the host's /etc/passwd and /etc/group, the links of
+// a merged /usr, and /work (make_config's WorkingDir; its Env's PATH is
+// /usr/bin:/bin), as one layer of an OCI layout at `dir`.
+void write_tiny_image(const std::string& dir) {
+  namespace it = edt::image::testing;
+  std::vector<it::TarEntry> entries = {it::dir("work"), it::file("work/marker", "in the image\n"), it::dir("etc")};
+  std::set<std::string> dirs, done;
+  auto add_file = [&](const std::string& path) {
+    // The name as the loader or PATH asks for it, in its directory's real place.
+    const std::string at = fs::canonical(fs::path(path).parent_path()).string() + "/" + fs::path(path).filename().string();
+    if (!done.insert(at).second) return;
+    for (fs::path d = fs::path(at).parent_path(); d != "/"; d = d.parent_path()) dirs.insert(d.string().substr(1));
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    entries.push_back(it::file(at.substr(1), bytes, 0755));
+  };
+  for (const char* program : {"/usr/sbin/sshd", "/bin/bash", "/bin/sh", "/usr/bin/env", "/usr/bin/cat"}) {
+    add_file(program);
+    for (const auto& line : lines(sh(std::string("ldd ") + program).text)) {
+      std::istringstream words(line);
+      std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+      for (const auto& word : w)
+        if (!word.empty() && word[0] == '/') add_file(word);
+    }
+  }
+  for (const char* file : {"/etc/passwd", "/etc/group", "/etc/nsswitch.conf"}) add_file(file);
+  for (const auto& d : dirs) entries.insert(entries.begin(), it::dir(d));
+  for (const char* top : {"bin", "sbin", "lib", "lib64"})
+    if (fs::is_symlink(std::string("/") + top))
+      entries.push_back(it::symlink(top, fs::read_symlink(std::string("/") + top).string()));
+  std::vector<it::Layer> layers = {it::make_layer(entries)};
+  it::write_oci_layout(dir, layers, "tiny");
+}
+
+TEST_F(Edtd, AnImportedImagesContainersGetItsEnvAndWorkingDir) {
+  edt::image::testing::ScratchDir src("edt-it-image");
+  write_tiny_image(src.path() + "/tiny");
+  Output imported = edt("image import " + src.path() + "/tiny --name tiny");
+  ASSERT_EQ(imported.code, 0) << imported.text;
+  Output listed = edt("image list");
+  EXPECT_NE(listed.text.find(src.path() + "/tiny"), std::string::npos) << listed.text;
+  Output created = edt("cluster create tiny --image tiny --containers 2 --wait");
+  ASSERT_EQ(created.code, 0) << created.text << sh("tail -20 " + dir_ + "/edtd.log").text;
+  // Jobs start in the image's WorkingDir, with its PATH after edt's own directories.
+  Output seen = edt("exec tiny-worker-0 -- sh -c 'pwd; cat marker; echo \"$PATH\"'");
+  ASSERT_EQ(seen.code, 0) << seen.text;
+  auto got = lines(seen.text);
+  ASSERT_EQ(got.size(), 3u) << seen.text;
+  EXPECT_EQ(got[0], "/work");
+  EXPECT_EQ(got[1], "in the image");
+  EXPECT_TRUE(got[2].ends_with(":/usr/bin:/bin") && got[2].find("/usr/local/sbin") == std::string::npos) << got[2];
+  // The image's root is read-only in the container.
+  EXPECT_NE(edt("exec tiny-launcher -- sh -c 'echo x > /work/new'").code, 0);
+  Output in_use = edt("image rm tiny");
+  EXPECT_NE(in_use.code, 0);
+  EXPECT_NE(in_use.text.find("used by cluster tiny"), std::string::npos) << in_use.text;
+  ASSERT_EQ(edt("cluster delete --wait tiny").code, 0);
+  Output removed = edt("image rm tiny");
+  ASSERT_EQ(removed.code, 0) << removed.text;
+  EXPECT_EQ(edt::image::testing::count_entries(dir_ + "/images/roots/sha256"), 0u);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "control/reconcile/reconciler.h"
 #include "control/service/service.h"
 #include "edtd_flags.h"
+#include "image/store.h"
 #include "gpu_detect.h"
 
 namespace edt::control {
@@ -119,8 +120,10 @@ int serve(const Flags& flags, const Settings& settings) {
   Reconciler reconciler(db.get(), &backend, reconciler_options);
   // Managed volumes live where the containers' nodes see them.
   const std::string volumes_under = settings.slurm ? flags.slurm_shared_dir : flags.data_dir;
+  const std::string image_store = flags.image_store.empty() ? flags.data_dir + "/images" : flags.image_store;
+  if (auto store = image::Store::open(image_store); !store.is_ok()) return fail(store.status());
   Service service(db.get(), {settings.range, volumes_under, [&reconciler](const std::string& c) { reconciler.enqueue(c); },
-                             volume_disk(settings), &jobs, &backend});
+                             volume_disk(settings), &jobs, &backend, image_store});
   if (Status st = service.remount_volumes(); !st.is_ok()) return fail(st);
   if (Status st = service.set_inventory({"edt", "/", {"horovod", "deepspeed", "megatron", "slurm"}, true}, gpus); !st.is_ok()) return fail(st);
   if (Status st = ensure_admin(service, flags.data_dir); !st.is_ok()) return fail(st);

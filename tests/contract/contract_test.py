@@ -3,7 +3,7 @@
 
 Starts a real edtd (a fresh data dir, simulated GPUs, a loopback port; root
 and bubblewrap, as the platform's other integration tests), makes a cluster,
-a job, a volume, an image and a user, then sends a request to every path and
+a job, a volume, an image (and one imported from an OCI layout) and a user, then sends a request to every path and
 method the document lists: a valid one, an invalid one where the operation
 takes a body, and one without a token where it needs one. Each answer's
 status must be one the document lists for that operation, and each JSON body
@@ -15,9 +15,12 @@ the file itself.
   contract_test.py --edtd build/src/control/edtd --document api/openapi.json
 """
 import argparse
+import hashlib
+import io
 import json
 import os
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -44,7 +47,38 @@ EXAMPLES = {
     "TeamRequest": {"name": "contract-team-two"},
     "QuotaRequest": {"guaranteed": 2, "borrow_limit": 1},
     "UserTeam": {"team": "contract-team"},
+    # "path" is filled in by write_oci_layout(), outside edtd's data dir.
+    "ImageImportRequest": {"name": "contract-imported", "path": "/nonexistent"},
 }
+
+
+def write_oci_layout(directory):
+    """A one-layer OCI image layout (a root of /usr and /etc) at `directory`."""
+    def blob(data):
+        digest = hashlib.sha256(data).hexdigest()
+        os.makedirs(os.path.join(directory, "blobs", "sha256"), exist_ok=True)
+        with open(os.path.join(directory, "blobs", "sha256", digest), "wb") as f:
+            f.write(data)
+        return {"digest": "sha256:" + digest, "size": len(data)}
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in ("usr", "etc"):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+    layer = out.getvalue()
+    config = {"architecture": "amd64", "os": "linux", "config": {"Env": ["CONTRACT=1"], "WorkingDir": "/"},
+              "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]}}
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(json.dumps(config).encode())},
+                "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **blob(layer)}]}
+    index = {"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                                                  **blob(json.dumps(manifest).encode())}]}
+    with open(os.path.join(directory, "index.json"), "w") as f:
+        json.dump(index, f)
+    with open(os.path.join(directory, "oci-layout"), "w") as f:
+        json.dump({"imageLayoutVersion": "1.0.0"}, f)
 
 
 def to_json_schema(node):
@@ -145,7 +179,8 @@ class Run:
 
     def params(self, path):
         """The existing object each path parameter names."""
-        owner = {"/clusters": "cluster", "/volumes": "volume", "/users": "user", "/jobs": "job", "/teams": "team"}
+        owner = {"/clusters": "cluster", "/volumes": "volume", "/users": "user", "/jobs": "job", "/teams": "team",
+                 "/images": "image"}
         first = "/" + path.split("/")[1]
         out = {}
         if "{name}" in path:
@@ -190,7 +225,8 @@ class Run:
 
     def setup(self):
         """A Running cluster with a finished job, a volume and a user."""
-        self.values = {"cluster": CLUSTER, "volume": "contract-vol", "user": "contract-user", "team": "contract-team"}
+        self.values = {"cluster": CLUSTER, "volume": "contract-vol", "user": "contract-user", "team": "contract-team",
+                       "image": EXAMPLES["ImageImportRequest"]["name"]}
         self.valid("/teams", "post", {"name": self.values["team"]})
         self.valid("/clusters", "post", {"name": CLUSTER, "framework": "horovod", "containers": 2})
         self.wait_running()
@@ -272,6 +308,9 @@ def main():
     with open(args.document) as f:
         text = f.read()
     contract = Contract(json.loads(text))
+    layout = tempfile.TemporaryDirectory(prefix="edt-contract-image-")
+    write_oci_layout(layout.name)
+    EXAMPLES["ImageImportRequest"]["path"] = layout.name
     edtd = ScratchEdtd(args.edtd)
     try:
         run = Run(contract, edtd)
@@ -284,6 +323,7 @@ def main():
         run.coverage()
     finally:
         edtd.stop()
+        layout.cleanup()
     operations = sum(1 for _ in run.operations())
     for failure in contract.failures:
         print("FAIL:", failure)

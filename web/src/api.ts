@@ -72,6 +72,8 @@ export interface Image {
   description?: string;
   root?: string;
   builtin?: boolean;
+  source?: string; // an imported image: the path on edtd's host it came from
+  size_bytes?: number; // an imported image: its unpacked bytes
 }
 
 // One GPU of the inventory. holder names the container that holds it when
@@ -306,6 +308,8 @@ function toImage(v: unknown): Image {
     description: str(o['description']) || undefined,
     root: str(o['root']) || undefined,
     builtin: o['builtin'] === true,
+    source: str(o['source']) || undefined,
+    size_bytes: num(o['size_bytes']) || undefined,
   };
 }
 

@@ -1,4 +1,5 @@
-// Handlers: /api/v1/images and /api/v1/gpus, what clusters are made of.
+// Handlers: /api/v1/images (registered roots, imports into the image
+// store, removal) and /api/v1/gpus, what clusters are made of.
 #include "control/api/handlers.h"
 
 namespace edt::control::handlers {
@@ -17,6 +18,18 @@ Answer register_image(ApiContext& ctx, const Request& req, const User& user) {
   return json_answer(201, ctx.service->register_image(user, *image), [](const Image& made) {
     return json{{"name", made.name}, {"root", made.root}, {"frameworks", made.frameworks}};
   });
+}
+
+Answer import_image(ApiContext& ctx, const Request& req, const User& user) {
+  auto request = read_body(req, parse_image_import_request);
+  if (!request.is_ok()) return request.status();
+  return json_answer(201, ctx.service->import_image(user, *request), image_to_json);
+}
+
+Answer delete_image(ApiContext& ctx, const Request& req, const User& user) {
+  auto image = ctx.service->delete_image(user, req.matches[1]);
+  if (!image.is_ok()) return image.status();
+  return json_reply(200, {{"deleted", image->name}});
 }
 
 Answer list_gpus(ApiContext& ctx, const Request&, const User& user) {

@@ -107,6 +107,8 @@ std::vector<Route> ApiServer::routes() {
       {"GET", kVolumeFiles + "/content", A::kUser, "", bind(h::download_volume_file)},
       {"GET", "/api/v1/images", A::kUser, "", bind(h::list_images)},
       {"POST", "/api/v1/images", A::kAdmin, "register images", bind(h::register_image)},
+      {"POST", "/api/v1/images/import", A::kAdmin, "import images", bind(h::import_image)},
+      {"DELETE", "/api/v1/images/{name}", A::kAdmin, "delete images", bind(h::delete_image)},
       {"GET", "/api/v1/gpus", A::kUser, "", bind(h::list_gpus)},
       {"GET", "/api/v1/users", A::kAdmin, "list users", bind(h::list_users)},
       {"POST", "/api/v1/users", A::kAdmin, "create users", bind(h::create_user)},

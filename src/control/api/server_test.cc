@@ -11,6 +11,7 @@
 
 #include "common/net.h"
 #include "control/service/volume_files.h"
+#include "image/test_images.h"
 
 namespace edt::control {
 namespace {
@@ -41,7 +42,8 @@ class ApiServerTest : public ::testing::Test {
     reconciler_ = std::make_unique<Reconciler>(db_.get(), &backend_, ReconcilerOptions{});
     jobs_ = std::make_unique<JobRunner>(db_.get(), &backend_, dir_.string(), std::map<std::string, std::string>{});
     service_ = std::make_unique<Service>(db_.get(), ServiceOptions{AddressRange::parse("127.92.0.0/24").value(),
-                                                                   dir_.string(), {}, {}, jobs_.get(), &backend_});
+                                                                   dir_.string(), {}, {}, jobs_.get(), &backend_,
+                                                                   (dir_ / "images").string()});
     ASSERT_TRUE(service_->set_inventory({"edt", "/", {"horovod"}, true}, {{0, "P4", true, ""}}).is_ok());
     admin_ = service_->ensure_admin().value().value();
     ApiServerOptions options;
@@ -167,6 +169,34 @@ TEST_F(ApiServerTest, ClustersThroughTheServiceWithOwnerRules) {
   EXPECT_EQ(events["events"][1]["type"], "Scaling");
   expect_refused(call("GET", "/api/v1/clusters/a/ssh", bob_), 409, "name");
   EXPECT_EQ(call("DELETE", "/api/v1/clusters/a", bob_).second["status"]["phase"], "Deleting");
+}
+
+TEST_F(ApiServerTest, ImagesAreImportedAndDeletedByTheAdminOnly) {
+  namespace it = edt::image::testing;
+  it::ScratchDir src("edt-api-image");
+  const std::string good = src.path() + "/good", bad = src.path() + "/bad";
+  it::write_oci_layout(good, {it::make_layer({it::file("usr/a", "a"), it::file("etc/a", "a")})}, "good");
+  it::write_oci_layout(bad, {it::make_layer({it::file("etc/a", "a"), it::symlink("usr", "/usr"), it::file("usr/x", "x")})},
+                       "bad");
+  auto body = [](const std::string& name, const std::string& path) {
+    return json{{"name", name}, {"path", path}}.dump();
+  };
+  expect_refused(call("POST", "/api/v1/images/import", bob_, body("good", good)), 403, "");
+  auto [hostile, refusal] = call("POST", "/api/v1/images/import", admin_, body("bad", bad));
+  expect_refused({hostile, refusal}, 422, "path");
+  EXPECT_NE(refusal["error"]["message"].get<std::string>().find("symbolic link"), std::string::npos) << refusal.dump();
+  expect_refused(call("POST", "/api/v1/images/import", admin_, body("gone", src.path() + "/none.tar")), 422, "path");
+  expect_refused(call("POST", "/api/v1/images/import", admin_, body("mine", (dir_ / "edtd.db").string())), 403, "path");
+  EXPECT_EQ(it::count_entries((dir_ / "images/layers/sha256").string()), 0u);
+  auto [made, image] = call("POST", "/api/v1/images/import", admin_, body("good", good));
+  ASSERT_EQ(made, 201) << image.dump();
+  EXPECT_EQ(image["working_dir"], "/work");
+  EXPECT_EQ(image["source"], good);
+  EXPECT_EQ(call("GET", "/api/v1/images", bob_).second["images"].size(), 2u);
+  ASSERT_EQ(call("POST", "/api/v1/clusters", bob_, R"({"name": "a", "image": "good", "framework": "horovod", "containers": 2})").first, 201);
+  expect_refused(call("DELETE", "/api/v1/images/good", admin_), 409, "name");
+  expect_refused(call("DELETE", "/api/v1/images/good", bob_), 403, "");
+  expect_refused(call("DELETE", "/api/v1/images/none", admin_), 404, "name");
 }
 
 TEST_F(ApiServerTest, TokensAreListedRevokedAndExpireAndUsersAreDeleted) {

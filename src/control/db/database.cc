@@ -324,16 +324,24 @@ std::optional<User> Database::Tx::user_for_token(const std::string& token_hash, 
 // Images, volumes and GPUs.
 
 Status Database::Tx::put_image(const Image& image) {
-  Stmt s(db_, "INSERT OR REPLACE INTO images(name, root, frameworks, builtin) VALUES(?, ?, ?, ?)");
+  Stmt s(db_, "INSERT OR REPLACE INTO images(name, root, frameworks, builtin, config) VALUES(?, ?, ?, ?, ?)");
   s.bind(1, image.name).bind(2, image.root).bind(3, json(image.frameworks).dump()).bind(4, image.builtin);
+  s.bind(5, image_config_text(image));
+  return s.run();
+}
+
+Status Database::Tx::delete_image(const std::string& name) {
+  Stmt s(db_, "DELETE FROM images WHERE name = ?");
+  s.bind(1, name);
   return s.run();
 }
 
 std::vector<Image> Database::Tx::images() {
   std::vector<Image> out;
-  Stmt s(db_, "SELECT name, root, frameworks, builtin FROM images ORDER BY name");
+  Stmt s(db_, "SELECT name, root, frameworks, builtin, config FROM images ORDER BY name");
   while (s.step()) {
     Image image{s.text(0), s.text(1), {}, s.i64(3) != 0};
+    read_image_config(s.text(4), &image);
     json frameworks = json::parse(s.text(2), nullptr, false);
     if (frameworks.is_array())
       for (const auto& f : frameworks)

@@ -94,6 +94,7 @@ class Database::Tx {
 
   // Images, volumes and the GPU inventory.
   Status put_image(const Image& image);
+  Status delete_image(const std::string& name);
   std::vector<Image> images();
   Status insert_volume(const Volume& volume);  // AlreadyExists if taken
   std::vector<Volume> volumes();

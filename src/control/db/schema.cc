@@ -6,6 +6,12 @@
 
 namespace edt::control {
 
+// Version 8: an image imported into the image store keeps its source,
+// digest, size and config fields (Env, WorkingDir, User, Labels), as JSON.
+constexpr const char* kImagesConfig = R"sql(
+ALTER TABLE images ADD COLUMN config TEXT NOT NULL DEFAULT '{}';
+)sql";
+
 const std::vector<Migration>& migrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "the tables of edtd 0.1", R"sql(
@@ -81,6 +87,7 @@ ALTER TABLE clusters ADD COLUMN queued_since INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE clusters ADD COLUMN queue_position INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE clusters ADD COLUMN queue_reason TEXT NOT NULL DEFAULT '';
 )sql"},
+      {8, "images.config", kImagesConfig},
   };
   return kMigrations;
 }

@@ -50,6 +50,13 @@ std::string in_directory(const std::string& cwd, const std::string& command) {
   return "cd -- " + shell_quote(cwd) + " || exit\n" + command;
 }
 
+// The image `name`, or an empty one (no Env, no WorkingDir) if it went.
+Image image_named(Database& db, const std::string& name) {
+  for (auto& image : db.lock().images())
+    if (image.name == name) return image;
+  return {};
+}
+
 }  // namespace
 
 JobRunner::JobRunner(Database* db, Backend* backend, std::string data_dir, std::map<std::string, std::string> base_env,
@@ -108,8 +115,10 @@ Result<Job> JobRunner::start(const Cluster& cluster, const std::vector<Container
   if (!id.is_ok()) return as_refusal(id.status(), "container");
   job.id = *id;
   ExecSpec exec;
-  exec.command = in_directory(start.cwd, start.command);
-  exec.env = container_env(cluster.spec, target->status, base_env_);
+  // The image's WorkingDir, unless the job names its own; its Env (catalog.h).
+  const Image image = image_named(*db_, cluster.spec.image);
+  exec.command = in_directory(start.cwd.empty() ? image.working_dir : start.cwd, start.command);
+  exec.env = container_env(cluster.spec, target->status, image_base_env(image, base_env_));
   // The job is known by its log's writer, which ends after it (job_log.h).
   Result<SandboxRef> process = [&]() -> Result<SandboxRef> {
     EDT_RETURN_IF_ERROR(prepare_log(job.id, exec));

@@ -1,6 +1,7 @@
 #include "control/model/catalog.h"
 
 #include <algorithm>
+#include <set>
 
 #include "control/model/fields.h"
 
@@ -67,7 +68,68 @@ json token_info_to_json(const TokenInfo& t, int64_t now) {
 }
 
 json image_to_json(const Image& i) {
-  return {{"name", i.name}, {"root", i.root}, {"frameworks", i.frameworks}, {"builtin", i.builtin}};
+  return {{"name", i.name},     {"root", i.root},           {"frameworks", i.frameworks},
+          {"builtin", i.builtin}, {"source", i.source},     {"digest", i.digest},
+          {"size_bytes", i.size_bytes}, {"env", i.env},     {"working_dir", i.working_dir},
+          {"user", i.user},     {"labels", i.labels}};
+}
+
+std::string image_config_text(const Image& i) {
+  return json{{"source", i.source}, {"digest", i.digest}, {"size_bytes", i.size_bytes}, {"env", i.env},
+              {"working_dir", i.working_dir}, {"user", i.user}, {"labels", i.labels}}
+      .dump();
+}
+
+void read_image_config(const std::string& text, Image* image) {
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return;
+  image->source = j.value("source", "");
+  image->digest = j.value("digest", "");
+  image->size_bytes = j.value("size_bytes", uint64_t{0});
+  image->env = j.value("env", std::vector<std::string>{});
+  image->working_dir = j.value("working_dir", "");
+  image->user = j.value("user", "");
+  image->labels = j.value("labels", std::map<std::string, std::string>{});
+}
+
+namespace {
+
+// edt's own directories of `base` (its tools, its virtual environment),
+// then the image's PATH: the system directories come from the image's.
+std::string merge_path(const std::string& base, const std::string& image) {
+  static const std::set<std::string> kSystem = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+                                                "/usr/bin",        "/sbin",           "/bin"};
+  std::string out;
+  size_t start = 0;
+  while (start <= base.size()) {
+    const size_t end = std::min(base.find(':', start), base.size());
+    const std::string dir = base.substr(start, end - start);
+    if (!dir.empty() && !kSystem.count(dir)) out += dir + ":";
+    start = end + 1;
+  }
+  return out + image;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> image_base_env(const Image& image,
+                                                  const std::map<std::string, std::string>& base) {
+  std::map<std::string, std::string> env = base;
+  for (const auto& entry : image.env) {
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    const std::string key = entry.substr(0, eq), value = entry.substr(eq + 1);
+    auto mine = base.find(key);
+    if (mine == base.end() || mine->second.empty())
+      env[key] = value;
+    else if (key == "PATH")
+      env[key] = merge_path(mine->second, value);
+    else if (key == "PYTHONPATH")
+      env[key] = mine->second + ":" + value;  // edt's package stays importable
+    else
+      env[key] = value;
+  }
+  return env;
 }
 
 json volume_to_json(const Volume& v) {

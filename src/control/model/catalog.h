@@ -37,7 +37,27 @@ struct Image {
   std::string root;  // "/" for the host's file system
   std::vector<std::string> frameworks;
   bool builtin = false;
+  // An image imported into edtd's image store (docs/images.md): where it
+  // came from, its manifest's digest, its unpacked bytes, and the fields of
+  // its config that a container takes. Empty for the built-in image and a
+  // registered root. (The initializers let {name, root, frameworks, builtin} stand.)
+  std::string source = "";
+  std::string digest = "";
+  uint64_t size_bytes = 0;
+  std::vector<std::string> env = {};  // "KEY=VALUE", as the config lists them
+  std::string working_dir = "";
+  std::string user = "";
+  std::map<std::string, std::string> labels = {};
   bool carries(const std::string& framework) const;
+  bool stored() const { return !digest.empty(); }
+};
+
+// POST /images/import: a source on edtd's host, the image's name, and its
+// frameworks (empty: the label org.edt.frameworks, else horovod).
+struct ImageImport {
+  std::string name;
+  std::string path;
+  std::vector<std::string> frameworks;
 };
 
 struct Volume {
@@ -82,6 +102,18 @@ nlohmann::json user_to_json(const User& user);
 // With "expired" as of `now` (unix seconds).
 nlohmann::json token_info_to_json(const TokenInfo& token, int64_t now);
 nlohmann::json image_to_json(const Image& image);
+// The stored fields of an imported image (source .. labels) as the
+// database keeps them, both ways; a malformed text leaves them empty.
+std::string image_config_text(const Image& image);
+void read_image_config(const std::string& text, Image* image);
+
+// The environment a container of `image` starts from: `base` (edt's PATH
+// and PYTHONPATH), then the image's Env over it, but PATH, which is edt's
+// own directories (its tools, its environment), then the image's PATH, and
+// PYTHONPATH, edt's then the image's. container_env() puts edt's own variables
+// over this (EDT_*, the GPUs', the framework's), and the spec's env over all.
+std::map<std::string, std::string> image_base_env(const Image& image,
+                                                  const std::map<std::string, std::string>& base);
 nlohmann::json volume_to_json(const Volume& volume);
 nlohmann::json gpu_to_json(const Gpu& gpu);
 

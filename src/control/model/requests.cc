@@ -53,6 +53,17 @@ Status parse_image_request(const json& object, Image* out) {
   return parse_frameworks(*frameworks, &out->frameworks);
 }
 
+Status parse_image_import_request(const json& object, ImageImport* out) {
+  Fields body(object, "");
+  EDT_RETURN_IF_ERROR(body.only(fields::ImageImportRequest::kProperties));
+  EDT_RETURN_IF_ERROR(body.text("name", &out->name, Presence::kRequired));
+  EDT_RETURN_IF_ERROR(check_resource_name(out->name, "name", "image"));
+  EDT_RETURN_IF_ERROR(body.text("path", &out->path, Presence::kRequired));
+  const json* frameworks = nullptr;
+  EDT_RETURN_IF_ERROR(body.array("frameworks", &frameworks, Presence::kOptional));
+  return frameworks ? parse_frameworks(*frameworks, &out->frameworks) : Status::ok();
+}
+
 Status parse_user_request(const json& object, std::string* name) {
   Fields body(object, "");
   EDT_RETURN_IF_ERROR(body.only(fields::UserRequest::kProperties));

@@ -27,6 +27,8 @@ Status parse_volume_request(const nlohmann::json& body, VolumeRequest* out);
 
 // POST /images: {"name", "root"? (default "/"), "frameworks": [...]}.
 Status parse_image_request(const nlohmann::json& body, Image* out);
+// POST /images/import: {"name", "path", "frameworks"?}.
+Status parse_image_import_request(const nlohmann::json& body, ImageImport* out);
 
 // POST /users: {"name"}.
 Status parse_user_request(const nlohmann::json& body, std::string* name);

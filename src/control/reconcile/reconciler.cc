@@ -169,7 +169,8 @@ SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerReco
     auto volume = catalog.volumes.find(m.volume);
     if (volume != catalog.volumes.end()) s.mounts.push_back({volume->second.host_path, m.path, m.read_only});
   }
-  s.env = container_env(spec, record.status, options_.base_env);
+  s.env = container_env(spec, record.status,
+                        image == catalog.images.end() ? options_.base_env : image_base_env(image->second, options_.base_env));
   s.job_dir = spec.framework == "deepspeed";
   s.gpus = record.status.gpus;
   s.gpu_model = spec.gpu.model;

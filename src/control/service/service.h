@@ -68,6 +68,9 @@ struct ServiceOptions {
   // operations need them (a Service without them refuses those, kInternal).
   JobRunner* jobs = nullptr;
   Backend* backend = nullptr;
+  // The image store (docs/images.md) that imports go to; empty: imports
+  // are refused.
+  std::string image_store = "";
 };
 
 // What a cluster's owner needs to reach its containers over SSH.
@@ -154,6 +157,13 @@ class Service {
 
   // Images and GPUs.
   Result<Image> register_image(const User& by, const Image& image);
+  // Imports an OCI layout or docker save archive at `request.path` (on
+  // edtd's host) into the image store (admin: images.cc says why); the
+  // store's refusal of a bad source is kInvalidArgument, and leaves nothing.
+  Result<Image> import_image(const User& by, const ImageImport& request);
+  // Removes an image no cluster uses (admin), freeing what the store kept
+  // for it alone; the built-in image stays.
+  Result<Image> delete_image(const User& by, const std::string& name);
   std::vector<Image> images();
   // The inventory as `by` may see it: another user's holder is blanked
   // (held stays true).

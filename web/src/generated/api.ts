@@ -341,6 +341,28 @@ export type Image = {
   root: string;
   frameworks: Framework[];
   builtin: boolean;
+  /** an imported image: the path it was imported from; empty for the built-in image and a registered root */
+  source: string;
+  /** an imported image: its manifest's digest (sha256:...); empty otherwise */
+  digest: string;
+  /** an imported image: the unpacked bytes of its layers */
+  size_bytes: number;
+  /** the image config's Env (NAME=value), which its containers start from */
+  env: string[];
+  /** the image config's WorkingDir: where jobs start */
+  working_dir: string;
+  /** the image config's User (recorded; containers run as root) */
+  user: string;
+  /** the image config's Labels */
+  labels: Record<string, string>;
+};
+
+export type ImageImportRequest = {
+  name: ResourceName;
+  /** the absolute path on edtd's host of an OCI image layout (a directory, or a tar of one, plain, gzip or zstd) or a docker/podman save archive; not under edtd's data directory */
+  path: string;
+  /** default: the edt frameworks the image's label org.edt.frameworks names, else horovod */
+  frameworks?: Framework[];
 };
 
 export type ImageList = {

@@ -1,6 +1,8 @@
-// Images: each with the frameworks it carries and its root file system. The
-// admin registers one (an unpacked root with a /usr, or / for the host's);
-// edtd's refusal is shown next to the field it names.
+// Images: each with the frameworks it carries, its size and its source (the
+// path an imported image came from, else its root file system). The admin
+// registers one (an unpacked root with a /usr, or / for the host's);
+// edtd's refusal is shown next to the field it names. Imports are the CLI's
+// and the API's (edt image import, docs/images.md).
 
 import type { Image } from '../api';
 import type { Context } from '../app';
@@ -26,11 +28,13 @@ export async function imagesView(ctx: Context, root: HTMLElement): Promise<void>
               { 'data-image': i.name },
               h('th', { scope: 'row' }, i.name),
               h('td', { 'data-label': 'Frameworks' }, i.frameworks.map(frameworkLabel).join(', ') || '—'),
-              h('td', { 'data-label': 'Root', class: 'mono' }, i.root ?? '—'),
+              h('td', { 'data-label': 'Size' }, i.size_bytes ? `${Math.ceil(i.size_bytes / 2 ** 20)} MiB` : '—'),
+              // An imported image: the path it came from; else its root.
+              h('td', { 'data-label': 'Source', class: 'mono' }, i.source || (i.root ?? '—')),
               h('td', { 'data-label': 'Built in' }, i.builtin ? 'yes' : 'no'),
             ),
           )
-        : h('tr', {}, h('td', { colspan: 4, class: 'empty' }, 'No images.')),
+        : h('tr', {}, h('td', { colspan: 5, class: 'empty' }, 'No images.')),
     );
   }
 
@@ -42,7 +46,7 @@ export async function imagesView(ctx: Context, root: HTMLElement): Promise<void>
       h(
         'section',
         { class: 'scroll', 'aria-labelledby': 'images-title', tabindex: '0' },
-        h('table', { class: 'list', id: 'images-table' }, h('thead', {}, h('tr', {}, ['Name', 'Frameworks', 'Root', 'Built in'].map((t) => h('th', { scope: 'col' }, t)))), body),
+        h('table', { class: 'list', id: 'images-table' }, h('thead', {}, h('tr', {}, ['Name', 'Frameworks', 'Size', 'Source', 'Built in'].map((t) => h('th', { scope: 'col' }, t)))), body),
       ),
       me.admin ? imageForm(ctx, () => images, load) : h('p', { class: 'help' }, 'The admin registers images.'),
     ),

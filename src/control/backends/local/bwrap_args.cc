@@ -1,6 +1,7 @@
 #include "control/backends/local/bwrap_args.h"
 
 #include <filesystem>
+#include <set>
 
 #include "control/backends/local/container_fs.h"
 #include "control/backends/local/sandbox_policy.h"
@@ -27,19 +28,59 @@ Args namespace_args(const SandboxSpec& spec, const BwrapLayout& layout) {
   return a;
 }
 
-// The image's /usr, and /bin, /lib... as they are on the image (links or
-// directories).
-Args image_args(const std::string& root) {
-  Args a = {"--ro-bind", root + "/usr", "/usr"};
-  for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
-    const std::string host = root + "/" + top;
-    std::error_code ec;
-    if (fs::is_symlink(host, ec)) {
-      a.insert(a.end(), {"--symlink", fs::read_symlink(host, ec).string(), std::string("/") + top});
-    } else if (fs::is_directory(host, ec)) {
-      a.insert(a.end(), {"--ro-bind", host, std::string("/") + top});
+// `/path` of the image as it is on the image: a link made in the container
+// (never followed on the host), or its directory or file bound read-only.
+void image_entry(Args& a, const std::string& root, const std::string& path) {
+  const std::string host = root + "/" + path;
+  std::error_code ec;
+  const auto st = fs::symlink_status(host, ec);
+  if (fs::is_symlink(st)) {
+    a.insert(a.end(), {"--symlink", fs::read_symlink(host, ec).string(), "/" + path});
+  } else if (fs::is_directory(st) || fs::is_regular_file(st)) {
+    a.insert(a.end(), {"--ro-bind", host, "/" + path});
+  }
+}
+
+// The entries of the image's directory `dir` ("" for its top) but `skip`.
+// Where edt mounts something of its own below one (its tools at
+// /opt/edt/venv, a volume at /workspace/data), that directory is made
+// anew in the container and filled entry by entry instead, so edt's mount
+// has a place to go and the image's other entries stay.
+void image_tree(Args& a, const std::string& root, const std::string& dir, const std::set<std::string>& skip,
+                const std::vector<std::string>& edt_paths) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root + "/" + dir, ec)) {
+    const std::string path = (dir.empty() ? "" : dir + "/") + entry.path().filename().string();
+    if (skip.count(path)) continue;
+    bool covered = false, below = false;
+    for (const auto& p : edt_paths) {
+      covered = covered || p == "/" + path;
+      below = below || p.rfind("/" + path + "/", 0) == 0;
+    }
+    if (covered) continue;
+    if (!below) {
+      image_entry(a, root, path);
+    } else if (fs::is_directory(fs::symlink_status(entry.path(), ec))) {
+      a.insert(a.end(), {"--dir", "/" + path});
+      image_tree(a, root, path, {}, edt_paths);
     }
   }
+}
+
+// The image's /usr, and /bin, /lib... as they are on the image (links or
+// directories). An image other than the host's also brings its other
+// top-level directories (/opt, /workspace, /app: where images keep their
+// software and WorkingDir), read-only: an imported image's root is hard
+// links shared with the image store (docs/images.md).
+Args image_args(const std::string& root, const std::vector<SandboxMount>& shared) {
+  Args a = {"--ro-bind", root + "/usr", "/usr"};
+  for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) image_entry(a, root, top);
+  if (root.empty()) return a;
+  static const std::set<std::string> kOwn = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "var",
+                                             "root", "tmp", "dev", "proc", "sys", "run", "job"};
+  std::vector<std::string> edt_paths;
+  for (const auto& m : shared) edt_paths.push_back(fs::path(m.path).lexically_normal().string());
+  image_tree(a, root, "", kOwn, edt_paths);
   return a;
 }
 
@@ -113,7 +154,7 @@ std::vector<std::string> bwrap_args(const SandboxSpec& spec, const BwrapLayout& 
                                     const std::vector<SandboxMount>& shared) {
   const std::string root = spec.image_root == "/" ? "" : spec.image_root;
   Args a = namespace_args(spec, layout);
-  append(a, image_args(root));
+  append(a, image_args(root, shared));
   append(a, container_tree_args(spec, layout, root));
   append(a, extra_binds(spec, layout, shared));
   append(a, command_args(spec, layout));
