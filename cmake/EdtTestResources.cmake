@@ -63,6 +63,11 @@ endforeach()
 
 # --- the longest, so that they start first ---------------------------------
 edt_test_resources(slurm_cluster_bridge COST 70)
+# Two TensorFlow workers that compute (only where edt's TensorFlow ops are built).
+if(TARGET edt_tf_ops)
+  edt_test_resources(horovod_tf2_mnist_np2 PROCESSORS 2 COST 45)
+  edt_test_resources(python_tensorflow_np2 PROCESSORS 2 COST 15)
+endif()
 edt_test_resources(slurm_cluster COST 46)
 edt_test_resources(horovod_elastic_scenarios COST 40)
 edt_test_resources(python_elastic_scenarios COST 36)

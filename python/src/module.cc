@@ -10,6 +10,9 @@
 // communicator, handed to the Python training function, and shut down
 // before the next generation forms. Python state objects take part in
 // commits, rollbacks and the sync to newcomers through PyStateObject.
+//
+// Runtime.engine_port() hands the engine to edt's TensorFlow ops, another
+// shared object (engine_port.h).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -27,6 +30,7 @@
 #include "edt/tcp_store.h"
 #include "engine/communicator_collectives.h"
 #include "engine/engine.h"
+#include "engine_port.h"
 #include "launcher/slurm_allocation.h"
 
 namespace py = pybind11;
@@ -61,6 +65,56 @@ std::shared_ptr<Communicator> make_communicator() {
   return value_or_throw(Communicator::from_env());
 }
 
+engine::Meta make_meta(int type, int dtype, int op, int root, double prescale, double postscale,
+                       std::vector<int64_t> shape, std::vector<int64_t> splits) {
+  engine::Meta m;
+  m.type = static_cast<engine::OpType>(type);
+  m.dtype = static_cast<DataType>(dtype);
+  m.op = static_cast<ReduceOp>(op);
+  m.root = root;
+  m.prescale = prescale;
+  m.postscale = postscale;
+  m.shape = std::move(shape);
+  m.splits = std::move(splits);
+  return m;
+}
+
+PortError port_error(const Status& s) { return PortError{status_code_name(s.code()), s.message()}; }
+
+// The engine as edt's TensorFlow ops reach it; shares the engine with the
+// Runtime, so a port the ops still hold outlives the Runtime safely.
+class RuntimePort final : public EnginePort {
+ public:
+  explicit RuntimePort(std::shared_ptr<engine::Engine> engine) : engine_(std::move(engine)) {}
+
+  int64_t submit(const PortRequest& r, PortError* error) override {
+    Result<int64_t> handle = engine_->submit(
+        r.name, make_meta(r.type, r.dtype, r.op, r.root, r.prescale, r.postscale, r.shape, r.splits), r.data);
+    if (handle.is_ok()) return handle.value();
+    *error = port_error(handle.status());
+    return -1;
+  }
+
+  bool wait(int64_t handle, PortOutput* output, PortError* error) override {
+    engine::Output out;
+    Status status = engine_->wait(handle, &out);
+    if (!status.is_ok()) {
+      *error = port_error(status);
+      return false;
+    }
+    output->data = std::move(out.data);
+    output->shape = std::move(out.shape);
+    output->recv_splits = std::move(out.recv_splits);
+    return true;
+  }
+
+  int rank() const override { return engine_->rank(); }
+  int size() const override { return engine_->size(); }
+
+ private:
+  std::shared_ptr<engine::Engine> engine_;
+};
+
 class Runtime {
  public:
   Runtime() : Runtime(make_communicator()) {}
@@ -88,16 +142,15 @@ class Runtime {
 
   int64_t submit(const std::string& name, int type, int dtype, int op, int root, double prescale, double postscale,
                  std::vector<int64_t> shape, std::vector<int64_t> splits, uintptr_t data) {
-    engine::Meta m;
-    m.type = static_cast<engine::OpType>(type);
-    m.dtype = static_cast<DataType>(dtype);
-    m.op = static_cast<ReduceOp>(op);
-    m.root = root;
-    m.prescale = prescale;
-    m.postscale = postscale;
-    m.shape = std::move(shape);
-    m.splits = std::move(splits);
+    engine::Meta m = make_meta(type, dtype, op, root, prescale, postscale, std::move(shape), std::move(splits));
     return value_or_throw(engine_->submit(name, m, reinterpret_cast<void*>(data)));
+  }
+
+  // The address of a new std::shared_ptr<EnginePort> over this engine, for
+  // the receiver to take over (engine_port.h).
+  uintptr_t engine_port() const {
+    auto* holder = new std::shared_ptr<EnginePort>(std::make_shared<RuntimePort>(engine_));
+    return reinterpret_cast<uintptr_t>(holder);
   }
 
   int64_t submit_join() { return value_or_throw(engine_->submit_join()); }
@@ -137,7 +190,7 @@ class Runtime {
 
  private:
   std::shared_ptr<Communicator> communicator_;
-  std::unique_ptr<engine::Engine> engine_;
+  std::shared_ptr<engine::Engine> engine_;
 };
 
 // A StateObject implemented in Python: serialize() -> bytes,
@@ -313,6 +366,7 @@ PYBIND11_MODULE(_edt, m) {
       .def("submit", &Runtime::submit, py::arg("name"), py::arg("type"), py::arg("dtype"), py::arg("op"),
            py::arg("root"), py::arg("prescale"), py::arg("postscale"), py::arg("shape"), py::arg("splits"),
            py::arg("data"))
+      .def("engine_port", &Runtime::engine_port)
       .def("subgroup", &Runtime::subgroup, py::arg("members"), py::arg("scope"))
       .def("submit_join", &Runtime::submit_join)
       .def("poll", &Runtime::poll)

@@ -20,16 +20,8 @@ import torch
 from edt import _runtime
 from edt.common import process_sets as _process_sets
 
-# Horovod's reduction constants, with Horovod's values.
-Average = 0
-Sum = 1
-Adasum = 2
-Min = 3
-Max = 4
-Product = 5
-
-_ENGINE_OP = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
-_OP_NAME = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
+from edt.common.basics import Adasum, Average, Max, Min, Product, Sum, _ENGINE_OP, _OP_NAME  # noqa: F401
+from edt.common.basics import engine_op as _engine_op, resolve_op as _resolve_op
 
 # The engine's request kinds (engine::OpType).
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER = range(6)
@@ -121,23 +113,6 @@ def _from_bytes(data, shape, dtype):
     if data is None or data.size == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.from_numpy(data).view(dtype).reshape(shape)
-
-
-def _resolve_op(op, average):
-    """Horovod's op from its `op` and deprecated `average` arguments."""
-    if average is not None:
-        if op is not None:
-            raise ValueError("The op parameter supersedes average. Please provide only one of them.")
-        return Average if average else Sum
-    return Average if op is None else op
-
-
-def _engine_op(op):
-    if op == Adasum:
-        raise NotImplementedError("edt does not implement Adasum; use op=hvd.Average or hvd.Sum")
-    if op not in _ENGINE_OP:
-        raise ValueError("unknown reduction op %r; use hvd.Average, Sum, Min, Max or Product" % (op,))
-    return _ENGINE_OP[op]
 
 
 def forget_pending():

@@ -1,0 +1,2 @@
+from edt.tensorflow.keras import *  # noqa: F401,F403
+from edt.tensorflow.keras import __all__, callbacks  # noqa: F401

@@ -1,0 +1,1 @@
+from edt.tensorflow.keras.callbacks import *  # noqa: F401,F403

@@ -1,0 +1,175 @@
+"""horovod.tensorflow on edt (edt.tensorflow): the collectives as TensorFlow
+ops, eagerly and inside tf.function, and a DistributedGradientTape training
+step. Runs on every rank (python_tensorflow_np2, edt's venv); skipped where
+TensorFlow is not installed (python_np2 runs on Debian's python3)."""
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="module")
+def hvd():
+    import horovod.tensorflow as hvd
+    hvd.init()
+    yield hvd
+
+
+OPS = ["Sum", "Average", "Min", "Max", "Product"]
+
+
+def _expected(op, values):
+    return {"Sum": np.sum, "Average": np.mean, "Min": np.min, "Max": np.max, "Product": np.prod}[op](values, axis=0)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.int32, tf.int64])
+def test_allreduce_eager(hvd, op, dtype):
+    rows = [np.array([r + 1, 2 * (r + 1), -r], np.float64) for r in range(hvd.size())]
+    got = hvd.allreduce(tf.constant(rows[hvd.rank()], dtype), op=getattr(hvd, op)).numpy()
+    want = _expected(op, np.stack(rows))
+    if dtype.is_integer and op == "Average":
+        want = np.trunc(want)
+    np.testing.assert_allclose(got, want.astype(dtype.as_numpy_dtype))
+    assert got.dtype == dtype.as_numpy_dtype
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_allreduce_in_tf_function(hvd, op):
+    @tf.function
+    def reduce(t):
+        return hvd.allreduce(t, op=getattr(hvd, op))
+
+    rows = [np.full((2, 3), r + 2, np.float32) for r in range(hvd.size())]
+    for _ in range(3):  # the same graph again: the same names, step after step
+        np.testing.assert_allclose(reduce(tf.constant(rows[hvd.rank()])).numpy(), _expected(op, np.stack(rows)))
+
+
+def test_allreduce_scaling_and_carried_types(hvd):
+    x = tf.constant([1.0, 2.0])
+    got = hvd.allreduce(x, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5).numpy()
+    np.testing.assert_allclose(got, [hvd.size(), 2.0 * hvd.size()])
+    small = hvd.allreduce(tf.constant([1, -2], tf.int8), op=hvd.Sum)
+    assert small.dtype == tf.int8 and small.numpy().tolist() == [hvd.size(), -2 * hvd.size()]
+    flags = hvd.allreduce(tf.constant([hvd.rank() == 0, True]), op=hvd.Min)
+    assert flags.dtype == tf.bool and flags.numpy().tolist() == [hvd.size() == 1, True]
+
+
+def test_allgather_eager_and_in_tf_function(hvd):
+    mine = tf.fill([hvd.rank() + 1, 2], hvd.rank())
+    want = np.concatenate([np.full((r + 1, 2), r) for r in range(hvd.size())])
+    np.testing.assert_array_equal(hvd.allgather(mine).numpy(), want)
+    gather = tf.function(lambda t: hvd.allgather(t))
+    for _ in range(2):
+        np.testing.assert_array_equal(gather(mine).numpy(), want)
+
+
+@pytest.mark.parametrize("root", [0, 1])
+def test_broadcast_eager_and_in_tf_function(hvd, root):
+    root = root % hvd.size()
+    mine = tf.constant([hvd.rank() * 10.0, 1.0])
+    np.testing.assert_allclose(hvd.broadcast(mine, root).numpy(), [root * 10.0, 1.0])
+    bcast = tf.function(lambda t: hvd.broadcast(t, root))
+    np.testing.assert_allclose(bcast(mine).numpy(), [root * 10.0, 1.0])
+
+
+def test_broadcast_variables_and_objects(hvd):
+    v = tf.Variable([float(hvd.rank()), 5.0])
+    hvd.broadcast_variables([v], root_rank=0)
+    np.testing.assert_allclose(v.numpy(), [0.0, 5.0])
+    assert hvd.broadcast_object({"rank": hvd.rank()}, root_rank=0) == {"rank": 0}
+    assert hvd.allgather_object("r%d" % hvd.rank()) == ["r%d" % r for r in range(hvd.size())]
+
+
+def test_gradient_through_allreduce(hvd):
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(hvd.allreduce(x * (hvd.rank() + 1.0), op=hvd.Sum))
+    # d/dx of sum over ranks of x*(r+1), its gradient summed over ranks again
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [hvd.size() * (hvd.rank() + 1.0)] * 2)
+
+
+def test_mismatched_shapes_fail_on_every_rank(hvd):
+    with pytest.raises(tf.errors.OpError, match="shape"):
+        hvd.allreduce(tf.zeros([hvd.rank() + 1]), name="mismatched.shapes").numpy()
+
+
+def test_unsupported_type_is_refused(hvd):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="complex64"):
+        hvd.allreduce(tf.constant([1j], tf.complex64), op=hvd.Sum)
+
+
+def _model(seed):
+    tf.keras.utils.set_random_seed(seed)
+    return tf.keras.Sequential([tf.keras.layers.Dense(4, activation="relu", input_shape=(3,)),
+                                tf.keras.layers.Dense(1)])
+
+
+def test_distributed_gradient_tape_training(hvd):
+    """Different initial weights and data on each rank; after the first
+    step's broadcast and averaged gradients, every rank holds the same
+    parameters (Horovod's tensorflow2_mnist.py's training step, small)."""
+    model = _model(seed=hvd.rank())
+    opt = tf.keras.optimizers.SGD(0.1)
+    rng = np.random.default_rng(hvd.rank())
+    x = tf.constant(rng.normal(size=(8, 3)), tf.float32)
+    y = tf.constant(rng.normal(size=(8, 1)), tf.float32)
+
+    @tf.function
+    def step(first):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        if first:
+            hvd.broadcast_variables(model.variables, root_rank=0)
+            hvd.broadcast_variables(opt.variables(), root_rank=0)
+        return loss
+
+    before = [v.numpy() for v in model.trainable_variables]
+    for i in range(4):
+        step(i == 0)
+    for v, b in zip(model.trainable_variables, before):
+        everyone = hvd.allgather(v[tf.newaxis]).numpy()
+        for other in everyone[1:]:
+            np.testing.assert_array_equal(other, everyone[0])
+        if hvd.rank() == 0:
+            assert not np.array_equal(v.numpy(), b)
+
+
+def test_distributed_gradient_tape_averages(hvd):
+    """The tape's gradients are the mean of every rank's local ones."""
+    model = _model(seed=0)
+    x = tf.constant(np.random.default_rng(hvd.rank()).normal(size=(4, 3)), tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        loss = tf.reduce_sum(model(x))
+    local = tape.gradient(loss, model.trainable_variables)
+    averaged = hvd.DistributedGradientTape(tape).gradient(loss, model.trainable_variables)
+    for mine, got in zip(local, averaged):
+        everyone = hvd.allgather(mine[tf.newaxis]).numpy()
+        np.testing.assert_allclose(got.numpy(), everyone.mean(axis=0), rtol=1e-6)
+
+
+def test_keras_fit_with_distributed_optimizer_and_callbacks(hvd):
+    """horovod.tensorflow.keras as tensorflow2_keras_mnist.py uses it:
+    after fit, every rank holds the same weights, and the epoch's metrics
+    are averaged over the ranks."""
+    import horovod.tensorflow.keras as khvd
+    model = _model(seed=10 + khvd.rank())
+    opt = khvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.05 * khvd.size()))
+    model.compile(loss="mse", optimizer=opt)
+    rng = np.random.default_rng(khvd.rank())
+    data = tf.data.Dataset.from_tensor_slices((rng.normal(size=(32, 3)).astype(np.float32),
+                                               rng.normal(size=(32, 1)).astype(np.float32))).repeat().batch(8)
+    callbacks = [khvd.callbacks.BroadcastGlobalVariablesCallback(0), khvd.callbacks.MetricAverageCallback(),
+                 khvd.callbacks.LearningRateWarmupCallback(initial_lr=0.05 * khvd.size(), warmup_epochs=2)]
+    history = model.fit(data, steps_per_epoch=4, epochs=3, callbacks=callbacks, verbose=0)
+    for v in model.trainable_variables:
+        everyone = khvd.allgather(v[tf.newaxis]).numpy()
+        for other in everyone[1:]:
+            np.testing.assert_array_equal(other, everyone[0])
+    losses = khvd.allgather(tf.constant([history.history["loss"]], tf.float64)).numpy()
+    np.testing.assert_allclose(losses, np.repeat(losses[:1], khvd.size(), axis=0))
+    np.testing.assert_allclose(float(model.optimizer.learning_rate.numpy()), 0.05 * khvd.size(), rtol=1e-6)
