@@ -10,7 +10,8 @@ rate with hvd.size(), a commit every step. --params sets the model's size
 Prints one JSON object per line, each with the worker, the event and its
 wall time t:
   exec        when the kernel started the process (from /proc/self/stat);
-              warm: forked from the warm interpreter (torch already imported)
+              warm: forked from the warm interpreter (torch already imported);
+              its locale variables and UTF-8 mode
   imported    torch and Horovod (or edt.torch) imported
   init        hvd.init() returned (this worker is in a generation)
   built       the model, the optimizer and the TorchState built
@@ -50,7 +51,8 @@ def emit(event, **fields):
     print(json.dumps(dict(event=event, worker=WORKER, t=fields.pop("t", None) or time.time(), **fields)), flush=True)
 
 
-emit("exec", t=T_EXEC, pid=os.getpid(), warm="torch" in sys.modules)
+emit("exec", t=T_EXEC, pid=os.getpid(), warm="torch" in sys.modules,
+     locale={k: os.environ[k] for k in ("LC_ALL", "LC_CTYPE", "LANG") if k in os.environ}, utf8_mode=sys.flags.utf8_mode)
 import torch  # noqa: E402
 if args.module == "horovod":
     import horovod.torch as hvd  # noqa: E402

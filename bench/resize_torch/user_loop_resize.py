@@ -5,6 +5,7 @@ rewriting the hostfile (as the platform does), on this machine's loopback.
 
     bench/resize_torch/user_loop_resize.py [--build DIR] [--repeat 3] [--warm] [--params N] [--import edt]
                                            [--job-env NAME=VALUE ...]
+    bench/resize_torch/user_loop_resize.py --platform [--remote-env EDT_LOG_LEVEL=debug] [--log FILE] ...
 
 Prints, per run, the timeline of the scale-up from the hostfile change:
 the joiners' process start (exec), their imports of torch and Horovod,
@@ -16,10 +17,20 @@ edtrun fork the joiners from it; without it they start cold
 (EDT_WARM_START=0), as they do under edtrun where no warm interpreter runs.
 --job-env sets a variable for the job only (edtrun and its workers), not for
 the warm interpreter: a locale that ssh passed in, for example.
+
+--platform: as a user runs it in a platform cluster. A real edtd (as
+scripts/demo.py starts it; needs root, run under flock
+/tmp/edt-integration.lock), a cluster of 2 containers, and the job started
+in the launcher over `edt ssh` (which passes the --job-env variables the way
+ssh passes a user's LANG and LC_*) as `edtrun -np 2 --hostfile
+/etc/mpi/hostfile --min-np 2 --max-np 4 python3 user_loop.py`; then `edt cluster scale NAME
+--containers 4` --repeat times (back to 2 between), each timed from the
+scale request, with the moment edtd rewrote the hostfile as one more phase.
 """
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -46,17 +57,21 @@ def write_hostfile(path, lines):
 class Job:
     """edtrun with the user loop; its JSON events as they come."""
 
-    def __init__(self, argv, env):
+    def __init__(self, argv, env, typed=None):
+        """typed: a line written to the process's input (kept open), as to a shell."""
         self.events, self.stderr, self.lock = [], [], threading.Lock()
         self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                        start_new_session=True)
+                                        start_new_session=True, stdin=subprocess.PIPE if typed else None)
+        if typed:
+            self.process.stdin.write(typed + "\n")
+            self.process.stdin.flush()
         threading.Thread(target=self._read, args=(self.process.stdout, True), daemon=True).start()
         threading.Thread(target=self._read, args=(self.process.stderr, False), daemon=True).start()
 
     def _read(self, stream, events):
         for line in stream:
             if not events:
-                self.stderr.append(line)
+                self.stderr.append("%.3f %s" % (time.time(), line))  # arrival time: when a debug log came
                 continue
             try:
                 event = json.loads(line.partition(": ")[2])
@@ -81,12 +96,34 @@ class Job:
         raise SystemExit("user_loop_resize: no %s within %d s; stderr:\n%s" % (what, limit, "".join(self.stderr)))
 
     def stop(self):
+        if self.process.poll() is not None:
+            return
         os.killpg(self.process.pid, signal.SIGINT)
         try:
             self.process.wait(20)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+
+def phases(job, start, first, joiners, survivors):
+    """Each phase's last event (of the joiners or the survivors), in seconds from `start`."""
+    def at(kind, workers):
+        times = [e["t"] for e in job.of(kind, lambda e: e["worker"] in workers and e["t"] >= start - 1)]
+        return max(times) - start if times else float("nan")
+
+    return {
+        "joiners started warm (of %d)" % len(joiners):
+            float(sum(e["warm"] for e in job.of("exec", lambda e: e["worker"] in joiners))),
+        "joiners: process started (exec)": at("exec", joiners),
+        "joiners: torch and Horovod imported": at("imported", joiners),
+        "joiners: hvd.init() returned": at("init", joiners),
+        "joiners: model and TorchState built": at("built", joiners),
+        "survivors: commit raised HostsUpdatedInterrupt": at("interrupted", survivors),
+        "joiners: training function entered": at("enter", joiners),
+        "survivors: reset callback ran": at("reset", survivors),
+        "first step at 4": first["t"] - start,
+    }
 
 
 def one_run(args, env):
@@ -100,25 +137,66 @@ def one_run(args, env):
         changed = write_hostfile(hostfile, [f"{HOSTS[0]} slots=1", f"{HOSTS[1]} slots=1", f"{HOSTS[2]} slots=2"])
         first = job.wait("step", lambda e: e["size"] == 4, 60, "a step at size 4")
         time.sleep(0.3)
-        joiners = ("w2", "w3")
-
-        def at(kind, workers, pick=max):
-            times = [e["t"] for e in job.of(kind, lambda e: e["worker"] in workers and e["t"] >= changed - 1)]
-            return pick(times) - changed if times else float("nan")
-
-        return {
-            "joiners started warm (of 2)": float(sum(e["warm"] for e in job.of("exec", lambda e: e["worker"] in joiners))),
-            "joiners: process started (exec)": at("exec", joiners),
-            "joiners: torch and Horovod imported": at("imported", joiners),
-            "joiners: hvd.init() returned": at("init", joiners),
-            "joiners: model and TorchState built": at("built", joiners),
-            "survivors: commit raised HostsUpdatedInterrupt": at("interrupted", ("w0", "w1")),
-            "joiners: training function entered": at("enter", joiners),
-            "survivors: reset callback ran": at("reset", ("w0", "w1")),
-            "first step at 4": first["t"] - changed,
-        }
+        return phases(job, changed, first, ("w2", "w3"), ("w0", "w1"))
     finally:
         job.stop()
+
+
+def platform_runs(args):
+    """The runs in a cluster of a real edtd (--platform): the phases of each scale-up, from the request."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    sys.path.insert(0, HERE)
+    import demo  # the demo's edtd, volume and cluster steps
+    import platform_run  # its hostfile watch
+    d = demo.Demo(argparse.Namespace(build=args.build, mnist_dir=None, epochs=1, elastic_epochs=1, min_acc=0))
+    runs, ok = [], False
+    try:
+        d.start_edtd()
+        d.make_volume()
+        shutil.copy(os.path.join(HERE, "user_loop.py"), d.mnist_volume)
+        d.create_cluster()
+        watch = platform_run.HostfileWatch(os.path.join(d.files_dir, "clusters/tthvd/mpi/hostfile"))
+        command = ("cd ~/mnist && %sedtrun -np 2 --hostfile /etc/mpi/hostfile --min-np 2 --max-np 4 python3 user_loop.py "
+                   "--step-ms %s --params %d --import %s" % ("".join(v + " " for v in args.remote_env), args.step_ms,
+                                                              args.params, args.module))
+        env = dict(d.env, **dict(item.partition("=")[::2] for item in args.job_env))
+        # Typed into the launcher's login shell, as in a user's `edt ssh` session.
+        demo.say("edt ssh tthvd, then: %s%s" % (command, "".join(" (" + e + ")" for e in args.job_env)))
+        job = Job([d.edt_cli, "ssh", "tthvd"], env, typed=command)
+        try:
+            job.wait("step", lambda e: e["size"] == 2 and e["step"] >= 30, 180, "30 steps at size 2")
+            for _ in range(args.repeat):
+                runs.append(platform_scale_up(d, job, watch))
+                print("run %d: " % len(runs) + ", ".join("%s %.3f" % kv for kv in runs[-1].items()), flush=True)
+        finally:
+            watch.stop = True
+            if args.log:
+                with open(args.log, "w") as f:
+                    f.writelines("%.3f %s\n" % (e["t"], json.dumps(e)) for e in job.events)
+                    f.writelines(job.stderr)
+            job.stop()
+        ok = True
+    finally:
+        d.teardown(failed=not ok)
+    return runs
+
+
+def platform_scale_up(d, job, watch):
+    """`edt cluster scale tthvd --containers 4`, the phases from the request; then back to 2."""
+    before = {e["worker"] for e in job.of("step", lambda e: e["size"] == 2)}
+    asked = time.time()
+    d.edt("cluster", "scale", "tthvd", "--containers", "4")
+    first = job.wait("step", lambda e: e["size"] == 4 and e["t"] > asked, 120, "a step at size 4")
+    time.sleep(0.5)
+    joiners = tuple({e["worker"] for e in job.of("exec", lambda e: e["t"] > asked)})
+    survivors = tuple(before - set(joiners))
+    figures = phases(job, asked, first, joiners, survivors)
+    figures["edtd rewrote the hostfile"] = (watch.when(4, asked) or float("nan")) - asked
+    shrunk = time.time()
+    d.edt("cluster", "scale", "tthvd", "--containers", "2", "--wait")
+    job.wait("step", lambda e: e["size"] == 2 and e["t"] > shrunk, 120, "a step at size 2 after the scale-down")
+    time.sleep(1)
+    return figures
 
 
 class WarmInterpreter:
@@ -146,7 +224,13 @@ def main():
     parser.add_argument("--step-ms", type=float, default=20)
     parser.add_argument("--import", dest="module", choices=["horovod", "edt"], default="horovod")
     parser.add_argument("--job-env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--platform", action="store_true", help="in a cluster of a real edtd (needs root)")
+    parser.add_argument("--remote-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="--platform: set in the launcher's shell before edtrun (EDT_LOG_LEVEL=debug)")
+    parser.add_argument("--log", help="--platform: write the job's events and stderr here")
     args = parser.parse_args()
+    if args.platform:
+        return report(args, platform_runs(args), "platform, from the scale request")
     python = os.path.join(args.build, "python")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([python, os.path.join(python, "horovod_compat")]))
     server = None
@@ -164,9 +248,13 @@ def main():
     finally:
         if server:
             server.stop()
-    print("\n%s start%s, %d parameters, import %s, %d runs: seconds from the hostfile change, median (min-max)\n"
-          % ("warm" if args.warm else "cold", "".join(" " + e for e in args.job_env), args.params, args.module,
-             len(runs)))
+    return report(args, runs, ("warm" if args.warm else "cold") + " start, from the hostfile change")
+
+
+def report(args, runs, what):
+    print("\n%s%s, %d parameters, import %s, %d runs, load average %s: seconds, median (min-max)\n"
+          % (what, "".join(" " + e for e in args.job_env), args.params, args.module, len(runs),
+             " ".join("%.1f" % v for v in os.getloadavg())))
     print("| phase | s |\n|---|---:|")
     for name in runs[0]:
         values = sorted(r[name] for r in runs)

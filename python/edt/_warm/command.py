@@ -121,7 +121,10 @@ def take_locale(env):
     try:
         locale.setlocale(locale.LC_CTYPE, ctype_locale(env))
     except locale.Error:
-        raise Cold("the locale %s is not installed" % ctype_locale(env)) from None
+        # ssh brings it from the user's terminal (macOS sets LC_CTYPE=UTF-8):
+        # say what to change, as a user sees this only under EDT_LOG_LEVEL=debug.
+        raise Cold("the locale %s is not installed (a fresh python3 would run in UTF-8 mode, which a warm worker "
+                   "cannot); unset it or name an installed one (locale -a), e.g. C.UTF-8" % ctype_locale(env)) from None
 
 
 def module_path(first, env):
