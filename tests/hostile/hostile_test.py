@@ -61,6 +61,8 @@ BODIES = {
     "JobRequest": {"command": "true", "container": CLUSTER + "-worker-9"},
     "VolumeRequest": {"name": "hostile-vol-two", "host_path": "/tmp"},
     "ImageRequest": {"name": "hostile-image", "root": "/", "frameworks": ["horovod"]},
+    # No such file: a request that passes reading imports nothing.
+    "ImageImportRequest": {"name": "hostile-import", "path": "/nonexistent-hostile/image.tar"},
     "UserRequest": {"name": "hostile-user"},
     "TokenRequest": {"expires_in": "90d", "description": "hostile"},
     "TerminalRequest": {},
