@@ -1,9 +1,10 @@
 // CollectiveBackend: the interface the engine runs its collectives through,
 // the narrow view of a communicator that it needs.
 //
-// The engine runs every call from its one background thread, in the same
+// The engine runs one call at a time (its cycles hold a lock), from its
+// background thread or from a thread waiting for a request, in the same
 // order on every rank (negotiation makes it so), so implementations need not
-// be thread-safe. Buffers are raw bytes described by the caller; a call
+// be thread-safe, nor keep state per thread. Buffers are raw bytes described by the caller; a call
 // returns a non-OK Status when a peer failed or the group was aborted, and
 // the engine then fails every pending request with that Status.
 //

@@ -2,13 +2,22 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstring>
 #include <functional>
 #include <future>
 #include <numeric>
+#include <random>
 #include <thread>
 
+#include "edt/store.h"
+#include "edt/tcp_store.h"
+#include "engine/communicator_collectives.h"
 #include "engine/thread_collectives.h"
 
 namespace edt::engine {
@@ -408,6 +417,211 @@ TEST(EngineTest, OneRanksShutdownEndsEveryRanksEngineWithoutWaitingForThem) {
       << later.status().to_string();
   EXPECT_TRUE(set[0]->shutdown().is_ok());
   EXPECT_TRUE(job[0]->shutdown().is_ok());
+}
+
+// Many threads in wait() at once (edt's TensorFlow ops once waited for each
+// request on a thread of its own): the waiting threads take turns running
+// the cycles, and every rank must still run the same collectives in the
+// same order. One round: this rank submits kManyRequests, in an order of
+// its own, and waits for each on a thread of its own. On odd rounds each
+// waiter starts right after its request is submitted (and cycles while
+// later ones are submitted), on even rounds once all are, in yet another
+// order. Tensors: small ones (fused), one above the communicators'
+// one-round size, one reduced alone (engine.cc, kReducedAloneBytes), and
+// allgathers of rank + 1 rows of kGatherRow floats. Returns the rounds'
+// statuses and outputs by request.
+constexpr int kManyRequests = 12, kGatherRow = 3;
+
+bool is_gather(int i) { return i % 3 == 2; }
+
+void many_waiters_round(Engine& e, int round, std::mt19937& rng, std::vector<std::vector<float>>* data,
+                        std::vector<Status>* statuses, std::vector<Output>* outputs) {
+  const int rank = e.rank();
+  std::vector<int64_t> handles(kManyRequests);
+  std::vector<std::thread> waiters;
+  auto wait_on_own_thread = [&](int i) {
+    waiters.emplace_back([&, i] { (*statuses)[i] = e.wait(handles[i], &(*outputs)[i]); });
+  };
+  std::vector<int> order(kManyRequests);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int i : order) {
+    const int64_t count = i == 0 ? 300007 : i == 1 ? 40000 : (i + 1) * 64;
+    Meta m = is_gather(i) ? allreduce_meta({rank + 1, kGatherRow}) : allreduce_meta({count});
+    if (is_gather(i)) m.type = OpType::kAllgather;
+    (*data)[i].assign(static_cast<size_t>(num_elements(m.shape)), static_cast<float>(rank + round + i));
+    auto h = e.submit("t" + std::to_string(i), m, (*data)[i].data());
+    handles[i] = h.is_ok() ? *h : -1;  // a refused request fails its wait
+    if (round % 2) wait_on_own_thread(i);
+  }
+  std::shuffle(order.begin(), order.end(), rng);
+  if (round % 2 == 0)
+    for (int i : order) wait_on_own_thread(i);
+  for (auto& t : waiters) t.join();
+}
+
+void check_many_waiters_round(int rank, int round, const std::vector<std::vector<float>>& data,
+                              const std::vector<Status>& statuses, const std::vector<Output>& outputs) {
+  for (int i = 0; i < kManyRequests; ++i) {
+    SCOPED_TRACE("rank " + std::to_string(rank) + " round " + std::to_string(round) + " t" + std::to_string(i));
+    ASSERT_TRUE(statuses[i].is_ok()) << statuses[i].to_string();
+    const float base = static_cast<float>(round + i);
+    if (!is_gather(i)) {
+      EXPECT_EQ(data[i], std::vector<float>(data[i].size(), 2 * base + 1));
+      continue;
+    }
+    std::vector<float> gathered(kGatherRow, base);  // rank 0's row, then rank 1's two
+    gathered.insert(gathered.end(), 2 * kGatherRow, base + 1);
+    EXPECT_EQ(outputs[i].shape, (std::vector<int64_t>{3, kGatherRow}));
+    const auto* f = reinterpret_cast<const float*>(outputs[i].data.data());
+    EXPECT_EQ(std::vector<float>(f, f + outputs[i].data.size() / sizeof(float)), gathered);
+  }
+}
+
+// Runs the rounds on ranks of a job of 2 whose engines run over `backends`
+// (both, or one where the other rank is another process). Should the ranks
+// fall out of step, a watchdog calls abort(), which makes every collective
+// of this process fail as a dead peer would: the test fails instead of
+// hanging.
+void wait_from_many_threads_at_once(std::vector<std::unique_ptr<CollectiveBackend>> backends,
+                                    const std::function<void()>& abort, EngineOptions options = {}) {
+  constexpr int kRounds = 200;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (auto& b : backends) engines.push_back(std::move(Engine::start(std::move(b), options)).value());
+  std::atomic<bool> finished{false}, aborted{false};
+  std::atomic<int> rounds_done{0};  // by all ranks together
+  std::thread watchdog([&] {
+    constexpr auto kStuck = std::chrono::seconds(30);
+    int seen = 0;
+    auto last_progress = std::chrono::steady_clock::now();
+    for (; !finished; std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+      if (int now = rounds_done; now != seen) {
+        seen = now;
+        last_progress = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - last_progress > kStuck) {
+        aborted = true;
+        ADD_FAILURE() << "the ranks' collectives fell out of step: no round finished within 30 s";
+        abort();
+        return;
+      }
+    }
+  });
+  auto rank_body = [&](Engine& e) {
+    std::mt19937 rng(7919 * e.rank() + 1);
+    for (int round = 0; round < kRounds && !aborted && !::testing::Test::HasFatalFailure(); ++round) {
+      std::vector<std::vector<float>> data(kManyRequests);
+      std::vector<Status> statuses(kManyRequests);
+      std::vector<Output> outputs(kManyRequests);
+      many_waiters_round(e, round, rng, &data, &statuses, &outputs);
+      ++rounds_done;
+      if (!aborted) check_many_waiters_round(e.rank(), round, data, statuses, outputs);
+    }
+  };
+  std::vector<std::thread> ranks;
+  for (auto& e : engines) ranks.emplace_back(rank_body, std::ref(*e));
+  for (auto& t : ranks) t.join();
+  finished = true;
+  watchdog.join();
+  for (auto& e : engines) EXPECT_EQ(e->shutdown().is_ok(), !aborted);
+}
+
+TEST(EngineTest, ManyThreadsWaitingAtOnceKeepTheRanksInStep) {
+  ThreadGroup group(2);
+  std::vector<std::unique_ptr<CollectiveBackend>> backends;
+  for (int r = 0; r < 2; ++r) backends.push_back(group.member(r));
+  wait_from_many_threads_at_once(std::move(backends), [&] { group.abort(); });
+}
+
+// A rank of 2 on one host ("shm") or over loopback TCP ("tcp").
+CommunicatorOptions two_rank_options(int rank, const char* transport) {
+  CommunicatorOptions o;
+  o.rank = rank;
+  o.size = 2;
+  o.host = "hostA";
+  o.bind_address = "127.0.0.1";
+  o.transport = transport;
+  o.timeout = std::chrono::seconds(30);
+  return o;
+}
+
+// The same over libedt's communicators (ranks as threads of this process),
+// whose transports keep state between calls: shared memory, then TCP.
+TEST(EngineTest, ManyThreadsWaitingAtOnceOverCommunicators) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(std::string("transport '") + transport + "'");
+    auto store = std::make_shared<MemoryStore>();
+    std::vector<std::shared_ptr<Communicator>> comms(2);
+    std::vector<std::thread> creators;
+    for (int r = 0; r < 2; ++r) {
+      creators.emplace_back([&, r] {
+        auto c = Communicator::create(store, two_rank_options(r, transport));
+        ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+        comms[r] = *c;
+      });
+    }
+    for (auto& t : creators) t.join();
+    ASSERT_TRUE(comms[0] && comms[1]);
+    std::vector<std::unique_ptr<CollectiveBackend>> backends;
+    for (auto& c : comms) backends.push_back(communicator_collectives(c));
+    wait_from_many_threads_at_once(std::move(backends), [&] {
+      for (auto& c : comms) c->abort();
+    });
+  }
+}
+
+// One rank of ManyThreadsWaitingAtOnceInTwoProcesses, its store served by
+// rank 0's process.
+void many_waiters_rank(int rank, const char* transport, std::shared_ptr<Store> store) {
+  auto comm = Communicator::create(std::move(store), two_rank_options(rank, transport));
+  ASSERT_TRUE(comm.is_ok()) << "rank " << rank << ": " << comm.status().to_string();
+  std::vector<std::unique_ptr<CollectiveBackend>> backends;
+  backends.push_back(communicator_collectives(*comm));
+  EngineOptions options;
+  options.request_delay = options.idle_time;  // as where the ranks have no core to spare
+  wait_from_many_threads_at_once(std::move(backends), [&] { (*comm)->abort(); }, options);
+}
+
+// The same with the ranks in two processes, as a job runs them, over shared
+// memory and then TCP. The child forks before any thread of this test
+// starts and learns the store's port through a pipe.
+TEST(EngineTest, ManyThreadsWaitingAtOnceInTwoProcesses) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(std::string("transport '") + transport + "'");
+    int pipe_fds[2];
+    ASSERT_EQ(pipe(pipe_fds), 0);
+    fflush(nullptr);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      close(pipe_fds[1]);
+      uint16_t port = 0;
+      if (read(pipe_fds[0], &port, sizeof port) != sizeof port) _exit(2);
+      auto store = connect_tcp_store("127.0.0.1", port);
+      if (!store.is_ok()) _exit(3);
+      many_waiters_rank(1, transport, *store);
+      _exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    close(pipe_fds[0]);
+    auto server = TcpStoreServer::start({"127.0.0.1", 0});
+    const uint16_t port = server.is_ok() ? (*server)->port() : 0;
+    EXPECT_EQ(write(pipe_fds[1], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+    close(pipe_fds[1]);
+    if (server.is_ok()) many_waiters_rank(0, transport, (*server)->local_store());
+    // The child ends on its own (its watchdog, its communicator's timeout);
+    // should it not, it is killed rather than waited for forever.
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (waitpid(child, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(server.is_ok()) << server.status().to_string();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 1 (the child) failed: status " << status;
+  }
 }
 
 TEST(EngineOptionsTest, FromEnvironment) {
