@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import urllib.request
 
 import pytest
@@ -133,6 +134,16 @@ def test_programs_answer_help(root):
         assert "usage" in out.lower() or "options" in out.lower(), out
 
 
+def logged(log, text, limit=30):
+    """Whether edtd's log shows `text` within `limit` seconds: edtd answers
+    /healthz as soon as its API listens, and writes the line that names its
+    console a moment later, once its reconciler started."""
+    deadline = time.monotonic() + limit
+    while text not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return text in log.read_text()
+
+
 @contextlib.contextmanager
 def edtd_running(root, data, *flags):
     """The scratch root's edtd on a free port; yields (api, log path); SIGTERM at the end."""
@@ -167,11 +178,11 @@ def test_installed_edtd_finds_its_console_and_refuses_a_bad_flag(root, tmp_path,
     with edtd_running(root, data, "--network", "loopback") as (api, log):  # not the host's edt0
         console = root / "usr/share/edt/web"
         if WEB_DIST:
-            assert f"console {console}" in log.read_text(), log.read_text()
+            assert logged(log, f"console {console}"), log.read_text()
             with urllib.request.urlopen(f"{api}/", timeout=5) as page:
                 assert page.read().decode() == (console / "index.html").read_text()
         else:
-            assert "console not built" in log.read_text(), log.read_text()
+            assert logged(log, "console not built"), log.read_text()
         assert (data / "admin.token").exists()
 
 
