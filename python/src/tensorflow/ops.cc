@@ -28,6 +28,7 @@
 #include <utility>
 
 #include "../engine_port.h"
+#include "edt/types.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -37,6 +38,7 @@ namespace edt::python::tf_ops {
 namespace {
 
 namespace tf = ::tensorflow;
+using ::edt::DataType;
 
 // engine::OpType's numbers (src/engine/request.h).
 constexpr int kAllreduce = 0;
@@ -96,16 +98,21 @@ Waiters& waiters() {
   return *instance;
 }
 
+tf::Status carried(DataType type, int* out) {
+  *out = static_cast<int>(type);
+  return tf::OkStatus();
+}
+
 // edt::DataType's number for a TensorFlow type.
 tf::Status engine_dtype(tf::DataType dtype, int* out) {
   switch (dtype) {
-    case tf::DT_FLOAT: *out = 0; return tf::OkStatus();
-    case tf::DT_DOUBLE: *out = 1; return tf::OkStatus();
-    case tf::DT_HALF: *out = 2; return tf::OkStatus();
-    case tf::DT_BFLOAT16: *out = 3; return tf::OkStatus();
-    case tf::DT_INT32: *out = 4; return tf::OkStatus();
-    case tf::DT_INT64: *out = 5; return tf::OkStatus();
-    case tf::DT_UINT8: *out = 6; return tf::OkStatus();
+    case tf::DT_FLOAT: return carried(DataType::kFloat32, out);
+    case tf::DT_DOUBLE: return carried(DataType::kFloat64, out);
+    case tf::DT_HALF: return carried(DataType::kFloat16, out);
+    case tf::DT_BFLOAT16: return carried(DataType::kBFloat16, out);
+    case tf::DT_INT32: return carried(DataType::kInt32, out);
+    case tf::DT_INT64: return carried(DataType::kInt64, out);
+    case tf::DT_UINT8: return carried(DataType::kUInt8, out);
     default:
       return tf::errors::InvalidArgument("edt cannot communicate tensors of type ", tf::DataTypeString(dtype),
                                          "; use float16/32/64, bfloat16, int32, int64 or uint8");
