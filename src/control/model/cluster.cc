@@ -63,6 +63,7 @@ std::string describe_char(char c) {
 }  // namespace
 
 bool path_within(const std::string& path, const std::string& dir) {
+  if (dir == "/") return !path.empty() && path[0] == '/';
   return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
 }
 

@@ -196,7 +196,8 @@ Status check_env_name(const std::string& key);
 // (control characters, '"', '\\'), and so is one over the contract's length.
 Status check_env_value(const std::string& key, const std::string& value);
 
-// Whether `path` is `dir` or below it, by whole components.
+// Whether `path` is `dir` or below it, by whole components (every absolute
+// path is within "/").
 bool path_within(const std::string& path, const std::string& dir);
 
 }  // namespace edt::control

@@ -29,6 +29,18 @@ void expect_refused(const json& body, StatusCode kind, const std::string& field)
   EXPECT_FALSE(r.fix().empty());
 }
 
+// Whole components: /data/x is within /data, /data2 is not; every
+// absolute path is within /.
+TEST(PathWithin, ComparesWholeComponents) {
+  EXPECT_TRUE(path_within("/data", "/data"));
+  EXPECT_TRUE(path_within("/data/x", "/data"));
+  EXPECT_FALSE(path_within("/data2", "/data"));
+  EXPECT_FALSE(path_within("/dat", "/data"));
+  EXPECT_TRUE(path_within("/var/lib/edt", "/"));
+  EXPECT_TRUE(path_within("/", "/"));
+  EXPECT_FALSE(path_within("", "/"));
+}
+
 TEST(ClusterSpec, ParsesAFullRequest) {
   json body = json::parse(R"({"name": "tthvd", "framework": "deepspeed", "containers": 4, "image": "ds",
     "gpu": {"model": "NVIDIA-P4", "count": 2}, "shm": "1Gi",

@@ -35,8 +35,7 @@ Status check_source_path(const std::string& path, const std::string& data_dir) {
   const fs::path real = fs::canonical(path, ec);
   if (ec) return invalid("path", "cannot read '" + path + "': " + ec.message(), kPathFix);
   const fs::path data = fs::weakly_canonical(data_dir, ec);
-  const auto [d, r] = std::mismatch(data.begin(), data.end(), real.begin(), real.end());
-  if (!data_dir.empty() && d == data.end())
+  if (!data_dir.empty() && path_within(real.string(), data.string()))
     return forbidden("path", "'" + path + "' is inside edtd's data directory", kPathFix);
   struct stat st;
   if (::stat(real.c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
