@@ -88,6 +88,8 @@ edt_test_resources(api_starvation COST 15)
 edt_test_resources(demo_scenario COST 14)
 edt_test_resources(mnist_np4 COST 9)
 edt_test_resources(python_np4 COST 9)
+# tests/images: its own registry, mirror and edtd on free loopback ports, block 127.236.0.0/24.
+edt_test_resources(image_pull COST 50)
 file(STRINGS ${PROJECT_SOURCE_DIR}/fuzz/targets.txt edt_fuzz_targets)
 foreach(target ${edt_fuzz_targets})
   edt_test_resources(fuzz_${target} COST 21)

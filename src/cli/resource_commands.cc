@@ -1,9 +1,10 @@
-// edt volume create|list|delete|upload, edt job list|delete, edt image list|import|rm, edt gpu list.
+// edt volume create|list|delete|upload, edt job list|delete, edt image list|import|pull|rm, edt gpu list.
 #include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <sstream>
 
@@ -133,6 +134,44 @@ int import_image(const ImageOptions& o) {
   return 0;
 }
 
+struct PullOptions {
+  std::string reference, name, username;
+  bool password_stdin = false;
+  std::vector<std::string> frameworks;
+};
+
+// The password from stdin's first line (never a flag: it would show in ps
+// and the shell's history).
+int pull_image(const PullOptions& o) {
+  namespace request = api::fields::ImagePullRequest;
+  json body = {{key(request::reference), o.reference}};
+  if (!o.name.empty()) body[key(request::name)] = o.name;
+  if (!o.frameworks.empty()) body[key(request::frameworks)] = o.frameworks;
+  if (o.password_stdin != !o.username.empty())
+    return usage_error("--username and --password-stdin go together", "give both, or neither for an anonymous pull");
+  if (o.password_stdin) {
+    std::string password;
+    std::getline(std::cin, password);
+    if (!password.empty() && password.back() == '\r') password.pop_back();
+    body[key(request::username)] = o.username;
+    body[key(request::password)] = password;
+  }
+  Client client(load_endpoint());
+  json out;
+  if (auto f = client.call("POST", "/images/pull", &body, &out)) return fail(*f);
+  namespace pulled = api::fields::ImagePulled;
+  const json& image = out[key(pulled::image)];
+  printf("image %s pulled from %s (%s, %llu MiB unpacked): %llu blobs fetched, %llu bytes; %llu blobs reused\n",
+         image[key(api::fields::Image::name)].get<std::string>().c_str(),
+         image[key(api::fields::Image::source)].get<std::string>().c_str(),
+         image[key(api::fields::Image::digest)].get<std::string>().c_str(),
+         static_cast<unsigned long long>(image[key(api::fields::Image::size_bytes)].get<uint64_t>() >> 20),
+         static_cast<unsigned long long>(out[key(pulled::fetched_blobs)].get<uint64_t>()),
+         static_cast<unsigned long long>(out[key(pulled::fetched_bytes)].get<uint64_t>()),
+         static_cast<unsigned long long>(out[key(pulled::reused_blobs)].get<uint64_t>()));
+  return 0;
+}
+
 int delete_image(const ImageOptions& o) {
   Client client(load_endpoint());
   if (auto f = client.call("DELETE", "/images/" + o.name, nullptr, nullptr)) return fail(*f);
@@ -247,6 +286,17 @@ void add_image_commands(CLI::App& app, Action* action) {
   import_cmd->add_option("--framework", in->frameworks,
                          "a framework it carries, repeatable (default: its label org.edt.frameworks, else horovod)");
   import_cmd->callback([in, action] { *action = [in] { return import_image(*in); }; });
+
+  auto pull = std::make_shared<PullOptions>();
+  auto* pull_cmd = image->add_subcommand(
+      "pull", "pull an image from an OCI registry (admin; edtd fetches it from its own host)");
+  pull_cmd->add_option("reference", pull->reference, "REGISTRY/REPOSITORY:TAG or ...@sha256:HEX")->required();
+  pull_cmd->add_option("--name", pull->name, "the image's name (default: the repository's last name and the tag)");
+  pull_cmd->add_option("--framework", pull->frameworks,
+                       "a framework it carries, repeatable (default: its label org.edt.frameworks, else horovod)");
+  pull_cmd->add_option("--username", pull->username, "the registry's user");
+  pull_cmd->add_flag("--password-stdin", pull->password_stdin, "read the registry's password from stdin");
+  pull_cmd->callback([pull, action] { *action = [pull] { return pull_image(*pull); }; });
 
   auto out = std::make_shared<ImageOptions>();
   auto* rm = image->add_subcommand("rm", "delete an image no cluster uses (admin), freeing its store space");

@@ -311,6 +311,13 @@ void add_container_flags(CLI::App& app, Flags& flags) {
                  "the most bytes each container's writable dirs (/root, /tmp, /var) hold together, as a disk of "
                  "their own with one file per 16 KiB; a write past it fails with ENOSPC; 0: no bound")
       ->capture_default_str();
+  app.add_option("--registry-ca-file", flags.registry_ca_file,
+                 "pulls (edt image pull) trust the registries' certificates that this PEM file's CAs signed, instead "
+                 "of the system's CAs")
+      ->check(CLI::ExistingFile);
+  app.add_option("--registry-mirror", flags.registry_mirrors,
+                 "REGISTRY=URL: pulls from REGISTRY (as a reference names it: docker.io, nvcr.io, host:port) ask the "
+                 "mirror at URL (https://host[:port], or http://) first, anonymously; repeatable");
   app.add_option("--image-store", flags.image_store,
                  "the image store that imported images are unpacked into (docs/images.md); default: "
                  "<data-dir>/images. Its images' roots are named by absolute path: move it only with them");

@@ -45,6 +45,8 @@ struct Flags {
   std::string container_disk = "10GiB";  // each container's writable dirs (disk_quota.h)
   std::string volume_size = "10GiB";     // each managed volume (disk_quota.h)
   std::string image_store;               // empty: <data_dir>/images (docs/images.md)
+  std::string registry_ca_file;          // pulls: empty, the system's CAs
+  std::vector<std::string> registry_mirrors;  // pulls: "REGISTRY=URL"
   bool fault_points = false;  // print them and exit
   // --backend slurm (slurm_backend.h).
   std::string backend = "local";

@@ -37,6 +37,22 @@ namespace {
 namespace fs = std::filesystem;
 
 // Makes the admin when there is none, with its token in DATA_DIR/admin.token.
+// --registry-ca-file and --registry-mirror REGISTRY=URL, as pulls use them.
+Result<image::RegistryOptions> registry_options(const Flags& flags) {
+  image::RegistryOptions out;
+  out.ca_file = flags.registry_ca_file;
+  for (const std::string& m : flags.registry_mirrors) {
+    const auto eq = m.find('=');
+    const std::string url = eq == std::string::npos ? "" : m.substr(eq + 1);
+    if (eq == 0 || (url.rfind("https://", 0) != 0 && url.rfind("http://", 0) != 0) ||
+        url.find_first_of("?#@ ") != std::string::npos) {
+      return invalid_argument("--registry-mirror '" + m + "': write REGISTRY=URL, e.g. docker.io=https://mirror:5000");
+    }
+    out.mirrors[m.substr(0, eq)] = url.back() == '/' ? url.substr(0, url.size() - 1) : url;
+  }
+  return out;
+}
+
 Status ensure_admin(Service& service, const std::string& data_dir) {
   EDT_ASSIGN_OR_RETURN(std::optional<std::string> token, service.ensure_admin());
   if (!token) return Status::ok();
@@ -122,8 +138,10 @@ int serve(const Flags& flags, const Settings& settings) {
   const std::string volumes_under = settings.slurm ? flags.slurm_shared_dir : flags.data_dir;
   const std::string image_store = flags.image_store.empty() ? flags.data_dir + "/images" : flags.image_store;
   if (auto store = image::Store::open(image_store); !store.is_ok()) return fail(store.status());
+  auto registry = registry_options(flags);
+  if (!registry.is_ok()) return fail(registry.status());
   Service service(db.get(), {settings.range, volumes_under, [&reconciler](const std::string& c) { reconciler.enqueue(c); },
-                             volume_disk(settings), &jobs, &backend, image_store});
+                             volume_disk(settings), &jobs, &backend, image_store, *registry});
   if (Status st = service.remount_volumes(); !st.is_ok()) return fail(st);
   if (Status st = service.set_inventory({"edt", "/", {"horovod", "deepspeed", "megatron", "slurm"}, true}, gpus); !st.is_ok()) return fail(st);
   if (Status st = ensure_admin(service, flags.data_dir); !st.is_ok()) return fail(st);

@@ -208,7 +208,9 @@ Status Unpacker::entry(archive* a, archive_entry* e) {
   }
   const char* raw = archive_entry_pathname(e);
   if (raw == nullptr) return invalid_argument("an entry whose name cannot be read");
-  EDT_ASSIGN_OR_RETURN(std::vector<std::string> names, split_relative(raw));
+  // "/" alone, a directory, is the root itself as umoci writes it: as "./".
+  const bool root_dir = std::string_view(raw) == "/" && archive_entry_filetype(e) == AE_IFDIR;
+  EDT_ASSIGN_OR_RETURN(std::vector<std::string> names, split_relative(root_dir ? "." : raw));
   if (names.empty()) return Status::ok();  // "./", the root itself: the store owns its mode
   if (names.size() > kMaxDepth) {
     return invalid_argument("a path " + std::to_string(names.size()) + " names deep, more than " +

@@ -26,6 +26,7 @@ import time
 
 import jsonschema
 
+from harness import oci_registry
 from harness.edtd import ScratchEdtd
 
 METHODS = ("get", "post", "patch", "put", "delete")
@@ -49,6 +50,8 @@ EXAMPLES = {
     "UserTeam": {"team": "contract-team"},
     # "path" is filled in by write_oci_layout(), outside edtd's data dir.
     "ImageImportRequest": {"name": "contract-imported", "path": "/nonexistent"},
+    # registry.invalid is reached through its mirror, harness/oci_registry.py, serving the layout below.
+    "ImagePullRequest": {"reference": "registry.invalid/contract/image", "name": "contract-pulled"},
 }
 
 
@@ -311,7 +314,8 @@ def main():
     layout = tempfile.TemporaryDirectory(prefix="edt-contract-image-")
     write_oci_layout(layout.name)
     EXAMPLES["ImageImportRequest"]["path"] = layout.name
-    edtd = ScratchEdtd(args.edtd)
+    mirror = oci_registry.serve(layout.name)
+    edtd = ScratchEdtd(args.edtd, extra=["--registry-mirror", "registry.invalid=" + mirror.url])
     try:
         run = Run(contract, edtd)
         run.served_document(text)
@@ -323,6 +327,7 @@ def main():
         run.coverage()
     finally:
         edtd.stop()
+        mirror.shutdown()
         layout.cleanup()
     operations = sum(1 for _ in run.operations())
     for failure in contract.failures:

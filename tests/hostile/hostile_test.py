@@ -63,6 +63,9 @@ BODIES = {
     "ImageRequest": {"name": "hostile-image", "root": "/", "frameworks": ["horovod"]},
     # No such file: a request that passes reading imports nothing.
     "ImageImportRequest": {"name": "hostile-import", "path": "/nonexistent-hostile/image.tar"},
+    # A registry on a closed loopback port: a request that passes reading pulls nothing.
+    "ImagePullRequest": {"reference": "127.0.0.1:1/hostile/none:1", "name": "hostile-pull", "username": "u",
+                         "password": "p", "frameworks": ["horovod"]},
     "UserRequest": {"name": "hostile-user"},
     "TokenRequest": {"expires_in": "90d", "description": "hostile"},
     "TerminalRequest": {},

@@ -75,6 +75,7 @@ Answer delete_volume_file(ApiContext& ctx, const Request& req, const User& user)
 Answer list_images(ApiContext& ctx, const Request& req, const User& user);
 Answer register_image(ApiContext& ctx, const Request& req, const User& user);
 Answer import_image(ApiContext& ctx, const Request& req, const User& user);
+Answer pull_image(ApiContext& ctx, const Request& req, const User& user);
 Answer delete_image(ApiContext& ctx, const Request& req, const User& user);
 Answer list_gpus(ApiContext& ctx, const Request& req, const User& user);
 

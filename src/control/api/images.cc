@@ -1,5 +1,5 @@
-// Handlers: /api/v1/images (registered roots, imports into the image
-// store, removal) and /api/v1/gpus, what clusters are made of.
+// Handlers: /api/v1/images (registered roots, imports and pulls into the
+// image store, removal) and /api/v1/gpus, what clusters are made of.
 #include "control/api/handlers.h"
 
 namespace edt::control::handlers {
@@ -24,6 +24,17 @@ Answer import_image(ApiContext& ctx, const Request& req, const User& user) {
   auto request = read_body(req, parse_image_import_request);
   if (!request.is_ok()) return request.status();
   return json_answer(201, ctx.service->import_image(user, *request), image_to_json);
+}
+
+Answer pull_image(ApiContext& ctx, const Request& req, const User& user) {
+  auto request = read_body(req, parse_image_pull_request);
+  if (!request.is_ok()) return request.status();
+  return json_answer(201, ctx.service->pull_image(user, *request), [](const PulledImage& pulled) {
+    return json{{"image", image_to_json(pulled.image)},
+                {"fetched_blobs", pulled.fetched_blobs},
+                {"fetched_bytes", pulled.fetched_bytes},
+                {"reused_blobs", pulled.reused_blobs}};
+  });
 }
 
 Answer delete_image(ApiContext& ctx, const Request& req, const User& user) {

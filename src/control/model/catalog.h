@@ -60,6 +60,22 @@ struct ImageImport {
   std::vector<std::string> frameworks;
 };
 
+// POST /images/pull: a registry's reference, the image's name (empty: made
+// from the reference), the registry's credentials (used for this pull only,
+// never stored or logged) and the frameworks, as an import's.
+struct ImagePull {
+  std::string name;
+  std::string reference;
+  std::string username, password;
+  std::vector<std::string> frameworks;
+};
+
+// What a pull made, and what it fetched from the registry.
+struct PulledImage {
+  Image image;
+  uint64_t fetched_blobs = 0, fetched_bytes = 0, reused_blobs = 0;
+};
+
 struct Volume {
   std::string name;
   std::string owner;

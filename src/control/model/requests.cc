@@ -64,6 +64,19 @@ Status parse_image_import_request(const json& object, ImageImport* out) {
   return frameworks ? parse_frameworks(*frameworks, &out->frameworks) : Status::ok();
 }
 
+Status parse_image_pull_request(const json& object, ImagePull* out) {
+  Fields body(object, "");
+  EDT_RETURN_IF_ERROR(body.only(fields::ImagePullRequest::kProperties));
+  EDT_RETURN_IF_ERROR(body.text("reference", &out->reference, Presence::kRequired));
+  EDT_RETURN_IF_ERROR(body.text("name", &out->name, Presence::kOptional));
+  if (!out->name.empty()) EDT_RETURN_IF_ERROR(check_resource_name(out->name, "name", "image"));
+  EDT_RETURN_IF_ERROR(body.text("username", &out->username, Presence::kOptional));
+  EDT_RETURN_IF_ERROR(body.text("password", &out->password, Presence::kOptional));
+  const json* frameworks = nullptr;
+  EDT_RETURN_IF_ERROR(body.array("frameworks", &frameworks, Presence::kOptional));
+  return frameworks ? parse_frameworks(*frameworks, &out->frameworks) : Status::ok();
+}
+
 Status parse_user_request(const json& object, std::string* name) {
   Fields body(object, "");
   EDT_RETURN_IF_ERROR(body.only(fields::UserRequest::kProperties));

@@ -29,6 +29,8 @@ Status parse_volume_request(const nlohmann::json& body, VolumeRequest* out);
 Status parse_image_request(const nlohmann::json& body, Image* out);
 // POST /images/import: {"name", "path", "frameworks"?}.
 Status parse_image_import_request(const nlohmann::json& body, ImageImport* out);
+// POST /images/pull: {"reference", "name"?, "username"?, "password"?, "frameworks"?}.
+Status parse_image_pull_request(const nlohmann::json& body, ImagePull* out);
 
 // POST /users: {"name"}.
 Status parse_user_request(const nlohmann::json& body, std::string* name);

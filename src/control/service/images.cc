@@ -1,11 +1,13 @@
-// Service: images imported into edtd's image store, and their removal.
+// Service: images imported or pulled into edtd's image store, and their
+// removal.
 //
-// Who may: an admin imports and removes images; every user may use every
-// image (images are the site's, as the built-in one is). A user importing
-// for their own use would make edtd read a path of its host on their
-// behalf (edtd reads what they could not) and fill a store that all share
-// with no quota: so not yet; an upload with a per-user bound is the way to
-// it (docs/images.md).
+// Who may: an admin imports, pulls and removes images; every user may use
+// every image (images are the site's, as the built-in one is). A user
+// importing for their own use would make edtd read a path of its host on
+// their behalf (edtd reads what they could not); a user's pull would make
+// edtd a client, from its own host and network, of any address they name
+// (a server-side request forgery into the site's network); and both would
+// fill a store that all share with no quota: so not yet (docs/images.md).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "common/log.h"
 #include "control/service/service.h"
 #include "image/import.h"
+#include "image/registry.h"
 
 namespace edt::control {
 
@@ -43,11 +46,17 @@ Status check_source_path(const std::string& path, const std::string& data_dir) {
   return Status::ok();
 }
 
+// What edtd's record of a stored image takes beside the store's record.
+struct StoredAs {
+  std::string name, source;
+  std::vector<std::string> frameworks;
+};
+
 // The frameworks asked for, else the edt frameworks the label names
 // ("deepspeed,torch": deepspeed; its other words, the libraries it has,
 // stay in the labels), else horovod: edt's launcher, over any torch or
 // TensorFlow.
-std::vector<std::string> image_frameworks(const ImageImport& request, const image::ImageRecord& record) {
+std::vector<std::string> image_frameworks(const StoredAs& request, const image::ImageRecord& record) {
   if (!request.frameworks.empty()) return request.frameworks;
   std::vector<std::string> out;
   auto label = record.config_fields.labels.find("org.edt.frameworks");
@@ -75,11 +84,11 @@ Status check_runnable_root(const std::string& root) {
   return Status::ok();
 }
 
-Image image_of_record(const ImageImport& request, const image::ImageRecord& record) {
+Image image_of_record(const StoredAs& request, const image::ImageRecord& record) {
   Image image;
   image.name = request.name;
   image.root = record.root;
-  image.source = request.path;
+  image.source = request.source;
   image.digest = record.manifest.str();
   for (const auto& l : record.layers) image.size_bytes += l.unpacked_bytes;
   image.env = record.config_fields.env;
@@ -106,40 +115,118 @@ Status as_import_refusal(const Status& st) {
   return invalid("path", st.message(), kPathFix);
 }
 
-}  // namespace
+// A pull's failure, as a refusal of the request (422) that names what to
+// change; edtd's own faults stay 500. Never the credentials: the puller's
+// messages name the user at most.
+Status as_pull_refusal(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kInternal:
+    case StatusCode::kIoError: return st;
+    case StatusCode::kUnauthenticated:
+      return invalid("password", st.message(), "give the registry's user and password (edt image pull --username U "
+                                               "--password-stdin), or check them");
+    case StatusCode::kUnavailable:
+      return invalid("reference", st.message(), "check the registry's name and that edtd's host reaches it (and "
+                                                "trusts its certificate: edtd --registry-ca-file); then retry");
+    case StatusCode::kNotFound: return invalid("reference", st.message(), "check the repository and the tag");
+    default: return invalid("reference", st.message(), "the registry's image is refused as it is; see the message");
+  }
+}
 
-Result<Image> Service::import_image(const User& by, const ImageImport& request) {
-  if (!by.admin) return admin_only("import images");
-  if (options_.image_store.empty()) return conflict("path", "this edtd has no image store", "start edtd with --image-store");
-  EDT_RETURN_IF_ERROR(check_resource_name(request.name, "name", "image"));
-  EDT_RETURN_IF_ERROR(check_source_path(request.path, options_.data_dir));
-  // Never over an existing image: running containers may use its root,
-  // which the store would free once no record names it.
-  for (const auto& i : images())
-    if (i.name == request.name)
+// "127.0.0.1:5000/team/pytorch:24.05-py3" -> "pytorch-24-05-py3"; by digest,
+// the repository's last name and the digest's first 12 digits.
+std::string image_name_of(const image::Reference& ref) {
+  const std::string text = ref.repository.substr(ref.repository.rfind('/') + 1) + "-" +
+                           (ref.digest ? ref.digest->short_str() : ref.tag);
+  std::string name;
+  for (char c : text) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c));
+    if (ok || (!name.empty() && name.back() != '-')) name += ok ? static_cast<char>(std::tolower(c)) : '-';
+  }
+  name = name.substr(0, 63);
+  while (!name.empty() && name.back() == '-') name.pop_back();
+  return name;
+}
+
+// An image's name must be new: never over an existing image, whose root
+// running containers may use (the store frees it once no record names it).
+Status check_new_image_name(const std::string& name, const std::string& store, const std::vector<Image>& images) {
+  EDT_RETURN_IF_ERROR(check_resource_name(name, "name", "image"));
+  if (store.empty()) return conflict("name", "this edtd has no image store", "start edtd with --image-store");
+  for (const auto& i : images)
+    if (i.name == name)
       return conflict("name", "image " + i.name + (i.builtin ? " is built in" : " exists"),
                       i.builtin ? "choose another name" : "choose another name, or delete it first (edt image rm)");
-  EDT_ASSIGN_OR_RETURN(image::Store store, image::Store::open(options_.image_store));
-  auto record = image::import_path(store, request.path, {request.name});
-  Status st = record.is_ok() ? check_runnable_root(record->root) : as_import_refusal(record.status());
+  return Status::ok();
+}
+
+// Records the store's image in the database. A refused one (`st`: the
+// store's refusal; no /usr; the database failed) leaves nothing, its store
+// record, layers and root freed, unless `undo` is false and the store made
+// no record (a pull that broke off keeps its whole blobs for the retry).
+Result<Image> keep_stored_image(Database& db, const StoredAs& as, image::Store& store,
+                                const Result<image::ImageRecord>& record, Status st, bool undo) {
+  if (st.is_ok()) st = check_runnable_root(record.value().root);
   if (st.is_ok()) {
-    Image image = image_of_record(request, *record);
-    image.frameworks = image_frameworks(request, *record);
-    auto tx = db_->transaction();
+    Image image = image_of_record(as, record.value());
+    image.frameworks = image_frameworks(as, record.value());
+    auto tx = db.transaction();
     st = tx.put_image(image);
     if (st.is_ok()) st = tx.commit();
     if (st.is_ok()) return image;
   }
-  // Nothing of a refused import stays: its record, layers and root go.
-  Status undo = [&]() -> Status {
+  if (!undo && !record.is_ok()) return st;
+  Status undone = [&]() -> Status {
     EDT_ASSIGN_OR_RETURN(image::Store::Lock lock, store.lock());
-    auto tx = db_->lock();
+    auto tx = db.lock();
     const std::set<std::string> spare = roots_in_use(tx);
-    if (record.is_ok()) return store.remove(lock, request.name, spare).status();
+    if (record.is_ok()) return store.remove(lock, as.name, spare).status();
     return store.gc(lock, spare).status();
   }();
-  if (!undo.is_ok()) log::warn("image {}: undo a refused import: {}", request.name, undo.message());
-  return as_refusal(st, "path");
+  if (!undone.is_ok()) log::warn("image {}: undo a refused image: {}", as.name, undone.message());
+  return st;
+}
+
+}  // namespace
+
+Result<Image> Service::import_image(const User& by, const ImageImport& request) {
+  if (!by.admin) return admin_only("import images");
+  EDT_RETURN_IF_ERROR(check_new_image_name(request.name, options_.image_store, images()));
+  EDT_RETURN_IF_ERROR(check_source_path(request.path, options_.data_dir));
+  EDT_ASSIGN_OR_RETURN(image::Store store, image::Store::open(options_.image_store));
+  auto record = image::import_path(store, request.path, {request.name});
+  Status st = record.is_ok() ? Status::ok() : as_import_refusal(record.status());
+  auto image = keep_stored_image(*db_, {request.name, request.path, request.frameworks}, store, record, st, true);
+  return image.is_ok() ? image : as_refusal(image.status(), "path");
+}
+
+Result<PulledImage> Service::pull_image(const User& by, const ImagePull& request) {
+  if (!by.admin) return admin_only("pull images");
+  auto ref = image::parse_reference(request.reference);
+  if (!ref.is_ok()) return ref.status();
+  const std::string name = request.name.empty() ? image_name_of(*ref) : request.name;
+  EDT_RETURN_IF_ERROR(check_new_image_name(name, options_.image_store, images()));
+  if (request.username.empty() != request.password.empty())
+    return invalid(request.username.empty() ? "username" : "password", "a registry's credentials are a user and a password",
+                   "give both, or neither for an anonymous pull");
+  EDT_ASSIGN_OR_RETURN(image::Store store, image::Store::open(options_.image_store));
+  image::PullStats stats;
+  auto record = [&]() -> Result<image::ImageRecord> {
+    EDT_ASSIGN_OR_RETURN(image::Store::Lock lock, store.lock());
+    return image::pull_image(store, lock, *ref, {name, {request.username, request.password}, options_.registry}, &stats);
+  }();
+  if (record.is_ok())
+    log::info("image {}: pulled {} ({} blobs, {} bytes fetched; {} blobs the store had)", name, ref->str(),
+              stats.fetched_blobs, stats.fetched_bytes, stats.reused_blobs);
+  const Status st = record.is_ok() ? Status::ok() : as_pull_refusal(record.status());
+  // Content refused (a digest, a size, a hostile layer) is freed; a pull
+  // that broke off (the network, the registry's refusal) keeps its blobs.
+  const auto c = record.status().code();
+  const bool refused_content = c == StatusCode::kInvalidArgument || c == StatusCode::kMalformed ||
+                               c == StatusCode::kResourceExhausted;
+  EDT_ASSIGN_OR_RETURN(Image image, keep_stored_image(*db_, {name, ref->str(), request.frameworks}, store, record, st,
+                                                      refused_content));
+  return PulledImage{image, stats.fetched_blobs, stats.fetched_bytes, stats.reused_blobs};
 }
 
 Result<Image> Service::delete_image(const User& by, const std::string& name) {

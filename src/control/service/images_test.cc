@@ -139,5 +139,26 @@ TEST(ImageEnvTest, TheImagesEnvIsUnderEdtsAndPathKeepsEdtsToolsFirst) {
   EXPECT_EQ(env["PYTHONPATH"], "/edt:/app");
 }
 
+// Pulls: the admin's (a user's would make edtd fetch any address for them);
+// what is refused before a byte is fetched. The pulls themselves, from a
+// real registry, are tests/images.
+TEST_F(ImageServiceTest, OnlyTheAdminPullsAndBadRequestsAreRefusedFirst) {
+  auto by_user = service_->pull_image(alice_, {"", "127.0.0.1:1/x/y:1", "", "", {}});
+  EXPECT_EQ(by_user.status().code(), StatusCode::kPermissionDenied);
+  auto bad = service_->pull_image(admin_, {"", "Bad/Reference", "", "", {}});
+  EXPECT_EQ(bad.status().field(), "reference") << bad.status().message();
+  auto half = service_->pull_image(admin_, {"", "127.0.0.1:1/x/y:1", "u", "", {}});
+  EXPECT_EQ(half.status().field(), "password") << half.status().message();
+  auto taken = service_->pull_image(admin_, {"edt", "127.0.0.1:1/x/y:1", "", "", {}});
+  EXPECT_EQ(taken.status().code(), StatusCode::kFailedPrecondition);
+  // A repository in capitals is no reference; an unreachable registry is the reference's fault.
+  auto unreachable = service_->pull_image(admin_, {"", "127.0.0.1:1/team/Py-torch:24.05_py3", "u", "p", {}});
+  EXPECT_EQ(unreachable.status().field(), "reference");
+  auto down = service_->pull_image(admin_, {"", "127.0.0.1:1/team/pytorch:24.05-py3", "u", "hunter2", {}});
+  EXPECT_EQ(down.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(down.status().message().find("hunter2"), std::string::npos) << down.status().message();
+  EXPECT_EQ(service_->images().size(), 1u);
+}
+
 }  // namespace
 }  // namespace edt::control

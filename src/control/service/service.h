@@ -50,6 +50,7 @@
 #include "control/model/requests.h"
 #include "control/model/teams.h"
 #include "control/service/volume_files.h"
+#include "image/registry.h"
 
 namespace edt::control {
 
@@ -68,9 +69,11 @@ struct ServiceOptions {
   // operations need them (a Service without them refuses those, kInternal).
   JobRunner* jobs = nullptr;
   Backend* backend = nullptr;
-  // The image store (docs/images.md) that imports go to; empty: imports
-  // are refused.
+  // The image store (docs/images.md) that imports and pulls go to; empty:
+  // they are refused.
   std::string image_store = "";
+  // How pulls reach registries: a CA file, mirrors (image/registry.h).
+  image::RegistryOptions registry = {};
 };
 
 // What a cluster's owner needs to reach its containers over SSH.
@@ -161,6 +164,9 @@ class Service {
   // edtd's host) into the image store (admin: images.cc says why); the
   // store's refusal of a bad source is kInvalidArgument, and leaves nothing.
   Result<Image> import_image(const User& by, const ImageImport& request);
+  // Pulls an image from a registry into the image store (admin, as
+  // imports); the credentials serve this pull only.
+  Result<PulledImage> pull_image(const User& by, const ImagePull& request);
   // Removes an image no cluster uses (admin), freeing what the store kept
   // for it alone; the built-in image stays.
   Result<Image> delete_image(const User& by, const std::string& name);

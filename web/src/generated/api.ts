@@ -341,7 +341,7 @@ export type Image = {
   root: string;
   frameworks: Framework[];
   builtin: boolean;
-  /** an imported image: the path it was imported from; empty for the built-in image and a registered root */
+  /** an imported image: the path it was imported from; a pulled one: its reference (registry/repository:tag); empty for the built-in image and a registered root */
   source: string;
   /** an imported image: its manifest's digest (sha256:...); empty otherwise */
   digest: string;
@@ -363,6 +363,28 @@ export type ImageImportRequest = {
   path: string;
   /** default: the edt frameworks the image's label org.edt.frameworks names, else horovod */
   frameworks?: Framework[];
+};
+
+export type ImagePullRequest = {
+  /** REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:HEX; no registry: Docker Hub */
+  reference: string;
+  name?: ResourceName;
+  /** the registry's user; with password, used for this pull only and never stored */
+  username?: string;
+  /** the registry's password or token; never stored, logged or shown */
+  password?: string;
+  /** default: the edt frameworks the image's label org.edt.frameworks names, else horovod */
+  frameworks?: Framework[];
+};
+
+export type ImagePulled = {
+  image: Image;
+  /** manifests, config and layers fetched from the registry */
+  fetched_blobs: number;
+  /** their bytes, as received */
+  fetched_bytes: number;
+  /** blobs the store had already: not fetched */
+  reused_blobs: number;
 };
 
 export type ImageList = {

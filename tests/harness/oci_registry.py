@@ -1,0 +1,70 @@
+"""A registry of one OCI image layout, read-only, over plain http on
+loopback, for the tests that pull (tests/images, tests/contract): what an
+edtd with `--registry-mirror NAME=http://127.0.0.1:PORT` asks first.
+
+It speaks the OCI distribution protocol's reads: GET /v2/, manifests by
+tag (the layout's org.opencontainers.image.ref.name annotation; "latest"
+is a layout's only manifest when none is named) or digest, and blobs. It
+wants an anonymous Bearer token, as Docker Hub does: a 401 names its realm
+(/token on the same server), which answers any scope and records it in
+`scopes`. Any repository name serves the same layout. serve() returns the
+server, running on a daemon thread until its shutdown().
+"""
+import http.server
+import json
+import os
+import threading
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    layout = None
+    scopes = None
+    token = None
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def manifest_digest(self, tag):
+        manifests = json.load(open(self.layout + "/index.json"))["manifests"]
+        named = [m["digest"] for m in manifests if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag]
+        if not named and tag == "latest" and len(manifests) == 1:
+            named = [manifests[0]["digest"]]
+        return named[0] if named else None
+
+    def do_GET(self):
+        if self.path.startswith("/token?"):
+            self.scopes.append(self.path)
+            return self.answer(200, json.dumps({"token": self.token}).encode())
+        if self.headers.get("Authorization") != "Bearer " + self.token:
+            challenge = 'Bearer realm="http://127.0.0.1:%d/token",service="edt-test"' % self.server.server_address[1]
+            return self.answer(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', [("WWW-Authenticate", challenge)])
+        if self.path == "/v2/":
+            return self.answer(200, b"{}")
+        parts = self.path.split("/")
+        kind, ref = parts[-2], parts[-1]
+        if kind == "manifests" and not ref.startswith("sha256:"):
+            ref = self.manifest_digest(ref)
+        path = self.layout + "/blobs/sha256/" + (ref or "")[len("sha256:"):]
+        if not ref or not os.path.isfile(path):
+            return self.answer(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}')
+        media = "application/vnd.oci.image.manifest.v1+json" if kind == "manifests" else "application/octet-stream"
+        with open(path, "rb") as f:
+            self.answer(200, f.read(), [("Content-Type", media)])
+
+
+def serve(layout):
+    """Serves `layout` on 127.0.0.1 (a free port); .scopes lists the token requests."""
+    handler = type("Handler", (_Handler,), {"layout": layout, "scopes": [], "token": "test-token-%d" % os.getpid()})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.scopes = handler.scopes
+    server.url = "http://127.0.0.1:%d" % server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

@@ -1,0 +1,400 @@
+"""edtd pulls images from a real registry (docs/images.md, "Pulls").
+
+Debian's docker-registry (the CNCF distribution registry) on loopback, with
+TLS from a CA this test makes (openssl) and htpasswd (bcrypt) auth. Images
+are written here as an OCI layout from small trees (the host's sshd, bash
+and their libraries: a root a container runs) and pushed with skopeo. An anonymous
+Bearer mirror (harness/oci_registry.py, serving the test's layout over
+http) stands for a registry that cannot be reached. Then edtd pulls:
+
+  - an image (gzip layers), by the CLI with --password-stdin, then a cluster
+    of it runs a command with the image's Env and WorkingDir;
+  - a second image sharing its base layer: only the new blobs are fetched
+    (bytes counted), and a third pushed with zstd layers;
+  - a manifest list of linux/arm64 and linux/amd64: amd64 is chosen;
+  - an image through the mirror (Bearer token flow) of an unreachable registry;
+  - refusals: wrong credentials (clear, no password in the answer, the log
+    or the database), a manifest whose layer size lies, a blob whose digest
+    is wrong (the registry's storage corrupted), a missing tag;
+  - a pull killed (kill -9 of edtd) at several points, then a retry that
+    succeeds, leaving no image record behind the killed ones.
+"""
+import argparse
+import base64
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import urllib.request
+
+from harness import oci_registry
+from harness.edtd import ScratchEdtd, cleanup
+
+USER, PASSWORD = "puller", "s3cret-Pa55-%d" % os.getpid()
+FAILURES = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILURES.append(what)
+
+
+def run(*argv, **kw):
+    return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_ca(d):
+    """A CA and a server certificate for 127.0.0.1 signed by it."""
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=edt test CA",
+        "-keyout", d + "/ca.key", "-out", d + "/ca.crt")
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", d + "/server.key", "-out", d + "/server.csr")
+    with open(d + "/ext", "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    run("openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.crt", "-CAkey", d + "/ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", d + "/ext", "-out", d + "/server.crt")
+    os.makedirs(d + "/certs")
+    shutil.copy(d + "/ca.crt", d + "/certs/ca.crt")  # skopeo's --dest-cert-dir
+
+
+def start_registry(d, port):
+    with open(d + "/htpasswd", "w") as f:
+        f.write(run("htpasswd", "-Bbn", USER, PASSWORD).stdout)
+    config = {"version": 0.1, "log": {"level": "error"},
+              "storage": {"filesystem": {"rootdirectory": d + "/storage"}},
+              "http": {"addr": "127.0.0.1:%d" % port, "tls": {"certificate": d + "/server.crt", "key": d + "/server.key"}},
+              "auth": {"htpasswd": {"realm": "edt-test", "path": d + "/htpasswd"}}}
+    with open(d + "/config.yml", "w") as f:
+        json.dump(config, f)  # JSON is YAML
+    proc = subprocess.Popen(["docker-registry", "serve", d + "/config.yml"], stdout=open(d + "/registry.log", "w"),
+                            stderr=subprocess.STDOUT)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("docker-registry did not listen: " + open(d + "/registry.log").read())
+
+
+def tiny_root(root):
+    """The host's sshd, bash, sh, env, cat and their libraries, /etc's users, merged /usr's links, /work."""
+    os.makedirs(root + "/etc")
+    files = set()
+    for program in ("/usr/sbin/sshd", "/bin/bash", "/bin/sh", "/usr/bin/env", "/usr/bin/cat"):
+        files.add(program)
+        for word in run("ldd", program).stdout.split():
+            if word.startswith("/"):
+                files.add(word)
+    for path in sorted(files) + ["/etc/passwd", "/etc/group", "/etc/nsswitch.conf"]:
+        real = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        os.makedirs(root + os.path.dirname(real), exist_ok=True)
+        shutil.copy2(path, root + real)
+    for top in ("bin", "sbin", "lib", "lib64"):
+        if os.path.islink("/" + top):
+            os.symlink(os.readlink("/" + top), root + "/" + top)
+
+
+class Layout:
+    """An OCI image layout written here (Python's tarfile and gzip): umoci
+    0.4's insert writes tars without their last padding, which tar readers
+    refuse."""
+
+    def __init__(self, path):
+        self.path = path
+        self.index = {"schemaVersion": 2, "manifests": []}
+        os.makedirs(path + "/blobs/sha256")
+        with open(path + "/oci-layout", "w") as f:
+            json.dump({"imageLayoutVersion": "1.0.0"}, f)
+
+    def blob(self, data, media_type):
+        digest = hashlib.sha256(data).hexdigest()
+        with open(self.path + "/blobs/sha256/" + digest, "wb") as f:
+            f.write(data)
+        return {"mediaType": media_type, "digest": "sha256:" + digest, "size": len(data)}
+
+    def layer(self, add):
+        """A gzip layer of what add(tar) puts in a tar; (descriptor, diff id)."""
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            add(tar)
+        data = raw.getvalue()
+        return (self.blob(gzip.compress(data, mtime=0), "application/vnd.oci.image.layer.v1.tar+gzip"),
+                "sha256:" + hashlib.sha256(data).hexdigest())
+
+    def image(self, tag, layers, config):
+        config = {"architecture": "amd64", "os": "linux", "config": config,
+                  "rootfs": {"type": "layers", "diff_ids": [diff for _, diff in layers]}}
+        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "config": self.blob(json.dumps(config).encode(), "application/vnd.oci.image.config.v1+json"),
+                    "layers": [d for d, _ in layers]}
+        entry = self.blob(json.dumps(manifest).encode(), manifest["mediaType"])
+        entry["annotations"] = {"org.opencontainers.image.ref.name": tag}
+        self.index["manifests"].append(entry)
+        with open(self.path + "/index.json", "w") as f:
+            json.dump(self.index, f)
+
+
+def build_images(d):
+    """A layout with tags a, b, zst, big (24 MiB), liar, corrupt: each the base layer and a /work of its own."""
+    tiny_root(d + "/root")
+    layout = Layout(d + "/layout")
+    base = layout.layer(lambda tar: [tar.add(d + "/root/" + top, arcname=top) for top in sorted(os.listdir(d + "/root"))])
+    for tag, size in (("a", 1000), ("b", 2000), ("zst", 3000), ("big", 24 << 20), ("liar", 4000), ("corrupt", 5000)):
+        data = b"in image %s\n" % tag.encode() + os.urandom(size)
+
+        def add(tar, data=data):
+            work = tarfile.TarInfo("work")
+            work.type, work.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(work)
+            info = tarfile.TarInfo("work/marker")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+        layout.image(tag, [base, layout.layer(add)],
+                     {"WorkingDir": "/work", "Env": ["PATH=/usr/bin:/bin", "EDT_PULLED=" + tag], "User": "1000",
+                      "Labels": {"org.example.tag": tag}})
+    return layout.path
+
+
+def push(d, layout, tag, port, repo, compress=None):
+    extra = ["--dest-compress-format", compress, "--dest-compress"] if compress else []
+    run("skopeo", "copy", "--quiet", "--dest-cert-dir", d + "/certs", "--dest-creds", USER + ":" + PASSWORD, *extra,
+        "oci:%s:%s" % (layout, tag), "docker://127.0.0.1:%d/%s" % (port, repo))
+
+
+class Registry:
+    """Requests to the test's registry, as its admin (for what skopeo cannot make)."""
+
+    def __init__(self, d, port):
+        self.base = "https://127.0.0.1:%d" % port
+        self.ctx = ssl.create_default_context(cafile=d + "/ca.crt")
+        self.auth = "Basic " + base64.b64encode((USER + ":" + PASSWORD).encode()).decode()
+
+    def request(self, method, path, body=None, content_type=None, accept=None):
+        r = urllib.request.Request(self.base + path, data=body, method=method)
+        r.add_header("Authorization", self.auth)
+        if content_type:
+            r.add_header("Content-Type", content_type)
+        r.add_header("Accept", accept or "application/vnd.oci.image.manifest.v1+json")
+        with urllib.request.urlopen(r, context=self.ctx) as answer:
+            return answer.read(), answer.headers
+
+    def manifest(self, repo, ref):
+        body, headers = self.request("GET", "/v2/%s/manifests/%s" % (repo, ref))
+        return json.loads(body), body, headers.get("Content-Type")
+
+    def put_manifest(self, repo, ref, doc, media_type):
+        body = json.dumps(doc).encode()
+        self.request("PUT", "/v2/%s/manifests/%s" % (repo, ref), body, media_type)
+        return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def pull(edtd, reference, name=None, creds=True, timeout=120):
+    body = {"reference": reference}
+    if name:
+        body["name"] = name
+    if creds:
+        body.update(username=USER, password=PASSWORD if creds is True else creds)
+    status, _, text = edtd.send("POST", "/api/v1/images/pull", body, edtd.token, timeout=timeout)
+    return status, json.loads(text) if text.startswith("{") else text
+
+
+def edt_cli(args, env, stdin=None):
+    return subprocess.run(args, input=stdin, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_pull_and_run(edtd, reg, edt):
+    """The CLI pulls image a with --password-stdin; a cluster of it runs a command in its Env and WorkingDir."""
+    env = edtd.cli_env()
+    out = edt_cli([edt, "image", "pull", reg + "/edt/a:1", "--name", "pulled-a", "--username", USER, "--password-stdin"],
+                  env, PASSWORD + "\n")
+    check(out.returncode == 0 and "pulled-a" in out.stdout, "edt image pull: " + out.stdout + out.stderr)
+    status, listed = edtd.api("GET", "/images")
+    image = [i for i in listed["images"] if i["name"] == "pulled-a"]
+    check(len(image) == 1 and image[0]["source"] == reg + "/edt/a:1" and image[0]["user"] == "1000"
+          and image[0]["labels"].get("org.example.tag") == "a" and "EDT_PULLED=a" in image[0]["env"],
+          "the pulled image's record: %s" % image)
+    made = edt_cli([edt, "cluster", "create", "pulled", "--image", "pulled-a", "--containers", "2", "--wait"], env)
+    check(made.returncode == 0, "a cluster of the pulled image: " + made.stdout + made.stderr)
+    seen = edt_cli([edt, "exec", "pulled-worker-0", "--", "sh", "-c", 'pwd; read line < marker; echo "$line"; echo "$EDT_PULLED"'],
+                   env)
+    check(seen.stdout.split("\n")[:3] == ["/work", "in image a", "a"], "a command in the container: %r %r"
+          % (seen.stdout, seen.stderr))
+    edt_cli([edt, "cluster", "delete", "--wait", "pulled"], env)
+
+
+def test_shared_layers(edtd, reg, registry):
+    """b shares a's base layer: its manifest, config and one layer are fetched, the base reused."""
+    status, got = pull(edtd, reg + "/edt/b:1", "pulled-b")
+    check(status == 201, "pull b: %s %s" % (status, got))
+    if status == 201:
+        check(got["fetched_blobs"] == 3 and got["reused_blobs"] == 1 and got["fetched_bytes"] < 64 << 10,
+              "b fetched only its new blobs: %s" % {k: got[k] for k in ("fetched_blobs", "fetched_bytes", "reused_blobs")})
+    layers = registry.manifest("edt/zst", "1")[0]["layers"]
+    check(layers[-1]["mediaType"].endswith("+zstd"), "skopeo pushed zst's new layer as zstd: %s" % layers)
+    status, got = pull(edtd, reg + "/edt/zst:1", "pulled-zst")
+    check(status == 201 and got["fetched_blobs"] == 3, "pull the zstd image: %s %s" % (status, got))
+
+
+def test_index(edtd, reg, registry):
+    """A manifest list of linux/arm64 (b's manifest) and linux/amd64 (a's): a's."""
+    entries = []
+    for tag, arch in (("b", "arm64"), ("a", "amd64")):
+        _, body, media_type = registry.manifest("edt/a", "1" if tag == "a" else tag)
+        entries.append({"mediaType": media_type, "size": len(body), "digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+                        "platform": {"os": "linux", "architecture": arch}})
+    media = "application/vnd.oci.image.index.v1+json"
+    registry.put_manifest("edt/a", "multi", {"schemaVersion": 2, "mediaType": media, "manifests": entries}, media)
+    status, got = pull(edtd, reg + "/edt/a:multi", "pulled-multi")
+    check(status == 201 and got["image"]["digest"] == entries[1]["digest"] and got["fetched_blobs"] == 1,
+          "an index resolves to linux/amd64: %s %s" % (status, got))
+
+
+def test_mirror(edtd, gone, mirror):
+    """The registry `gone` is unreachable; its mirror (anonymous Bearer) has the image: all 4 blobs come from it."""
+    status, got = pull(edtd, gone + "/edt/anything:a", "mirrored", creds=False)
+    check(status == 201 and got["fetched_blobs"] == 4, "a pull through the mirror: %s %s" % (status, got))
+    check(any("scope=repository%3Aedt%2Fanything%3Apull" in s for s in mirror.scopes),
+          "the mirror's token was asked for the repository's pull scope: %s" % mirror.scopes)
+
+
+def test_refusals(edtd, reg, registry, d):
+    status, got = pull(edtd, reg + "/edt/a:1", "wrong-creds", creds="not-the-password")
+    text = json.dumps(got)
+    check(status == 422 and got["error"]["field"] == "password" and "refused the credentials of user 'puller'" in text
+          and "not-the-password" not in text, "wrong credentials: %s %s" % (status, text))
+    status, got = pull(edtd, reg + "/edt/a:1", "no-creds", creds=False)
+    check(status == 422 and "asks for credentials" in json.dumps(got), "no credentials: %s %s" % (status, got))
+    status, got = pull(edtd, reg + "/edt/a:nosuchtag", "no-tag")
+    check(status == 422 and "MANIFEST_UNKNOWN" in json.dumps(got), "a missing tag: %s %s" % (status, got))
+    # A manifest that declares its new layer 100 bytes shorter than it is.
+    doc, _, media = registry.manifest("edt/liar", "1")
+    doc["layers"][-1]["size"] -= 100
+    registry.put_manifest("edt/liar", "lies", doc, media)
+    status, got = pull(edtd, reg + "/edt/liar:lies", "liar")
+    check(status == 422 and "longer than the" in json.dumps(got), "a lying size: %s %s" % (status, got))
+    # The registry's copy of corrupt's new layer, its bytes changed, its size not.
+    doc, _, _ = registry.manifest("edt/corrupt", "1")
+    hexd = doc["layers"][-1]["digest"].split(":")[1]
+    data = "%s/storage/docker/registry/v2/blobs/sha256/%s/%s/data" % (d, hexd[:2], hexd)
+    with open(data, "r+b") as f:
+        f.seek(os.path.getsize(data) // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    status, got = pull(edtd, reg + "/edt/corrupt:1", "corrupt")
+    check(status == 422 and "its content's digest is" in json.dumps(got), "a wrong digest: %s %s" % (status, got))
+    names = [i["name"] for i in edtd.api("GET", "/images")[1]["images"]]
+    check(not set(names) & {"wrong-creds", "no-creds", "no-tag", "liar", "corrupt"}, "no refused image is listed: %s" % names)
+
+
+def test_kill_mid_pull(edtd, reg):
+    """kill -9 of edtd at 20 to 600 ms into a pull of a 24 MiB layer; edtd restarts, lists no such image; the retry succeeds."""
+    for delay in (0.02, 0.1, 0.25, 0.6):
+        body = json.dumps({"reference": reg + "/edt/big:1", "name": "big", "username": USER, "password": PASSWORD})
+        def send():
+            try:
+                edtd.send("POST", "/api/v1/images/pull", raw=body.encode(), token=edtd.token, timeout=30)
+            except OSError:
+                pass  # edtd was killed mid-answer
+        sender = threading.Thread(target=send, daemon=True)
+        try:
+            sender.start()
+            time.sleep(delay)
+        finally:
+            edtd.kill()
+        sender.join(30)
+        edtd.start()
+        names = [i["name"] for i in edtd.api("GET", "/images")[1]["images"]]
+        if "big" in names:  # the pull finished before the kill
+            check(edtd.api("DELETE", "/images/big")[0] == 200, "delete big, pulled before the kill at %.2fs" % delay)
+    status, got = pull(edtd, reg + "/edt/big:1", "big")
+    check(status == 201, "the retry after kill -9: %s %s" % (status, got))
+    left = os.listdir(os.path.join(edtd.data, "images", "tmp"))
+    check(left == [], "the store's tmp/ is empty after the retry: %s" % left)
+
+
+def test_secrets(edtd):
+    """The password is nowhere in edtd's log or data directory (its database included)."""
+    with open(edtd.log_path, "rb") as f:
+        check(PASSWORD.encode() not in f.read(), "the password is not in edtd's log")
+    found = []
+    for top, _, files in os.walk(os.path.join(edtd.data)):
+        for name in files:
+            path = os.path.join(top, name)
+            if "/images/" in path or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as f:
+                if PASSWORD.encode() in f.read():
+                    found.append(path)
+    check(not found, "the password is in no file of edtd's data dir: %s" % found)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--edtd", required=True)
+    parser.add_argument("--edt", required=True)
+    args = parser.parse_args()
+    for tool in ("docker-registry", "skopeo", "htpasswd", "openssl"):
+        if not shutil.which(tool):
+            print("SKIP: %s is not installed (scripts/debian-packages.txt)" % tool)
+            return 77
+    d = tempfile.mkdtemp(prefix="edt-pull-")
+    os.chmod(d, 0o755)
+    registry_proc, mirror, edtd = None, None, None
+    try:
+        make_ca(d)
+        port, gone = free_port(), "127.0.0.1:%d" % free_port()
+        registry_proc = start_registry(d, port)
+        layout = build_images(d)
+        reg = "127.0.0.1:%d" % port
+        for tag in ("a", "b", "big", "liar", "corrupt"):
+            push(d, layout, tag, port, "edt/%s:1" % tag)
+        push(d, layout, "b", port, "edt/a:b")  # an index names manifests of its own repository
+        push(d, layout, "zst", port, "edt/zst:1", compress="zstd")
+        mirror = oci_registry.serve(layout)
+        edtd = ScratchEdtd(args.edtd, addresses="127.236.0.0/24",
+                           extra=["--registry-ca-file", d + "/ca.crt", "--registry-mirror", gone + "=" + mirror.url])
+        registry = Registry(d, port)
+        test_mirror(edtd, gone, mirror)
+        test_pull_and_run(edtd, reg, args.edt)
+        test_shared_layers(edtd, reg, registry)
+        test_index(edtd, reg, registry)
+        test_refusals(edtd, reg, registry, d)
+        test_kill_mid_pull(edtd, reg)
+        test_secrets(edtd)
+    finally:
+        if edtd:
+            if FAILURES:
+                print(edtd.read_log())
+            edtd.stop()
+        if mirror:
+            mirror.shutdown()
+        if registry_proc:
+            registry_proc.kill()
+            registry_proc.wait()
+        cleanup(d)
+    print("%d failures" % len(FAILURES))
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
