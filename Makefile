@@ -19,12 +19,17 @@ FUZZ_TARGETS ?= $(shell cat fuzz/targets.txt)
 ASAN_BUILD ?= build-asan
 ASAN_INTEGRATION ?= ^(api_hostile|api_contract|edtrun_integration|edtrun_elastic_scenarios|net_collectives|container_isolation)$$
 
-.PHONY: all build deps configure test unit fuzz asan-build test-asan demo demo-slurm bench install package clean slurm-up slurm-down
+.PHONY: all build deps configure test unit fuzz asan-build test-asan demo demo-slurm bench bench-deps install package clean slurm-up slurm-down
 
 all: build
 
 deps:
 	scripts/install-deps.sh
+
+# The benchmark-only peers (Horovod 0.28.1 built from source: 10+ minutes)
+# in /opt/edt/venv-bench, for bench/horovod; neither make test nor CI needs it.
+bench-deps:
+	scripts/install-bench-deps.sh
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
