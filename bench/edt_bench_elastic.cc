@@ -78,18 +78,67 @@ struct Model final : edt::elastic::StateObject {
   }
 };
 
+// --state-size: a large state that stands for a model's parameters and
+// optimizer state (fp32 parameters and Adam's two moments: 12 bytes per
+// parameter). Its bytes are a fixed pattern that never changes, so the
+// bench holds only the committed buffer (commit() copies nothing, the
+// slices go out from committed_view()). A worker that receives it checks a
+// sample of the bytes and makes the pattern again when it must send it.
+struct Bulk final : edt::elastic::StateObject {
+  static constexpr size_t kBlock = 1 << 20;
+  size_t size = 0;
+  mutable std::string bytes;  // empty until this worker holds the state
+
+  static char at(size_t i) { return static_cast<char>((i % kBlock) * 31 + (i % kBlock) / 4096); }
+  void fill() const {
+    if (bytes.size() == size) return;
+    std::string block(std::min(kBlock, size), '\0');
+    for (size_t i = 0; i < block.size(); ++i) block[i] = at(i);
+    bytes.clear();
+    bytes.reserve(size);
+    while (bytes.size() < size) bytes.append(block, 0, std::min(block.size(), size - bytes.size()));
+  }
+  bool commit() override { return true; }
+  std::string_view committed_view() const override {
+    fill();
+    return bytes;
+  }
+  std::string committed_bytes() const override { return std::string(committed_view()); }
+  std::string serialize() const override { return committed_bytes(); }
+  Status deserialize(std::string_view in) override {
+    if (in.size() != size)
+      return edt::invalid_argument("bulk state of " + std::to_string(in.size()) + " bytes; --state-size differs?");
+    for (size_t i = 0; i < in.size(); i += 4093)
+      if (in[i] != at(i)) return edt::invalid_argument("bulk state: byte " + std::to_string(i) + " differs");
+    if (!in.empty() && in.back() != at(in.size() - 1)) return edt::invalid_argument("bulk state: last byte differs");
+    return Status::ok();
+  }
+};
+
+void emit_transfer(const State& state, const std::string& worker) {
+  const edt::elastic::TransferStats& t = state.last_transfer();
+  std::string from;
+  for (int64_t n : t.bytes_from_rank) from += (from.empty() ? "" : ",") + std::to_string(n);
+  emit("{\"event\":\"transfer\",\"worker\":" + quoted(worker) + ",\"gen\":" + std::to_string(state.generation()) +
+       ",\"rank\":" + std::to_string(state.rank()) + ",\"size\":" + std::to_string(state.size()) + ",\"commit\":" +
+       std::to_string(t.commit_id) + ",\"bytes\":" + std::to_string(t.bytes) + ",\"bytes_from_rank\":[" + from +
+       "],\"bytes_sent\":" + std::to_string(t.bytes_sent) + ",\"seconds\":" + std::to_string(t.seconds) +
+       ",\"t\":" + std::to_string(now_s()) + "}");
+}
+
 int run_worker(int argc, char** argv) {
   CLI::App app{"edt-bench-elastic: a training-shaped elastic worker (run it under edtrun --min-np/--max-np)"};
   uint64_t samples = 20000, batch = 16, epochs = 1, seed = 1;
   int commit_every = 1;
   int64_t fail_at_step = -1;
   double step_ms = 0;
-  std::string grad_size = "0", fail_host, fail_mode = "exit";
+  std::string grad_size = "0", state_size = "0", fail_host, fail_mode = "exit";
   app.add_option("--samples", samples, "Samples per epoch")->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--batch", batch, "Samples per worker per step")->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option("--epochs", epochs, "Epochs to train");
   app.add_option("--seed", seed, "Seed of the sample permutation");
   app.add_option("--grad-size", grad_size, "Extra float32 gradient allreduced every step, e.g. 4M");
+  app.add_option("--state-size", state_size, "Extra state that moves to joining workers, e.g. 1G (12 bytes a parameter)");
   app.add_option("--commit-every", commit_every, "Commit every K steps")->check(CLI::PositiveNumber);
   app.add_option("--step-ms", step_ms, "Compute time per step to simulate, in ms");
   app.add_option("--fail-at-step", fail_at_step, "Fail at this step (see --fail-host, --fail-mode)");
@@ -99,6 +148,12 @@ int run_worker(int argc, char** argv) {
   auto grad_bytes = edt::parse_size(grad_size);
   if (!grad_bytes.is_ok()) {
     edt::log::error("--grad-size {}: {}", grad_size, grad_bytes.status().message());
+    return 2;
+  }
+
+  auto bulk_bytes = edt::parse_size(state_size);
+  if (!bulk_bytes.is_ok()) {
+    edt::log::error("--state-size {}: {}", state_size, bulk_bytes.status().message());
     return 2;
   }
 
@@ -119,7 +174,17 @@ int run_worker(int argc, char** argv) {
   ElasticSampler sampler({.num_samples = samples, .seed = seed});
   state.add("model", &model);
   state.add("sampler", &sampler);
+  Bulk bulk;
+  bulk.size = bulk_bytes.value();
+  if (bulk.size > 0) {
+    // The workers started together (the first generation) hold it; a
+    // joiner receives it.
+    auto placed = state.placement();
+    if (placed.is_ok() && placed->generation == 1) bulk.fill();
+    state.add("bulk", &bulk);
+  }
   state.on_reset([&] {
+    if (bulk.size > 0) emit_transfer(state, worker);
     emit("{\"event\":\"reset\",\"gen\":" + std::to_string(state.generation()) + ",\"rank\":" +
          std::to_string(state.rank()) + ",\"size\":" + std::to_string(state.size()) + ",\"worker\":" +
          quoted(worker) + ",\"commit\":" + std::to_string(state.commit_id()) + ",\"step\":" +

@@ -11,8 +11,8 @@
 //   back to the last commit. Workers learn of membership changes at commit
 //   points, or at once when a collective fails because a peer died.
 // - Survivors keep their process and their memory across generations. A
-//   worker that joins receives the committed state from the member with the
-//   most recent commit.
+//   worker that joins receives the committed state from the members with
+//   the most recent commit, a disjoint slice from each, all at once.
 //
 // ElasticSampler is a StateObject: it records which samples of the epoch
 // the job has processed, and on every reset re-partitions the samples not
@@ -75,6 +75,21 @@ class StateObject {
   virtual bool commit() { return false; }
   virtual Status restore() { return Status::ok(); }
   virtual std::string committed_bytes() const { return serialize(); }
+  // Optional, with commit(): the committed bytes without a copy, valid
+  // until the next commit() or restore(); empty when the object has none
+  // to lend (then committed_bytes() is called). A large state sends its
+  // slices straight from there.
+  virtual std::string_view committed_view() const { return {}; }
+};
+
+// What the last reset moved to or from this worker: nothing when every
+// member already held the newest commit (bytes 0).
+struct TransferStats {
+  int64_t commit_id = 0;                  // the commit that moved
+  int64_t bytes = 0;                      // the committed state's size
+  std::vector<int64_t> bytes_from_rank;   // a receiver's bytes from each rank of the generation
+  int64_t bytes_sent = 0;                 // a holder's bytes sent, to all receivers
+  double seconds = 0;                     // this worker's transfer, first request to last byte
 };
 
 struct ElasticSamplerOptions {
@@ -245,6 +260,8 @@ class State {
   int64_t commit_id() const;
   // Resets this worker went through (generations it joined after its first).
   int resets() const;
+  // The state transfer of the last reset (see TransferStats).
+  const TransferStats& last_transfer() const;
 
   // This worker's place in the job: inside run() that of the current
   // generation; between generations that of the last one; before run()
@@ -263,8 +280,8 @@ class State {
 
 // Runs `fn` until it returns OK, through membership changes: joins the next
 // generation (a new communicator; newcomers receive the committed state from
-// the member with the most recent commit), calls the reset callbacks and
-// calls `fn` again. After kHostsUpdated the state is kept as committed;
+// the members with the most recent commit, a slice from each), calls the
+// reset callbacks and calls `fn` again. After kHostsUpdated the state is kept as committed;
 // after a failure of a collective (kPeerFailed, kTimeout, kAborted) every
 // survivor rolls back to its last commit first. When `fn` returns OK the
 // job's work is complete, and that is recorded with the job's state: no

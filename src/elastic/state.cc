@@ -2,27 +2,80 @@
 //
 // A reset (joining a generation) goes:
 //   1. join: wait for a generation newer than ours that lists this worker;
-//   2. agree: every member announces its last commit id; the source is the
-//      member with the highest (lowest rank on ties);
+//   2. agree: every member announces its last commit id and waits for all;
 //   3. form the generation's communicator under its own store prefix;
-//   4. sync: the source broadcasts its committed state (a header of sizes,
-//      then the bytes), every other member deserializes it and commits it;
+//   4. sync: the members with the newest commit (the holders) each send a
+//      slice of it to every other member, over connections of their own,
+//      all at once (transfer.h), or, when receivers outnumber holders (a
+//      job's start), the first holder broadcasts it; a receiver
+//      deserializes and commits it;
 //   5. on_reset of every StateObject, then the user's callbacks.
 // A failure in 2-4 reports the generation broken and starts over at 1; the
 // coordinator forms the next generation without whoever failed.
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
+#include <utility>
 
 #include "edt/elastic.h"
 #include "edt/tcp_store.h"
 #include "common/units.h"
 #include "elastic/membership.h"
+#include "elastic/transfer.h"
 
 namespace edt::elastic {
 namespace {
 
 constexpr char kLeftTheJob[] = "left the job";
+constexpr size_t kAddressBytes = 64;  // a holder's "ip:port" in the allgather of addresses
+
+// Where a receiver's state arrives: fresh anonymous memory in huge pages
+// where the kernel allows (a state of gigabytes in 4 KiB pages costs a page
+// fault every 4 KiB, a good part of the transfer's time on loopback), not
+// zero-filled first (the transfer writes every byte).
+class ReceiveBuffer {
+ public:
+  static Result<ReceiveBuffer> make(size_t size) {
+    if (size == 0) return ReceiveBuffer(nullptr, 0);
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return io_error("mmap of " + std::to_string(size) + " bytes for the state", errno);
+    (void)::madvise(p, size, MADV_HUGEPAGE);  // a hint; without it the pages are small
+    return ReceiveBuffer(static_cast<char*>(p), size);
+  }
+  ReceiveBuffer(ReceiveBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(o.size_) {}
+  ReceiveBuffer& operator=(ReceiveBuffer&&) = delete;
+  ~ReceiveBuffer() {
+    if (data_) ::munmap(data_, size_);
+  }
+  char* get() const { return data_; }
+
+ private:
+  ReceiveBuffer(char* data, size_t size) : data_(data), size_(size) {}
+  char* data_;
+  size_t size_;
+};
+
+// Who sends the state in a reset and who receives it: the holders have the
+// newest commit (they all hold the same bytes); the others receive. With no
+// commit anywhere, rank 0 alone holds: its initial state becomes everyone's.
+struct Roles {
+  int64_t newest = 0;
+  std::vector<int> holders;
+  std::vector<int> receivers;
+};
+
+Roles roles_of(const std::vector<int64_t>& commit_ids) {
+  Roles roles;
+  roles.newest = *std::max_element(commit_ids.begin(), commit_ids.end());
+  for (int r = 0; r < static_cast<int>(commit_ids.size()); ++r) {
+    const bool holds = roles.newest > 0 ? commit_ids[static_cast<size_t>(r)] == roles.newest : r == 0;
+    (holds ? roles.holders : roles.receivers).push_back(r);
+  }
+  return roles;
+}
 
 bool is_collective_failure(StatusCode code) {
   return code == StatusCode::kPeerFailed || code == StatusCode::kTimeout || code == StatusCode::kAborted;
@@ -54,6 +107,7 @@ struct State::Impl {
   bool has_snapshot = false;
   int64_t commit_id = 0;
   int resets = -1;  // the first generation is not a reset
+  TransferStats transfer;  // of the last reset
 
   std::mutex comm_mu;
   std::shared_ptr<Communicator> comm;  // guarded by comm_mu (for the abort from the watcher)
@@ -62,24 +116,24 @@ struct State::Impl {
 
   // Commits object i's current value: its own copy, or `bytes` when given
   // (what it was just loaded from), or serialize()'s.
-  void keep(size_t i, std::string* bytes = nullptr) {
+  void keep(size_t i, const std::string_view* bytes = nullptr) {
     StateObject* object = objects[i].second;
     kept_by_object[i] = object->commit();
     if (kept_by_object[i]) {
       committed[i].clear();
     } else {
-      committed[i] = bytes ? std::move(*bytes) : object->serialize();
+      committed[i] = bytes ? std::string(*bytes) : object->serialize();
     }
   }
 
-  void snapshot(std::vector<std::string>* loaded = nullptr) {
+  void snapshot(const std::vector<std::string_view>* loaded = nullptr) {
     committed.resize(objects.size());
     kept_by_object.resize(objects.size());
     for (size_t i = 0; i < objects.size(); ++i) keep(i, loaded ? &(*loaded)[i] : nullptr);
     has_snapshot = true;
   }
 
-  Status load(const std::vector<std::string>& bytes) {
+  Status load(const std::vector<std::string_view>& bytes) {
     for (size_t i = 0; i < objects.size(); ++i) {
       Status s = objects[i].second->deserialize(bytes[i]);
       if (!s.is_ok()) return s.with_context("state object '" + objects[i].first + "'");
@@ -97,59 +151,123 @@ struct State::Impl {
     return Status::ok();
   }
 
-  // The committed bytes of every object, in one buffer; sizes[i] is object i's.
-  std::string committed_bytes(std::vector<int64_t>& sizes) const {
-    std::string all;
+  // The committed bytes of every object, as the pieces they are kept in
+  // (no copy where an object lends its own); sizes[i] is object i's.
+  // `owned` keeps the bytes of objects that only make a copy.
+  Pieces committed_pieces(std::vector<std::string>& owned, std::vector<int64_t>& sizes) const {
+    Pieces pieces;
+    owned.reserve(objects.size());  // pieces point into it: no reallocation
     for (size_t i = 0; i < objects.size(); ++i) {
-      const size_t at = all.size();
+      std::string_view piece = committed[i];
       if (kept_by_object[i]) {
-        std::string bytes = objects[i].second->committed_bytes();
-        if (all.empty()) {
-          all = std::move(bytes);  // a state of one object (Python's): no second copy
-        } else {
-          all += bytes;
-        }
-      } else {
-        all += committed[i];
+        piece = objects[i].second->committed_view();
+        if (piece.empty()) piece = owned.emplace_back(objects[i].second->committed_bytes());
       }
-      sizes[i] = static_cast<int64_t>(all.size() - at);
+      pieces.push_back(piece);
+      sizes[i] = static_cast<int64_t>(piece.size());
     }
-    return all;
+    return pieces;
   }
 
-  // Step 4: the source's committed bytes to every member.
-  Status sync(Communicator& c, int source) {
-    if (!has_snapshot) snapshot();
-    std::vector<int64_t> header(objects.size() + 1);
-    header[0] = commit_id;
-    std::vector<int64_t> sizes(objects.size());
-    std::string all;
-    if (c.rank() == source) {
-      all = committed_bytes(sizes);
-      std::copy(sizes.begin(), sizes.end(), header.begin() + 1);
-    }
-    EDT_RETURN_IF_ERROR(c.broadcast(header.data(), header.size(), DataType::kInt64, source));
-    if (c.rank() != source) {
-      size_t total = 0;
-      for (size_t i = 1; i < header.size(); ++i) total += static_cast<size_t>(header[i]);
-      all.resize(total);
-    }
-    EDT_RETURN_IF_ERROR(c.broadcast(all.data(), all.size(), DataType::kUInt8, source));
-    if (c.rank() == source) return Status::ok();
-    std::vector<std::string> received;
+  // Loads and commits the state that arrived in `all` (object i's bytes
+  // are the next sizes[i]), as commit `newest`.
+  Status take(const char* all, const std::vector<int64_t>& sizes, int64_t newest) {
+    std::vector<std::string_view> received;
     size_t at = 0;
-    for (size_t i = 1; i + 1 < header.size(); ++i) {
-      received.push_back(all.substr(at, static_cast<size_t>(header[i])));
-      at += static_cast<size_t>(header[i]);
-    }
-    if (header.size() > 1) {
-      all.erase(0, at);  // the last object keeps the buffer: one object's state is not copied again
-      received.push_back(std::move(all));
+    for (int64_t n : sizes) {
+      received.emplace_back(all + at, static_cast<size_t>(n));
+      at += static_cast<size_t>(n);
     }
     EDT_RETURN_IF_ERROR(load(received));
     snapshot(&received);
-    commit_id = header[0];
+    commit_id = newest;
     return Status::ok();
+  }
+
+  static size_t total_of(const std::vector<int64_t>& sizes) {
+    size_t total = 0;
+    for (int64_t n : sizes) total += static_cast<size_t>(n);
+    return total;
+  }
+
+  // Step 4 by slices: every holder serves its slice to every receiver.
+  Status by_slices(Communicator& c, int64_t gen, const Roles& roles, const Pieces& pieces,
+                   const std::vector<int64_t>& sizes) {
+    const bool holds = std::count(roles.holders.begin(), roles.holders.end(), c.rank()) > 0;
+    std::unique_ptr<SliceServer> server;
+    std::vector<char> addresses(kAddressBytes * static_cast<size_t>(c.size()));
+    std::vector<char> mine(kAddressBytes);
+    if (holds) {
+      EDT_ASSIGN_OR_RETURN(server, SliceServer::open(options.host));
+      server->address().copy(mine.data(), kAddressBytes - 1);
+    }
+    EDT_RETURN_IF_ERROR(c.allgather(mine.data(), addresses.data(), kAddressBytes, DataType::kUInt8));
+    const uint64_t nonce = (static_cast<uint64_t>(gen) << 32) ^ static_cast<uint64_t>(roles.newest);
+    const TransferControl control{options.collective_timeout, [this, gen] { return membership->newest_seen() > gen; }};
+    if (holds) {
+      EDT_ASSIGN_OR_RETURN(transfer.bytes_sent,
+                           server->serve(pieces, static_cast<int>(roles.receivers.size()), nonce, control));
+      return Status::ok();
+    }
+    std::vector<std::string> holders;
+    for (int h : roles.holders) holders.emplace_back(addresses.data() + kAddressBytes * static_cast<size_t>(h));
+    const size_t total = total_of(sizes);
+    EDT_ASSIGN_OR_RETURN(ReceiveBuffer all, ReceiveBuffer::make(total));
+    std::vector<int64_t> from;
+    EDT_RETURN_IF_ERROR(fetch_slices(holders, all.get(), total, nonce, control, &from));
+    transfer.bytes_from_rank.assign(static_cast<size_t>(c.size()), 0);
+    for (size_t k = 0; k < from.size(); ++k) transfer.bytes_from_rank[static_cast<size_t>(roles.holders[k])] = from[k];
+    return take(all.get(), sizes, roles.newest);
+  }
+
+  // Step 4 by a broadcast from the first holder, when receivers outnumber
+  // holders (a job's start: rank 0 alone holds). The broadcast pipelines
+  // through every member, where slices would have each holder send its
+  // slice once per receiver. Every other member loads what arrives.
+  Status by_broadcast(Communicator& c, const Roles& roles, const Pieces& pieces, const std::vector<int64_t>& sizes) {
+    const int root = roles.holders[0];
+    if (c.rank() == root) {
+      // The root's buffer is only read.
+      for (std::string_view p : pieces)
+        if (!p.empty()) EDT_RETURN_IF_ERROR(c.broadcast(const_cast<char*>(p.data()), p.size(), DataType::kUInt8, root));
+      transfer.bytes_sent = static_cast<int64_t>(total_of(sizes));
+      return Status::ok();
+    }
+    const size_t total = total_of(sizes);
+    EDT_ASSIGN_OR_RETURN(ReceiveBuffer all, ReceiveBuffer::make(total));
+    size_t at = 0;
+    for (int64_t n : sizes) {
+      if (n > 0) EDT_RETURN_IF_ERROR(c.broadcast(all.get() + at, static_cast<size_t>(n), DataType::kUInt8, root));
+      at += static_cast<size_t>(n);
+    }
+    transfer.bytes_from_rank.assign(static_cast<size_t>(c.size()), 0);
+    transfer.bytes_from_rank[static_cast<size_t>(root)] = static_cast<int64_t>(total);
+    return take(all.get(), sizes, roles.newest);
+  }
+
+  // Step 4: the holders of the newest commit send it to every other
+  // member; nothing moves when all hold it.
+  Status sync(Communicator& c, int64_t gen) {
+    if (!has_snapshot) snapshot();
+    transfer = {};
+    std::vector<int64_t> ids(static_cast<size_t>(c.size()));
+    EDT_RETURN_IF_ERROR(c.allgather(&commit_id, ids.data(), 1, DataType::kInt64));
+    const Roles roles = roles_of(ids);
+    if (roles.receivers.empty()) return Status::ok();
+    const bool broadcast = roles.receivers.size() > roles.holders.size();
+    const bool holds = std::count(roles.holders.begin(), roles.holders.end(), c.rank()) > 0;
+    const bool sends = broadcast ? c.rank() == roles.holders[0] : holds;
+    std::vector<std::string> owned;
+    std::vector<int64_t> sizes(objects.size());
+    Pieces pieces;
+    if (sends) pieces = committed_pieces(owned, sizes);
+    EDT_RETURN_IF_ERROR(c.broadcast(sizes.data(), sizes.size(), DataType::kInt64, roles.holders[0]));
+    transfer.commit_id = roles.newest;
+    transfer.bytes = static_cast<int64_t>(total_of(sizes));
+    const auto started = std::chrono::steady_clock::now();
+    Status done = broadcast ? by_broadcast(c, roles, pieces, sizes) : by_slices(c, gen, roles, pieces, sizes);
+    transfer.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return done;
   }
 
   // Steps 1-5.
@@ -194,8 +312,9 @@ struct State::Impl {
       joined = gen;
       // A failure generation announced while this one formed: start over.
       if (membership->newest_seen() > gen.number) continue;
-      Status synced = sync(*created.value(), source->rank);
+      Status synced = sync(*created.value(), gen.number);
       if (!synced.is_ok()) {
+        if (synced.code() == StatusCode::kHostsUpdated) continue;  // a newer generation: join it
         if (!is_collective_failure(synced.code())) return synced;
         membership->report_broken(gen.number, synced.to_string());
         continue;
@@ -328,6 +447,8 @@ Result<Placement> State::placement() {
   return placement;
 }
 int State::resets() const { return impl_->resets; }
+
+const TransferStats& State::last_transfer() const { return impl_->transfer; }
 
 Status run(State& state, const std::function<Status(State&)>& fn) {
   State::Impl& impl = *state.impl_;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <thread>
@@ -77,6 +78,7 @@ struct WorkerResult {
   Placement first;         // placement() before run()
   int64_t steps = 0;       // steps the model went through
   int serialized = 0;      // calls of the model's serialize()
+  std::vector<TransferStats> transfers;  // at each reset
 };
 
 class ElasticJob {
@@ -150,7 +152,10 @@ class ElasticJob {
     ElasticSampler sampler({.num_samples = kSamples, .seed = 42});
     state.value()->add("model", &model);
     state.value()->add("sampler", &sampler);
-    state.value()->on_reset([&] { result.sizes.push_back(state.value()->size()); });
+    state.value()->on_reset([&] {
+      result.sizes.push_back(state.value()->size());
+      result.transfers.push_back(state.value()->last_transfer());
+    });
     auto first = state.value()->placement();
     if (!first.is_ok()) {
       result.status = first.status();
@@ -228,6 +233,28 @@ TEST(ElasticState, GrowsFromTwoToThreeWithoutRestartingTheTwo) {
   EXPECT_EQ(r[0].sizes, (std::vector<int>{2, 3}));  // the same thread, same memory: one reset
   EXPECT_EQ(r[0].resets, 1);
   EXPECT_EQ(r[2].sizes, (std::vector<int>{3}));
+}
+
+// The joiner's state comes from both survivors, a disjoint half from each;
+// the survivors receive nothing.
+TEST(ElasticState, AJoinersStateComesFromEverySurvivor) {
+  for (bool keeps_commit : {false, true}) {
+    ElasticJob job;
+    job.keeps_commit = keeps_commit;
+    auto r = grow_two_to_three(job);
+    ASSERT_EQ(r[2].transfers.size(), 1u);
+    const TransferStats& joined = r[2].transfers[0];
+    ASSERT_EQ(joined.bytes_from_rank.size(), 3u);
+    EXPECT_GT(joined.bytes, 0);
+    EXPECT_EQ(joined.bytes_from_rank[0] + joined.bytes_from_rank[1], joined.bytes);
+    EXPECT_LE(std::abs(joined.bytes_from_rank[0] - joined.bytes_from_rank[1]), 1);
+    EXPECT_EQ(joined.bytes_from_rank[2], 0);
+    for (int survivor : {0, 1}) {
+      const TransferStats& sent = r[survivor].transfers.back();
+      EXPECT_TRUE(sent.bytes_from_rank.empty());
+      EXPECT_EQ(sent.bytes_sent, joined.bytes_from_rank[survivor]);
+    }
+  }
 }
 
 TEST(ElasticState, GrowsAtACheckWithoutACommitFromThatStep) {
