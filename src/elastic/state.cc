@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <mutex>
 #include <utility>
 
@@ -30,7 +32,13 @@ namespace edt::elastic {
 namespace {
 
 constexpr char kLeftTheJob[] = "left the job";
-constexpr size_t kAddressBytes = 64;  // a holder's "ip:port" in the allgather of addresses
+// A holder's entry in the allgather of addresses: its "host:port" (a DNS
+// name is at most 253 bytes), a NUL, and in the last 8 bytes a random
+// number. The transfer's nonce is those numbers XORed over the holders, so
+// only members of this generation (who saw the allgather) can ask a holder
+// for the state.
+constexpr size_t kAddressBytes = 272;
+constexpr size_t kSecretAt = kAddressBytes - sizeof(uint64_t);
 
 // Where a receiver's state arrives: fresh anonymous memory in huge pages
 // where the kernel allows (a state of gigabytes in 4 KiB pages costs a page
@@ -199,10 +207,23 @@ struct State::Impl {
     std::vector<char> mine(kAddressBytes);
     if (holds) {
       EDT_ASSIGN_OR_RETURN(server, SliceServer::open(options.host));
-      server->address().copy(mine.data(), kAddressBytes - 1);
+      if (server->address().size() >= kSecretAt)
+        return Status(StatusCode::kInvalidArgument, "EDT_HOSTNAME",
+                      "the state transfer's address " + server->address() + " is longer than " +
+                          std::to_string(kSecretAt - 1) + " bytes",
+                      "give the worker a shorter host name or an IP address");
+      server->address().copy(mine.data(), kSecretAt - 1);
+      std::random_device random;
+      const uint64_t secret = (uint64_t{random()} << 32) | random();
+      std::memcpy(mine.data() + kSecretAt, &secret, sizeof secret);
     }
     EDT_RETURN_IF_ERROR(c.allgather(mine.data(), addresses.data(), kAddressBytes, DataType::kUInt8));
-    const uint64_t nonce = (static_cast<uint64_t>(gen) << 32) ^ static_cast<uint64_t>(roles.newest);
+    uint64_t nonce = 0;
+    for (int h : roles.holders) {
+      uint64_t secret = 0;
+      std::memcpy(&secret, addresses.data() + kAddressBytes * static_cast<size_t>(h) + kSecretAt, sizeof secret);
+      nonce ^= secret;
+    }
     const TransferControl control{options.collective_timeout, [this, gen] { return membership->newest_seen() > gen; }};
     if (holds) {
       EDT_ASSIGN_OR_RETURN(transfer.bytes_sent,
