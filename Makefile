@@ -19,7 +19,7 @@ FUZZ_TARGETS ?= $(shell cat fuzz/targets.txt)
 ASAN_BUILD ?= build-asan
 ASAN_INTEGRATION ?= ^(api_hostile|api_contract|edtrun_integration|edtrun_elastic_scenarios|net_collectives|container_isolation)$$
 
-.PHONY: all build deps configure test unit fuzz asan-build test-asan demo demo-slurm bench bench-deps install package clean slurm-up slurm-down
+.PHONY: all build deps configure test unit fuzz asan-build test-asan demo demo-torch demo-slurm bench bench-deps install package clean slurm-up slurm-down
 
 all: build
 
@@ -77,16 +77,25 @@ install: build
 package: build
 	cmake --build $(BUILD) --target package
 
-# The reference scenario (needs root: edtd makes sandboxes); see README.md.
+# The reference scenario (needs root: edtd makes sandboxes); see README.md:
+# horovodrun ... tensorflow2_mnist.py on 2, then on 4 containers, then the
+# elastic run. DEMO_FLAGS: more flags of scripts/demo.py (e.g.
+# --tf-step-divisor=1 for every step the example asks for).
+DEMO_FLAGS ?=
 demo: deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target demo_tools
-	scripts/demo.py --build $(BUILD)
+	scripts/demo.py --build $(BUILD) $(DEMO_FLAGS)
 
-# The same scenario with edtd placing the containers on a Slurm cluster
+# The same scenario in PyTorch: edtrun ... train_mnist.py on 2, then on 4.
+demo-torch: deps configure
+	cmake --build $(BUILD) -j $(JOBS) --target demo_tools
+	scripts/demo.py --build $(BUILD) --framework torch $(DEMO_FLAGS)
+
+# The PyTorch scenario with edtd placing the containers on a Slurm cluster
 # that tests/harness/slurm.py builds on this machine (edtd --backend slurm).
 demo-slurm: deps configure
 	cmake --build $(BUILD) -j $(JOBS) --target demo_tools
-	scripts/demo.py --build $(BUILD) --backend slurm
+	scripts/demo.py --build $(BUILD) --backend slurm --framework torch $(DEMO_FLAGS)
 
 # A real Slurm cluster on this machine (needs root): nodes are network
 # namespaces on bridge edtsh0; tests/harness/slurm.py prints the

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """The reference scenario, end to end, narrated one line per step.
 
-    scripts/demo.py [--build DIR] [--epochs N] [--elastic-epochs MAX] [--backend slurm]
+    scripts/demo.py [--build DIR] [--framework tensorflow|torch] [--tf-step-divisor K] [--epochs N]
+                    [--elastic-epochs MAX] [--backend slurm]
 
 Starts edtd on a temporary data dir (with a simulated GPU inventory when the
 machine has no GPU), creates the Horovod cluster `tthvd` with 2 containers,
-trains MNIST with `edtrun --hostfile /etc/mpi/hostfile` on 2 and then on 4
-containers, then runs the same training in elastic mode: the cluster grows
+runs Horovod's tensorflow2_mnist.py with `horovodrun -np N --hostfile
+/etc/mpi/hostfile` on 2 and then on 4 containers (--framework torch:
+trains MNIST with `edtrun ... train_mnist.py` instead), then runs the
+PyTorch MNIST training in elastic mode: the cluster grows
 from 2 to 4 containers while the job trains (the new workers forked from
 edtd's warm interpreter), one worker is killed, and the cluster shrinks to 2
 containers (the leaving worker drains at its commit). It checks every step (sample counts, sizes, kept processes, accuracy), prints
@@ -19,8 +22,11 @@ builds on this machine (4 nodes, each a network namespace with its own
 slurmd): each container is a Slurm job on a node, and the worker killed in
 the elastic run is ended by scancel of its container's job.
 
-`make demo` runs it after installing and building; ctest runs it as
-demo_scenario, and as demo_slurm with --backend slurm.
+`make demo` runs it after installing and building, `make demo-torch` with
+--framework torch; ctest runs them as demo_scenario and demo_torch_scenario,
+and as demo_slurm with --backend slurm --framework torch. README.md says
+why the TensorFlow example runs through tests/horovod/run_tf2_example.py and
+1/K of its steps.
 """
 
 import argparse
@@ -54,6 +60,12 @@ ADDRESSES = "198.18.88.0/24"
 EPOCH = check_run.LINE
 GENERATION = re.compile(r"generation rank=(\d+) size=(\d+) host=(\S+) pid=(\d+) epoch=(\d+) done=(\d+) at=([\d.]+)")
 TRAIN = "train_mnist.py"
+# The seed's script: Horovod's TensorFlow 2 example, pinned unmodified, and
+# the runner that gives it MNIST offline and runs 1/K of its steps.
+TF_EXAMPLE = os.path.join(ROOT, "tests/third_party/horovod/examples/tensorflow2/tensorflow2_mnist.py")
+TF_RUNNER = os.path.join(ROOT, "tests/horovod/run_tf2_example.py")
+TF_SHARE = re.compile(r"run_tf2_example: rank (\d+) on (\S+): the example's take\((\d+)\), run as take\((\d+)\)")
+TF_STEP = re.compile(r"Step #(\d+)\s+Loss: ([\d.]+)")
 STOP_FILE = "elastic.stop"  # in the mnist volume (~/mnist in the containers)
 
 
@@ -227,8 +239,13 @@ class Demo:
                                env=dict(self.env, PYTHONPATH=os.path.join(self.build, "python")))
             what = "a synthetic MNIST-like set, 10,000 training and 2,000 test images (--mnist-dir for real MNIST)"
         shutil.copy(os.path.join(ROOT, "examples/mnist", TRAIN), path)
+        scripts = TRAIN
+        if getattr(self.args, "framework", "torch") == "tensorflow":  # demo_cluster_types.py has none
+            for script in (TF_EXAMPLE, TF_RUNNER):
+                shutil.copy(script, path)
+            scripts = "%s, Horovod's %s with %s" % (TRAIN, os.path.basename(TF_EXAMPLE), os.path.basename(TF_RUNNER))
         self.mnist_volume = path
-        say("volume mnist (mounted at ~/mnist in every container): %s and %s" % (TRAIN, what))
+        say("volume mnist (mounted at ~/mnist in every container): %s and %s" % (scripts, what))
 
     def create_cluster(self):
         gpu = ["--gpu", self.gpu_model + ":1"] if self.gpu_model else []
@@ -256,6 +273,36 @@ class Demo:
         check(not errors, "the training on %d workers:\n%s" % (np_, "\n".join(errors)))
         self.figures["epoch_np%d" % np_] = seen[(self.args.epochs, 0)][3]
         say("each of the %d workers trained %d samples per epoch" % (np_, 10000 // np_))
+
+    def train_tensorflow(self, np_):
+        """The seed's step: horovodrun -np N --hostfile /etc/mpi/hostfile
+        python tensorflow2_mnist.py, through the runner (MNIST offline,
+        1/K of the steps); checks every rank's share, 10000 // N steps."""
+        divisor = self.args.tf_step_divisor
+        script = "%s%s %s" % (os.path.basename(TF_RUNNER), " --step-divisor %d" % divisor if divisor > 1 else "",
+                              os.path.basename(TF_EXAMPLE))
+        command = "horovodrun -np %d --hostfile /etc/mpi/hostfile python %s" % (np_, script)
+        say("edt run tthvd -- " + command + "   (in ~/mnist)")
+        start = time.time()
+        run = subprocess.run(self.in_launcher(command), env=self.env, capture_output=True, text=True, timeout=3600)
+        seconds = time.time() - start
+        if run.returncode != 0:
+            raise Failed("horovodrun -np %d failed (exit code %d):\n%s%s"
+                         % (np_, run.returncode, run.stdout, run.stderr))
+        shares = {int(m.group(1)): m for m in TF_SHARE.finditer(run.stdout)}
+        steps = [m for m in TF_STEP.finditer(run.stdout)]
+        show("\n".join([m.group(0) for _, m in sorted(shares.items())] + [m.group(0) for m in steps[:1] + steps[-1:]]))
+        check(sorted(shares) == list(range(np_)), "not every rank of %d said what it trains:\n%s" % (np_, run.stdout))
+        for m in shares.values():
+            check(int(m.group(3)) == 10000 // np_, "rank %s was asked for %s steps, not %d"
+                  % (m.group(1), m.group(3), 10000 // np_))
+        runs = int(shares[0].group(4))
+        check(steps and int(steps[-1].group(1)) == (runs - 1) // 10 * 10,
+              "rank 0's last step line is not step %d of %d:\n%s" % ((runs - 1) // 10 * 10, runs, run.stdout))
+        self.figures["tf_np%d" % np_] = (seconds, runs)
+        say("each of the %d workers (%s) took %d steps of 128 images: the example's 10000 // %d = %d%s"
+            % (np_, ", ".join(m.group(2) for _, m in sorted(shares.items())), runs, np_, 10000 // np_,
+               ", 1/%d of them (--tf-step-divisor)" % divisor if divisor > 1 else ""))
 
     def scale(self, containers):
         say("edt cluster scale tthvd --containers %d --wait" % containers)
@@ -409,8 +456,14 @@ class Demo:
         rows = [
             ("create tthvd, 2 containers -> Running", "%.2f s" % f["create"]),
             ("scale 2 -> 4 containers -> Running, hostfile of 4", "%.2f s" % f["scale"]),
-            ("MNIST epoch, 2 workers (5000 samples each)", "%.2f s" % f["epoch_np2"]),
-            ("MNIST epoch, 4 workers (2500 samples each)", "%.2f s" % f["epoch_np4"]),
+        ]
+        if "tf_np2" in f:
+            rows += [("horovodrun -np %d tensorflow2_mnist.py, %d steps per worker" % (np_, f["tf_np%d" % np_][1]),
+                      "%.2f s" % f["tf_np%d" % np_][0]) for np_ in (2, 4)]
+        else:
+            rows += [("MNIST epoch, 2 workers (5000 samples each)", "%.2f s" % f["epoch_np2"]),
+                     ("MNIST epoch, 4 workers (2500 samples each)", "%.2f s" % f["epoch_np4"])]
+        rows += [
             ("elastic: hostfile of 4 -> training on 4 workers", "%.2f s" % f["grow_hostfile_to_4"]),
             ("elastic: scale asked -> training on 4 workers", "%.2f s" % f["grow_total"]),
             ("elastic: %s -> training on 3" % ("scancel of a worker's container" if self.slurm else
@@ -430,15 +483,18 @@ class Demo:
         self.start_edtd()
         self.make_volume()
         self.create_cluster()
-        self.train_fixed(2)
+        train = self.train_tensorflow if self.args.framework == "tensorflow" else self.train_fixed
+        train(2)
         seconds, text = self.scale(4)
         self.figures["scale"] = seconds
         say("tthvd has 4 containers Running after %.2f s; the hostfile edtd rewrote:" % seconds)
         show(text)
-        self.train_fixed(4)
-        say("epoch time: 2 workers %.2f s, 4 workers %.2f s"
-            % (self.figures["epoch_np2"], self.figures["epoch_np4"]))
+        train(4)
+        if "epoch_np2" in self.figures:
+            say("epoch time: 2 workers %.2f s, 4 workers %.2f s"
+                % (self.figures["epoch_np2"], self.figures["epoch_np4"]))
         self.scale(2)
+        # The elastic part is PyTorch's in both (README.md, "The scenario `make demo` runs", says why).
         self.elastic()
 
 
@@ -499,7 +555,13 @@ def processes_mentioning(text):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build directory (default: build)")
-    p.add_argument("--epochs", type=int, default=1, help="epochs of the fixed-size runs")
+    p.add_argument("--framework", choices=["tensorflow", "torch"], default="tensorflow",
+                   help="the fixed-size runs: tensorflow (the seed's horovodrun ... tensorflow2_mnist.py, `make demo`) "
+                        "or torch (edtrun ... train_mnist.py, `make demo-torch`)")
+    p.add_argument("--tf-step-divisor", type=int, default=50,
+                   help="run 1/K of the 10000 // N steps tensorflow2_mnist.py asks each worker for (default 50: "
+                        "100 steps on 2 workers, 50 on 4; 1 runs them all, about 50 minutes on 2 cores)")
+    p.add_argument("--epochs", type=int, default=1, help="epochs of the torch fixed-size runs")
     p.add_argument("--elastic-epochs", type=int, default=100,
                    help="the most epochs of the elastic run; it ends at the end of the epoch in which the scenario "
                         "is done growing it, killing a worker and shrinking it")
@@ -509,6 +571,8 @@ def main():
                    help="slurm: edtd places the containers on a Slurm cluster that tests/harness/slurm.py builds "
                         "on this machine")
     args = p.parse_args()
+    if args.tf_step_divisor < 1:
+        p.error("--tf-step-divisor must be 1 or more")
     if os.geteuid() != 0:
         sys.exit("demo: edtd makes sandboxes with bubblewrap and needs root; run it with sudo")
     if args.mnist_dir and not os.path.isfile(os.path.join(args.mnist_dir, "train-images-idx3-ubyte")):

@@ -9,6 +9,11 @@
 #     its hashes. A stamp in the venv records which venv.txt it holds: while
 #     that file is unchanged this step does nothing; after a change the venv
 #     is made again from scratch. EDT_VENV=none skips it.
+#  3. The PyTorch 2 environment (docs/install.md): at $EDT_VENV_TORCH2,
+#     default /opt/edt/venv-torch2, on the same Python but without Debian's
+#     packages (its tests must import PyPI's torch, never Debian's 1.13),
+#     holding exactly python/requirements/torch2.txt, with the same stamp.
+#     EDT_VENV_TORCH2=none skips it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 sudo=""
@@ -36,32 +41,69 @@ install_debian_packages() {
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-install_venv() {
-  local venv=${EDT_VENV:-/opt/edt/venv}
-  [[ "$venv" == none ]] && { echo "install-deps: EDT_VENV=none: no virtual environment"; return 0; }
-  [[ "$venv" == /* ]] || { echo "install-deps: EDT_VENV '$venv' is not an absolute path" >&2; exit 1; }
-  local requirements="$here/../python/requirements/venv.txt"
-  # What the venv holds: this lock on this Python.
-  local want
-  want="$(sha256sum <"$requirements" | cut -d' ' -f1) $(/usr/bin/python3 -c 'import sys; print(sys.version.split()[0])')"
-  if [[ -f "$venv/edt-requirements.stamp" && "$(cat "$venv/edt-requirements.stamp")" == "$want" ]]; then
-    echo "install-deps: $venv holds python/requirements/venv.txt"
-    return 0
+# What a venv made from the lock $1 holds: that lock on this Python.
+venv_stamp() {
+  echo "$(sha256sum <"$1" | cut -d' ' -f1) $(/usr/bin/python3 -c 'import sys; print(sys.version.split()[0])')"
+}
+
+# Runs its arguments (as root where needed) so that what they make is
+# readable by every user (a container's root may be an unprivileged uid).
+as_shared() {
+  $sudo sh -c 'umask 022 && "$@"' sh "$@"
+}
+
+# venv_needed VARIABLE VENV LOCK: whether VENV (named by VARIABLE) is to be
+# made from LOCK: not if it is "none", nor while its stamp says it holds
+# LOCK on this Python.
+venv_needed() {
+  local variable=$1 venv=$2 lock=$3
+  [[ "$venv" == none ]] && { echo "install-deps: $variable=none: skipped"; return 1; }
+  [[ "$venv" == /* ]] || { echo "install-deps: $variable '$venv' is not an absolute path" >&2; exit 1; }
+  if [[ -f "$venv/edt-requirements.stamp" && "$(cat "$venv/edt-requirements.stamp")" == "$(venv_stamp "$lock")" ]]; then
+    echo "install-deps: $venv holds python/requirements/$(basename "$lock")"
+    return 1
   fi
   [[ -w "$(dirname "$venv")" || -w "$venv" ]] || need_root "make $venv"
-  echo "install-deps: making $venv (python/requirements/venv.txt)"
-  local started=$SECONDS
+  echo "install-deps: making $venv (python/requirements/$(basename "$lock"))"
+  as_shared mkdir -p -m 0755 "$(dirname "$venv")"
+}
+
+# venv_made VENV LOCK STARTED: stamps VENV as holding LOCK.
+venv_made() {
+  as_shared sh -c 'printf "%s\n" "$1" > "$2"' sh "$(venv_stamp "$2")" "$1/edt-requirements.stamp"
+  echo "install-deps: $1 made in $((SECONDS - $3)) s"
+}
+
+install_venv() {
+  local venv=${EDT_VENV:-/opt/edt/venv} requirements="$here/../python/requirements/venv.txt" started=$SECONDS
+  venv_needed EDT_VENV "$venv" "$requirements" || return 0
   # Readable by every user (a container's root may be an unprivileged uid).
-  $sudo mkdir -p -m 0755 "$(dirname "$venv")"
   $sudo sh -c 'umask 022 && "$@"' sh /usr/bin/python3 -m venv --clear --system-site-packages --without-pip "$venv"
   # Debian's pip (python3-pip), seen through the system site, installs into
   # the venv: wheels only, each pinned and hashed, none of their
   # dependencies beyond the lock's.
   $sudo sh -c 'umask 022 && "$@"' sh "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check \
     --no-input --require-hashes --no-deps --only-binary :all: --requirement "$requirements"
-  $sudo sh -c 'umask 022 && printf "%s\n" "$1" > "$2"' sh "$want" "$venv/edt-requirements.stamp"
-  echo "install-deps: $venv made in $((SECONDS - started)) s"
+  venv_made "$venv" "$requirements" "$started"
+}
+
+install_venv_torch2() {
+  local venv=${EDT_VENV_TORCH2:-/opt/edt/venv-torch2} requirements="$here/../python/requirements/torch2.txt"
+  local started=$SECONDS tools
+  venv_needed EDT_VENV_TORCH2 "$venv" "$requirements" || return 0
+  # Its own pip (ensurepip, from Debian's bundled wheels): it sees none of Debian's.
+  as_shared /usr/bin/python3 -m venv --clear "$venv"
+  local pip=("$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --no-input --require-hashes --no-deps)
+  # setuptools and wheel of the lock first: DeepSpeed has only a source
+  # archive, built with them (--no-build-isolation: pip fetches nothing).
+  tools=$(mktemp)
+  awk '/^[a-z0-9]/ { keep = ($1 ~ /^(setuptools|wheel)==/) } keep' "$requirements" >"$tools"
+  as_shared "${pip[@]}" --only-binary :all: --requirement "$tools"
+  rm -f "$tools"
+  as_shared "${pip[@]}" --only-binary :all: --no-binary deepspeed --no-build-isolation --use-pep517 --requirement "$requirements"
+  venv_made "$venv" "$requirements" "$started"
 }
 
 install_debian_packages
 install_venv
+install_venv_torch2

@@ -38,6 +38,7 @@ struct PortOutput {
   std::vector<uint8_t> data;  // allgather, alltoall, reducescatter
   std::vector<int64_t> shape;
   std::vector<int64_t> recv_splits;
+  int last_joined_rank = -1;  // join
 };
 
 // Why a call failed: edt's status code name ("InvalidArgument", ...) and
@@ -52,6 +53,9 @@ class EnginePort {
   virtual ~EnginePort() = default;
   // The handle, or -1 with *error set (the request was refused).
   virtual int64_t submit(const PortRequest& request, PortError* error) = 0;
+  // This rank's join (Horovod's hvd.join()): the handle, or -1 with *error
+  // set; wait() then reports the rank that joined last.
+  virtual int64_t submit_join(PortError* error) = 0;
   // Waits for the handle's request; false with *error set when it failed.
   virtual bool wait(int64_t handle, PortOutput* output, PortError* error) = 0;
   virtual int rank() const = 0;

@@ -95,6 +95,13 @@ class RuntimePort final : public EnginePort {
     return -1;
   }
 
+  int64_t submit_join(PortError* error) override {
+    Result<int64_t> handle = engine_->submit_join();
+    if (handle.is_ok()) return handle.value();
+    *error = port_error(handle.status());
+    return -1;
+  }
+
   bool wait(int64_t handle, PortOutput* output, PortError* error) override {
     engine::Output out;
     Status status = engine_->wait(handle, &out);
@@ -105,6 +112,7 @@ class RuntimePort final : public EnginePort {
     output->data = std::move(out.data);
     output->shape = std::move(out.shape);
     output->recv_splits = std::move(out.recv_splits);
+    output->last_joined_rank = out.last_joined_rank;
     return true;
   }
 

@@ -131,6 +131,32 @@ Status read_hosts(const Flags& f, JobOptions& options) {
   return Status::ok();
 }
 
+// The directory of --per-host's torchrun check (per_host_torchrun.sh):
+// beside edtrun in the build tree, in libexec/edt/per-host where installed.
+// "" if neither is there.
+std::string per_host_tools_dir() {
+  std::error_code ec;
+  const auto bin = std::filesystem::canonical("/proc/self/exe", ec).parent_path();
+  if (ec) return "";
+  for (const auto& dir : {bin / "per-host", bin / EDT_BIN_TO_PER_HOST}) {
+    if (access((dir / "torchrun").c_str(), X_OK) == 0) return dir.lexically_normal().string();
+  }
+  return "";
+}
+
+// --per-host: one worker per host, each host's slots kept as its
+// GPUS_PER_NODE, and the torchrun check first on the workers' PATH.
+void set_per_host(JobOptions& options) {
+  for (auto& host : options.hosts) {
+    options.node_slots.push_back(host.slots);
+    host.slots = 1;
+  }
+  if (const std::string dir = per_host_tools_dir(); !dir.empty()) {
+    auto& path = options.launcher_env["PATH"];
+    path = path.empty() ? dir : dir + ":" + path;
+  }
+}
+
 // The checked options of every job; an error is a usage error.
 Result<JobOptions> job_options(const Flags& f) {
   JobOptions options;
@@ -142,10 +168,7 @@ Result<JobOptions> job_options(const Flags& f) {
   options.cwd = std::filesystem::current_path().string();
   EDT_RETURN_IF_ERROR(read_hosts(f, options));
   if (f.per_host) {
-    for (auto& host : options.hosts) {
-      options.node_slots.push_back(host.slots);
-      host.slots = 1;
-    }
+    set_per_host(options);
     if (!f.np) options.np = static_cast<int>(options.hosts.size());
   } else if (!f.np) {
     return invalid_argument("-np is missing; give the number of workers, e.g. -np 2 (or --per-host for one per host)");

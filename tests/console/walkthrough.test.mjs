@@ -1,11 +1,14 @@
 // The walkthrough a new user follows, in the console, as a user does it:
 // sign in, make a volume and upload the training files into it (the MNIST
-// example's script and its dataset folder), create the Horovod cluster
-// tthvd (2 containers, a simulated GPU each, 1 GiB of shared memory, the
-// volume), open the console's terminal and type the commands (the tools,
-// the hostfile, training on 2), run the Jobs panel's suggested command,
-// scale to 4 in the console, train on 4, open
-// JupyterLab and type a command in its Terminal, and delete the cluster.
+// example's script and its dataset folder, Horovod's tensorflow2_mnist.py
+// and its runner), create the Horovod cluster tthvd (2 containers, a
+// simulated GPU each, 1 GiB of shared memory, the volume), then the seed's
+// steps: Open JupyterLab, its Terminal, type `cat /etc/mpi/hostfile` and
+// the horovodrun line, and see both ranks train their 5,000 steps' share.
+// Then the console's terminal (the tools, the hostfile, training on 2), the
+// Jobs panel's suggested command, scale to 4 in the console, train on 4,
+// back in JupyterLab's Terminal the horovodrun line with -np 4 (2,500 steps
+// per worker), and delete the cluster.
 // Every command's output is read off the screen; the screenshots (a device
 // scale of 1) show `train_mnist.py` with its underscore drawn, which the
 // test checks by its pixels, and the terminal's buffer holds what was typed.
@@ -17,6 +20,13 @@ import { Edtd, launchBrowser, openJupyterTerminal, outputDir, runInTerminal, Ste
 
 const kSource = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const kTrain = path.join(kSource, 'examples/mnist/train_mnist.py');
+// Horovod's example, pinned unmodified, and the runner that gives it MNIST
+// offline and runs 1/kStepDivisor of its 10000 // size() steps (README.md, "The scenario `make demo` runs").
+const kTfExample = path.join(kSource, 'tests/third_party/horovod/examples/tensorflow2/tensorflow2_mnist.py');
+const kTfRunner = path.join(kSource, 'tests/horovod/run_tf2_example.py');
+const kStepDivisor = 250;
+const kHorovodrun = (np) => `horovodrun -np ${np} --hostfile /etc/mpi/hostfile python run_tf2_example.py --step-divisor ${kStepDivisor} tensorflow2_mnist.py`;
+const kShare = (np, rank) => new RegExp(`^\\[${rank}\\]<stdout>: ?run_tf2_example: rank ${rank} on (\\S+): the example's take\\(${10000 / np}\\), run as take\\(${Math.floor(10000 / np / kStepDivisor)}\\)`);
 // The synthetic MNIST set the build keeps (the mnist_data fixture), as scripts/demo.py uploads it.
 const kData = process.env.EDT_MNIST_DATA;
 const kJupyter = '/c/tthvd/jupyter/';
@@ -27,6 +37,7 @@ let edtd;
 let browser;
 let page;
 let jupyter;
+let jupyterScreen;
 let shot = 0;
 
 const steps = new Steps(async (name) => {
@@ -45,6 +56,57 @@ async function openTerminal() {
   await page.waitForURL(/#\/clusters\/tthvd\/terminal\/tthvd-launcher$/);
   await waitFor('the terminal to connect', async () => (await page.textContent('#terminal-state')) === 'Connected');
   await waitFor("the shell's prompt", async () => /tthvd-launcher:.*[#$]\s*$/m.test(await page.locator('#terminal .xterm-rows').innerText()));
+}
+
+// Types `command` in JupyterLab's terminal and returns the lines its
+// screen showed until the command ended, between markers the shell
+// computes. The screen (its visible rows) is read as it scrolls and each
+// reading joined to the lines before where they overlap, so lines that
+// scroll away are kept.
+async function typeInJupyter(command, { timeoutMs = 60000 } = {}) {
+  const tag = Math.floor(Math.random() * 1e6);
+  const [begin, end] = [`@@${tag + 1}`, `@@${tag + 2}`];
+  let lines = [];
+  await jupyter.locator('.jp-Terminal .xterm-screen').first().click();
+  await jupyter.keyboard.type(`echo "@@$((${tag}+1))"; ${command}; echo "@@$((${tag}+2))"\n`);
+  await waitFor(`"${command}" to finish in JupyterLab's terminal`, async () => {
+    const rows = (await jupyterScreen()).split('\n').map((l) => l.trimEnd());
+    while (rows.length && rows[rows.length - 1] === '') rows.pop(); // the blank rows below the cursor
+    lines = lines.length ? joinScrolled(lines, rows) : rows.slice(rows.indexOf(begin) >= 0 ? rows.indexOf(begin) : rows.length);
+    return lines.includes(end);
+  }, { timeoutMs, intervalMs: 100 });
+  return lines.slice(lines.indexOf(begin) + 1, lines.indexOf(end)).filter((l) => l !== '');
+}
+
+// `before` followed by the rows of `screen` after the place where
+// `before`'s last lines show on it (all of it if it scrolled past them).
+// Its last row may have changed since (a line still being written, the
+// prompt): then the place is where the rows before it show.
+function joinScrolled(before, screen) {
+  for (const kept of [before.length, before.length - 1]) {
+    for (let from = Math.max(0, kept - screen.length); from < kept; from++) {
+      const tail = before.slice(from, kept);
+      for (let at = 0; at + tail.length <= screen.length; at++) {
+        if (tail.every((line, i) => screen[at + i] === line)) return before.slice(0, kept).concat(screen.slice(at + tail.length));
+      }
+    }
+  }
+  return before.concat(screen);
+}
+
+// The seed's run in JupyterLab's terminal: horovodrun on `np` workers; every
+// rank says which host it runs on and that it took its 10000 // np share.
+async function horovodrun(np) {
+  const out = await typeInJupyter(`cd ~/mnist && ${kHorovodrun(np)}`, { timeoutMs: kTrainTimeoutMs });
+  const hosts = [];
+  for (let rank = 0; rank < np; rank++) {
+    const share = out.map((l) => l.match(kShare(np, rank))).find(Boolean);
+    assert.ok(share, `rank ${rank}'s share of ${10000 / np} steps in JupyterLab's terminal:\n${out.join('\n')}`);
+    hosts.push(share[1]);
+  }
+  assert.equal(new Set(hosts).size, np, `one worker per container: ${hosts.join(', ')}`);
+  assert.ok(out.some((l) => /^\[0\]<stdout>: ?Step #0\s+Loss: [\d.]+/.test(l)), `rank 0's first step line:\n${out.join('\n')}`);
+  await screenshot(`jupyter-horovodrun-np${np}`, jupyter);
 }
 
 // Trains for an epoch on `np` workers from the terminal; checks each rank's
@@ -92,6 +154,12 @@ step('make the volume mnist and upload the training script and the dataset folde
   await page.setInputFiles('#upload-folder', kData);
   await page.click('#upload-submit');
   await waitFor('the dataset uploaded', async () => /^Uploaded 4 files \(\d+ bytes\) to mnist\.$/.test(await page.textContent('#upload-state')), { timeoutMs: 120000 });
+  for (const file of [kTfExample, kTfRunner]) {
+    await page.setInputFiles('#upload-file', file);
+    await page.click('#upload-submit');
+    const name = path.basename(file).replace(/\./g, '\\.');
+    await waitFor(`${path.basename(file)} uploaded`, async () => new RegExp(`^Uploaded \\d+ bytes to mnist as ${name}\\.$`).test(await page.textContent('#upload-state')));
+  }
   // Beside them, a volume on a disk of its own holds the file system's lost+found.
   await waitFor('both listed', async () => (await page.locator('#files-table tr[data-entry="train_mnist.py"][data-type="file"]').count()) === 1);
   assert.equal(await page.getAttribute('#files-table tr[data-entry="mnist-data"]', 'data-type'), 'directory');
@@ -117,6 +185,19 @@ step('create tthvd: Horovod, 2 containers with a simulated GPU each, 1 GiB of sh
   await waitAllRunning(page, 2);
   assert.equal(await page.textContent('#containers-table tr[data-container="tthvd-launcher"] [data-col="gpus"]'), '1 × NVIDIA-P4');
   await screenshot('cluster-running-2');
+});
+
+// JupyterLab draws its terminal on a canvas: xterm.js's screen reader mode
+// (a JupyterLab setting) puts the text in the page, where it is read.
+step("the seed's steps: Open JupyterLab, Terminal, `cat /etc/mpi/hostfile`, and horovodrun -np 2 on both ranks", async () => {
+  await page.goto(`${edtd.base}/#/clusters/tthvd`);
+  const [tab] = await Promise.all([page.context().waitForEvent('page'), page.click('#open-jupyter')]);
+  jupyter = tab;
+  await jupyter.waitForURL(new RegExp(`${kJupyter}lab`), { timeout: 120000 });
+  await jupyter.locator('.jp-LauncherCard', { hasText: 'Terminal' }).first().waitFor({ timeout: 60000 });
+  ({ screen: jupyterScreen } = await openJupyterTerminal(jupyter, kJupyter));
+  assert.deepEqual(await typeInJupyter('cat /etc/mpi/hostfile'), ['tthvd-launcher slots=1', 'tthvd-worker-0 slots=1']);
+  await horovodrun(2);
 });
 
 step("the console's terminal: the tools, the hostfile, and training on 2", async () => {
@@ -159,23 +240,12 @@ step('the terminal again: a 4-line hostfile, and training on 4', async () => {
   await train(4);
 });
 
-// JupyterLab draws its terminal on a canvas: xterm.js's screen reader mode
-// (a JupyterLab setting) puts the text in the page, where it is read.
-step("JupyterLab opens from the cluster page; a command typed in its Terminal prints on its screen", async () => {
-  await page.goto(`${edtd.base}/#/clusters/tthvd`);
-  const [tab] = await Promise.all([page.context().waitForEvent('page'), page.click('#open-jupyter')]);
-  jupyter = tab;
-  await jupyter.waitForURL(new RegExp(`${kJupyter}lab`), { timeout: 120000 });
-  await jupyter.locator('.jp-LauncherCard', { hasText: 'Terminal' }).first().waitFor({ timeout: 60000 });
-  const { terminal, screen } = await openJupyterTerminal(jupyter, kJupyter);
-  await terminal.locator('.xterm-screen').click();
-  await jupyter.keyboard.type('cat /etc/mpi/hostfile; echo "@@$((40+2))"\n');
-  const text = await waitFor("the command's output in JupyterLab's terminal", async () => {
-    const shown = await screen();
-    return /^@@42\s*$/m.test(shown) ? shown : null;
-  }, { timeoutMs: 60000 });
-  assert.match(text, /tthvd-worker-2 slots=1/);
-  await screenshot('jupyter-terminal', jupyter);
+step("back in JupyterLab's Terminal: a 4-line hostfile, and horovodrun -np 4 with 2,500 steps per worker", async () => {
+  await jupyter.bringToFront();
+  const hostfile = await typeInJupyter('cat /etc/mpi/hostfile');
+  assert.equal(hostfile.length, 4, hostfile.join('\n'));
+  assert.ok(hostfile.includes('tthvd-worker-2 slots=1'), hostfile.join('\n'));
+  await horovodrun(4);
   await jupyter.close();
 });
 

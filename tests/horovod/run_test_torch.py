@@ -1,9 +1,12 @@
-"""Runs Horovod's own PyTorch test suite (v0.28.1's test/parallel/
-test_torch.py, pinned unmodified in tests/third_party/horovod) as Horovod
-runs it, `horovodrun -np N pytest test_torch.py`, here with edtrun and the
-horovod compatibility package, and compares the outcome with the list of
-what edt does not cover (not_covered.txt, the same list as docs/python.md's
-"Not covered").
+"""Runs one of Horovod's own test files (v0.28.1's test/parallel/
+test_torch.py, test_tensorflow.py, test_tensorflow_keras.py,
+test_tensorflow2_keras.py, pinned unmodified in tests/third_party/horovod;
+--test names it) as Horovod runs it, `horovodrun -np N pytest FILE`, here
+with edtrun and the horovod compatibility package, and compares the outcome
+with the list of what edt does not cover (--not-covered: not_covered.txt
+for test_torch.py, not_covered_<file>.txt for the others; the same lists as
+docs/python.md's "Not covered"). The TensorFlow files run under the Python
+of edt's venv: the runner starts pytest with its own interpreter.
 
 A test's outcome is the worst over the ranks (failed > skipped > passed).
 The run fails when a test fails that is not listed, or when a listed test
@@ -66,13 +69,23 @@ def outcomes_of(xml_path):
     return out
 
 
-def run_suite(edtrun, np, timeout, deadline, results_dir):
+def print_slowest(xml_path, count=10):
+    """The `count` tests that took longest on one rank, for keeping CI time
+    in check."""
+    cases = [(float(c.get("time") or 0), c.get("name")) for c in ET.parse(xml_path).getroot().iter("testcase")]
+    total = sum(t for t, _ in cases)
+    print("slowest of %d tests (%.0f s in all, on %s):" % (len(cases), total, os.path.basename(xml_path)))
+    for seconds, name in sorted(cases, reverse=True)[:count]:
+        print("  %6.1f s  %s" % (seconds, name))
+
+
+def run_suite(edtrun, np, timeout, deadline, results_dir, test="test_torch.py"):
     """Runs the suite; past `deadline` seconds it prints every rank's stacks
     (Python's through stack_dump.py, native ones through gdb when installed)
     and the output so far, and kills the run."""
     command = [edtrun, "-np", str(np), "/bin/sh", "-c",
                "exec %s -m pytest -q -p no:cacheprovider -p stack_dump --timeout %d --timeout-method thread "
-               "--junitxml=%s/rank$HOROVOD_RANK.xml test_torch.py" % (sys.executable, timeout, results_dir)]
+               "--junitxml=%s/rank$HOROVOD_RANK.xml %s" % (sys.executable, timeout, results_dir, test)]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", EDT_STACK_DIR=results_dir,
                PYTHONPATH=os.pathsep.join([HERE] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     suite = subprocess.Popen(command, cwd=PINNED, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -115,23 +128,23 @@ def merge(per_rank):
     return merged
 
 
-def report(merged, listed, racy, np):
+def report(merged, listed, racy, np, test="test_torch.py"):
     missing = sorted(n for n in set(listed) | set(racy) if n not in merged)
     for name in sorted(set(racy) & set(merged)):
         outcome, message = merged.pop(name)
         print("  racy    %s: %s (%s) -- %s" % (name, outcome, message or "no message", racy[name]))
     counts = collections.Counter(outcome for outcome, _ in merged.values())
-    print("Horovod v0.28.1 test_torch.py at -np %d: %d passed, %d failed, %d skipped (%d tests)"
-          % (np, counts["passed"], counts["failed"], counts["skipped"], len(merged)))
+    print("Horovod v0.28.1 %s at -np %d: %d passed, %d failed, %d skipped (%d tests)"
+          % (test, np, counts["passed"], counts["failed"], counts["skipped"], len(merged)))
     unexpected = sorted(n for n, (o, _) in merged.items() if o == "failed" and n not in listed)
     stale = sorted(n for n, (o, _) in merged.items() if o == "passed" and n in listed)
     for name, (outcome, message) in sorted(merged.items()):
         if outcome != "passed":
             print("  %-7s %s: %s" % (outcome, name, listed.get(name) or message))
     for name in unexpected:
-        print("UNEXPECTED FAILURE (not in not_covered.txt): %s: %s" % (name, merged[name][1]))
+        print("UNEXPECTED FAILURE (not in the not-covered list): %s: %s" % (name, merged[name][1]))
     for name in stale:
-        print("PASSES BUT LISTED AS NOT COVERED (remove it from not_covered.txt): %s" % name)
+        print("PASSES BUT LISTED AS NOT COVERED (remove it from the list): %s" % name)
     for name in missing:
         print("LISTED BUT NOT IN THE SUITE: %s" % name)
     return not unexpected and not stale and not missing
@@ -141,17 +154,22 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--edtrun", required=True)
     p.add_argument("--np", type=int, default=2)
+    p.add_argument("--test", default="test_torch.py", help="the file of test/parallel to run")
     p.add_argument("--timeout", type=int, default=120, help="seconds per test (pytest-timeout)")
     p.add_argument("--deadline", type=int, default=420,
                    help="seconds for the whole suite, after which the ranks' stacks are printed")
-    p.add_argument("--not-covered", default=os.path.join(HERE, "not_covered.txt"))
-    p.add_argument("--racy", default=os.path.join(HERE, "racy.txt"))
+    p.add_argument("--not-covered", help="default: not_covered.txt, or not_covered_<file>.txt beside it")
+    p.add_argument("--racy", help="default: racy.txt for test_torch.py, else none")
     args = p.parse_args()
+    torch = args.test == "test_torch.py"
+    args.not_covered = args.not_covered or os.path.join(
+        HERE, "not_covered.txt" if torch else "not_covered_%s.txt" % os.path.splitext(args.test)[0])
+    args.racy = args.racy or (os.path.join(HERE, "racy.txt") if torch else None)
     args.edtrun = os.path.abspath(args.edtrun)
     listed = read_not_covered(args.not_covered)
-    racy = read_not_covered(args.racy)
+    racy = read_not_covered(args.racy) if args.racy else {}
     with tempfile.TemporaryDirectory(prefix="edt-horovod-tests-") as results:
-        returncode, output = run_suite(args.edtrun, args.np, args.timeout, args.deadline, results)
+        returncode, output = run_suite(args.edtrun, args.np, args.timeout, args.deadline, results, args.test)
         if returncode is None:
             return 1
         files = [os.path.join(results, f) for f in sorted(os.listdir(results)) if f.endswith(".xml")]
@@ -159,7 +177,8 @@ def main():
             sys.stdout.write(output[-12000:])
             print("expected a result file from each of %d ranks, found %d" % (args.np, len(files)))
             return 1
-        ok = report(merge(outcomes_of(f) for f in files), listed, racy, args.np)
+        ok = report(merge(outcomes_of(f) for f in files), listed, racy, args.np, args.test)
+        print_slowest(files[0])
     return 0 if ok else 1
 
 

@@ -12,13 +12,18 @@ MNIST (edt.datasets.mnist_synthetic, the same on every rank) in MNIST's
 shapes and types. Everything else is the example's own code, run as its
 __main__.
 
---max-steps N caps what the example's `dataset.take(steps)` takes, for a
-test: tensorflow2_mnist.py's 10000 // size() steps take about 0.6 s each
-on two shared cores, 50 minutes at -np 2.
+--max-steps N caps what the example's `dataset.take(steps)` takes and
+model.fit's steps_per_epoch (--step-divisor K runs 1/K of them instead, so
+that a worker's share still halves from 2 workers to 4), and --max-epochs N
+model.fit's epochs, for a test or a demo: tensorflow2_mnist.py's
+10000 // size() steps take about 0.6 s each on two shared cores, 50 minutes
+at -np 2. Every rank prints what the example asked for and what it runs.
 """
 
+import argparse
 import os
 import runpy
+import socket
 import sys
 import tempfile
 
@@ -40,21 +45,51 @@ def synthetic_load_data(path="mnist.npz"):
                                             (idx.TEST_IMAGES, idx.TEST_LABELS)))
 
 
-def cap_steps(max_steps):
-    take = tf.data.Dataset.take
+def _run_as(what, asked, most, divisor):
+    """How many of the `asked` steps (or epochs) run: asked // divisor, at
+    most `most`. Every rank says so, with its host: a job's output shows
+    each worker's share (`rank 1 on tthvd-worker-0: the example's
+    take(5000), run as take(100)`)."""
+    asked = int(asked)
+    runs = max(1, asked // divisor) if divisor else asked
+    if most is not None:
+        runs = min(runs, most)
+    rank = os.environ.get("HOROVOD_RANK", os.environ.get("EDT_RANK", "0"))
+    print("run_tf2_example: rank %s on %s: the example's %s(%d), run as %s(%d)"
+          % (rank, socket.gethostname(), what, asked, what, runs), flush=True)
+    return runs
 
-    def capped(self, count, name=None):
-        return take(self, min(int(count), max_steps), name=name)
-    tf.data.Dataset.take = capped
+
+def cap(max_steps=None, max_epochs=None, step_divisor=None):
+    """Caps the example's dataset.take() and model.fit's steps_per_epoch
+    (at max_steps, or divided by step_divisor) and fit's epochs (at
+    max_epochs)."""
+    take, fit = tf.data.Dataset.take, tf.keras.Model.fit
+
+    def capped_take(self, count, name=None):
+        return take(self, _run_as("take", count, max_steps, step_divisor), name=name)
+
+    def capped_fit(self, *args, **kwargs):
+        if kwargs.get("steps_per_epoch") is not None:
+            kwargs["steps_per_epoch"] = _run_as("steps_per_epoch=", kwargs["steps_per_epoch"], max_steps,
+                                                step_divisor)
+        if kwargs.get("epochs") is not None:
+            kwargs["epochs"] = _run_as("epochs=", kwargs["epochs"], max_epochs, None)
+        return fit(self, *args, **kwargs)
+    tf.data.Dataset.take, tf.keras.Model.fit = capped_take, capped_fit
 
 
 def main():
-    args = sys.argv[1:]
-    if args[:1] == ["--max-steps"] and len(args) > 1:
-        cap_steps(int(args[1]))
-        args = args[2:]
-    if not args:
-        sys.exit("usage: run_tf2_example.py [--max-steps N] EXAMPLE.py [ARGS...]")
+    p = argparse.ArgumentParser(usage="run_tf2_example.py [--max-steps N] [--max-epochs N] [--step-divisor K] "
+                                      "EXAMPLE.py [ARGS...]")
+    p.add_argument("--max-steps", type=int)
+    p.add_argument("--max-epochs", type=int)
+    p.add_argument("--step-divisor", type=int, help="run 1/K of the steps the example asks for")
+    p.add_argument("example")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    options = p.parse_args()
+    cap(options.max_steps, options.max_epochs, options.step_divisor)
+    args = [options.example] + options.args
     tf.keras.datasets.mnist.load_data = synthetic_load_data
     sys.argv = args
     runpy.run_path(args[0], run_name="__main__")

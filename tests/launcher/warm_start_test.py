@@ -213,6 +213,19 @@ def test_requests_not_served_exactly_start_cold(server, argv_tail, extra_env, re
     assert "True" not in result.stdout, "a cold start has no torch imported: %r" % result.stdout
 
 
+def test_a_venvs_python_starts_cold(server):
+    """A venv's python is a link to the server's interpreter but runs with
+    the venv's packages (TensorFlow in edt's venv): it starts cold, never as
+    a worker of the server's packages."""
+    venv = os.path.join(server["dir"], "venv")
+    subprocess.run([PYTHON, "-m", "venv", "--without-pip", venv], check=True)
+    path = script(server, "import sys\nprint('ran', sys.prefix)\n", "venv.py")
+    result = run(server, [os.path.join(venv, "bin", "python3"), path])
+    assert result.returncode == 0, result.stderr
+    assert "runs in the environment %s" % venv in result.stderr, result.stderr
+    assert "ran %s" % venv in result.stdout, result.stdout
+
+
 LOCALE_REPORT = ("import locale, sys\nprint(locale.setlocale(locale.LC_CTYPE), sys.getfilesystemencoding(), "
                  "sys.stdout.encoding, sys.flags.utf8_mode, 'torch' in sys.modules)\n")
 

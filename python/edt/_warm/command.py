@@ -85,9 +85,26 @@ def which(program, path):
 
 
 def check_interpreter(argv, env, interpreter_id):
-    found = os.stat(which(argv[0], env.get("PATH", os.defpath)))
+    path = which(argv[0], env.get("PATH", os.defpath))
+    found = os.stat(path)
     if (found.st_dev, found.st_ino) != interpreter_id:
         raise Cold("%s is not the interpreter this server runs (%s)" % (argv[0], sys.executable))
+    # A venv's python is a link to the same file, but runs with the venv's
+    # prefix (its pyvenv.cfg) and so its packages: not this server's.
+    prefix = venv_of(path) or sys.base_prefix
+    if os.path.realpath(prefix) != os.path.realpath(sys.prefix):
+        raise Cold("%s runs in the environment %s, not the warm interpreter's (%s)" % (path, prefix, sys.prefix))
+
+
+def venv_of(program):
+    """The virtual environment `program` (an interpreter's path, links not
+    followed) starts in: where Python finds pyvenv.cfg, in its directory or
+    the one above; None outside one."""
+    directory = os.path.dirname(os.path.abspath(program))
+    for candidate in (directory, os.path.dirname(directory)):
+        if os.path.isfile(os.path.join(candidate, "pyvenv.cfg")):
+            return candidate
+    return None
 
 
 def check_startup_variables(env):

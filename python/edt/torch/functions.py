@@ -63,7 +63,10 @@ def _to_bytes(obj):
 
 
 def _from_bytes(t):
-    return torch.load(io.BytesIO(t.numpy().tobytes()))
+    # Any picklable object, as in Horovod (cloudpickle) and as torch.save
+    # wrote it on a rank of this job: weights_only (torch 2.6's default)
+    # would refuse all but tensors and plain containers.
+    return torch.load(io.BytesIO(t.numpy().tobytes()), weights_only=False)
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):

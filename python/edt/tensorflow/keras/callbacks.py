@@ -9,17 +9,20 @@ import edt.tensorflow as hvd
 
 class BroadcastGlobalVariablesCallback(tf.keras.callbacks.Callback):
     """Makes every rank's model and optimizer state root_rank's, after the
-    first batch (when the optimizer's variables exist), as Horovod does."""
+    first batch (when the optimizer's variables exist), as Horovod does;
+    `local_variables` keep each rank's own values."""
 
-    def __init__(self, root_rank, device=""):
+    def __init__(self, root_rank, device="", local_variables=None):
         super().__init__()
         self.root_rank = root_rank
+        self.local_variables = {v.ref() for v in (local_variables or [])}
         self.broadcast_done = False
 
     def on_batch_end(self, batch, logs=None):
         if self.broadcast_done:
             return
-        hvd.broadcast_variables(self.model.variables, root_rank=self.root_rank)
+        shared = [v for v in self.model.variables if v.ref() not in self.local_variables]
+        hvd.broadcast_variables(shared, root_rank=self.root_rank)
         if self.model.optimizer is not None:
             hvd.broadcast_variables(self.model.optimizer.variables(), root_rank=self.root_rank)
         self.broadcast_done = True

@@ -27,186 +27,29 @@ import warnings
 
 import torch
 
-from edt.common.exceptions import HostsUpdatedInterrupt
-from edt.torch import functions, mpi_ops
+from edt.common import elastic as _common
+from edt.torch import functions
 from edt.torch.elastic.sampler import ElasticSampler
 
 
-_attached = None  # the State registered with the elastic job
+class State(_common.State):
+    """Horovod's elastic State: commit(), restore(), sync(), reset callbacks
+    (edt.common.elastic), its tensors moved to a joiner by _to_bytes."""
+
+    @staticmethod
+    def _encode(state):
+        return _to_bytes(state)
+
+    @staticmethod
+    def _decode(data):
+        return _from_bytes(data)
 
 
-class State:
-    """Horovod's elastic State: commit(), restore(), sync(), reset callbacks."""
-
-    def __init__(self):
-        self._reset_callbacks = []
-        self._job = None  # edt._edt.ElasticJob once run() registered this state
-        self._committed = False  # inside commit(): its check need not save again
-        # Horovod's own elastic test script sets this before it waits on
-        # _host_messages; kept so that it runs unchanged.
-        self._last_updated_timestamp = 0
-
-    @property
-    def _host_messages(self):
-        """Horovod's queue of host-change notices from its driver, which
-        scripts poll with empty(): here empty until this worker saw a new
-        membership generation announced (the next commit raises
-        HostsUpdatedInterrupt)."""
-        return _HostMessages(self)
-
-    def register_reset_callbacks(self, callbacks):
-        self._reset_callbacks.extend(callbacks)
-
-    def on_reset(self):
-        for callback in self._reset_callbacks:
-            callback()
-
-    def commit(self):
-        """Copies the state in memory; a failure rolls back to here."""
-        if self._job is not None:
-            self._job.save()
-        else:
-            self.save()
-        self._committed = True
-        try:
-            self.check_host_updates()
-        finally:
-            self._committed = False
-
-    def check_host_updates(self):
-        """Raises HostsUpdatedInterrupt on every rank when rank 0 has seen a
-        new membership generation (all ranks leave at the same step, which
-        is committed first, so the next generation starts from it). Cheaper
-        than commit() when nothing changed: a loop may check every batch and
-        commit less often. edtrun without elastic mode never changes membership."""
-        if self._job is None:
-            return
-        flag = torch.tensor([1 if self._job.membership_changed else 0], dtype=torch.int32)
-        if mpi_ops.broadcast(flag, root_rank=0, name="elastic.check_host_updates").item():
-            if not self._committed:
-                self._job.save()
-            raise HostsUpdatedInterrupt(skip_sync=True)
-
-    def _attach(self, job):
-        """Registers this state with the elastic job (once, before its run)."""
-        global _attached
-        if self._job is job:
-            return
-        if _attached is not None:
-            raise ValueError("hvd.elastic.run: a job runs one State object; pass the same one every time")
-        _attached = self
-        self._job = job
-        job.add("edt.torch.elastic.state", _Registered(self))
-
-    def serialize(self):
-        """The whole state as it is now, as bytes."""
-        return _to_bytes(self._state_dict())
-
-    def committed_bytes(self):
-        """The committed copy as bytes, for a worker that joins."""
-        return _to_bytes(self._committed_state())
-
-    def deserialize(self, data):
-        self._load_state(_from_bytes(data))
-
-    def _state_dict(self):
-        raise NotImplementedError
-
-    def _committed_state(self):
-        """The committed copy, laid out as _state_dict()."""
-        raise NotImplementedError
-
-    def _restore_saved(self):
-        """Puts the committed copy back."""
-        self._load_state(self._committed_state())
-
-    def _load_state(self, state):
-        raise NotImplementedError
-
-    def _placed(self, rank, size):
-        """A new generation gave this worker `rank` of `size`."""
-
-    def _generation_ended(self):
-        """The engine of the generation is gone; drop what refers to it."""
-
-    def _settings(self):
-        """What reset callbacks change and the committed state does not
-        carry to a newcomer (it has the old generation's values): sent after
-        the callbacks, as Horovod's sync() after on_reset() sends it."""
-        return None
-
-    def _load_settings(self, settings):
-        pass
-
-    def _replica_digest(self):
-        """What must be bit-identical on every rank at the end of run(), as
-        [(name, digest)]; None: nothing to compare."""
-        return None
-
-    def save(self):
-        raise NotImplementedError
-
-    def restore(self):
-        raise NotImplementedError
-
-    def sync(self):
-        raise NotImplementedError
-
-
-class _HostMessages:
-    def __init__(self, state):
-        self._state = state
-
-    def empty(self):
-        job = self._state._job
-        return job is None or not job.membership_changed
-
-
-class ObjectState(State):
+class ObjectState(State, _common.ObjectState):
     """State made of picklable attributes: ObjectState(epoch=0, batch=0)."""
 
     def __init__(self, bcast_object=functions.broadcast_object, get_rank=None, **kwargs):
-        super().__init__()
-        self._bcast_object = bcast_object
-        self._saved_state = kwargs
-        self._set_attrs()
-
-    def _set_attrs(self):
-        for name, value in self._saved_state.items():
-            setattr(self, name, copy.deepcopy(value))
-
-    def save(self):
-        self._saved_state = {name: copy.deepcopy(getattr(self, name)) for name in self._saved_state}
-
-    def restore(self):
-        if self._job is not None:
-            self._job.restore()  # the job's commit, through _Registered.restore()
-            return
-        self._restore_saved()
-
-    def _state_dict(self):
-        return {name: getattr(self, name) for name in self._saved_state}
-
-    def _committed_state(self):
-        return dict(self._saved_state)
-
-    def _load_state(self, state):
-        self._saved_state = state
-        self._set_attrs()
-
-    def sync(self):
-        if self._saved_state:
-            self._saved_state = self._bcast_object(self._saved_state, root_rank=0, name="elastic.object_state")
-            self._set_attrs()
-
-    def _settings(self):
-        # The attributes as they are: after a reset they hold the commit,
-        # and what the reset callbacks set.
-        return {"objects": ObjectState._state_dict(self)}
-
-    def _load_settings(self, settings):
-        self._saved_state = settings["objects"]
-        self._set_attrs()
+        _common.ObjectState.__init__(self, bcast_object, get_rank, **kwargs)
 
 
 class TorchState(ObjectState):
@@ -423,7 +266,9 @@ def _to_bytes(state):
 def _from_bytes(data):
     """The state _to_bytes wrote; its tensors read `data` in place."""
     if not data.startswith(_MAGIC):
-        return torch.load(io.BytesIO(data))
+        # A whole state as torch.save wrote it on a rank of this job: any
+        # object, which weights_only (torch 2.6's default) would refuse.
+        return torch.load(io.BytesIO(data), weights_only=False)
     (length,) = struct.unpack_from("<Q", data, len(_MAGIC))
     base = len(_MAGIC) + 8 + length
     skeleton, table = pickle.loads(memoryview(data)[len(_MAGIC) + 8:base])
@@ -446,30 +291,3 @@ def _digest(tensor):
     if t.dtype == torch.bfloat16:  # numpy has no bfloat16; the bits are what count
         t = t.view(torch.int16)
     return hashlib.blake2b(t.reshape(-1).numpy().view("u1"), digest_size=8).hexdigest()
-
-
-class _Registered:
-    """What edt._edt.ElasticJob calls: a State as an edt::elastic::StateObject
-    that keeps its committed copy itself (commit, restore, committed_bytes)."""
-
-    def __init__(self, state):
-        self._state = state
-
-    def serialize(self):
-        return self._state.serialize()
-
-    def deserialize(self, data):
-        self._state.deserialize(data)
-
-    def commit(self):
-        self._state.save()
-        return True
-
-    def restore(self):
-        self._state._restore_saved()
-
-    def committed_bytes(self):
-        return self._state.committed_bytes()
-
-    def on_reset(self, rank, size):
-        self._state._placed(rank, size)

@@ -1,0 +1,1 @@
+from edt.tensorflow.elastic import *  # noqa: F401,F403

@@ -1,0 +1,1 @@
+from edt.tensorflow.util import _executing_eagerly  # noqa: F401
