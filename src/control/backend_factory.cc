@@ -44,9 +44,12 @@ std::unique_ptr<LocalBackend> make_backend(const Flags& flags, const Settings& s
                             settings.range.cidr()});
   }
   if (!settings.pids_warning.empty()) log::warn("{}", settings.pids_warning);
+  // The warm interpreter is the containers' python3: the venv's where its
+  // bin is on their PATH, so that its workers have the venv's packages.
+  const std::string python = settings.layout.venv.empty() ? "/usr/bin/python3" : settings.layout.venv + "/bin/python3";
   auto backend = std::make_unique<LocalBackend>(LocalBackendOptions{
       flags.data_dir, flags.ssh_port, settings.layout.tool_binds, settings.layout.tool_path, "",
-      {flags.warm_start == "on", "/usr/bin/python3", flags.data_dir + "/warm", flags.data_dir + "/containers", base_env,
+      {flags.warm_start == "on", python, flags.data_dir + "/warm", flags.data_dir + "/containers", base_env,
        /*seccomp_path: the backend's*/ ""},
       /*enter_program: edtd itself*/ "", network_options(flags, settings), settings.pids_max, "/sys/fs/cgroup",
       settings.first_subordinate_id, DiskBound{settings.container_disk, 0}});

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -224,6 +225,29 @@ def test_a_venvs_python_starts_cold(server):
     assert result.returncode == 0, result.stderr
     assert "runs in the environment %s" % venv in result.stderr, result.stderr
     assert "ran %s" % venv in result.stdout, result.stdout
+
+
+def test_a_venv_over_the_systems_packages_is_served_warm_with_its_own(server):
+    """A venv made with --system-site-packages (edt's, with TensorFlow) is
+    served warm: the worker has the server's torch and the venv's prefix and
+    packages, as the venv's own interpreter would. One of its packages that
+    shadows a preloaded one starts it cold."""
+    venv = os.path.join(server["dir"], "venv-system")
+    subprocess.run([PYTHON, "-m", "venv", "--without-pip", "--system-site-packages", venv], check=True)
+    site_dir = os.path.join(venv, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+    with open(os.path.join(site_dir, "venv_only.py"), "w") as f:
+        f.write("WHERE = 'venv'\n")
+    path = script(server, "import sys, venv_only\nprint('ran', sys.prefix, venv_only.WHERE, 'torch' in sys.modules)\n",
+                  "venv_warm.py")
+    result = run(server, [os.path.join(venv, "bin", "python3"), path])
+    assert result.returncode == 0, result.stderr
+    assert "ran %s venv True" % venv in result.stdout, (result.stdout, result.stderr)
+    os.makedirs(os.path.join(site_dir, "torch"))
+    with open(os.path.join(site_dir, "torch", "__init__.py"), "w"):
+        pass
+    result = run(server, [os.path.join(venv, "bin", "python3"), path])
+    assert "torch would come from" in result.stderr, result.stderr
+    assert "ran %s venv False" % venv in result.stdout, (result.stdout, result.stderr)
 
 
 LOCALE_REPORT = ("import locale, sys\nprint(locale.setlocale(locale.LC_CTYPE), sys.getfilesystemencoding(), "

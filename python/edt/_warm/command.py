@@ -85,15 +85,22 @@ def which(program, path):
 
 
 def check_interpreter(argv, env, interpreter_id):
+    """The interpreter argv[0] names is the server's. Returns the virtual
+    environment it runs in where that is not the server's own (None where
+    it is): a venv's python is a link to the same file but runs with the
+    venv's packages, which the worker then takes (venv_site). Only a venv
+    that sees the system's packages, over a server outside any venv, is
+    served: the server's preloaded modules must be ones it would import."""
     path = which(argv[0], env.get("PATH", os.defpath))
     found = os.stat(path)
     if (found.st_dev, found.st_ino) != interpreter_id:
         raise Cold("%s is not the interpreter this server runs (%s)" % (argv[0], sys.executable))
-    # A venv's python is a link to the same file, but runs with the venv's
-    # prefix (its pyvenv.cfg) and so its packages: not this server's.
     prefix = venv_of(path) or sys.base_prefix
-    if os.path.realpath(prefix) != os.path.realpath(sys.prefix):
+    if os.path.realpath(prefix) == os.path.realpath(sys.prefix):
+        return None
+    if sys.prefix != sys.base_prefix or not sees_system_packages(prefix):
         raise Cold("%s runs in the environment %s, not the warm interpreter's (%s)" % (path, prefix, sys.prefix))
+    return prefix
 
 
 def venv_of(program):
@@ -105,6 +112,23 @@ def venv_of(program):
         if os.path.isfile(os.path.join(candidate, "pyvenv.cfg")):
             return candidate
     return None
+
+
+def sees_system_packages(venv):
+    """Whether the venv was made with --system-site-packages (pyvenv.cfg)."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg")) as f:
+            for line in f:
+                key, _, value = line.partition("=")
+                if key.strip() == "include-system-site-packages":
+                    return value.strip().lower() == "true"
+    except OSError:
+        pass
+    return False
+
+
+def venv_site(venv):
+    return os.path.join(venv, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
 
 
 def check_startup_variables(env):
@@ -144,20 +168,23 @@ def take_locale(env):
                    "cannot); unset it or name an installed one (locale -a), e.g. C.UTF-8" % ctype_locale(env)) from None
 
 
-def module_path(first, env):
+def module_path(first, env, venv=None):
     """sys.path as a fresh interpreter with `env` would have it: `first`,
     then PYTHONPATH, then the standard entries, with the user's site
-    directory where site.py puts it."""
+    directory and the site-packages of `venv` (check_interpreter's) before
+    the system's, where site.py puts them."""
     ours = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
     ours += [os.path.abspath(p) for p in ours]
     theirs = [p for p in env.get("PYTHONPATH", "").split(":") if p]
     base = [p for p in sys.path[1:] if p not in ours and p != site.USER_SITE]
+    added = [venv_site(venv)] if venv else []
     if site.ENABLE_USER_SITE and env.get("HOME"):
         user = os.path.join(env["HOME"], ".local/lib/python%d.%d/site-packages" % sys.version_info[:2])
         if os.path.isdir(user):
-            system = [i for i, p in enumerate(base) if p in site.getsitepackages()]
-            base.insert(system[0] if system else len(base), user)
-    return [first] + theirs + base
+            added.insert(0, user)
+    system = [i for i, p in enumerate(base) if p in site.getsitepackages()]
+    at = system[0] if system else len(base)
+    return [first] + theirs + base[:at] + added + base[at:]
 
 
 def check_preloaded(path, packages):

@@ -15,12 +15,14 @@ exactly raises Cold: the relay tells the client, which starts cold.
 import os
 import resource
 import signal
+import site
 import struct
 import sys
 
 from edt._warm import seccomp
 from edt._warm.cgroups import join_cgroups
-from edt._warm.command import check_interpreter, check_preloaded, check_startup_variables, module_path, take_locale
+from edt._warm.command import (check_interpreter, check_preloaded, check_startup_variables, module_path, take_locale,
+                               venv_site)
 from edt._warm.fresh import make_stdio, reset_signals, reseed, set_title, size_blas_threads
 from edt._warm.kernel import (PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, PR_CAPBSET_DROP, PR_SET_KEEPCAPS,
                               PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, check, libc)
@@ -45,11 +47,11 @@ def become_worker(peer, request, command, server):
     env = request.env
     if request.host is not None:
         env = enter_directory(request, peer)
-    check_interpreter(request.argv, env, server.interpreter_id)
+    venv = check_interpreter(request.argv, env, server.interpreter_id)
     if kind == "script" and not os.access(target, os.R_OK):
         raise Cold("cannot read %s" % target)
     first = os.path.dirname(os.path.realpath(target)) if kind == "script" else os.getcwd()
-    path = module_path(first, env)
+    path = module_path(first, env, venv)
     check_preloaded(path, server.packages)
     check_startup_variables(env)
     take_locale(env)
@@ -66,6 +68,10 @@ def become_worker(peer, request, command, server):
     sys.dont_write_bytecode = "B" in options or bool(env.get("PYTHONDONTWRITEBYTECODE"))
     # sys.path as a fresh interpreter with the client's environment starts
     # with (command.module_path): part of being that interpreter.
+    if venv:
+        # The venv's interpreter: its prefix, and its .pth files run.
+        sys.prefix = sys.exec_prefix = venv
+        site.addsitedir(venv_site(venv))
     sys.path[:] = path
     sys.orig_argv = list(request.argv)
     sys.argv = [target] + args if kind == "script" else ["-m"] + args
