@@ -51,8 +51,10 @@ UNEDITED = "megatron_unedited.sh"
 # What ~/.deepspeed_env gives every node: DeepSpeed's CPU accelerator, and a
 # variable the test looks for in each rank.
 DS_ENV = "DS_ACCELERATOR=cpu\nEDT_DS_ENV=from-deepspeed_env"
+# mpirun relays each rank's output in pieces: a line may end glued to the
+# next rank's, so a value ends where the next line's start is.
 ZERO_LINE = re.compile(r"zero stage=(\d) rank=(\d+) local_rank=(\S+) world_size=(\d+) host=(\S+) loss=(\S+) "
-                       r"params=(\S+) agree=(\S+) reference=(\S+) env=(\S+)")
+                       r"params=(\S+) agree=(\S+) reference=(\S+) env=(\S+?)(?=zero stage=|\s|$)")
 # torchrun as Megatron-LM's example scripts call it, with what edtrun
 # --per-host gives each container.
 TORCHRUN = ("torchrun --nproc-per-node $GPUS_PER_NODE --nnodes $NNODES --node_rank $NODE_RANK "

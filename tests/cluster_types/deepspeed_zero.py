@@ -18,6 +18,7 @@ import argparse
 import copy
 import os
 import socket
+import sys
 
 import deepspeed
 import torch
@@ -83,10 +84,11 @@ def train(stage, lr):
     dist.broadcast(rank0, 0)
     agree = (mine - rank0).abs().max().item()
     ref = (mine - reference(world_size, lr)).abs().max().item()
-    print("zero stage=%d rank=%d local_rank=%s world_size=%d host=%s loss=%.6f params=%.6f agree=%.3g "
-          "reference=%.3g env=%s" % (stage, rank, os.environ.get("LOCAL_RANK"), world_size, socket.gethostname(),
-                                     final, mine.sum().item(), agree, ref, os.environ.get("EDT_DS_ENV", "-")),
-          flush=True)
+    line = ("zero stage=%d rank=%d local_rank=%s world_size=%d host=%s loss=%.6f params=%.6f agree=%.3g "
+            "reference=%.3g env=%s\n" % (stage, rank, os.environ.get("LOCAL_RANK"), world_size, socket.gethostname(),
+                                         final, mine.sum().item(), agree, ref, os.environ.get("EDT_DS_ENV", "-")))
+    sys.stdout.flush()
+    os.write(1, line.encode())  # one write: the line and its newline together
     engine.destroy()
     del engine, model
 
