@@ -7,7 +7,10 @@ sync makes them equal. Prints one JSON event per line (tests/harness/edtrun.py).
 
 Options: --broadcast-before-run (a resume-epoch broadcast between init and
 hvd.elastic.run), --drift-rank R (rank R changes its parameters alone once,
-so the replicas drift apart), --exit-code N (sys.exit(N) after run returns).
+so the replicas drift apart), --exit-code N (sys.exit(N) after run returns),
+--until-size K (train past --steps until the job has had K workers for 20
+steps, so a test that grows the job does not race the loop's end; the step
+it first had K is part of the state, so every rank stops at the same step).
 """
 import argparse
 import json
@@ -26,6 +29,7 @@ parser.add_argument("--lr", type=float, default=0.001)
 parser.add_argument("--broadcast-before-run", action="store_true")
 parser.add_argument("--drift-rank", type=int, default=-1)
 parser.add_argument("--exit-code", type=int, default=0)
+parser.add_argument("--until-size", type=int, default=0)
 args = parser.parse_args()
 
 WORKER = os.environ.get("EDT_WORKER_ID", "static")
@@ -56,13 +60,23 @@ def on_state_reset():
     emit(event="reset", size=hvd.size(), lr=[g["lr"] for g in optimizer.param_groups])
 
 
-state = hvd.elastic.TorchState(model, optimizer, step=0)
+state = hvd.elastic.TorchState(model, optimizer, step=0, full_at=-1)
 state.register_reset_callbacks([on_state_reset])
+
+
+def more_steps(state):
+    if state.step < args.steps:
+        return True
+    if not args.until_size:
+        return False
+    if state.full_at < 0 and hvd.size() >= args.until_size:
+        state.full_at = state.step
+    return state.full_at < 0 or state.step < state.full_at + 20
 
 
 @hvd.elastic.run
 def train(state):
-    while state.step < args.steps:
+    while more_steps(state):
         data = torch.Generator().manual_seed(state.step * 100 + hvd.rank())
         x, y = torch.randn(8, 16, generator=data), torch.randn(8, 4, generator=data)
         optimizer.zero_grad()
