@@ -149,6 +149,23 @@ bool wait_guaranteed(Work& work, ModelState& model, int index, int64_t need) {
   return true;
 }
 
+// Why a borrowing request does not fit beside the teams' guarantees. Where
+// its floor fits only if other teams' guarantees shrank, it says so: such a
+// request starts only when an admin changes a quota or a team.
+std::string kept_for_guarantees(const ModelState& model, const Cluster& c, int64_t need) {
+  int64_t others = 0;
+  for (const auto& [name, t] : model.teams)
+    if (name != c.team) others += t.quota.guaranteed;
+  std::string who = c.team.empty() ? "its user is in no team, so it has no guarantee"
+                                   : "beyond team " + c.team + "'s guarantee";
+  if (others + need > model.capacity)
+    return who + ", and other teams' guarantees hold " + gpus_text(others) + " of the " + gpus_text(model.capacity) +
+           " " + model.name + ": it starts only once an admin gives " +
+           (c.team.empty() ? "its user a team with a guarantee" : "its team a larger guarantee") +
+           " or lowers other teams' guarantees (edt team quota)";
+  return who + ", and the " + model.name + " GPUs left are kept for other teams' guarantees";
+}
+
 // Why a request that is not guaranteed cannot start now; "" if it can.
 // A guaranteed request fits the cover by definition (its floor stays within
 // its guarantee), even where guarantees exceed the GPUs.
@@ -166,9 +183,7 @@ std::string refusal(const ModelState& model, const Cluster& c, int64_t need, boo
   if (team.held + need > team.limit())
     return "its team holds " + gpus_text(team.held) + " of its limit of " + gpus_text(team.limit()) +
            "; it needs " + gpus_text(need) + " more";
-  if (!guaranteed && model.cover_with(name, need) > model.capacity)
-    return "beyond its team's guarantee, and the " + model.name +
-           " GPUs left are kept for other teams' guarantees";
+  if (!guaranteed && model.cover_with(name, need) > model.capacity) return kept_for_guarantees(model, c, need);
   if (need > model.free) return "waiting for " + gpus_text(need) + "; " + gpus_text(model.free) + " free";
   return "";
 }

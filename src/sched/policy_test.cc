@@ -179,6 +179,27 @@ TEST(SchedPolicy, AFloorBeyondItsGuaranteeOnlyTakesGpusNoGuaranteeClaims) {
   EXPECT_EQ(d.find("two")->action, Action::kAdmit);  // backfill
 }
 
+TEST(SchedPolicy, ARequestThatOnlyAQuotaChangeCanPlaceSaysSo) {
+  // 8 GPUs, all guaranteed (4/2/2): a user in no team ("") waits, and its
+  // reason names the remedy, not only the wait; with 2 GPUs outside the
+  // guarantees it would only wait for them to free up.
+  Snapshot s{{team("ml", 4, 0), team("cv", 2, 0), team("nlp", 2, 0), team("", 0, kUnlimited)},
+             {cluster("loner", "", 1, 1, 0)},
+             {{"a100", {8, 0}}}};
+  Decision d = *decided(s).find("loner");
+  EXPECT_EQ(d.action, Action::kWait);
+  EXPECT_NE(d.reason.find("its user is in no team"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("only once an admin gives its user a team"), std::string::npos) << d.reason;
+  // Guarantees 4/2: 2 GPUs outside them, held by another no-team cluster.
+  s.teams = {team("ml", 4, 0), team("cv", 2, 0), team("", 0, kUnlimited)};
+  s.clusters.push_back(cluster("first", "", 2, 2, 2));
+  s.pools["a100"] = {6, 0};
+  d = *decided(s).find("loner");
+  EXPECT_EQ(d.action, Action::kWait);
+  EXPECT_NE(d.reason.find("GPUs left are kept for other teams' guarantees"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.reason.find("admin"), std::string::npos) << d.reason;
+}
+
 TEST(SchedPolicy, ATeamsOwnGrowthYieldsToItsOwnRequest) {
   Snapshot s{{team("ml", 8, 0)}, {cluster("elastic", "ml", 2, 8, 8), cluster("want", "ml", 4, 4, 0)},
              {{"a100", {0, 0}}}};
