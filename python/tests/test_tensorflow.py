@@ -173,3 +173,40 @@ def test_keras_fit_with_distributed_optimizer_and_callbacks(hvd):
     losses = khvd.allgather(tf.constant([history.history["loss"]], tf.float64)).numpy()
     np.testing.assert_allclose(losses, np.repeat(losses[:1], khvd.size(), axis=0))
     np.testing.assert_allclose(float(model.optimizer.learning_rate.numpy()), 0.05 * khvd.size(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("in_function", [False, True])
+@pytest.mark.parametrize("average", [False, True])
+def test_distributed_gradient_tape_backward_passes_per_step(hvd, in_function, average):
+    """backward_passes_per_step=3: gradient() returns this rank's sum of the
+    passes so far, on every 3rd pass the sum averaged over the ranks (over 3
+    as well with average_aggregated_gradients), and tape.apply_gradients
+    applies on that pass only, eagerly and inside tf.function."""
+    passes = 3
+    w = tf.Variable([0.0, 0.0])
+    opt = tf.keras.optimizers.SGD(1.0)
+
+    def step(p):
+        x = tf.stack([float(hvd.rank() + 1), tf.cast(p, tf.float32) + 1.0])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * x)
+        tape = hvd.DistributedGradientTape(tape, backward_passes_per_step=passes,
+                                           average_aggregated_gradients=average)
+        grads = tape.gradient(loss, [w])
+        tape.apply_gradients(opt, zip(grads, [w]))
+        return grads[0]
+
+    step = tf.function(step) if in_function else step
+    applied = np.zeros(2)
+    for p in range(2 * passes):
+        got = step(tf.constant(p)).numpy()
+        first = p - p % passes
+        local = np.array([(p % passes + 1) * (hvd.rank() + 1), sum(q + 1 for q in range(first, p + 1))])
+        if p % passes == passes - 1:
+            want = np.array([passes * (hvd.size() + 1) / 2, local[1]]) / (passes if average else 1)
+            applied -= want
+        else:
+            want = local
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        np.testing.assert_allclose(w.numpy(), applied, rtol=1e-6)
+        assert int(opt.iterations.numpy()) == p + 1

@@ -22,6 +22,7 @@ from edt.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from edt.common.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from edt.tensorflow import mpi_ops
 from edt.tensorflow.compression import Compression
+from edt.tensorflow.gradient_aggregation import aggregator_of
 from edt.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, alltoall,  # noqa: F401
                                     barrier, broadcast, broadcast_, grouped_allgather, join, local_rank_op,
                                     local_size_op, process_set_included_op, rank_op, size_op)
@@ -178,7 +179,8 @@ class _DistributedGradientTape(tf.GradientTape):
     forward pass: it takes over that tape's recording."""
 
     def __init__(self, tape, compression, sparse_as_dense, op, gradient_predivide_factor, persistent=False,
-                 watch_accessed_variables=True, scale_local_gradients=True, process_set=global_process_set):
+                 watch_accessed_variables=True, scale_local_gradients=True, process_set=global_process_set,
+                 aggregation=None):
         super(self.__class__, self).__init__(persistent, watch_accessed_variables)
         self._tape = tape
         self._allreduce_grads = _allreduce_grads_fn("DistributedGradientTape", compression, sparse_as_dense, op,
@@ -186,6 +188,8 @@ class _DistributedGradientTape(tf.GradientTape):
         self._process_set = process_set
         self._local_sources = set()
         self.scale_local_gradients = scale_local_gradients
+        self._aggregation = aggregation  # (backward_passes_per_step, average_aggregated_gradients, sparse_as_dense)
+        self._aggregator = None
 
     def register_local_source(self, source):
         """Gradients of `source` stay this rank's own (divided by the set's
@@ -201,11 +205,32 @@ class _DistributedGradientTape(tf.GradientTape):
         return local, [(s, g) for s, g in pairs if s.ref() not in self._local_sources]
 
     def gradient(self, target, sources, output_gradients=None, use_generic_names=False):
+        """The gradients reduced; with backward_passes_per_step N, summed
+        over the passes and reduced on every Nth only (apply_gradients)."""
         gradients = super(self.__class__, self).gradient(target, sources, output_gradients)
-        flat_grads = _reduce_shared(self._allreduce_grads, tf.nest.flatten(gradients, expand_composites=False),
-                                    tf.nest.flatten(sources), self._local_sources, self.scale_local_gradients,
-                                    self._process_set)
-        return tf.nest.pack_sequence_as(gradients, flat_grads)
+        flat_sources = tf.nest.flatten(sources)
+
+        def reduce(grads):
+            return _reduce_shared(self._allreduce_grads, grads, flat_sources, self._local_sources,
+                                  self.scale_local_gradients, self._process_set)
+        flat_grads = tf.nest.flatten(gradients, expand_composites=False)
+        if self._aggregation is None:
+            return tf.nest.pack_sequence_as(gradients, reduce(flat_grads))
+        self._aggregator = aggregator_of(flat_sources, *self._aggregation)
+        return tf.nest.pack_sequence_as(gradients, self._aggregator.add(flat_grads, flat_sources, reduce))
+
+    def apply_gradients(self, optimizer, grads_and_vars, **kwargs):
+        """optimizer.apply_gradients(grads_and_vars, **kwargs); with
+        backward_passes_per_step N only on the passes whose gradient()
+        reduced (the others move optimizer.iterations on), eagerly and
+        inside tf.function."""
+        grads_and_vars = list(grads_and_vars)
+        if self._aggregation is None:
+            return optimizer.apply_gradients(grads_and_vars, **kwargs)
+        if self._aggregator is None:
+            raise RuntimeError("DistributedGradientTape.apply_gradients: call gradient() first (with "
+                               "backward_passes_per_step > 1 it decides whether this pass applies)")
+        return self._aggregator.apply(lambda: optimizer.apply_gradients(grads_and_vars, **kwargs), optimizer)
 
 
 def _reduce_shared(allreduce_grads, grads, sources, local_sources, scale_local, process_set):
@@ -231,16 +256,25 @@ def _scaled(grad, factor):
 
 def DistributedGradientTape(gradtape, device_dense="", device_sparse="", compression=Compression.none,
                             sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0,
-                            groups=None, process_set=global_process_set, scale_local_gradients=True):
+                            groups=None, process_set=global_process_set, scale_local_gradients=True,
+                            backward_passes_per_step=1, average_aggregated_gradients=False):
     """`gradtape` (a tf.GradientTape that recorded the forward pass) as a tape
     whose gradient() returns the gradients averaged (op) over every rank.
     num_groups and groups are accepted: the engine fuses every gradient of a
-    step anyway."""
+    step anyway. backward_passes_per_step N above 1 (edt's; Horovod's tape
+    has no such argument): gradient() sums each pass's gradients on this
+    rank and reduces the sums on every Nth pass (divided by N when
+    average_aggregated_gradients), returning the local sums on the others;
+    tape.apply_gradients(optimizer, grads_and_vars) applies on the Nth only."""
     if op not in (Average, Sum, Adasum):
         raise ValueError("DistributedGradientTape: op must be hvd.Average or hvd.Sum")
+    aggregation = None
+    if backward_passes_per_step != 1:
+        aggregation = (backward_passes_per_step, average_aggregated_gradients, sparse_as_dense)
     cls = type(gradtape.__class__.__name__, (gradtape.__class__,), dict(_DistributedGradientTape.__dict__))
     return cls(gradtape._tape, compression, sparse_as_dense, op, gradient_predivide_factor,
-               gradtape._persistent, gradtape._watch_accessed_variables, scale_local_gradients, process_set)
+               gradtape._persistent, gradtape._watch_accessed_variables, scale_local_gradients, process_set,
+               aggregation)
 
 
 def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="", compression=Compression.none,

@@ -15,6 +15,7 @@ from edt.tensorflow import (Adasum, Average, Compression, Max, Min, Product, Sum
                             is_initialized, local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
                             nccl_built, rank, rocm_built, shutdown, size)
 from edt.tensorflow import _allreduce_grads_fn, _local_layer_weights, _reduce_shared, broadcast_variables
+from edt.tensorflow.gradient_aggregation import GradientAggregator
 from edt.tensorflow.keras import callbacks  # noqa: F401
 
 
@@ -36,6 +37,7 @@ class _DistributedOptimizer:
     _edt_scale_local = True
     _edt_process_set = global_process_set
     _edt_reduced = _Reduced()
+    _agg_helper = None  # a GradientAggregator with backward_passes_per_step > 1 (Horovod's name)
 
     def register_local_var(self, var):
         """The gradient of `var` stays this rank's own (divided by the set's
@@ -43,10 +45,16 @@ class _DistributedOptimizer:
         self._edt_local_vars = set(self._edt_local_vars) | {var.ref()}
 
     def _edt_reduce(self, grads_and_vars):
+        """The gradients reduced; with backward_passes_per_step N, summed
+        here and reduced on every Nth pass only (see GradientAggregator)."""
         grads_and_vars = list(grads_and_vars)
         variables = [v for _, v in grads_and_vars]
-        reduced = _reduce_shared(self._edt_allreduce_grads, [g for g, _ in grads_and_vars], variables,
-                                 self._edt_local_vars, self._edt_scale_local, self._edt_process_set)
+
+        def reduce(grads):
+            return _reduce_shared(self._edt_allreduce_grads, grads, variables, self._edt_local_vars,
+                                  self._edt_scale_local, self._edt_process_set)
+        grads = [g for g, _ in grads_and_vars]
+        reduced = reduce(grads) if self._agg_helper is None else self._agg_helper.add(grads, variables, reduce)
         return list(zip(reduced, variables))
 
     def compute_gradients(self, loss, var_list, tape=None):
@@ -70,7 +78,10 @@ class _DistributedOptimizer:
         if not self._edt_reduced.includes([g for g, _ in grads_and_vars]):
             grads_and_vars = self._edt_reduce(grads_and_vars)
         self._edt_reduced = _Reduced()
-        return super(self.__class__, self).apply_gradients(grads_and_vars, *args, **kwargs)
+        if self._agg_helper is None:
+            return super(self.__class__, self).apply_gradients(grads_and_vars, *args, **kwargs)
+        return self._agg_helper.apply(
+            lambda: super(self.__class__, self).apply_gradients(grads_and_vars, *args, **kwargs), self)
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="", compression=Compression.none,
@@ -78,9 +89,11 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          backward_passes_per_step=1, average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True):
     """`optimizer` (a tf.keras optimizer) as one whose apply_gradients()
-    first averages (op) the gradients over the ranks of `process_set`."""
-    if backward_passes_per_step != 1:
-        raise NotImplementedError("edt's Keras DistributedOptimizer runs with backward_passes_per_step=1 only")
+    first averages (op) the gradients over the ranks of `process_set`.
+    With backward_passes_per_step N above 1 the gradients of N passes are
+    summed on each rank (divided by N when average_aggregated_gradients),
+    reduced on the Nth, and applied only then; the other passes move only
+    `iterations` on, as in Horovod."""
     if op not in (Average, Sum):
         raise ValueError("DistributedOptimizer: op must be hvd.Average or hvd.Sum")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
@@ -90,6 +103,9 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                                                            gradient_predivide_factor, process_set)
     distributed._edt_scale_local = scale_local_gradients
     distributed._edt_process_set = process_set
+    if backward_passes_per_step != 1:
+        distributed._agg_helper = GradientAggregator(backward_passes_per_step, average_aggregated_gradients,
+                                                     sparse_as_dense)
     return distributed
 
 
