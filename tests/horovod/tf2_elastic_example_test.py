@@ -1,6 +1,6 @@
 """Horovod's examples/elastic/tensorflow2/tensorflow2_mnist_elastic.py
 (v0.28.1, pinned unmodified in tests/third_party/horovod) under horovodrun's
-elastic mode, on edt's synthetic MNIST (run_tf2_example.py):
+elastic mode, on MNIST (run_tf2_example.py: the real one make deps installs):
 
     test.py --horovodrun PATH --python VENV_PYTHON
 
