@@ -4,11 +4,13 @@
 // and GPU utilization while work is queued (sim.h has the models).
 //
 //   sched_sim                                   the table of RESULTS.md
+//   sched_sim --arrivals poisson                the same at a constant arrival rate
 //   sched_sim --gpus 64 --jobs-per-gpu 5 --check   a short run, invariants checked
 //   sched_sim --csv out.csv && plot.py out.csv plot.png
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "sim.h"
 #include "trace.h"
@@ -86,6 +88,11 @@ int main(int argc, char** argv) {
   app.add_option("--seed", args.trace.seed, "the trace's seed");
   app.add_option("--load", args.trace.load, "offered GPU-time over the cluster's");
   app.add_option("--elastic", args.trace.elastic_fraction, "share of elastic jobs");
+  app.add_option("--arrivals", args.trace.arrivals, "arrival process: diurnal (Helios's day) or poisson")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, s::Arrivals>{{"diurnal", s::Arrivals::kDiurnal}, {"poisson", s::Arrivals::kPoisson}},
+          CLI::ignore_case))
+      ->option_text("diurnal|poisson");
   app.add_option("--teams", args.sim.teams, "edt: teams of equal guarantees");
   app.add_option("--guaranteed", args.sim.guaranteed, "edt: share of the GPUs guaranteed to the teams in all");
   app.add_option("--backfill-window", args.sim.backfill_window_h,

@@ -46,6 +46,29 @@ int job_gpus(Random& random, int cluster_gpus) {
   return std::max(1, std::min(gpus, cluster_gpus / 8));  // no job asks more than an eighth
 }
 
+// Helios's day: GPU jobs submitted per hour (0:00-1:00 first), the four
+// clusters' hourly averages over six months added up (trace.h says where
+// from). Only the shape matters: the rate is scaled to the trace's mean.
+constexpr double kHeliosHourlySubmissions[24] = {329, 305, 243, 214, 203, 198, 197, 179, 197, 286, 404, 443,
+                                                 431, 440, 484, 517, 545, 484, 393, 433, 471, 443, 412, 395};
+
+// Maps time at a constant rate (where a Poisson process of the mean rate
+// puts an arrival) to the time of day at which the diurnal rate has
+// brought as many arrivals: the inverse of the rate's integral, hour by
+// hour. Over a whole day both clocks advance 24 hours.
+double diurnal_time(double poisson_s) {
+  double mean = 0;
+  for (double jobs : kHeliosHourlySubmissions) mean += jobs / 24;
+  double days = std::floor(poisson_s / 86400.0);
+  double left = poisson_s - days * 86400.0;
+  for (int hour = 0; hour < 24; ++hour) {
+    double rate = kHeliosHourlySubmissions[hour] / mean;  // this hour's rate over the mean
+    if (left < 3600.0 * rate || hour == 23) return days * 86400.0 + hour * 3600.0 + left / rate;
+    left -= 3600.0 * rate;
+  }
+  return poisson_s;  // not reached
+}
+
 }  // namespace
 
 std::vector<Job> generate(const TraceOptions& options) {
@@ -63,11 +86,12 @@ std::vector<Job> generate(const TraceOptions& options) {
     job.team = static_cast<int>(random.next() % std::max(1, options.teams));
     gpu_seconds += job.gpus * job.duration_s;
   }
-  // Poisson arrivals at the rate that offers `load` of the GPUs.
+  // Poisson arrivals at the mean rate that offers `load` of the GPUs,
+  // then, for a diurnal trace, moved to the hours that Helios's day gives.
   double mean_gap = gpu_seconds / (options.load * options.cluster_gpus) / options.jobs;
   double t = 0;
   for (Job& job : jobs) {
-    job.arrival_s = t;
+    job.arrival_s = options.arrivals == Arrivals::kDiurnal ? diurnal_time(t) : t;
     t += random.exponential(mean_gap);
   }
   return jobs;
