@@ -51,8 +51,8 @@ Result<std::string> find_program(const std::string& name, const std::vector<std:
 // Between fork and exec only async-signal-safe calls: edtrun has threads (the
 // store server). Reports a failure through `error_fd` and never returns.
 [[noreturn]] void exec_child(const char* program, char* const argv[], char* const envp[], int stdin_fd, int stdout_fd,
-                             int stderr_fd, int error_fd, pid_t parent) {
-  setpgid(0, 0);
+                             int stderr_fd, int error_fd, pid_t parent, bool own_session) {
+  if (!own_session || setsid() < 0) setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(1);  // edtrun died before prctl took effect
   sigset_t none;
@@ -114,9 +114,15 @@ Result<std::unique_ptr<Process>> Process::spawn(const SpawnOptions& options) {
     close_all();
     return io_error("cannot fork to start '" + options.argv[0] + "'", e);
   }
-  if (pid == 0) exec_child(program.c_str(), argv.data(), envp.data(), in[0], out[1], err[1], error[1], parent);
-
-  setpgid(pid, pid);  // also here, so the group exists before any signal is sent
+  if (pid == 0) {
+    exec_child(program.c_str(), argv.data(), envp.data(), in[0], out[1], err[1], error[1], parent,
+               options.own_session);
+  }
+  // Also here, so the group exists before any signal is sent. Not for a
+  // session: done first, it would make the child a group leader, which
+  // cannot setsid(); spawn() returns only after the child's exec (the error
+  // pipe below), so its setsid() came first.
+  if (!options.own_session) setpgid(pid, pid);
   close_fd(&in[0]);
   close_fd(&out[1]);
   close_fd(&err[1]);

@@ -1,9 +1,9 @@
 // A child process of edtrun: a local worker, or the ssh client that carries
 // a remote one.
 //
-// The child runs in its own process group so that stopping it stops what it
-// started too, with /dev/null (or a pipe, see SpawnOptions) as stdin and
-// pipes for stdout and stderr. It gets SIGTERM if edtrun dies without
+// The child runs in its own process group (or session, see SpawnOptions) so
+// that stopping it stops what it started too, with /dev/null (or a pipe) as
+// stdin and pipes for stdout and stderr. It gets SIGTERM if edtrun dies without
 // stopping it. spawn() returns only once the program is running: a command
 // that cannot be executed is an error from spawn(), not an exit code.
 //
@@ -27,6 +27,13 @@ struct SpawnOptions {
   // Give the child a pipe as stdin that edtrun holds open; closing it
   // (close_stdin) is how a remote worker is told to stop.
   bool stdin_pipe = false;
+  // Lead a session of its own (and so a process group): a local worker, as
+  // horovodrun's and edt's remote workers (ssh.cc) do. Where the kernel
+  // shares the CPU by session (autogroup, on by default), each rank then
+  // gets a share of its own instead of one share among all the local ranks
+  // (on a host shared with other sessions, 2 ranks ran about half as fast
+  // as horovodrun's). Not for ssh: it asks for passphrases on the terminal.
+  bool own_session = false;
 };
 
 // How a process ended: an exit code, or the signal that killed it.

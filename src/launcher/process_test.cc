@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -71,6 +72,28 @@ TEST(Process, ExitedLeaderTakesItsGroupAlong) {
   pid_t sleeper = std::stoi(read_all(p.value()->stdout_fd()));
   EXPECT_TRUE(wait_exit(*p.value()).success());
   EXPECT_TRUE(wait_until_dead(sleeper));
+}
+
+TEST(Process, OwnSessionLeadsASessionAndItsGroupStillStops) {
+  // ps prints the child's session and group ids: its own pid for both with
+  // own_session (a worker), edtrun's session otherwise (ssh).
+  for (bool own : {true, false}) {
+    SpawnOptions options{{"sh", "-c", "echo $$ $(ps -o sid=,pgid= -p $$); sleep 100 & wait"}, {"PATH=/usr/bin:/bin"}};
+    options.own_session = own;
+    auto p = Process::spawn(options);
+    ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+    char buffer[64] = {};
+    pollfd fd{p.value()->stdout_fd(), POLLIN, 0};
+    ASSERT_EQ(poll(&fd, 1, 5000), 1);
+    ASSERT_GT(read(p.value()->stdout_fd(), buffer, sizeof buffer - 1), 0);
+    pid_t pid = 0, sid = 0, pgid = 0;
+    ASSERT_EQ(sscanf(buffer, "%d %d %d", &pid, &sid, &pgid), 3) << buffer;
+    EXPECT_EQ(pid, p.value()->pid());
+    EXPECT_EQ(pgid, pid);
+    EXPECT_EQ(sid, own ? pid : getsid(0)) << "own_session " << own;
+    p.value()->signal_group(SIGTERM);
+    EXPECT_EQ(wait_exit(*p.value()).signal, SIGTERM);
+  }
 }
 
 }  // namespace

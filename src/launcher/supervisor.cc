@@ -93,6 +93,7 @@ Result<pid_t> Supervisor::spawn(const WorkerSpec& spec) {
       if (auto client = warm_run_program()) spawn.argv.insert(spawn.argv.begin(), *client);
     }
     spawn.env = env_entries(spec.env);
+    spawn.own_session = true;
     worker->started = true;
   }
   EDT_ASSIGN_OR_RETURN(worker->process, Process::spawn(spawn));
