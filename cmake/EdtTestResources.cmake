@@ -70,9 +70,12 @@ if(TARGET edt_tf_ops)
   edt_test_resources(horovod_tf2_keras_mnist_np2 PROCESSORS 2 COST 60)
   edt_test_resources(horovod_tf2_mnist_elastic PROCESSORS 2 COST 120)
   edt_test_resources(python_tensorflow_np2 PROCESSORS 2 COST 15)
+  edt_test_resources(python_tensorflow_np3 PROCESSORS 2 COST 30)
   # Horovod's TensorFlow suites (tests/horovod): seconds measured at a load
   # average of 10-30; the np2 suite is the longest test of all.
   edt_test_resources(horovod_test_tensorflow_np2 PROCESSORS 2 COST 600)
+  edt_test_resources(horovod_test_tensorflow_np3 PROCESSORS 2 COST 630)
+  edt_test_resources(horovod_test_tensorflow_np4 PROCESSORS 2 COST 940)
   foreach(np 2 3 4)
     edt_test_resources(horovod_test_tensorflow2_keras_np${np} PROCESSORS 2 COST 100)
   endforeach()
