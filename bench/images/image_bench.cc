@@ -2,6 +2,7 @@
 // beside umoci (when installed), and the cost of an image's root as
 // hard-link trees beside an overlay mount of the same layers (as root).
 //   image_bench [--layers N] [--layer-mb M] [--dir DIR]
+//   image_bench --write-layout DIR [--layers N] [--layer-mb M]   # only writes the layout (pull_bench.py)
 // Prints one line per measurement; bench/images/RESULTS.md keeps figures.
 #include <sys/mount.h>
 #include <unistd.h>
@@ -91,12 +92,17 @@ void bench_roots(const std::string& dir, const ImageRecord& record) {
 
 int main(int argc, char** argv) {
   int layers = 10, layer_mb = 20;
-  std::string dir = "/tmp/edt-image-bench";
+  std::string dir = "/tmp/edt-image-bench", layout_only;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--layers") layers = std::atoi(argv[i + 1]);
     if (flag == "--layer-mb") layer_mb = std::atoi(argv[i + 1]);
     if (flag == "--dir") dir = argv[i + 1];
+    if (flag == "--write-layout") layout_only = argv[i + 1];
+  }
+  if (!layout_only.empty()) {
+    write_oci_layout(layout_only, make_layers(layers, layer_mb), "latest");
+    return 0;
   }
   fs::remove_all(dir);
   auto generated = make_layers(layers, layer_mb);

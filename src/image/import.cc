@@ -5,11 +5,15 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace edt::image {
 namespace {
@@ -67,6 +71,60 @@ Status check_document_size(const Store& store, const Descriptor& d, const std::s
                                                     std::to_string(store.limits().max_document_bytes));
 }
 
+// The layers fetched so far, as the fetching thread tells the unpacking one.
+struct FetchProgress {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t fetched = 0;        // layers 0..fetched-1 are stored whole
+  Status error;              // the fetch's error, at layer `fetched`
+  bool failed = false;
+  std::atomic<bool> stop{false};  // the unpacking failed: fetch no more
+};
+
+void fetch_layers(Store& store, const Store::Lock& lock, BlobSource& source, const Store::ImagePlan& plan,
+                  FetchProgress& p) {
+  const std::string what = "manifest " + plan.digest.str() + " layers[";
+  for (size_t i = 0; i < plan.manifest.layers.size() && !p.stop; ++i) {
+    Status status = source.fetch(store, lock, plan.manifest.layers[i], what + std::to_string(i) + "]");
+    std::lock_guard<std::mutex> hold(p.mu);
+    if (status.is_ok()) {
+      ++p.fetched;
+    } else {
+      p.error = status;
+      p.failed = true;
+    }
+    p.cv.notify_all();
+    if (!status.is_ok()) return;
+  }
+}
+
+Status unpack_layers(Store& store, const Store::Lock& lock, const Store::ImagePlan& plan, FetchProgress& p) {
+  uint64_t unpacked = 0;
+  for (size_t i = 0; i < plan.manifest.layers.size(); ++i) {
+    {
+      std::unique_lock<std::mutex> hold(p.mu);
+      p.cv.wait(hold, [&] { return p.fetched > i || p.failed; });
+      if (p.fetched <= i) return p.error;
+    }
+    EDT_RETURN_IF_ERROR(store.prepare_layer(lock, plan, i, unpacked).status());
+  }
+  return Status::ok();
+}
+
+// Fetches the layers on a thread of their own while this one unpacks each
+// once it is stored whole (its digest verified): the network, or the copy,
+// overlaps the unpacking, which commit_image() then finds done. The first
+// error wins, in layer order; after an unpacking error no further layer is
+// fetched (the one under way ends first).
+Status fetch_and_unpack(Store& store, const Store::Lock& lock, BlobSource& source, const Store::ImagePlan& plan) {
+  FetchProgress progress;
+  std::thread fetcher([&] { fetch_layers(store, lock, source, plan, progress); });
+  Status status = unpack_layers(store, lock, plan, progress);
+  progress.stop = true;
+  fetcher.join();
+  return status;
+}
+
 }  // namespace
 
 Result<ImageRecord> import_from_index(Store& store, const Store::Lock& lock, BlobSource& source,
@@ -83,9 +141,8 @@ Result<ImageRecord> import_from_index(Store& store, const Store::Lock& lock, Blo
       EDT_ASSIGN_OR_RETURN(Manifest manifest, parse_manifest(text, what));
       EDT_RETURN_IF_ERROR(check_document_size(store, manifest.config, what + " config"));
       EDT_RETURN_IF_ERROR(source.fetch(store, lock, manifest.config, what + " config"));
-      for (size_t i = 0; i < manifest.layers.size(); ++i) {
-        EDT_RETURN_IF_ERROR(source.fetch(store, lock, manifest.layers[i], what + " layers[" + std::to_string(i) + "]"));
-      }
+      EDT_ASSIGN_OR_RETURN(Store::ImagePlan plan, store.plan_image(chosen.digest));
+      EDT_RETURN_IF_ERROR(fetch_and_unpack(store, lock, source, plan));
       return store.commit_image(lock, name, chosen.digest);
     }
     if (depth == kMaxIndexDepth) return invalid_argument(what + ": indexes nested more than 4 deep");

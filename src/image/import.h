@@ -4,8 +4,10 @@
 // Every source is a BlobSource: it puts a blob the import asks for into the
 // store, verified against the digest and size of its descriptor. The
 // import resolves the image from an index (indexes and manifest lists to
-// linux/amd64, nested ones too), fetches the config and the layers through
-// the source, and calls Store::commit_image(). A registry puller is one more
+// linux/amd64, nested ones too), fetches the config, checks it, then
+// fetches the layers through the source on a thread of its own while it
+// unpacks each one already stored (Store::prepare_layer()), and calls
+// Store::commit_image(). A registry puller is one more
 // BlobSource. Archives are read in one pass: each file in them is written as
 // a blob as it streams past (an archive need not be seekable, and may be
 // gzip or zstd compressed), and the blobs the image does not use are freed
@@ -25,6 +27,8 @@ class BlobSource {
  public:
   virtual ~BlobSource() = default;
   // Puts the blob of `d` into the store unless it is there; `what` names it.
+  // Called one at a time, but the layers' calls on another thread than the
+  // manifest's and the config's.
   virtual Status fetch(Store& store, const Store::Lock& lock, const Descriptor& d, const std::string& what) = 0;
 };
 

@@ -95,6 +95,59 @@ TEST_F(ImageImportTest, AManifestWhoseSizesLieIsRefusedAndLeavesNoImage) {
   }
 }
 
+// A layout's blobs, but the network breaks at the blob `broken` names.
+class BreakingSource : public BlobSource {
+ public:
+  BreakingSource(std::string dir, Digest broken) : dir_(std::move(dir)), broken_(std::move(broken)) {}
+  Status fetch(Store& store, const Store::Lock& lock, const Descriptor& d, const std::string& what) override {
+    if (store.has_blob(d.digest)) return Status::ok();
+    if (d.digest == broken_) return unavailable(what + ": the network broke");
+    ++fetched;
+    const std::string bytes = read_bytes(dir_ + "/blobs/sha256/" + d.digest.hex);
+    return store.put_blob(lock, bytes, d.digest, what).status();
+  }
+  int fetched = 0;
+
+ private:
+  std::string dir_;
+  Digest broken_;
+};
+
+// The layers are fetched on a thread of their own while those stored are
+// unpacked: the first error in layer order is the import's; what was
+// fetched and unpacked whole before it stays for the retry, and a layer
+// refused when unpacked leaves no layer after it unpacked.
+TEST_F(ImageImportTest, LayersUnpackAsTheyArriveAndTheFirstErrorWins) {
+  write_oci_layout(dir_ + "/layout", layers(), "app:1");
+  auto index = parse_index(read_bytes(dir_ + "/layout/index.json"), "index.json").value();
+  auto lock = store_->lock().value();
+  BreakingSource broken(dir_ + "/layout", sha256_of(layers()[2].blob));
+  auto failed = import_from_index(*store_, lock, broken, index, {});
+  ASSERT_FALSE(failed.is_ok());
+  EXPECT_NE(failed.status().message().find("layers[2]: the network broke"), std::string::npos)
+      << failed.status().message();
+  EXPECT_EQ(count("images"), 0u);
+  EXPECT_EQ(count("layers/sha256"), 2u);
+  BreakingSource whole(dir_ + "/layout", Digest{});
+  auto retried = import_from_index(*store_, lock, whole, index, {});
+  ASSERT_TRUE(retried.is_ok()) << retried.status().to_string();
+  EXPECT_EQ(whole.fetched, 1);  // layer 2 only
+  EXPECT_TRUE(fs::exists(retried->root + "/etc/hostname"));
+
+  std::vector<Layer> hostile = layers();
+  hostile[0] = make_layer({file("../escape", "x")}, Compression::kGzip);
+  StoreLimits limits;
+  limits.durable = false;
+  store_ = std::make_unique<Store>(Store::open(dir_ + "/store2", limits).value());
+  fs::remove_all(dir_ + "/layout");
+  write_oci_layout(dir_ + "/layout", hostile, "hostile:1");
+  auto refused = import_path(*store_, dir_ + "/layout", {});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find(sha256_of(hostile[0].blob).str()), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(count_entries(dir_ + "/store2/images") + count_entries(dir_ + "/store2/layers/sha256"), 0u);
+}
+
 TEST_F(ImageImportTest, ClearErrorsForWhatIsNoImage) {
   write_oci_layout(dir_ + "/unnamed", layers(), "");
   auto unnamed = import_path(*store_, dir_ + "/unnamed", {});

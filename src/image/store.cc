@@ -98,7 +98,7 @@ Result<Store::Lock> Store::lock() {
 }
 
 std::string Store::tmp_path(const std::string& kind) const {
-  return root_ + "/tmp/" + kind + "-" + std::to_string(::getpid()) + "-" + std::to_string(++tmp_counter_);
+  return root_ + "/tmp/" + kind + "-" + std::to_string(::getpid()) + "-" + std::to_string(++*tmp_counter_);
 }
 
 std::string Store::blob_path(const Digest& digest) const { return root_ + "/blobs/sha256/" + digest.hex; }
@@ -255,35 +255,51 @@ Result<std::string> Store::ensure_root(const Digest& chain_id, const std::vector
   return final_path;
 }
 
-Result<ImageRecord> Store::build_record(const std::string& name, const Digest& manifest_digest) {
+Result<Store::ImagePlan> Store::plan_image(const Digest& manifest_digest) const {
   const std::string what = "manifest " + manifest_digest.str();
+  ImagePlan plan;
+  plan.digest = manifest_digest;
   EDT_ASSIGN_OR_RETURN(std::string text, read_document(manifest_digest, "manifest"));
-  EDT_ASSIGN_OR_RETURN(Manifest manifest, parse_manifest(text, what));
-  EDT_RETURN_IF_ERROR(check_blob_size(blob_path(manifest.config.digest), manifest.config, what + " config"));
-  EDT_ASSIGN_OR_RETURN(std::string config_text, read_document(manifest.config.digest, "config"));
-  ImageRecord record;
-  record.name = name;
-  record.manifest = manifest_digest;
-  record.config = manifest.config.digest;
-  EDT_ASSIGN_OR_RETURN(record.config_fields, parse_config(config_text, "config " + manifest.config.digest.str()));
-  const ImageConfig& config = record.config_fields;
+  EDT_ASSIGN_OR_RETURN(plan.manifest, parse_manifest(text, what));
+  const Descriptor& config_blob = plan.manifest.config;
+  EDT_RETURN_IF_ERROR(check_blob_size(blob_path(config_blob.digest), config_blob, what + " config"));
+  EDT_ASSIGN_OR_RETURN(std::string config_text, read_document(config_blob.digest, "config"));
+  EDT_ASSIGN_OR_RETURN(plan.config, parse_config(config_text, "config " + config_blob.digest.str()));
+  const ImageConfig& config = plan.config;
   if ((!config.os.empty() && config.os != "linux") || (!config.architecture.empty() && config.architecture != "amd64")) {
     return invalid_argument(what + " is an image for " + config.os + "/" + config.architecture + ", not linux/amd64");
   }
-  if (config.diff_ids.size() != manifest.layers.size()) {
-    return invalid_argument(what + " has " + std::to_string(manifest.layers.size()) + " layers, its config " +
+  if (config.diff_ids.size() != plan.manifest.layers.size()) {
+    return invalid_argument(what + " has " + std::to_string(plan.manifest.layers.size()) + " layers, its config " +
                             std::to_string(config.diff_ids.size()) + " diff IDs");
   }
+  return plan;
+}
+
+Result<LayerRecord> Store::prepare_layer(const Lock&, const ImagePlan& plan, size_t i, uint64_t& unpacked) {
+  const std::string what = "manifest " + plan.digest.str();
+  const Descriptor& layer = plan.manifest.layers.at(i);
+  EDT_RETURN_IF_ERROR(check_blob_size(blob_path(layer.digest), layer, what + " layers[" + std::to_string(i) + "]"));
+  const uint64_t left = unpacked < limits_.max_image_bytes ? limits_.max_image_bytes - unpacked : 0;
+  EDT_ASSIGN_OR_RETURN(LayerRecord l, ensure_layer(layer, plan.config.diff_ids[i], left));
+  unpacked += l.unpacked_bytes;
+  if (unpacked > limits_.max_image_bytes) {
+    return Status(StatusCode::kResourceExhausted, what + ": the layers unpack to more than the image bound of " +
+                                                      std::to_string(limits_.max_image_bytes) + " bytes");
+  }
+  return l;
+}
+
+Result<ImageRecord> Store::build_record(const Lock& lock, const std::string& name, const Digest& manifest_digest) {
+  EDT_ASSIGN_OR_RETURN(ImagePlan plan, plan_image(manifest_digest));
+  ImageRecord record;
+  record.name = name;
+  record.manifest = manifest_digest;
+  record.config = plan.manifest.config.digest;
+  record.config_fields = plan.config;
   uint64_t unpacked = 0;
-  for (size_t i = 0; i < manifest.layers.size(); ++i) {
-    const Descriptor& layer = manifest.layers[i];
-    EDT_RETURN_IF_ERROR(check_blob_size(blob_path(layer.digest), layer, what + " layers[" + std::to_string(i) + "]"));
-    EDT_ASSIGN_OR_RETURN(LayerRecord l, ensure_layer(layer, config.diff_ids[i], limits_.max_image_bytes - unpacked));
-    unpacked += l.unpacked_bytes;
-    if (unpacked > limits_.max_image_bytes) {
-      return Status(StatusCode::kResourceExhausted, what + ": the layers unpack to more than the image bound of " +
-                                                        std::to_string(limits_.max_image_bytes) + " bytes");
-    }
+  for (size_t i = 0; i < plan.manifest.layers.size(); ++i) {
+    EDT_ASSIGN_OR_RETURN(LayerRecord l, prepare_layer(lock, plan, i, unpacked));
     record.layers.push_back(std::move(l));
   }
   record.chain_id = chain_id_of(record.layers);
@@ -292,9 +308,9 @@ Result<ImageRecord> Store::build_record(const std::string& name, const Digest& m
   return record;
 }
 
-Result<ImageRecord> Store::commit_image(const Lock&, const std::string& name, const Digest& manifest) {
+Result<ImageRecord> Store::commit_image(const Lock& lock, const std::string& name, const Digest& manifest) {
   EDT_RETURN_IF_ERROR(check_image_name(name));
-  EDT_ASSIGN_OR_RETURN(ImageRecord record, build_record(name, manifest));
+  EDT_ASSIGN_OR_RETURN(ImageRecord record, build_record(lock, name, manifest));
   EDT_RETURN_IF_ERROR(replace_durably(root_ + "/images/" + sha256_of(name).hex + ".json", record_to_json(record)));
   return record;
 }

@@ -21,10 +21,15 @@
 // has_blob) need none. A source of blobs (a directory, an archive, later a
 // registry) writes each with a BlobWriter, which checks the size and digest
 // it was promised while the bytes stream in, then calls commit_image().
-// A Store is used by one thread at a time.
+// A Store is used by one thread at a time, but for one pair: a source may
+// write blobs (begin_blob(), BlobWriter) on one thread while another
+// unpacks the layers already stored (prepare_layer()), so that a pull
+// unpacks layer i while it fetches layer i+1.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -125,6 +130,22 @@ class Store {
   // A stored manifest, index or config (bounded by max_document_bytes).
   Result<std::string> read_document(const Digest& digest, const std::string& what) const;
 
+  // A stored manifest and its stored config, checked: an image for
+  // linux/amd64 (or that names no platform), one diff ID per layer.
+  struct ImagePlan {
+    Digest digest;  // the manifest's
+    Manifest manifest;
+    ImageConfig config;
+  };
+  Result<ImagePlan> plan_image(const Digest& manifest) const;
+  // Unpacks layer `i` of `plan` (its blob stored whole) unless the store
+  // has it, checked against its diff ID, within the image bound less the
+  // `unpacked` bytes of the layers before it, which it adds to. What
+  // commit_image() does for each layer; a pull calls it as each layer
+  // arrives. Layers are unpacked once: a layer made here is what
+  // commit_image() then finds, and gc() frees it when no record names it.
+  Result<LayerRecord> prepare_layer(const Lock& lock, const ImagePlan& plan, size_t i, uint64_t& unpacked);
+
   // Makes `name` the image of the stored `manifest` (its config and layer
   // blobs stored too): unpacks the layers it lacks, checks each against the
   // config's diff IDs and the bounds, assembles the root, writes the record.
@@ -152,13 +173,14 @@ class Store {
   Result<LayerRecord> ensure_layer(const Descriptor& blob, const Digest& diff_id, uint64_t image_bytes_left);
   Result<std::string> ensure_root(const Digest& chain_id, const std::vector<LayerRecord>& layers);
   Status publish_dir(const std::string& tmp, const std::string& final_path);
-  Result<ImageRecord> build_record(const std::string& name, const Digest& manifest);
+  Result<ImageRecord> build_record(const Lock& lock, const std::string& name, const Digest& manifest);
   // Sweeps the blobs and, given `roots_in_use`, the layers and roots too.
   Result<GcStats> sweep(const std::set<std::string>* roots_in_use);
 
   std::string root_;
   StoreLimits limits_;
-  mutable uint64_t tmp_counter_ = 0;
+  // Shared by the two threads of a pull (begin_blob, prepare_layer).
+  std::shared_ptr<std::atomic<uint64_t>> tmp_counter_ = std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 // Checks an image name: 1 to 255 printable characters, no space or control

@@ -9,11 +9,20 @@ wants an anonymous Bearer token, as Docker Hub does: a 401 names its realm
 (/token on the same server), which answers any scope and records it in
 `scopes`. Any repository name serves the same layout. serve() returns the
 server, running on a daemon thread until its shutdown().
+
+Also the real one: make_ca() and start_distribution() run Debian's
+docker-registry (the CNCF distribution registry) on loopback with TLS from
+a CA made here and htpasswd (bcrypt) auth, for tests/images and
+bench/images/pull_bench.py.
 """
 import http.server
 import json
 import os
+import shutil
+import socket
+import subprocess
 import threading
+import time
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -68,3 +77,50 @@ def serve(layout):
     server.url = "http://127.0.0.1:%d" % server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def _run(*argv):
+    return subprocess.run(argv, check=True, capture_output=True, text=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_ca(d):
+    """A CA (d/ca.crt, and d/certs/ca.crt for skopeo's --*-cert-dir) and a server certificate for 127.0.0.1."""
+    _run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=edt test CA",
+         "-keyout", d + "/ca.key", "-out", d + "/ca.crt")
+    _run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+         "-keyout", d + "/server.key", "-out", d + "/server.csr")
+    with open(d + "/ext", "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    _run("openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.crt", "-CAkey", d + "/ca.key",
+         "-CAcreateserial", "-days", "2", "-extfile", d + "/ext", "-out", d + "/server.crt")
+    os.makedirs(d + "/certs")
+    shutil.copy(d + "/ca.crt", d + "/certs/ca.crt")
+
+
+def start_distribution(d, port, user, password):
+    """docker-registry on 127.0.0.1:port, TLS with make_ca(d)'s certificate, `user` by htpasswd; its process."""
+    with open(d + "/htpasswd", "w") as f:
+        f.write(_run("htpasswd", "-Bbn", user, password).stdout)
+    config = {"version": 0.1, "log": {"level": "error"},
+              "storage": {"filesystem": {"rootdirectory": d + "/storage"}},
+              "http": {"addr": "127.0.0.1:%d" % port, "tls": {"certificate": d + "/server.crt", "key": d + "/server.key"}},
+              "auth": {"htpasswd": {"realm": "edt-test", "path": d + "/htpasswd"}}}
+    with open(d + "/config.yml", "w") as f:
+        json.dump(config, f)  # JSON is YAML
+    proc = subprocess.Popen(["docker-registry", "serve", d + "/config.yml"], stdout=open(d + "/registry.log", "w"),
+                            stderr=subprocess.STDOUT)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("docker-registry did not listen: " + open(d + "/registry.log").read())

@@ -27,7 +27,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -54,45 +53,11 @@ def run(*argv, **kw):
     return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def make_ca(d):
-    """A CA and a server certificate for 127.0.0.1 signed by it."""
-    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=edt test CA",
-        "-keyout", d + "/ca.key", "-out", d + "/ca.crt")
-    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-        "-keyout", d + "/server.key", "-out", d + "/server.csr")
-    with open(d + "/ext", "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1\n")
-    run("openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.crt", "-CAkey", d + "/ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", d + "/ext", "-out", d + "/server.crt")
-    os.makedirs(d + "/certs")
-    shutil.copy(d + "/ca.crt", d + "/certs/ca.crt")  # skopeo's --dest-cert-dir
+free_port, make_ca = oci_registry.free_port, oci_registry.make_ca
 
 
 def start_registry(d, port):
-    with open(d + "/htpasswd", "w") as f:
-        f.write(run("htpasswd", "-Bbn", USER, PASSWORD).stdout)
-    config = {"version": 0.1, "log": {"level": "error"},
-              "storage": {"filesystem": {"rootdirectory": d + "/storage"}},
-              "http": {"addr": "127.0.0.1:%d" % port, "tls": {"certificate": d + "/server.crt", "key": d + "/server.key"}},
-              "auth": {"htpasswd": {"realm": "edt-test", "path": d + "/htpasswd"}}}
-    with open(d + "/config.yml", "w") as f:
-        json.dump(config, f)  # JSON is YAML
-    proc = subprocess.Popen(["docker-registry", "serve", d + "/config.yml"], stdout=open(d + "/registry.log", "w"),
-                            stderr=subprocess.STDOUT)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("docker-registry did not listen: " + open(d + "/registry.log").read())
+    return oci_registry.start_distribution(d, port, USER, PASSWORD)
 
 
 def tiny_root(root):
