@@ -46,9 +46,7 @@ def synthetic_load_data(path="mnist.npz"):
     (x_test, y_test)), uint8, from edt's synthetic MNIST."""
     with tempfile.TemporaryDirectory() as out:
         mnist_synthetic.write_dataset(out, TRAIN, TEST, seed=0)
-        return tuple((idx.read(os.path.join(out, images)), idx.read(os.path.join(out, labels)))
-                     for images, labels in ((idx.TRAIN_IMAGES, idx.TRAIN_LABELS),
-                                            (idx.TEST_IMAGES, idx.TEST_LABELS)))
+        return mnist_load_data(out)()
 
 
 def mnist_load_data(directory):
