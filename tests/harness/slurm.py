@@ -714,7 +714,9 @@ class SlurmHarness:
     def kill_slurmd(self, name):
         """SIGKILLs node `name`'s slurmd (its jobs' slurmstepds live on): the node
         goes DOWN 10-20 s later (SlurmdTimeout=10; about 20 s when a job
-        started on it lately), and its jobs end NODE_FAIL."""
+        started on it lately), and its jobs end NODE_FAIL. (A job allocated
+        there whose script had not started yet is a launch failure: Slurm
+        requeues it, JobRequeue=0 or not.)"""
         pid = self.daemon_pid(name)
         if pid is None:
             raise HarnessError(f"the slurmd of {name} is not running")

@@ -17,7 +17,8 @@ Run as root; prints each check; exits non-zero if any fails:
     own (job_container/tmpfs); --config plain: none of these;
   - a job asking more than is free is PENDING (Resources); scancel removes it;
   - a GRES type that does not exist, or more memory than a node has, is refused;
-  - kill_slurmd: the node goes DOWN and its job ends NODE_FAIL within 35 s
+  - kill_slurmd while a job's script runs: the node goes DOWN and the job ends
+    NODE_FAIL within 35 s
     (the time is printed); start_slurmd: the node is IDLE again and runs jobs;
   - after the `with` block, and after `down` following a killed `up`:
     no namespace, link, daemon, state directory or Slurm cgroup is left.
@@ -229,8 +230,13 @@ def check_pending(h):
 
 def check_node_failure(h):
     node = h.node_names[1]
-    job = sbatch(h, "-w", node, "--wrap", "sleep 300")
-    wait_for(lambda: job_state(h, job) == "RUNNING", 30)
+    # RUNNING is the controller's word as soon as it allocates the node; a
+    # slurmd killed before the batch script started is a launch failure, and
+    # Slurm requeues those (PENDING), JobRequeue=0 or not. The script says
+    # when it runs.
+    job = sbatch(h, "-w", node, "--wrap", "echo running; exec sleep 300")
+    running, took = wait_for(lambda: "running" in read(h.path(f"job-{job}.out")), 30)
+    check(running and job_state(h, job) == "RUNNING", f"a job on {node} runs its script {took:.2f} s after sbatch")
     started = time.monotonic()
     h.kill_slurmd(node)
     try:
