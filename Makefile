@@ -41,7 +41,8 @@ build: configure
 
 # The whole suite: unit tests, multi-process integration tests, python tests.
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(TEST_JOBS) $(CTEST_FLAGS)
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(TEST_JOBS) $(CTEST_FLAGS) \
+	  || { $(CURDIR)/scripts/ctest_failures.py .; exit 1; }
 
 # Only the fast in-process tests.
 unit: build
@@ -65,8 +66,10 @@ asan-build:
 	  edt-bench edt-bench-elastic net-collectives-check
 
 test-asan: asan-build
-	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -j $(TEST_JOBS) -L unit -E '^console_components$$' $(CTEST_FLAGS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -j $(TEST_JOBS) -R '$(ASAN_INTEGRATION)' $(CTEST_FLAGS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -j $(TEST_JOBS) -L unit -E '^console_components$$' $(CTEST_FLAGS) \
+	  || { $(CURDIR)/scripts/ctest_failures.py .; exit 1; }
+	cd $(ASAN_BUILD) && ctest --output-on-failure --timeout 600 -j $(TEST_JOBS) -R '$(ASAN_INTEGRATION)' $(CTEST_FLAGS) \
+	  || { $(CURDIR)/scripts/ctest_failures.py .; exit 1; }
 
 # edtd, edt, edtrun, edt-bench, libedt and its headers and CMake package, the
 # Python package, the web console and edtd's systemd unit (docs/install.md).
