@@ -71,4 +71,8 @@ std::string format_size(uint64_t bytes) {
   return buf;
 }
 
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace edt

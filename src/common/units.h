@@ -21,4 +21,7 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text);
 // 1536 -> "1.5 KiB", 67108864 -> "64 MiB".
 std::string format_size(uint64_t bytes);
 
+// The wall clock in whole seconds since the epoch, as the API's timestamps are.
+int64_t unix_seconds();
+
 }  // namespace edt

@@ -1,7 +1,7 @@
 // Handlers: /api/v1/whoami, /api/v1/users and their tokens.
 #include <charconv>
-#include <chrono>
 
+#include "common/units.h"
 #include "control/api/handlers.h"
 
 namespace edt::control::handlers {
@@ -12,10 +12,6 @@ namespace {
 
 json token_json(const NewToken& made) {
   return {{"name", made.info.user}, {"token", made.token}, {"id", made.info.id}, {"expires_at", made.info.expires_at}};
-}
-
-int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // The token id in the path, or the NotFound a name that is no id gets.

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -15,6 +14,7 @@
 #include "common/log.h"
 #include "common/process.h"
 #include "common/shell.h"
+#include "common/units.h"
 #include "control/model/container_files.h"
 
 namespace edt::control {
@@ -22,10 +22,6 @@ namespace edt::control {
 namespace fs = std::filesystem;
 
 namespace {
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // The exit code a job's wrapper wrote, or nullopt before it ended.
 std::optional<int> read_exit_code(const std::string& path) {
@@ -110,7 +106,7 @@ Result<Job> JobRunner::start(const Cluster& cluster, const std::vector<Container
   job.container = container;
   job.owner = start.owner;
   job.command = start.command;
-  job.created_at = unix_now();
+  job.created_at = unix_seconds();
   auto id = db_->lock().insert_job(job);
   if (!id.is_ok()) return as_refusal(id.status(), "container");
   job.id = *id;
@@ -128,7 +124,7 @@ Result<Job> JobRunner::start(const Cluster& cluster, const std::vector<Container
   if (!process.is_ok()) {
     job.state = JobState::kFailed;
     job.message = process.status().message();
-    job.finished_at = unix_now();
+    job.finished_at = unix_seconds();
     ::unlink(fifo_path(job.id).c_str());
   } else {
     job.process = *process;
@@ -158,7 +154,7 @@ Job JobRunner::refresh(Job job) {
     job.exit_code = *code;
     job.state = *code == 0 ? JobState::kSucceeded : JobState::kFailed;
   }
-  job.finished_at = unix_now();
+  job.finished_at = unix_seconds();
   (void)db_->lock().update_job(job);
   return job;
 }

@@ -1,18 +1,9 @@
 // Service: users and their tokens.
-#include <chrono>
-
+#include "common/units.h"
 #include "control/service/service.h"
 #include "control/service/tokens.h"
 
 namespace edt::control {
-
-namespace {
-
-int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 Result<std::optional<std::string>> Service::ensure_admin() {
   auto tx = db_->transaction();
