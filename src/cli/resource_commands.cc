@@ -1,4 +1,4 @@
-// edt volume create|list|delete|upload, edt job list|delete, edt image list|import|pull|rm, edt gpu list.
+// edt volume create|list|delete|upload, edt job list|delete, edt image list|import|pull|pulls|rm, edt gpu list.
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/pull_progress.h"
 #include "edt_api/contract.h"
 
 namespace edt::cli {
@@ -158,7 +159,8 @@ int pull_image(const PullOptions& o) {
   }
   Client client(load_endpoint());
   json out;
-  if (auto f = client.call("POST", "/images/pull", &body, &out)) return fail(*f);
+  auto post = [&] { return client.call("POST", "/images/pull", &body, &out); };
+  if (auto f = with_pull_progress(o.name, o.reference, post)) return fail(*f);
   namespace pulled = api::fields::ImagePulled;
   const json& image = out[key(pulled::image)];
   printf("image %s pulled from %s (%s, %llu MiB unpacked): %llu blobs fetched, %llu bytes; %llu blobs reused\n",
@@ -169,6 +171,17 @@ int pull_image(const PullOptions& o) {
          static_cast<unsigned long long>(out[key(pulled::fetched_blobs)].get<uint64_t>()),
          static_cast<unsigned long long>(out[key(pulled::fetched_bytes)].get<uint64_t>()),
          static_cast<unsigned long long>(out[key(pulled::reused_blobs)].get<uint64_t>()));
+  return 0;
+}
+
+int list_pulls(const std::string& output) {
+  namespace progress = api::fields::ImagePullProgress;
+  json pulls;
+  if (int code = get_list("/images/pulls", api::fields::ImagePullList::pulls, &pulls)) return code;
+  if (print_json_if_asked(output, pulls)) return 0;
+  std::vector<std::vector<std::string>> rows = {{"NAME", "REFERENCE", "PROGRESS"}};
+  for (const auto& p : pulls) rows.push_back({p[key(progress::name)], p[key(progress::reference)], describe_pull(p)});
+  print_table(rows);
   return 0;
 }
 
@@ -297,6 +310,11 @@ void add_image_commands(CLI::App& app, Action* action) {
   pull_cmd->add_option("--username", pull->username, "the registry's user");
   pull_cmd->add_flag("--password-stdin", pull->password_stdin, "read the registry's password from stdin");
   pull_cmd->callback([pull, action] { *action = [pull] { return pull_image(*pull); }; });
+
+  auto pulls_output = std::make_shared<std::string>();
+  auto* pulls = image->add_subcommand("pulls", "list the pulls under way and how far each has come");
+  add_output_option(pulls, pulls_output.get());
+  pulls->callback([pulls_output, action] { *action = [pulls_output] { return list_pulls(*pulls_output); }; });
 
   auto out = std::make_shared<ImageOptions>();
   auto* rm = image->add_subcommand("rm", "delete an image no cluster uses (admin), freeing its store space");

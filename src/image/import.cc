@@ -82,10 +82,16 @@ struct FetchProgress {
 };
 
 void fetch_layers(Store& store, const Store::Lock& lock, BlobSource& source, const Store::ImagePlan& plan,
-                  FetchProgress& p) {
+                  FetchProgress& p, ImportProgress& told) {
   const std::string what = "manifest " + plan.digest.str() + " layers[";
   for (size_t i = 0; i < plan.manifest.layers.size() && !p.stop; ++i) {
+    told.bytes_streaming = 0;
     Status status = source.fetch(store, lock, plan.manifest.layers[i], what + std::to_string(i) + "]");
+    if (status.is_ok()) {
+      told.bytes_fetched += plan.manifest.layers[i].size;
+      told.bytes_streaming = 0;
+      ++told.layers_fetched;
+    }
     std::lock_guard<std::mutex> hold(p.mu);
     if (status.is_ok()) {
       ++p.fetched;
@@ -98,7 +104,8 @@ void fetch_layers(Store& store, const Store::Lock& lock, BlobSource& source, con
   }
 }
 
-Status unpack_layers(Store& store, const Store::Lock& lock, const Store::ImagePlan& plan, FetchProgress& p) {
+Status unpack_layers(Store& store, const Store::Lock& lock, const Store::ImagePlan& plan, FetchProgress& p,
+                     ImportProgress& told) {
   uint64_t unpacked = 0;
   for (size_t i = 0; i < plan.manifest.layers.size(); ++i) {
     {
@@ -107,6 +114,7 @@ Status unpack_layers(Store& store, const Store::Lock& lock, const Store::ImagePl
       if (p.fetched <= i) return p.error;
     }
     EDT_RETURN_IF_ERROR(store.prepare_layer(lock, plan, i, unpacked).status());
+    ++told.layers_unpacked;
   }
   return Status::ok();
 }
@@ -116,10 +124,15 @@ Status unpack_layers(Store& store, const Store::Lock& lock, const Store::ImagePl
 // overlaps the unpacking, which commit_image() then finds done. The first
 // error wins, in layer order; after an unpacking error no further layer is
 // fetched (the one under way ends first).
-Status fetch_and_unpack(Store& store, const Store::Lock& lock, BlobSource& source, const Store::ImagePlan& plan) {
+Status fetch_and_unpack(Store& store, const Store::Lock& lock, BlobSource& source, const Store::ImagePlan& plan,
+                        ImportProgress& told) {
+  uint64_t bytes = 0;
+  for (const Descriptor& layer : plan.manifest.layers) bytes += layer.size;
+  told.bytes = bytes;
+  told.layers = plan.manifest.layers.size();
   FetchProgress progress;
-  std::thread fetcher([&] { fetch_layers(store, lock, source, plan, progress); });
-  Status status = unpack_layers(store, lock, plan, progress);
+  std::thread fetcher([&] { fetch_layers(store, lock, source, plan, progress, told); });
+  Status status = unpack_layers(store, lock, plan, progress, told);
   progress.stop = true;
   fetcher.join();
   return status;
@@ -132,6 +145,8 @@ Result<ImageRecord> import_from_index(Store& store, const Store::Lock& lock, Blo
   EDT_ASSIGN_OR_RETURN(Descriptor chosen, pick_platform(index, "index.json"));
   const std::string name = options.name.empty() ? default_name(chosen) : options.name;
   EDT_RETURN_IF_ERROR(need_name(name));
+  ImportProgress untold;
+  ImportProgress& told = options.progress ? *options.progress : untold;
   for (int depth = 0;; ++depth) {
     const std::string what = "manifest " + chosen.digest.str();
     EDT_RETURN_IF_ERROR(check_document_size(store, chosen, what));
@@ -142,7 +157,7 @@ Result<ImageRecord> import_from_index(Store& store, const Store::Lock& lock, Blo
       EDT_RETURN_IF_ERROR(check_document_size(store, manifest.config, what + " config"));
       EDT_RETURN_IF_ERROR(source.fetch(store, lock, manifest.config, what + " config"));
       EDT_ASSIGN_OR_RETURN(Store::ImagePlan plan, store.plan_image(chosen.digest));
-      EDT_RETURN_IF_ERROR(fetch_and_unpack(store, lock, source, plan));
+      EDT_RETURN_IF_ERROR(fetch_and_unpack(store, lock, source, plan, told));
       return store.commit_image(lock, name, chosen.digest);
     }
     if (depth == kMaxIndexDepth) return invalid_argument(what + ": indexes nested more than 4 deep");

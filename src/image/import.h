@@ -14,6 +14,9 @@
 // at the end. Each import holds the store's lock.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,8 +35,22 @@ class BlobSource {
   virtual Status fetch(Store& store, const Store::Lock& lock, const Descriptor& d, const std::string& what) = 0;
 };
 
+// How far an import or a pull has come, written by its threads and read by
+// any other while it runs. Layers and bytes are 0 until the image's
+// manifest is resolved; the layers the store had count as fetched at once.
+struct ImportProgress {
+  std::atomic<uint64_t> layers{0}, layers_fetched{0}, layers_unpacked{0};
+  std::atomic<uint64_t> bytes{0};          // the layers' declared (compressed) bytes
+  std::atomic<uint64_t> bytes_fetched{0};  // of the layers stored whole
+  std::atomic<uint64_t> bytes_streaming{0};  // of the layer under way: a source adds as bytes arrive
+
+  // Bytes stored so far, the layer under way's included (at most `bytes`).
+  uint64_t bytes_so_far() const { return std::min(bytes_fetched.load() + bytes_streaming.load(), bytes.load()); }
+};
+
 struct ImportOptions {
   std::string name;  // the image's name; empty: the name the source gives it
+  ImportProgress* progress = nullptr;  // where to tell how far it has come; may be null
 };
 
 // Resolves `index` (the entries of an index.json) to linux/amd64, fetches

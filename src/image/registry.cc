@@ -280,8 +280,9 @@ namespace {
 // the registry): the first that gives a blob whole and true wins.
 class RegistrySource : public BlobSource {
  public:
-  RegistrySource(std::vector<std::unique_ptr<Endpoint>> endpoints, std::string repository, PullStats* stats)
-      : endpoints_(std::move(endpoints)), repo_(std::move(repository)), stats_(stats) {}
+  RegistrySource(std::vector<std::unique_ptr<Endpoint>> endpoints, std::string repository, PullStats* stats,
+                 ImportProgress* progress)
+      : endpoints_(std::move(endpoints)), repo_(std::move(repository)), stats_(stats), progress_(progress) {}
 
   Status fetch(Store& store, const Store::Lock& lock, const Descriptor& d, const std::string& what) override {
     if (store.has_blob(d.digest)) {
@@ -321,6 +322,7 @@ class RegistrySource : public BlobSource {
     if (document) request.headers.push_back(kManifestAccept);
     request.sink = [&](const char* data, size_t size) {
       bytes += size;
+      if (progress_) progress_->bytes_streaming += size;
       return w.write(data, size);
     };
     const std::string path = "/v2/" + repo_ + (document ? "/manifests/" : "/blobs/") + d.digest.str();
@@ -363,6 +365,7 @@ class RegistrySource : public BlobSource {
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::string repo_;
   PullStats* stats_;
+  ImportProgress* progress_;
   std::set<Digest> fetched_;  // this pull's: not counted as reused
   uint64_t declared_ = 0;
 };
@@ -385,9 +388,9 @@ Result<ImageRecord> pull_image(Store& store, const Store::Lock& lock, const Refe
   }
   endpoints.push_back(std::make_unique<Endpoint>(registry_base(ref.registry), "registry " + ref.registry,
                                                  ref.repository, &options.credentials, http));
-  RegistrySource source(std::move(endpoints), ref.repository, stats);
+  RegistrySource source(std::move(endpoints), ref.repository, stats, options.progress);
   EDT_ASSIGN_OR_RETURN(Descriptor top, source.fetch_top(store, lock, ref));
-  return import_from_index(store, lock, source, {top}, ImportOptions{options.name});
+  return import_from_index(store, lock, source, {top}, ImportOptions{options.name, options.progress});
 }
 
 }  // namespace edt::image

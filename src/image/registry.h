@@ -59,6 +59,8 @@ struct RegistryOptions {
   std::map<std::string, std::string> mirrors;
 };
 
+struct ImportProgress;  // image/import.h
+
 struct PullStats {
   uint64_t fetched_blobs = 0, fetched_bytes = 0;  // fetched over the network, manifests included
   uint64_t reused_blobs = 0;                      // already in the store
@@ -68,6 +70,7 @@ struct PullOptions {
   std::string name;  // the image's name in the store
   RegistryCredentials credentials;
   RegistryOptions registry;
+  ImportProgress* progress = nullptr;  // how far the pull has come, for others to read; may be null
 };
 
 // Pulls `ref` into `store` (under `lock`) as an image named options.name.

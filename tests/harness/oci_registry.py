@@ -66,14 +66,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}')
         media = "application/vnd.oci.image.manifest.v1+json" if kind == "manifests" else "application/octet-stream"
         with open(path, "rb") as f:
-            self.answer(200, f.read(), [("Content-Type", media)])
+            body = f.read()
+        if kind != "blobs" or not self.server.rate:
+            return self.answer(200, body, [("Content-Type", media)])
+        self.send_response(200)
+        self.send_header("Content-Type", media)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        chunk = 64 << 10
+        for at in range(0, len(body), chunk):  # at `rate` bytes a second
+            self.wfile.write(body[at:at + chunk])
+            time.sleep(chunk / self.server.rate)
 
 
 def serve(layout):
-    """Serves `layout` on 127.0.0.1 (a free port); .scopes lists the token requests."""
+    """Serves `layout` on 127.0.0.1 (a free port); .scopes lists the token
+    requests; setting .rate (bytes a second) slows the blobs down."""
     handler = type("Handler", (_Handler,), {"layout": layout, "scopes": [], "token": "test-token-%d" % os.getpid()})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.scopes = handler.scopes
+    server.rate = None
     server.url = "http://127.0.0.1:%d" % server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -241,6 +241,46 @@ def test_mirror(edtd, gone, mirror):
           "the mirror's token was asked for the repository's pull scope: %s" % mirror.scopes)
 
 
+def watch_pulls(edtd, token, name, cli, first_only=False):
+    """What GET /images/pulls said of pull `name`, 5 times a second, until the
+    `cli` process ends (or 60 s), or until it is first listed."""
+    seen, deadline = [], time.monotonic() + 60
+    while cli.poll() is None and time.monotonic() < deadline and not (first_only and seen):
+        status, _, text = edtd.send("GET", "/api/v1/images/pulls", None, token)
+        seen += [p for p in json.loads(text)["pulls"] if p["name"] == name] if status == 200 else [status]
+        time.sleep(0.2)
+    return seen
+
+
+def test_progress(edtd, gone, mirror, edt):
+    """big (its 24 MiB layer served at 8 MiB/s by the mirror), pulled by the CLI: GET /images/pulls shows the
+    pull to a user who is not the admin, from its request to its answer, its bytes growing within the layer;
+    a second pull of its name meanwhile is refused; the CLI prints each step on stderr."""
+    _, made = edtd.api("POST", "/users", {"name": "watcher"})
+    mirror.rate = 8 << 20
+    try:
+        cli = subprocess.Popen([edt, "image", "pull", gone + "/edt/anything:big", "--name", "slow"], env=edtd.cli_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = watch_pulls(edtd, made["token"], "slow", cli, first_only=True)
+        second = pull(edtd, gone + "/edt/anything:a", "slow", creds=False)
+        seen += watch_pulls(edtd, made["token"], "slow", cli)
+        out, err = cli.communicate(timeout=60)
+    finally:
+        mirror.rate = None
+    check(cli.returncode == 0 and "image slow pulled" in out, "edt image pull through the slowed mirror: %s %s" % (out, err))
+    check(seen and all(isinstance(p, dict) and p["reference"] == gone + "/edt/anything:big" for p in seen),
+          "GET /images/pulls, as a user, lists the pull while it runs (%d answers)" % len(seen))
+    dicts = [p for p in seen if isinstance(p, dict)]
+    fetched = [p["bytes_fetched"] for p in dicts if p["phase"] == "fetching"]
+    check(any(0 < p["bytes_fetched"] < p["bytes"] and p["layers"] == 2 and p["bytes"] > 24 << 20 for p in dicts)
+          and fetched == sorted(fetched), "its bytes grow within the layer: %s" % [(p["phase"], p["layers_fetched"],
+                                                                                    p["bytes_fetched"]) for p in dicts])
+    check(second[0] == 409 and "being pulled" in str(second[1]), "a second pull of its name meanwhile: %s" % (second,))
+    check(edtd.api("GET", "/images/pulls") == (200, {"pulls": []}), "no pull is listed once it ended")
+    check("pulling slow: fetching: layers 1/2 fetched" in err, "the CLI's steps on stderr: %r" % err)
+    check(edtd.api("DELETE", "/images/slow")[0] == 200, "delete slow (its layer is the kill test's)")
+
+
 def test_refusals(edtd, reg, registry, d):
     status, got = pull(edtd, reg + "/edt/a:1", "wrong-creds", creds="not-the-password")
     text = json.dumps(got)
@@ -340,6 +380,7 @@ def main():
                            extra=["--registry-ca-file", d + "/ca.crt", "--registry-mirror", gone + "=" + mirror.url])
         registry = Registry(d, port)
         test_mirror(edtd, gone, mirror)
+        test_progress(edtd, gone, mirror, args.edt)
         test_pull_and_run(edtd, reg, args.edt)
         test_shared_layers(edtd, reg, registry)
         test_index(edtd, reg, registry)

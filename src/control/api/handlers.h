@@ -76,6 +76,7 @@ Answer list_images(ApiContext& ctx, const Request& req, const User& user);
 Answer register_image(ApiContext& ctx, const Request& req, const User& user);
 Answer import_image(ApiContext& ctx, const Request& req, const User& user);
 Answer pull_image(ApiContext& ctx, const Request& req, const User& user);
+Answer list_image_pulls(ApiContext& ctx, const Request& req, const User& user);
 Answer delete_image(ApiContext& ctx, const Request& req, const User& user);
 Answer list_gpus(ApiContext& ctx, const Request& req, const User& user);
 

@@ -37,6 +37,16 @@ Answer pull_image(ApiContext& ctx, const Request& req, const User& user) {
   });
 }
 
+Answer list_image_pulls(ApiContext& ctx, const Request&, const User&) {
+  json items = json::array();
+  for (const auto& p : ctx.service->image_pulls()) {
+    items.push_back({{"name", p.name}, {"reference", p.reference}, {"started_at", p.started_at}, {"phase", p.phase},
+                     {"layers", p.layers}, {"layers_fetched", p.layers_fetched}, {"layers_unpacked", p.layers_unpacked},
+                     {"bytes", p.bytes}, {"bytes_fetched", p.bytes_fetched}});
+  }
+  return json_reply(200, {{"pulls", items}});
+}
+
 Answer delete_image(ApiContext& ctx, const Request& req, const User& user) {
   auto image = ctx.service->delete_image(user, req.matches[1]);
   if (!image.is_ok()) return image.status();

@@ -109,6 +109,7 @@ std::vector<Route> ApiServer::routes() {
       {"POST", "/api/v1/images", A::kAdmin, "register images", bind(h::register_image)},
       {"POST", "/api/v1/images/import", A::kAdmin, "import images", bind(h::import_image)},
       {"POST", "/api/v1/images/pull", A::kAdmin, "pull images", bind(h::pull_image)},
+      {"GET", "/api/v1/images/pulls", A::kUser, "", bind(h::list_image_pulls)},
       {"DELETE", "/api/v1/images/{name}", A::kAdmin, "delete images", bind(h::delete_image)},
       {"GET", "/api/v1/gpus", A::kUser, "", bind(h::list_gpus)},
       {"GET", "/api/v1/users", A::kAdmin, "list users", bind(h::list_users)},

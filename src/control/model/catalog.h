@@ -76,6 +76,16 @@ struct PulledImage {
   uint64_t fetched_blobs = 0, fetched_bytes = 0, reused_blobs = 0;
 };
 
+// A pull under way, as GET /images/pulls shows it: its phase ("waiting",
+// "resolving", "fetching", "unpacking") and its layers' and bytes' progress.
+struct ImagePullState {
+  std::string name, reference;
+  int64_t started_at = 0;
+  std::string phase;
+  uint64_t layers = 0, layers_fetched = 0, layers_unpacked = 0;
+  uint64_t bytes = 0, bytes_fetched = 0;
+};
+
 struct Volume {
   std::string name;
   std::string owner;

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/units.h"
 #include "control/service/service.h"
 #include "image/import.h"
 #include "image/registry.h"
@@ -209,11 +210,15 @@ Result<PulledImage> Service::pull_image(const User& by, const ImagePull& request
   if (request.username.empty() != request.password.empty())
     return invalid(request.username.empty() ? "username" : "password", "a registry's credentials are a user and a password",
                    "give both, or neither for an anonymous pull");
+  EDT_ASSIGN_OR_RETURN(ImagePulls::Ticket ticket, pulls_->start(name, ref->str(), unix_seconds()));
   EDT_ASSIGN_OR_RETURN(image::Store store, image::Store::open(options_.image_store));
   image::PullStats stats;
   auto record = [&]() -> Result<image::ImageRecord> {
     EDT_ASSIGN_OR_RETURN(image::Store::Lock lock, store.lock());
-    return image::pull_image(store, lock, *ref, {name, {request.username, request.password}, options_.registry}, &stats);
+    ticket.pull().in_store = true;
+    return image::pull_image(store, lock, *ref,
+                             {name, {request.username, request.password}, options_.registry, &ticket.pull().progress},
+                             &stats);
   }();
   if (record.is_ok())
     log::info("image {}: pulled {} ({} blobs, {} bytes fetched; {} blobs the store had)", name, ref->str(),
@@ -228,6 +233,8 @@ Result<PulledImage> Service::pull_image(const User& by, const ImagePull& request
                                                       refused_content));
   return PulledImage{image, stats.fetched_blobs, stats.fetched_bytes, stats.reused_blobs};
 }
+
+std::vector<ImagePullState> Service::image_pulls() const { return pulls_->list(); }
 
 Result<Image> Service::delete_image(const User& by, const std::string& name) {
   if (!by.admin) return admin_only("delete images");

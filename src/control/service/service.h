@@ -34,6 +34,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,7 @@
 #include "control/model/job.h"
 #include "control/model/requests.h"
 #include "control/model/teams.h"
+#include "control/service/image_pulls.h"
 #include "control/service/volume_files.h"
 #include "image/registry.h"
 
@@ -167,6 +169,8 @@ class Service {
   // Pulls an image from a registry into the image store (admin, as
   // imports); the credentials serve this pull only.
   Result<PulledImage> pull_image(const User& by, const ImagePull& request);
+  // The pulls under way and their progress (every user: no credentials).
+  std::vector<ImagePullState> image_pulls() const;
   // Removes an image no cluster uses (admin), freeing what the store kept
   // for it alone; the built-in image stays.
   Result<Image> delete_image(const User& by, const std::string& name);
@@ -247,6 +251,7 @@ class Service {
 
   Database* db_;
   ServiceOptions options_;
+  std::shared_ptr<ImagePulls> pulls_ = std::make_shared<ImagePulls>();
 };
 
 }  // namespace edt::control

@@ -387,6 +387,30 @@ export type ImagePulled = {
   reused_blobs: number;
 };
 
+export type ImagePullProgress = {
+  name: ResourceName;
+  /** what is pulled: REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:HEX */
+  reference: string;
+  /** unix seconds the pull's request came */
+  started_at: number;
+  /** waiting: for another pull or import to leave the image store; resolving: the manifests and the config; fetching: the layers, each unpacked as soon as it is stored whole; unpacking: every layer stored, the last ones unpacked and the root assembled */
+  phase: "waiting" | "resolving" | "fetching" | "unpacking";
+  /** the image's layers; 0 until resolved */
+  layers: number;
+  /** of those, stored whole and verified (those the store had count) */
+  layers_fetched: number;
+  /** of those, unpacked (those the store had count) */
+  layers_unpacked: number;
+  /** the layers' bytes as the manifest declares them (compressed); 0 until resolved */
+  bytes: number;
+  /** of those, stored so far, the layer under way's included (those the store had count) */
+  bytes_fetched: number;
+};
+
+export type ImagePullList = {
+  pulls: ImagePullProgress[];
+};
+
 export type ImageList = {
   images: Image[];
 };
