@@ -76,6 +76,19 @@ export interface Image {
   size_bytes?: number; // an imported image: its unpacked bytes
 }
 
+// A pull's answer: the image, and what was fetched for it and what the
+// store had already.
+export interface ImagePulled {
+  image: Image;
+  fetched_blobs: number;
+  fetched_bytes: number;
+  reused_blobs: number;
+}
+
+// A pull under way and how far it has come (GET /images/pulls). A phase a
+// newer edtd adds is shown as written.
+export type ImagePullProgress = Omit<wire.ImagePullProgress, 'phase'> & { phase: wire.ImagePullProgress['phase'] | string };
+
 // One GPU of the inventory. holder names the container that holds it when
 // the caller may know (its own, or any for the admin); held tells whether
 // any container holds it.
@@ -313,6 +326,26 @@ function toImage(v: unknown): Image {
   };
 }
 
+function toPulled(v: unknown): ImagePulled {
+  const o = obj(v);
+  return { image: toImage(o['image']), fetched_blobs: num(o['fetched_blobs']), fetched_bytes: num(o['fetched_bytes']), reused_blobs: num(o['reused_blobs']) };
+}
+
+function toPullProgress(v: unknown): ImagePullProgress {
+  const o = obj(v);
+  return {
+    name: str(o['name']),
+    reference: str(o['reference']),
+    started_at: num(o['started_at']),
+    phase: str(o['phase'], 'waiting'),
+    layers: num(o['layers']),
+    layers_fetched: num(o['layers_fetched']),
+    layers_unpacked: num(o['layers_unpacked']),
+    bytes: num(o['bytes']),
+    bytes_fetched: num(o['bytes_fetched']),
+  };
+}
+
 // /volumes/NAME/WHAT?path=PATH (no path: the volume's top).
 function filesRoute(volume: string, what: string, path: string): string {
   return `/volumes/${encodeURIComponent(volume)}/${what}${path ? `?path=${encodeURIComponent(path)}` : ''}`;
@@ -464,6 +497,17 @@ export class Api {
 
   async createImage(request: wire.ImageRequest): Promise<Image> {
     return toImage(await this.json('POST', '/images', request));
+  }
+
+  // Answers once the pull has ended, which can take minutes; listPulls()
+  // tells how far it has come meanwhile (the admin only).
+  async pullImage(request: wire.ImagePullRequest): Promise<ImagePulled> {
+    return toPulled(await this.json('POST', '/images/pull', request));
+  }
+
+  // The pulls under way, oldest first (every user).
+  async listPulls(): Promise<ImagePullProgress[]> {
+    return list(await this.json('GET', '/images/pulls'), 'pulls').map(toPullProgress);
   }
 
   async listGpuDevices(): Promise<Gpu[]> {

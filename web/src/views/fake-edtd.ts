@@ -1,6 +1,7 @@
 // What the views' tests share: a fake edtd that answers "METHOD /path" from
 // a table and records each request, and a view mounted against it with one
-// poll run and no timers. Test code only: no view imports it.
+// poll run and no timers (or, timedContext, with polls on timers as the
+// shell runs them). Test code only: no view imports it.
 
 import { vi } from 'vitest';
 import { Api } from '../api';
@@ -40,6 +41,29 @@ export function fakeContext(fetch: typeof globalThis.fetch): { ctx: Context; roo
   return { ctx, root };
 }
 
+// A context whose polls run on timers as the shell's do (fake ones in a
+// test that calls vi.useFakeTimers()), and leave(), which ends them as
+// leaving the view does.
+export function timedContext(fetch: typeof globalThis.fetch): { ctx: Context; root: HTMLElement; leave(): void } {
+  const { ctx, root } = fakeContext(fetch);
+  const handlers: (() => void)[] = [];
+  ctx.onLeave = (fn) => void handlers.push(fn);
+  ctx.poll = (fn, periodMs) => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const run = async () => {
+      await fn().catch(() => undefined);
+      if (!stopped) timer = setTimeout(run, typeof periodMs === 'function' ? periodMs() : periodMs);
+    };
+    handlers.push(() => {
+      stopped = true;
+      clearTimeout(timer);
+    });
+    void run();
+  };
+  return { ctx, root, leave: () => handlers.splice(0).forEach((fn) => fn()) };
+}
+
 export async function mount(view: (ctx: Context, root: HTMLElement, params: Record<string, string>) => unknown, routes: Routes, params: Record<string, string> = {}) {
   const edtd = fakeEdtd(routes);
   const { ctx, root } = fakeContext(edtd.fetch);
@@ -51,7 +75,7 @@ export async function mount(view: (ctx: Context, root: HTMLElement, params: Reco
   };
   const type = (selector: string, value: string) => (root.querySelector<HTMLInputElement>(selector)!.value = value);
   const text = (selector: string) => root.querySelector(selector)?.textContent ?? '';
-  return { root, submit, type, text, sent: edtd.sent };
+  return { root, ctx, submit, type, text, sent: edtd.sent };
 }
 
 // jsdom has no modal dialogs: every confirm dialog confirms at once.

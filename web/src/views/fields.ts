@@ -2,9 +2,10 @@
 // a labelled control with its help and its error line, and the placing of
 // an error, client-side or edtd's, next to the field it names.
 
-import { ApiError } from '../api';
+import { ApiError, type Framework } from '../api';
 import { describe } from '../app';
 import { h } from '../dom';
+import { kFrameworks } from '../validate';
 
 export interface Field {
   // What the label and error line wrap.
@@ -50,6 +51,21 @@ export function fieldset(id: string, field: string, legend: string, ...controls:
       else group.removeAttribute('aria-invalid');
     },
   };
+}
+
+// A check box per framework under a legend (ids PREFIX-framework-ID in a
+// group PREFIX-frameworks), as one field, with a help line if given;
+// ticked() reads them.
+export function frameworkChecks(prefix: string, legend: string, help?: string): { field: Field; boxes: HTMLInputElement[]; ticked(): Framework[] } {
+  const id = `${prefix}-frameworks`;
+  const boxes = kFrameworks.map((f) => h('input', { type: 'checkbox', value: f.id, id: `${prefix}-framework-${f.id}` }));
+  const labels = kFrameworks.map((f, i) => h('label', { class: 'check', for: boxes[i].id }, boxes[i], f.label));
+  const checks = fieldset(id, 'frameworks', legend, ...labels);
+  if (help) {
+    checks.error.before(h('p', { class: 'help', id: `${id}-help` }, help));
+    checks.control.setAttribute('aria-describedby', `${id}-help ${id}-error`);
+  }
+  return { field: checks, boxes, ticked: () => boxes.filter((b) => b.checked).map((b) => b.value as Framework) };
 }
 
 // Puts an error next to the field edtd named (a field of fields, or one

@@ -1,21 +1,23 @@
 // Images: each with the frameworks it carries, its size and its source (the
-// path an imported image came from, else its root file system). The admin
-// registers one (an unpacked root with a /usr, or / for the host's);
-// edtd's refusal is shown next to the field it names. Imports are the CLI's
-// and the API's (edt image import, docs/images.md).
+// path an imported image came from, the reference a pulled one came from,
+// else its root file system), and above them the pulls under way. The admin
+// registers one (an unpacked root with a /usr, or / for the host's) or pulls
+// one from a registry (pull.ts); edtd's refusal is shown next to the field it
+// names. Imports are the CLI's and the API's (edt image import, docs/images.md).
 
 import type { Image } from '../api';
 import type { Context } from '../app';
 import { h, replace } from '../dom';
 import { checkResourceName } from '../platform';
-import { kFrameworks } from '../validate';
-import { type Field, clearErrors, field, fieldset, showError } from './fields';
+import { type Field, clearErrors, field, frameworkChecks, showError } from './fields';
 import { frameworkLabel } from './clusters';
+import { pullForm, pullsTable } from './pull';
 
 export async function imagesView(ctx: Context, root: HTMLElement): Promise<void> {
   const me = await ctx.api.whoami();
   let images: Image[] = [];
   const body = h('tbody');
+  const pulls = pullsTable(ctx, () => load());
 
   async function load(): Promise<void> {
     images = (await ctx.api.listImages()).sort((a, b) => a.name.localeCompare(b.name));
@@ -29,7 +31,7 @@ export async function imagesView(ctx: Context, root: HTMLElement): Promise<void>
               h('th', { scope: 'row' }, i.name),
               h('td', { 'data-label': 'Frameworks' }, i.frameworks.map(frameworkLabel).join(', ') || '—'),
               h('td', { 'data-label': 'Size' }, i.size_bytes ? `${Math.ceil(i.size_bytes / 2 ** 20)} MiB` : '—'),
-              // An imported image: the path it came from; else its root.
+              // An imported or pulled image: the path or reference it came from; else its root.
               h('td', { 'data-label': 'Source', class: 'mono' }, i.source || (i.root ?? '—')),
               h('td', { 'data-label': 'Built in' }, i.builtin ? 'yes' : 'no'),
             ),
@@ -43,28 +45,26 @@ export async function imagesView(ctx: Context, root: HTMLElement): Promise<void>
     h(
       'div',
       { class: 'stack' },
+      pulls.el,
       h(
         'section',
         { class: 'scroll', 'aria-labelledby': 'images-title', tabindex: '0' },
         h('table', { class: 'list', id: 'images-table' }, h('thead', {}, h('tr', {}, ['Name', 'Frameworks', 'Size', 'Source', 'Built in'].map((t) => h('th', { scope: 'col' }, t)))), body),
       ),
-      me.admin ? imageForm(ctx, () => images, load) : h('p', { class: 'help' }, 'The admin registers images.'),
+      me.admin
+        ? h('div', { class: 'grid', id: 'image-forms' }, imageForm(ctx, () => images, load), pullForm(ctx, () => images, pulls.watch, load))
+        : h('p', { class: 'help' }, 'The admin registers and pulls images.'),
     ),
   );
   await load();
 }
 
 function imageForm(ctx: Context, images: () => Image[], reload: () => Promise<void>): HTMLElement {
-  const boxes = kFrameworks.map((f) => h('input', { type: 'checkbox', value: f.id, id: `image-framework-${f.id}` }));
+  const frameworks = frameworkChecks('image', 'Frameworks it carries');
   const fields: Record<string, Field> = {
     name: field('image-name', 'name', 'Name', h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: 'pytorch' })),
     root: field('image-root', 'root', 'Root file system', h('input', { type: 'text', class: 'mono', autocomplete: 'off', spellcheck: 'false', value: '/' }), 'An unpacked root file system with a /usr on the host; / is the host\'s own.'),
-    frameworks: fieldset(
-      'image-frameworks',
-      'frameworks',
-      'Frameworks it carries',
-      ...kFrameworks.map((f, i) => h('label', { class: 'check', for: `image-framework-${f.id}` }, boxes[i], f.label)),
-    ),
+    frameworks: frameworks.field,
   };
   const formError = h('p', { class: 'field-error', id: 'image-form-error', role: 'alert' });
   const form = h(
@@ -80,20 +80,20 @@ function imageForm(ctx: Context, images: () => Image[], reload: () => Promise<vo
     clearErrors(fields, formError);
     const name = (fields['name'].control as HTMLInputElement).value.trim();
     const rootPath = (fields['root'].control as HTMLInputElement).value.trim();
-    const frameworks = boxes.filter((b) => b.checked).map((b) => b.value as (typeof kFrameworks)[number]['id']);
+    const ticked = frameworks.ticked();
     const problems: [string, string | null][] = [
       ['name', checkResourceName(name, 'image', images().map((i) => i.name))],
       ['root', rootPath.startsWith('/') ? null : `"${rootPath}" is not an absolute path; write one such as /srv/images/pytorch, or / for the host's.`],
-      ['frameworks', frameworks.length ? null : 'Tick at least one framework the image carries.'],
+      ['frameworks', ticked.length ? null : 'Tick at least one framework the image carries.'],
     ];
     problems.forEach(([f, p]) => fields[f].set(p));
     const first = problems.find(([, p]) => p);
     if (first) {
-      (first[0] === 'frameworks' ? boxes[0] : fields[first[0]].control).focus();
+      (first[0] === 'frameworks' ? frameworks.boxes[0] : fields[first[0]].control).focus();
       return;
     }
     try {
-      await ctx.api.createImage({ name, root: rootPath, frameworks });
+      await ctx.api.createImage({ name, root: rootPath, frameworks: ticked });
       form.reset();
       (fields['root'].control as HTMLInputElement).value = '/';
       ctx.notify(`Registered image ${name}.`);

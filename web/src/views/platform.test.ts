@@ -105,6 +105,7 @@ describe('images', () => {
     const i = await mount(imagesView, {
       ...admin,
       'GET /images': { status: 200, body: { images: [{ name: 'edt', root: '/', frameworks: ['horovod'], builtin: true }] } },
+      'GET /images/pulls': { status: 200, body: { pulls: [] } },
       'POST /images': { status: 422, body: { error: { field: 'root', message: '/srv/x has no /usr', fix: 'unpack a root file system there' } } },
     });
     expect(i.text('tr[data-image="edt"]')).toContain('Horovod');
