@@ -25,11 +25,10 @@ import tarfile
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.join(HERE, "../../tests"), os.path.join(HERE, "../../tests/images")]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tests"))
 
 from harness.edtd import ScratchEdtd, cleanup  # noqa: E402
-from registry_pull_test import Layout, tiny_root  # noqa: E402
+from harness.oci_layout import Layout, tiny_root  # noqa: E402
 
 
 def write_layout(d, work_mib):

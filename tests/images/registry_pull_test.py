@@ -21,7 +21,6 @@ http) stands for a registry that cannot be reached. Then edtd pulls:
 """
 import argparse
 import base64
-import gzip
 import hashlib
 import io
 import json
@@ -37,6 +36,7 @@ import time
 import urllib.request
 
 from harness import oci_registry
+from harness.oci_layout import Layout, tiny_root
 from harness.edtd import ScratchEdtd, cleanup
 
 USER, PASSWORD = "puller", "s3cret-Pa55-%d" % os.getpid()
@@ -58,64 +58,6 @@ free_port, make_ca = oci_registry.free_port, oci_registry.make_ca
 
 def start_registry(d, port):
     return oci_registry.start_distribution(d, port, USER, PASSWORD)
-
-
-def tiny_root(root):
-    """The host's sshd, bash, sh, env, cat and their libraries, /etc's users, merged /usr's links, /work."""
-    os.makedirs(root + "/etc")
-    files = set()
-    for program in ("/usr/sbin/sshd", "/bin/bash", "/bin/sh", "/usr/bin/env", "/usr/bin/cat"):
-        files.add(program)
-        for word in run("ldd", program).stdout.split():
-            if word.startswith("/"):
-                files.add(word)
-    for path in sorted(files) + ["/etc/passwd", "/etc/group", "/etc/nsswitch.conf"]:
-        real = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-        os.makedirs(root + os.path.dirname(real), exist_ok=True)
-        shutil.copy2(path, root + real)
-    for top in ("bin", "sbin", "lib", "lib64"):
-        if os.path.islink("/" + top):
-            os.symlink(os.readlink("/" + top), root + "/" + top)
-
-
-class Layout:
-    """An OCI image layout written here (Python's tarfile and gzip): umoci
-    0.4's insert writes tars without their last padding, which tar readers
-    refuse."""
-
-    def __init__(self, path):
-        self.path = path
-        self.index = {"schemaVersion": 2, "manifests": []}
-        os.makedirs(path + "/blobs/sha256")
-        with open(path + "/oci-layout", "w") as f:
-            json.dump({"imageLayoutVersion": "1.0.0"}, f)
-
-    def blob(self, data, media_type):
-        digest = hashlib.sha256(data).hexdigest()
-        with open(self.path + "/blobs/sha256/" + digest, "wb") as f:
-            f.write(data)
-        return {"mediaType": media_type, "digest": "sha256:" + digest, "size": len(data)}
-
-    def layer(self, add):
-        """A gzip layer of what add(tar) puts in a tar; (descriptor, diff id)."""
-        raw = io.BytesIO()
-        with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            add(tar)
-        data = raw.getvalue()
-        return (self.blob(gzip.compress(data, mtime=0), "application/vnd.oci.image.layer.v1.tar+gzip"),
-                "sha256:" + hashlib.sha256(data).hexdigest())
-
-    def image(self, tag, layers, config):
-        config = {"architecture": "amd64", "os": "linux", "config": config,
-                  "rootfs": {"type": "layers", "diff_ids": [diff for _, diff in layers]}}
-        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "config": self.blob(json.dumps(config).encode(), "application/vnd.oci.image.config.v1+json"),
-                    "layers": [d for d, _ in layers]}
-        entry = self.blob(json.dumps(manifest).encode(), manifest["mediaType"])
-        entry["annotations"] = {"org.opencontainers.image.ref.name": tag}
-        self.index["manifests"].append(entry)
-        with open(self.path + "/index.json", "w") as f:
-            json.dump(self.index, f)
 
 
 def build_images(d):
