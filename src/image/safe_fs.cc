@@ -49,10 +49,15 @@ Result<UniqueFd> open_dir_beneath(int root_fd, const std::vector<std::string>& n
   std::string walked;
   for (const std::string& name : names) {
     walked += (walked.empty() ? "" : "/") + name;
-    if (create && ::mkdirat(dir.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
-      return io_error("mkdir " + walked, errno);
+    bool made = false;
+    if (create) {
+      made = ::mkdirat(dir.get(), name.c_str(), 0755) == 0;
+      if (!made && errno != EEXIST) return io_error("mkdir " + walked, errno);
     }
     int fd = ::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    // A directory no entry names (a layer's implied parent) is 0755, as
+    // Docker makes it, whatever the umask.
+    if (made && fd >= 0) ::fchmod(fd, 0755);
     if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
       return Status(StatusCode::kInvalidArgument, "'" + walked + "' is a symbolic link or not a directory: "
                                                   "a path through it could leave the image's root");

@@ -79,6 +79,15 @@ Result<Store> Store::open(const std::string& root, StoreLimits limits) {
   for (const char* sub : {"blobs/sha256", "layers/sha256", "roots/sha256", "images", "tmp"}) {
     EDT_RETURN_IF_ERROR(make_dirs(abs + "/" + sub));
   }
+  // A container's unprivileged ids (a user namespace's, on a Slurm node
+  // too) pass through to the roots whatever the umask made: x for all
+  // added, nothing taken away.
+  for (const std::string& dir : {abs, abs + "/roots", abs + "/roots/sha256"}) {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return io_error("stat " + dir, errno);
+    if ((st.st_mode & 0111) != 0111 && ::chmod(dir.c_str(), (st.st_mode & 07777) | 0111) != 0)
+      return io_error("chmod " + dir, errno);
+  }
   return Store(abs.size() > 1 && abs.back() == '/' ? abs.substr(0, abs.size() - 1) : abs, limits);
 }
 
