@@ -259,6 +259,26 @@ Status check_slurm(const Flags& flags, Settings& settings) {
   return SlurmBackend::partition_gpus(flags.slurm_partition).status();
 }
 
+// Where images are unpacked: with --backend slurm, in the shared directory,
+// which every node reads them from (docs/slurm.md, "Images").
+// Checked before the backend's flags, which refuse a missing shared dir.
+Status check_image_store(const Flags& flags, Settings& settings) {
+  const bool slurm = flags.backend == "slurm";
+  if (flags.image_store.empty()) {
+    settings.image_store = (slurm ? flags.slurm_shared_dir : flags.data_dir) + "/images";
+    return Status::ok();
+  }
+  settings.image_store = fs::path(flags.image_store).lexically_normal().string();
+  if (!fs::path(flags.image_store).is_absolute())
+    return invalid_argument("--image-store " + flags.image_store + " is not an absolute path; give one");
+  if (slurm && !flags.slurm_shared_dir.empty() &&
+      !path_within(settings.image_store, fs::path(flags.slurm_shared_dir).lexically_normal().string()))
+    return invalid_argument("--image-store " + flags.image_store + " is not under --slurm-shared-dir " +
+                            flags.slurm_shared_dir + ": the nodes read the images' roots from it; put it there, or "
+                            "leave it out (default: " + flags.slurm_shared_dir + "/images)");
+  return Status::ok();
+}
+
 // The API's, the network's and the log's flags.
 void add_service_flags(CLI::App& app, Flags& flags) {
   app.add_option("--data-dir", flags.data_dir, "where the store, keys, containers and volumes live")->capture_default_str();
@@ -319,8 +339,10 @@ void add_container_flags(CLI::App& app, Flags& flags) {
                  "REGISTRY=URL: pulls from REGISTRY (as a reference names it: docker.io, nvcr.io, host:port) ask the "
                  "mirror at URL (https://host[:port], or http://) first, anonymously; repeatable");
   app.add_option("--image-store", flags.image_store,
-                 "the image store that imported images are unpacked into (docs/images.md); default: "
-                 "<data-dir>/images. Its images' roots are named by absolute path: move it only with them");
+                 "the image store that imported and pulled images are unpacked into (docs/images.md); default: "
+                 "<data-dir>/images, and with --backend slurm <slurm-shared-dir>/images, where the nodes read them "
+                 "(it must be under the shared directory). Its images' roots are named by absolute path: move it only "
+                 "with them");
   app.add_option("--volume-size", flags.volume_size,
                  "the most bytes each volume edtd makes holds, as a disk of its own (<data-dir>/volume-disks) with "
                  "one file per 16 KiB; a write past it fails with ENOSPC, an upload with 413; 0: plain directories, "
@@ -384,6 +406,7 @@ Result<Settings> check_flags(const Flags& flags) {
     return invalid_argument("--job-log-limit '" + flags.job_log_limit + "' is not a size of at least 4KiB; write, "
                             "e.g., --job-log-limit 64MiB");
   settings.job_log_limit = *job_log_limit;
+  EDT_RETURN_IF_ERROR(check_image_store(flags, settings));
   EDT_RETURN_IF_ERROR(flags.backend == "slurm" ? check_slurm(flags, settings) : check_network(flags, settings));
   if (flags.backend == "local") EDT_RETURN_IF_ERROR(check_pids_max(flags.container_pids_max, settings));
   auto grace = parse_duration(flags.grace);

@@ -95,6 +95,7 @@ struct Settings {
   uint64_t volume_size = 0;           // bytes; 0: no bound
   bool slurm = false;                 // --backend slurm
   std::string login_address;         // with slurm: this host's address toward the containers
+  std::string image_store;           // --image-store, or its default: <data-dir>/images; <shared>/images with slurm
   uint64_t job_log_limit = kDefaultJobLogLimit;
   int64_t pids_max = 0;      // each container's bound on tasks; 0: none
   std::string pids_warning;  // logged at start, if any

@@ -739,6 +739,8 @@ TEST(EdtdFlags, BadFlagsAreRefusedBeforeAnythingIsMade) {
       {"--backend slurm --slurm-partition p --slurm-shared-dir /s --address-range 127.1.0.0/16", "--address-range"},
       {slurm + " --slurm-interface an-interface-name", "--slurm-interface 'an-interface-name' is not"},
       {slurm + " --slurm-gateway router", "--slurm-gateway 'router' is not an IPv4 address"},
+      {"--image-store images", "--image-store images is not an absolute path"},
+      {slurm + " --image-store /srv/images", "--image-store /srv/images is not under --slurm-shared-dir /s"},
   };
   for (const auto& c : cases) {
     Output o = sh(std::string(EDTD_PATH) + " --data-dir " + data + " " + c.flags);

@@ -136,7 +136,7 @@ int serve(const Flags& flags, const Settings& settings) {
   Reconciler reconciler(db.get(), &backend, reconciler_options);
   // Managed volumes live where the containers' nodes see them.
   const std::string volumes_under = settings.slurm ? flags.slurm_shared_dir : flags.data_dir;
-  const std::string image_store = flags.image_store.empty() ? flags.data_dir + "/images" : flags.image_store;
+  const std::string& image_store = settings.image_store;
   if (auto store = image::Store::open(image_store); !store.is_ok()) return fail(store.status());
   auto registry = registry_options(flags);
   if (!registry.is_ok()) return fail(registry.status());

@@ -101,6 +101,7 @@ import json
 import os
 import re
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -475,7 +476,7 @@ class SlurmHarness:
     """The cluster; a context manager that builds it and always tears it down."""
 
     def __init__(self, state_dir=DEFAULT_STATE_DIR, nodes=3, gpus=2, cpus=2, memory_mb=4096, log=print,
-                 up_timeout=60, nodes_style="static", config="site"):
+                 up_timeout=60, nodes_style="static", config="site", hidden=()):
         if not 1 <= nodes <= MAX_NODES:
             raise ValueError(f"nodes must be 1..{MAX_NODES}")
         if nodes_style not in NODES_STYLES:
@@ -499,7 +500,12 @@ class SlurmHarness:
         self.address_range_for_containers = CONTAINER_RANGE
         self.partition = PARTITION
         self.gpu_type = GPU_TYPE
-        self._cgroup_mounts = cgroup_mounts() or "true"
+        # Directories of the login node that no node sees, as at a site,
+        # where they are on the login node's own disk (edtd's data dir): an
+        # empty tmpfs over each in the nodes' mount namespaces. Each must
+        # exist when the nodes start.
+        hide = [f"mount -t tmpfs -o size=64k,mode=0755 edt-hidden {shlex.quote(p)}" for p in hidden]
+        self._node_mounts = " && ".join([cgroup_mounts() or "true"] + hide)
         self._children = {}  # daemon -> Popen, for those this process started
         self._old_handlers = {}
 
@@ -671,11 +677,11 @@ class SlurmHarness:
 
     def _in_host(self, ns, hostname, argv):
         """argv run in netns `ns` and a UTS namespace of its own whose hostname is `hostname`,
-        with the machine's cgroups (cgroup_mounts()) and its mounts private, as on a node of
+        with the machine's cgroups (cgroup_mounts()), the `hidden` paths covered, and its mounts private, as on a node of
         its own (`ip netns exec` leaves them slaves of the host's: job_container/tmpfs's bind
         of a job's namespace then fails, `ns base mount failed: Invalid argument`)."""
         return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c",
-                self._cgroup_mounts + ' && hostname "$0" && exec "$@"', hostname] + argv
+                self._node_mounts + ' && hostname "$0" && exec "$@"', hostname] + argv
 
     def _start_munged(self):
         m = self.path("munge")

@@ -45,12 +45,17 @@ beside edt's:
     its replacement on another node);
   - edtd killed (SIGKILL) right after a scale to 5 is asked, and started
     again: the scale completes, no job is left twice;
-  - delete: nothing of this edtd is left in squeue.
+  - delete: nothing of this edtd is left in squeue;
+  - an image imported into edtd's store lands in the shared directory, and
+    a cluster of it runs in its WorkingDir with its files.
+No node sees edtd's data dir (the harness covers it on the nodes), as at a
+site, where it is on the login node's own disk.
 
   slurm_backend_test.py --edtd build/src/control/edtd --edt build/src/cli/edt --build build [--nodes-style dynamic]
                         [--config site|site-tmpfs|plain]
 """
 import argparse
+import io
 import json
 import os
 import re
@@ -59,6 +64,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.error
@@ -66,6 +72,7 @@ import urllib.request
 
 import check_run  # the example's own checks of its epoch lines (examples/mnist, on PYTHONPATH)
 import harness.edtd
+from harness.oci_layout import Layout, tiny_root
 from harness.slurm import CONFIGS, SlurmHarness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -423,6 +430,33 @@ def delete(e, h):
     check(not left, "and no container directory left: %s" % left)
 
 
+def stored_image(e, h, top):
+    """An image imported into edtd's store lands in the shared directory (the
+    store's default with --backend slurm), and a cluster of it runs on nodes
+    that do not see edtd's data dir, with the image's own files."""
+    root, layout = os.path.join(top, "image-root"), Layout(os.path.join(top, "layout"))
+    tiny_root(root)
+    base = layout.layer(lambda tar: [tar.add(os.path.join(root, t), arcname=t) for t in sorted(os.listdir(root))])
+
+    def work(tar):
+        info = tarfile.TarInfo("work/marker")
+        data = b"from the stored image\n"
+        info.size, info.mode = len(data), 0o644
+        tar.addfile(info, io.BytesIO(data))
+    layout.image("tiny", [base, layout.layer(work)], {"WorkingDir": "/work", "Env": ["PATH=/usr/bin:/bin"]})
+    e.edt("image", "import", layout.path, "--name", "tiny")
+    image = next(i for i in json.loads(e.edt("image", "list", "-o", "json").stdout) if i["name"] == "tiny")
+    check(image["root"].startswith(os.path.join(e.shared, "images") + "/"),
+          "the imported image's root is in the shared directory's store: " + image["root"])
+    e.edt("cluster", "create", "tiny", "--framework", "horovod", "--image", "tiny", "--containers", "2", "--wait")
+    nodes = {c["name"]: c["node"] for c in json.loads(e.edt("cluster", "get", "tiny", "-o", "json").stdout)["status"]["containers"]}
+    out = e.edt("run", "tiny", "--", "sh", "-c", "pwd; cat marker").stdout.split("\n")
+    check(out[:2] == ["/work", "from the stored image"], "a cluster of it runs on nodes %s with its files: %r"
+          % (sorted(nodes.values()), out))
+    e.edt("cluster", "delete", "tiny", "--wait")
+    e.edt("image", "rm", "tiny")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--edtd", required=True)
@@ -439,9 +473,12 @@ def main():
     figures = {}
     e = None
     try:
+        # edtd's data dir is on the login node alone, as at sites: no node sees it.
+        login = os.path.join(top, "login")
+        os.mkdir(login, 0o755)
         with SlurmHarness(state_dir=args.state_dir, nodes=5, gpus=2, cpus=2, memory_mb=4096,
-                          nodes_style=args.nodes_style, config=args.config) as h:
-            e = Edtd(args, h, shared, os.path.join(top, "data"))
+                          nodes_style=args.nodes_style, config=args.config, hidden=[login]) as h:
+            e = Edtd(args, h, shared, os.path.join(login, "data"))
             try:
                 bad_input(e, h)
                 sandbox_failure(e, h)
@@ -454,6 +491,7 @@ def main():
                 survive_slurmd_kill(e, h)
                 survive_edtd_kill(e, h)
                 delete(e, h)
+                stored_image(e, h, top)
             except BaseException:
                 print("edtd's log:\n" + e.log(), flush=True)
                 subprocess.run(["squeue", "-t", "all"], env=h.env)
