@@ -66,6 +66,9 @@ Three configurations (`config`):
   - "plain": none of these (proctrack/linuxproc, task/none).
 A node's slurmd runs in a mount namespace of `ip netns exec`, whose sysfs
 hides /sys/fs/cgroup: the cgroup file systems are mounted there again.
+Directories passed as `hidden` (each must exist) are covered there by an
+empty tmpfs: the login node's own disk, which no node of a site sees
+(edtd's data dir, in tests/slurm/slurm_backend_test.py).
 
 A node whose slurmd dies is DOWN 10-20 s later and its
 jobs end NODE_FAIL (JobRequeue=0: not requeued); it is back as soon as its
