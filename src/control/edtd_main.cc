@@ -85,7 +85,12 @@ Result<std::unique_ptr<Database>> open_database(const Flags& flags) {
 }
 
 // Blocks SIGTERM and SIGINT in every thread (sigwait takes them) and
-// ignores SIGPIPE; returns the set to wait for.
+// ignores SIGPIPE; returns the set to wait for. Called before edtd starts
+// any thread: a thread made earlier would keep them unblocked, and a signal
+// the kernel hands to it ends edtd with the default action, without its
+// stop. A SIGTERM that comes while edtd starts waits for the sigwait. Every
+// child edtd starts resets its mask (spawn_detached, run_host_command, the
+// job log's and the terminal's forks).
 sigset_t block_signals() {
   sigset_t signals;
   sigemptyset(&signals);
@@ -109,8 +114,8 @@ DiskBound volume_disk(const Settings& settings) {
   return {settings.volume_size, 0, true};
 }
 
-// edtd's parts, made in dependency order; serves until SIGTERM or SIGINT.
-int serve(const Flags& flags, const Settings& settings) {
+// edtd's parts, made in dependency order; serves until one of `signals`.
+int serve(const Flags& flags, const Settings& settings, const sigset_t& signals) {
   const auto& [host, port] = settings.listen;
   std::vector<Gpu> gpus = settings.simulated_gpus ? settings.gpus : detect_gpus();
   if (settings.slurm && !settings.simulated_gpus) {
@@ -163,7 +168,6 @@ int serve(const Flags& flags, const Settings& settings) {
   api_options.session_token = [&jupyter](const Request& request) { return jupyter.session_token(request); };
   ApiServer api(std::move(api_options));
 
-  sigset_t signals = block_signals();
   if (Status st = api.start(host, port); !st.is_ok()) return fail(st);
   reconciler.start();
   log::info("serving http://{}:{}/api/v1 (data in {}, {} GPUs{}; console {})", host, port, flags.data_dir, gpus.size(),
@@ -182,11 +186,12 @@ int run(const Flags& flags) {
     std::fputs(fault_points_table().c_str(), stdout);
     return 0;
   }
+  const sigset_t signals = block_signals();
   log::init("edtd");
   auto checked = check_flags(flags);
   if (!checked.is_ok()) return fail(checked.status());
   log::init("edtd", checked->log_level.value_or(log::level()), checked->log_format);
-  return serve(flags, *checked);
+  return serve(flags, *checked, signals);
 }
 
 }  // namespace

@@ -27,6 +27,11 @@ directory, bubblewrap's info file, its recorded pid, sshd listening), and
 during a delete once the first container row is gone.
 At the end everything is deleted and nothing may be left: no labelled
 process, no container directory, no row.
+SIGTERM stops edtd cleanly (exit status 0, "stopping on signal" in its log)
+whenever it comes: every thread of a running edtd blocks SIGTERM and
+SIGINT, so none takes them with their default action (the end of edtd,
+mid-step), and a SIGTERM sent while edtd is still starting stops it once
+it has started.
 
   crash_test.py --edtd build/src/control/edtd [--point NAME]
 """
@@ -34,6 +39,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -175,6 +181,49 @@ def sandboxes(home):
                       int(fields[19])))
     return found
 
+
+def blocked_signals(pid, tid):
+    """The signal mask (SigBlk) of thread `tid` of `pid`, 0 when it is gone."""
+    found = re.search(rb"^SigBlk:\s*([0-9a-f]+)", read(f"/proc/{pid}/task/{tid}/status"), re.M)
+    return int(found.group(1), 16) if found else 0
+
+
+def threads_taking(pid, signals):
+    """The threads of `pid` but its main one that do not block every one of
+    `signals`: one of them would take such a signal with its default
+    action. (The main thread waits for them in sigwait, which unblocks
+    them while it waits.)"""
+    mask = sum(1 << (s - 1) for s in signals)
+    return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")
+            if int(tid) != pid and blocked_signals(pid, tid) & mask != mask]
+
+
+def expect_clean_stop(edtd, when):
+    edtd.proc.send_signal(signal.SIGTERM)
+    code = edtd.proc.wait(timeout=TIMEOUT)
+    if code != 0 or "stopping on signal" not in edtd.log():
+        raise AssertionError(f"SIGTERM {when} ended edtd with status {code}, not a clean stop; its log:\n{edtd.log()}")
+
+
+def check_signals(edtd):
+    """A running edtd's threads all block SIGTERM and SIGINT; SIGTERM stops
+    it cleanly while it serves, and when sent while edtd starts (as soon
+    as its main thread blocks it). Leaves edtd running."""
+    taking = threads_taking(edtd.proc.pid, (signal.SIGTERM, signal.SIGINT))
+    if taking:
+        raise AssertionError(f"edtd's threads {taking} do not block SIGTERM and SIGINT: a signal that reaches one "
+                             "ends edtd without its stop")
+    expect_clean_stop(edtd, "while edtd served")
+    edtd.port = harness.edtd.free_port()
+    edtd._spawn(edtd.argv(), {k: v for k, v in os.environ.items() if k != "EDT_FAULT"})
+    deadline = time.time() + TIMEOUT
+    while not blocked_signals(edtd.proc.pid, edtd.proc.pid) & (1 << (signal.SIGTERM - 1)):
+        if edtd.proc.poll() is not None or time.time() > deadline:
+            raise AssertionError(f"edtd never blocked SIGTERM as it started; its log:\n{edtd.log()}")
+        time.sleep(0.0005)
+    expect_clean_stop(edtd, "while edtd was starting")
+    edtd.start()
+    print("SIGTERM stops edtd cleanly while it starts and while it serves; all its threads block it", flush=True)
 
 def labelled_processes(home):
     mark = b"\0EDT_SANDBOX_HOME=" + home.encode() + b"\0"
@@ -379,6 +428,7 @@ def main():
             raise AssertionError("the bystander cluster could not be created")
         wait_for("the bystander to be Running", lambda: settled(edtd, {BYSTANDER: 2}))
         bystander_pids = {c["name"]: (c["pid"], c["pid_start"]) for c in edtd.rows()[1]}
+        check_signals(edtd)
         print(f"{len(points)} fault points, each crashed in the operations it lists:", flush=True)
         for point, operations in points:
             run_point(edtd, point, operations, bystander_pids)
