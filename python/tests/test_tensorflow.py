@@ -3,6 +3,9 @@ ops, eagerly and inside tf.function, and a DistributedGradientTape training
 step. Runs on every rank (python_tensorflow_np2, edt's venv); skipped where
 TensorFlow is not installed (python_np2 runs on Debian's python3)."""
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -210,3 +213,21 @@ def test_distributed_gradient_tape_backward_passes_per_step(hvd, in_function, av
         np.testing.assert_allclose(got, want, rtol=1e-6)
         np.testing.assert_allclose(w.numpy(), applied, rtol=1e-6)
         assert int(opt.iterations.numpy()) == p + 1
+
+
+def test_gradient_aggregation_frees_the_variables(hvd):
+    """The sums of backward_passes_per_step live as long as the variables
+    they are for: a model dropped after training with aggregation is
+    freed, and a new one gets sums of its own."""
+    def train_once():
+        w = tf.Variable([1.0, 2.0])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * w)
+        tape = hvd.DistributedGradientTape(tape, backward_passes_per_step=2)
+        np.testing.assert_allclose(tape.gradient(loss, [w])[0].numpy(), [2.0, 4.0])
+        return weakref.ref(w)
+
+    first = train_once()
+    gc.collect()
+    assert first() is None, "the variable is still referenced after its tape and model are gone"
+    train_once()  # fresh sums: the first pass's gradient alone, not added to the first model's

@@ -10,6 +10,8 @@ and otherwise counts the pass in the optimizer's iterations, as Horovod's
 optimizer does. The state lives in tf.Variables, so the same code runs
 eagerly and inside tf.function (tf.cond picks the branch)."""
 
+import weakref
+
 import tensorflow as tf
 
 
@@ -108,17 +110,21 @@ class GradientAggregator:
         return tf.cond(tf.equal(self.counter, 0), applied, skipped)
 
 
-_by_sources = {}
-
-
 def aggregator_of(sources, backward_passes_per_step, average_aggregated_gradients, sparse_as_dense):
     """The GradientAggregator of a DistributedGradientTape's `sources`. A
     training loop makes a new tape each pass, so the sums belong to the
     sources (variables, by identity), not to the tape: each pass's tape over
-    the same variables adds to the same sums."""
-    key = (tuple(s.ref() for s in sources), int(backward_passes_per_step), bool(average_aggregated_gradients),
+    the same variables adds to the same sums. The aggregator is kept on the
+    first source, so it lives as long as the variables do, not as long as
+    the process."""
+    key = (tuple(id(s) for s in sources), int(backward_passes_per_step), bool(average_aggregated_gradients),
            bool(sparse_as_dense))
-    if key not in _by_sources:
-        _by_sources[key] = GradientAggregator(backward_passes_per_step, average_aggregated_gradients,
-                                              sparse_as_dense)
-    return _by_sources[key]
+    kept = sources[0].__dict__.setdefault("_edt_aggregators", {})
+    found = kept.get(key)
+    # The ids name these variables only while the aggregator's own
+    # references (to all but the first, which holds it) are alive.
+    if found is None or any(ref() is not s for ref, s in zip(found[0], sources[1:])):
+        found = ([weakref.ref(s) for s in sources[1:]],
+                 GradientAggregator(backward_passes_per_step, average_aggregated_gradients, sparse_as_dense))
+        kept[key] = found
+    return found[1]
