@@ -24,10 +24,15 @@ std::optional<std::string> parse_durations(const ElasticFlags& flags, ElasticDri
                                                                   {"--heartbeat-timeout", &flags.heartbeat_timeout}};
   std::chrono::milliseconds* targets[] = {&options.elastic_timeout, &discovery_interval, &options.heartbeat_timeout};
   for (size_t i = 0; i < 3; ++i) {
+    if (targets[i] == &discovery_interval && flags.discovery_interval == "auto") {
+      discovery_interval = std::chrono::milliseconds(0);  // from the script's cost (host_source.h)
+      continue;
+    }
     auto d = parse_duration(*durations[i].second);
     if (!d.is_ok() || d.value().count() <= 0)
       return std::string(durations[i].first) + " " + *durations[i].second +
-             " is not a positive duration; give seconds, e.g. 30, or 500ms, 2m";
+             " is not a positive duration; give seconds, e.g. 30, or 500ms, 2m" +
+             (targets[i] == &discovery_interval ? std::string(", or auto") : std::string());
     *targets[i] = d.value();
   }
   return std::nullopt;
@@ -55,7 +60,8 @@ void add_elastic_flags(CLI::App& app, ElasticFlags& flags) {
                  "Elastic: a script printing the current hosts, 'host:slots' or 'host' per line");
   app.add_option("--slots-per-host", flags.slots_per_host, "Elastic: slots of a discovered host printed without them")
       ->check(CLI::PositiveNumber);
-  app.add_option("--discovery-interval", flags.discovery_interval, "Elastic: how often to run the discovery script");
+  app.add_option("--discovery-interval", flags.discovery_interval,
+                 "Elastic: how often to run the discovery script (default auto: 20 times its last run, 100ms to 1s)");
   app.add_option("--elastic-timeout", flags.elastic_timeout,
                  "Elastic: how long the job may stay below --min-np before it fails (seconds or 90s, 10m)");
   app.add_option("--reset-limit", flags.reset_limit, "Elastic: end the job after this many resets")
@@ -75,7 +81,7 @@ int run_elastic(JobOptions base, const std::string& hostfile, const ElasticFlags
   options.reset_limit = flags.reset_limit;
   if (!hostfile.empty() && !flags.discovery_script.empty())
     return usage_error("--hostfile and --host-discovery-script both given; give one of them");
-  std::chrono::milliseconds discovery_interval{1000};
+  std::chrono::milliseconds discovery_interval{0};
   if (auto bad = parse_durations(flags, options, discovery_interval)) return usage_error(*bad);
   if (!flags.blacklist_cooldown.empty()) {
     const double low = flags.blacklist_cooldown[0], high = flags.blacklist_cooldown[1];

@@ -7,7 +7,8 @@
 //                         also --max-num-proc
 //   --host-discovery-script S   prints "host:slots" or "host" per line
 //   --slots-per-host K    slots of a discovered host printed without them
-//   --discovery-interval D      how often to run the script (default 1s)
+//   --discovery-interval D      how often to run the script (default auto:
+//                         20 times its last run, within 100ms and 1s)
 //   --elastic-timeout D   how long the job may stay below --min-np (600s)
 //   --reset-limit N       end the job after N resets
 //   --blacklist-cooldown-range MIN MAX   blacklisted hosts come back after
@@ -31,7 +32,7 @@ struct ElasticFlags {
   int max_np = 0;
   std::string discovery_script;
   int slots_per_host = 1;
-  std::string discovery_interval = "1s";
+  std::string discovery_interval = "auto";
   std::string elastic_timeout = "600s";
   int reset_limit = -1;
   std::vector<double> blacklist_cooldown;  // empty or {min, max} seconds

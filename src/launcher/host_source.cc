@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -59,7 +60,19 @@ bool WatchedHostfile::take_change() {
   return changed;
 }
 
+std::chrono::milliseconds DiscoveryScript::interval() const {
+  if (options_.interval.count() > 0) return options_.interval;
+  return std::clamp(last_run_ * kCostFactor, kFastest, kSlowest);
+}
+
 Result<std::vector<HostSlots>> DiscoveryScript::poll() {
+  const auto started = Clock::now();
+  auto hosts = run();
+  last_run_ = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+  return hosts;
+}
+
+Result<std::vector<HostSlots>> DiscoveryScript::run() {
   SpawnOptions spawn;
   spawn.argv = {"/bin/sh", "-c", options_.script};
   for (const auto& [name, value] : options_.env) spawn.env.push_back(name + "=" + value);

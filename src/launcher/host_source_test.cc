@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -72,7 +73,31 @@ TEST(DiscoveryScript, ParsesWhatTheScriptPrints) {
   auto hosts = source.poll();
   ASSERT_TRUE(hosts.is_ok()) << hosts.status().to_string();
   EXPECT_EQ(hosts.value(), (std::vector<HostSlots>{{"node-a", 4}, {"node-c", 2}}));
-  EXPECT_EQ(source.interval(), milliseconds(1000));
+}
+
+TEST(DiscoveryScript, ByDefaultItsIntervalFollowsTheScriptsCost) {
+  DiscoveryScript fast(script("echo node-a"));
+  EXPECT_EQ(fast.interval(), DiscoveryScript::kFastest);  // before any run
+  ASSERT_TRUE(fast.poll().is_ok());
+  EXPECT_EQ(fast.interval(), std::clamp(fast.last_run() * DiscoveryScript::kCostFactor, DiscoveryScript::kFastest,
+                                        DiscoveryScript::kSlowest));
+  // A run of 60 ms or more: 20 times that is past the slowest interval.
+  DiscoveryScript slow(script("sleep 0.06; echo node-a"));
+  ASSERT_TRUE(slow.poll().is_ok());
+  EXPECT_GE(slow.last_run(), milliseconds(60));
+  EXPECT_EQ(slow.interval(), DiscoveryScript::kSlowest);
+  // A failed run counts too: the script was run all the same.
+  DiscoveryScript failing(script("sleep 0.06; exit 1"));
+  EXPECT_FALSE(failing.poll().is_ok());
+  EXPECT_EQ(failing.interval(), DiscoveryScript::kSlowest);
+}
+
+TEST(DiscoveryScript, AGivenIntervalIsKept) {
+  DiscoveryScriptOptions options = script("sleep 0.06; echo node-a");
+  options.interval = milliseconds(250);
+  DiscoveryScript source(options);
+  ASSERT_TRUE(source.poll().is_ok());
+  EXPECT_EQ(source.interval(), milliseconds(250));
 }
 
 TEST(DiscoveryScript, AFailedRunIsAnErrorWithItsStderr) {
