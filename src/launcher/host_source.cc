@@ -62,6 +62,7 @@ bool WatchedHostfile::take_change() {
 
 std::chrono::milliseconds DiscoveryScript::interval() const {
   if (options_.interval.count() > 0) return options_.interval;
+  if (last_failed_) return kSlowest;
   return std::clamp(last_run_ * kCostFactor, kFastest, kSlowest);
 }
 
@@ -69,6 +70,7 @@ Result<std::vector<HostSlots>> DiscoveryScript::poll() {
   const auto started = Clock::now();
   auto hosts = run();
   last_run_ = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+  last_failed_ = !hosts.is_ok();
   return hosts;
 }
 

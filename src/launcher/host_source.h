@@ -15,7 +15,8 @@
 //                    20 times its last run, within [100 ms, 1 s], so that a
 //                    cheap script sees a change within 0.1 s while no
 //                    script takes more than about 5% of a core, and none is
-//                    run less often than Horovod's fixed 1 s.
+//                    run less often than Horovod's fixed 1 s. After a failed
+//                    run it waits the 1 s, as Horovod retries.
 //
 // A source is polled by its owner: poll() returns the hosts as they are now,
 // or an error meaning "not known now" (the caller keeps its last list). The
@@ -100,6 +101,7 @@ class DiscoveryScript final : public HostSource {
 
   DiscoveryScriptOptions options_;
   std::chrono::milliseconds last_run_{0};
+  bool last_failed_ = false;
 };
 
 // Reads the hosts a discovery script prints: "host:slots" or "host" (then
