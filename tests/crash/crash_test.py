@@ -225,6 +225,7 @@ def check_signals(edtd):
     edtd.start()
     print("SIGTERM stops edtd cleanly while it starts and while it serves; all its threads block it", flush=True)
 
+
 def labelled_processes(home):
     mark = b"\0EDT_SANDBOX_HOME=" + home.encode() + b"\0"
     return [int(e) for e in os.listdir("/proc") if e.isdigit() and mark in b"\0" + read(f"/proc/{e}/environ")
