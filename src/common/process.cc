@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -56,6 +57,12 @@ bool alive(const ProcessId& id) {
   if (id.pid <= 0 || id.start_time == 0) return false;
   auto stat = read_stat(id.pid);
   return stat && !stat->zombie() && stat->start_time == id.start_time;
+}
+
+void unblock_signals() {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
 bool namespace_init(std::string_view status) {

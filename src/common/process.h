@@ -41,6 +41,12 @@ std::optional<ProcessId> identify(int64_t pid);
 // id.start_time. A zombie has exited: only its exit status is left to reap.
 bool alive(const ProcessId& id);
 
+// In a child between fork and exec: empties the signal mask, which a fork
+// copies from the forking thread (edtd's and edtrun's threads block SIGTERM
+// and SIGINT), so that the program it runs takes signals as it expects.
+// Async-signal-safe.
+void unblock_signals();
+
 // Whether `status`, the text of /proc/<pid>/status, is that of the init of
 // a PID namespace below the reader's: the last of its NSpid pids, one per
 // namespace level, is 1. No process of the reader's own namespace is one.

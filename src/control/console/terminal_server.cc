@@ -110,9 +110,7 @@ std::vector<std::string> ssh_argv(const TerminalTarget& target, const std::strin
 // The child side of forkpty: runs `argv` (made before the fork: only
 // async-signal-safe calls here) on the pty. Never returns.
 [[noreturn]] void exec_ssh(char* const argv[]) {
-  sigset_t none;  // edtd's threads block SIGTERM and SIGINT; ssh takes them
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  proc::unblock_signals();
   static char term[] = "TERM=xterm-256color";
   ::putenv(term);
   ::execvp(argv[0], argv);

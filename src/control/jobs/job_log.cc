@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "common/process.h"
 #include "common/units.h"
 
 namespace edt::control {
@@ -148,9 +148,7 @@ Result<proc::ProcessId> start_job_log(const std::string& program, const JobLogPa
   }
   if (child == 0) {
     ::setsid();
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    proc::unblock_signals();
     const pid_t grandchild = ::fork();
     if (grandchild != 0) {
       const int64_t pid = grandchild;

@@ -1,7 +1,6 @@
 #include "control/backends/local/host_command.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,12 +26,6 @@ std::string read_all(int fd) {
 
 }  // namespace
 
-void unblock_signals() {
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-}
-
 Result<std::string> run_host_command(const std::vector<std::string>& argv, const std::string& packages) {
   // Made before fork (edtd has threads): an allocation in the child can
   // wait forever on a lock that another thread held at the fork.
@@ -48,7 +41,7 @@ Result<std::string> run_host_command(const std::vector<std::string>& argv, const
     return io_error("fork", errno);
   }
   if (pid == 0) {
-    unblock_signals();
+    proc::unblock_signals();
     int null = ::open("/dev/null", O_RDONLY);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) _exit(126);
     close_range(3, ~0u, 0);

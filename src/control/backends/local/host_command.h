@@ -16,8 +16,4 @@ namespace edt::control {
 // (the Debian packages that bring it) when given.
 Result<std::string> run_host_command(const std::vector<std::string>& argv, const std::string& packages = "");
 
-// In a child between fork and exec: edtd blocks SIGTERM and SIGINT in every
-// thread (sigwait takes them), and a program must not inherit that.
-void unblock_signals();
-
 }  // namespace edt::control

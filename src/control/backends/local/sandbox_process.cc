@@ -147,7 +147,7 @@ Result<int64_t> spawn_detached(const Spawn& spec) {
   if (child < 0) return io_error("fork", errno);
   if (child == 0) {
     setsid();
-    unblock_signals();
+    proc::unblock_signals();
     pid_t grandchild = fork();
     if (grandchild != 0) {
       int64_t pid = grandchild;

@@ -39,9 +39,7 @@ pid_t spawn_server(const WarmInterpreterOptions& o) {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(1);
   setsid();
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
+  proc::unblock_signals();
   int null = open("/dev/null", O_RDONLY);
   int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   if (null < 0 || log < 0) _exit(126);
