@@ -10,8 +10,6 @@ and otherwise counts the pass in the optimizer's iterations, as Horovod's
 optimizer does. The state lives in tf.Variables, so the same code runs
 eagerly and inside tf.function (tf.cond picks the branch)."""
 
-import weakref
-
 import tensorflow as tf
 
 
@@ -114,17 +112,13 @@ def aggregator_of(sources, backward_passes_per_step, average_aggregated_gradient
     """The GradientAggregator of a DistributedGradientTape's `sources`. A
     training loop makes a new tape each pass, so the sums belong to the
     sources (variables, by identity), not to the tape: each pass's tape over
-    the same variables adds to the same sums. The aggregator is kept on the
-    first source, so it lives as long as the variables do, not as long as
-    the process."""
-    key = (tuple(id(s) for s in sources), int(backward_passes_per_step), bool(average_aggregated_gradients),
+    the same variables adds to the same sums. The aggregators are kept on
+    the first source, so they live as long as the variables do (the cycle
+    through the keys' refs is the garbage collector's), not as long as the
+    process."""
+    key = (tuple(s.ref() for s in sources), int(backward_passes_per_step), bool(average_aggregated_gradients),
            bool(sparse_as_dense))
     kept = sources[0].__dict__.setdefault("_edt_aggregators", {})
-    found = kept.get(key)
-    # The ids name these variables only while the aggregator's own
-    # references (to all but the first, which holds it) are alive.
-    if found is None or any(ref() is not s for ref, s in zip(found[0], sources[1:])):
-        found = ([weakref.ref(s) for s in sources[1:]],
-                 GradientAggregator(backward_passes_per_step, average_aggregated_gradients, sparse_as_dense))
-        kept[key] = found
-    return found[1]
+    if key not in kept:
+        kept[key] = GradientAggregator(backward_passes_per_step, average_aggregated_gradients, sparse_as_dense)
+    return kept[key]
