@@ -80,6 +80,23 @@ class StateObject {
   // to lend (then committed_bytes() is called). A large state sends its
   // slices straight from there.
   virtual std::string_view committed_view() const { return {}; }
+  // Optional, with commit(), instead of committed_view(): the committed
+  // bytes as pieces lent where they lie (a header, then each tensor's
+  // buffer), which are sent one after the other as committed_bytes() would
+  // be; valid until the next commit() or restore(). Empty: none to lend.
+  virtual std::vector<std::string_view> committed_views() const {
+    const std::string_view view = committed_view();
+    if (view.empty()) return {};
+    return {view};
+  }
+
+  // Optional: deserialize() from bytes that the object may keep using
+  // after it returns (its values read in place, no copy): `owner` keeps
+  // them alive for as long as the object holds a copy of it. The default
+  // copies nothing either and does not keep them.
+  virtual Status deserialize_shared(const std::shared_ptr<const void>& /*owner*/, std::string_view bytes) {
+    return deserialize(bytes);
+  }
 };
 
 // What the last reset moved to or from this worker: nothing when every

@@ -201,9 +201,18 @@ class Runtime {
   std::shared_ptr<engine::Engine> engine_;
 };
 
+// Bytes that Python reads in place, through the buffer protocol: a state
+// that arrived, which its tensors may keep viewing (torch.frombuffer holds
+// the memoryview, which holds this, which holds the received buffer).
+struct SharedBytes {
+  std::shared_ptr<const void> owner;
+  std::string_view bytes;
+};
+
 // A StateObject implemented in Python: serialize() -> bytes,
-// deserialize(bytes), on_reset(rank, size), optionally commit() -> bool,
-// restore(), committed_bytes() -> bytes (StateObject::commit). It may be
+// deserialize(bytes-like), on_reset(rank, size), optionally commit() ->
+// bool, restore(), committed_bytes() -> bytes (StateObject::commit) and
+// committed_views() -> [buffer] (StateObject::committed_views). It may be
 // called from run()'s rejoin while the GIL is held by the thread that
 // called ElasticJob.run.
 class PyStateObject final : public elastic::StateObject {
@@ -217,12 +226,13 @@ class PyStateObject final : public elastic::StateObject {
 
   Status deserialize(std::string_view bytes) override {
     py::gil_scoped_acquire gil;
-    try {
-      target_.attr("deserialize")(py::bytes(bytes.data(), bytes.size()));
-    } catch (py::error_already_set& e) {
-      return invalid_argument(std::string("cannot restore the Python state: ") + e.what());
-    }
-    return Status::ok();
+    return deserialize_from(py::bytes(bytes.data(), bytes.size()));
+  }
+
+  // A received state, read in place: no copy into a bytes object.
+  Status deserialize_shared(const std::shared_ptr<const void>& owner, std::string_view bytes) override {
+    py::gil_scoped_acquire gil;
+    return deserialize_from(py::memoryview(py::cast(SharedBytes{owner, bytes})));
   }
 
   void on_reset(int rank, int size) override {
@@ -253,8 +263,41 @@ class PyStateObject final : public elastic::StateObject {
     return target_.attr("committed_bytes")().cast<std::string>();
   }
 
+  // The buffers committed_views() returns, held (with their views) until
+  // the next call: the committed copy's own tensors, sent without a copy.
+  std::vector<std::string_view> committed_views() const override {
+    py::gil_scoped_acquire gil;
+    lent_.clear();
+    lent_objects_ = py::object();
+    if (!py::hasattr(target_, "committed_views")) return {};
+    std::vector<std::string_view> views;
+    try {
+      lent_objects_ = target_.attr("committed_views")();
+      for (py::handle item : lent_objects_) {
+        py::buffer_info info = py::reinterpret_borrow<py::buffer>(item).request();
+        if (info.ndim > 1 || (info.ndim == 1 && info.strides[0] != info.itemsize)) return {};
+        views.emplace_back(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize));
+        lent_.push_back(std::move(info));
+      }
+    } catch (py::error_already_set&) {
+      return {};  // then committed_bytes(), which says what is wrong
+    }
+    return views;
+  }
+
  private:
+  Status deserialize_from(const py::object& data) {
+    try {
+      target_.attr("deserialize")(data);
+    } catch (py::error_already_set& e) {
+      return invalid_argument(std::string("cannot restore the Python state: ") + e.what());
+    }
+    return Status::ok();
+  }
+
   py::object target_;
+  mutable py::object lent_objects_;
+  mutable std::vector<py::buffer_info> lent_;
 };
 
 // The exception classes of edt.common.exceptions, by name.
@@ -409,6 +452,11 @@ PYBIND11_MODULE(_edt, m) {
       });
 
   using edt::python::ElasticJob;
+  using edt::python::SharedBytes;
+  py::class_<SharedBytes>(m, "_SharedBytes", py::buffer_protocol()).def_buffer([](SharedBytes& b) {
+    return py::buffer_info(const_cast<char*>(b.bytes.data()), 1, py::format_descriptor<uint8_t>::format(), 1,
+                           {static_cast<py::ssize_t>(b.bytes.size())}, {1}, /*readonly=*/true);
+  });
   py::class_<ElasticJob>(m, "ElasticJob")
       .def(py::init<>())
       .def("add", &ElasticJob::add, py::arg("name"), py::arg("object"))

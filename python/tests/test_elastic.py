@@ -1,6 +1,7 @@
 """hvd.elastic at a fixed size: the sampler's exactly-once split, commit and
 restore of TorchState/ObjectState, and run()'s sync and rollback."""
 
+import numpy
 import pytest
 import torch
 
@@ -44,6 +45,37 @@ def test_torch_state_commit_and_restore(hvd):
     assert (state.epoch, state.batch) == (1, 0)
     for p, q in zip(model.parameters(), committed):
         torch.testing.assert_close(p, q)
+
+
+def test_torch_state_lends_its_commit_in_pieces_and_loads_from_a_buffer(hvd):
+    # committed_views(): committed_bytes() in pieces, the tensors' lent
+    # where they lie; a state loaded from a buffer (a received state is a
+    # memoryview) copies out of it and keeps no view of it.
+    def made():
+        model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.BatchNorm1d(4))
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        return model, opt, hvd.elastic.TorchState(model=model, optimizer=opt, epoch=0, extra=torch.zeros(3))
+
+    model, opt, state = made()
+    model(torch.randn(6, 5)).sum().backward()
+    opt.step()
+    state.epoch, state.extra = 4, torch.arange(3.0)
+    state.commit()
+    views = state.committed_views()
+    data = bytearray(b"".join(bytes(memoryview(v)) for v in views))
+    assert bytes(data) == state.committed_bytes()
+    lent = {numpy.asarray(v).ctypes.data for v in views}
+    assert state._saved_tensors["model"]["0.weight"].data_ptr() in lent
+
+    fresh_model, fresh_opt, fresh = made()
+    fresh.deserialize(memoryview(data))
+    data[:] = bytes(len(data))  # what arrived is gone: the state is its own
+    for p, q in zip(fresh_model.state_dict().values(), model.state_dict().values()):
+        torch.testing.assert_close(p, q)
+    assert fresh.epoch == 4
+    torch.testing.assert_close(fresh.extra, torch.arange(3.0))
+    for p, q in zip(fresh_opt.state.values(), opt.state.values()):
+        torch.testing.assert_close(p["exp_avg"], q["exp_avg"])
 
 
 def test_run_syncs_from_rank_0_and_rolls_back_on_failure(hvd):

@@ -43,18 +43,19 @@ constexpr size_t kSecretAt = kAddressBytes - sizeof(uint64_t);
 // Where a receiver's state arrives: fresh anonymous memory in huge pages
 // where the kernel allows (a state of gigabytes in 4 KiB pages costs a page
 // fault every 4 KiB, a good part of the transfer's time on loopback), not
-// zero-filled first (the transfer writes every byte).
+// zero-filled first (the transfer writes every byte). Shared: an object
+// may read its values in place and keep the buffer (deserialize_shared).
 class ReceiveBuffer {
  public:
-  static Result<ReceiveBuffer> make(size_t size) {
-    if (size == 0) return ReceiveBuffer(nullptr, 0);
+  static Result<std::shared_ptr<ReceiveBuffer>> make(size_t size) {
+    if (size == 0) return std::shared_ptr<ReceiveBuffer>(new ReceiveBuffer(nullptr, 0));
     void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return io_error("mmap of " + std::to_string(size) + " bytes for the state", errno);
     (void)::madvise(p, size, MADV_HUGEPAGE);  // a hint; without it the pages are small
-    return ReceiveBuffer(static_cast<char*>(p), size);
+    return std::shared_ptr<ReceiveBuffer>(new ReceiveBuffer(static_cast<char*>(p), size));
   }
-  ReceiveBuffer(ReceiveBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(o.size_) {}
-  ReceiveBuffer& operator=(ReceiveBuffer&&) = delete;
+  ReceiveBuffer(const ReceiveBuffer&) = delete;
+  ReceiveBuffer& operator=(const ReceiveBuffer&) = delete;
   ~ReceiveBuffer() {
     if (data_) ::munmap(data_, size_);
   }
@@ -141,9 +142,10 @@ struct State::Impl {
     has_snapshot = true;
   }
 
-  Status load(const std::vector<std::string_view>& bytes) {
+  // `owner`, when given, keeps `bytes` alive for objects that keep them.
+  Status load(const std::vector<std::string_view>& bytes, const std::shared_ptr<const void>& owner = nullptr) {
     for (size_t i = 0; i < objects.size(); ++i) {
-      Status s = objects[i].second->deserialize(bytes[i]);
+      Status s = owner ? objects[i].second->deserialize_shared(owner, bytes[i]) : objects[i].second->deserialize(bytes[i]);
       if (!s.is_ok()) return s.with_context("state object '" + objects[i].first + "'");
     }
     return Status::ok();
@@ -166,27 +168,28 @@ struct State::Impl {
     Pieces pieces;
     owned.reserve(objects.size());  // pieces point into it: no reallocation
     for (size_t i = 0; i < objects.size(); ++i) {
-      std::string_view piece = committed[i];
+      Pieces lent{committed[i]};
       if (kept_by_object[i]) {
-        piece = objects[i].second->committed_view();
-        if (piece.empty()) piece = owned.emplace_back(objects[i].second->committed_bytes());
+        lent = objects[i].second->committed_views();
+        if (lent.empty()) lent = {owned.emplace_back(objects[i].second->committed_bytes())};
       }
-      pieces.push_back(piece);
-      sizes[i] = static_cast<int64_t>(piece.size());
+      sizes[i] = 0;
+      for (std::string_view piece : lent) sizes[i] += static_cast<int64_t>(piece.size());
+      pieces.insert(pieces.end(), lent.begin(), lent.end());
     }
     return pieces;
   }
 
   // Loads and commits the state that arrived in `all` (object i's bytes
   // are the next sizes[i]), as commit `newest`.
-  Status take(const char* all, const std::vector<int64_t>& sizes, int64_t newest) {
+  Status take(const std::shared_ptr<ReceiveBuffer>& all, const std::vector<int64_t>& sizes, int64_t newest) {
     std::vector<std::string_view> received;
     size_t at = 0;
     for (int64_t n : sizes) {
-      received.emplace_back(all + at, static_cast<size_t>(n));
+      received.emplace_back(all->get() + at, static_cast<size_t>(n));
       at += static_cast<size_t>(n);
     }
-    EDT_RETURN_IF_ERROR(load(received));
+    EDT_RETURN_IF_ERROR(load(received, all));
     snapshot(&received);
     commit_id = newest;
     return Status::ok();
@@ -233,12 +236,12 @@ struct State::Impl {
     std::vector<std::string> holders;
     for (int h : roles.holders) holders.emplace_back(addresses.data() + kAddressBytes * static_cast<size_t>(h));
     const size_t total = total_of(sizes);
-    EDT_ASSIGN_OR_RETURN(ReceiveBuffer all, ReceiveBuffer::make(total));
+    EDT_ASSIGN_OR_RETURN(std::shared_ptr<ReceiveBuffer> all, ReceiveBuffer::make(total));
     std::vector<int64_t> from;
-    EDT_RETURN_IF_ERROR(fetch_slices(holders, all.get(), total, nonce, control, &from));
+    EDT_RETURN_IF_ERROR(fetch_slices(holders, all->get(), total, nonce, control, &from));
     transfer.bytes_from_rank.assign(static_cast<size_t>(c.size()), 0);
     for (size_t k = 0; k < from.size(); ++k) transfer.bytes_from_rank[static_cast<size_t>(roles.holders[k])] = from[k];
-    return take(all.get(), sizes, roles.newest);
+    return take(all, sizes, roles.newest);
   }
 
   // Step 4 by a broadcast from the first holder, when receivers outnumber
@@ -247,6 +250,14 @@ struct State::Impl {
   // slice once per receiver. Every other member loads what arrives.
   Status by_broadcast(Communicator& c, const Roles& roles, const Pieces& pieces, const std::vector<int64_t>& sizes) {
     const int root = roles.holders[0];
+    // The pieces' sizes first: the root's objects may lend theirs in
+    // several pieces, each broadcast on its own.
+    int64_t count = static_cast<int64_t>(pieces.size());
+    EDT_RETURN_IF_ERROR(c.broadcast(&count, 1, DataType::kInt64, root));
+    std::vector<int64_t> lengths(static_cast<size_t>(count));
+    if (c.rank() == root)
+      for (size_t k = 0; k < pieces.size(); ++k) lengths[k] = static_cast<int64_t>(pieces[k].size());
+    if (count > 0) EDT_RETURN_IF_ERROR(c.broadcast(lengths.data(), lengths.size(), DataType::kInt64, root));
     if (c.rank() == root) {
       // The root's buffer is only read.
       for (std::string_view p : pieces)
@@ -255,15 +266,18 @@ struct State::Impl {
       return Status::ok();
     }
     const size_t total = total_of(sizes);
-    EDT_ASSIGN_OR_RETURN(ReceiveBuffer all, ReceiveBuffer::make(total));
+    if (total_of(lengths) != total)
+      return internal_error("the state's pieces add up to " + std::to_string(total_of(lengths)) +
+                            " bytes, its objects to " + std::to_string(total));
+    EDT_ASSIGN_OR_RETURN(std::shared_ptr<ReceiveBuffer> all, ReceiveBuffer::make(total));
     size_t at = 0;
-    for (int64_t n : sizes) {
-      if (n > 0) EDT_RETURN_IF_ERROR(c.broadcast(all.get() + at, static_cast<size_t>(n), DataType::kUInt8, root));
+    for (int64_t n : lengths) {
+      if (n > 0) EDT_RETURN_IF_ERROR(c.broadcast(all->get() + at, static_cast<size_t>(n), DataType::kUInt8, root));
       at += static_cast<size_t>(n);
     }
     transfer.bytes_from_rank.assign(static_cast<size_t>(c.size()), 0);
     transfer.bytes_from_rank[static_cast<size_t>(root)] = static_cast<int64_t>(total);
-    return take(all.get(), sizes, roles.newest);
+    return take(all, sizes, roles.newest);
   }
 
   // Step 4: the holders of the newest commit send it to every other

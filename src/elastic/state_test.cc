@@ -36,6 +36,15 @@ struct Model final : StateObject {
   std::vector<int64_t> committed_counts;
   int64_t committed_steps = 0;
   mutable int serialized = 0;
+  // lends_views, with keeps_commit: committed_views() lends the commit in
+  // place, steps and counts as two pieces; committed_bytes() is then never
+  // needed (copies counts its calls).
+  bool lends_views = false;
+  mutable int copies = 0;
+  // What deserialize_shared() gave, kept as an object that reads a
+  // received state in place keeps it.
+  std::shared_ptr<const void> received_owner;
+  std::string_view received;
 
   bool commit() override {
     if (!keeps_commit) return false;
@@ -49,10 +58,22 @@ struct Model final : StateObject {
     return Status::ok();
   }
   std::string committed_bytes() const override {
+    ++copies;
     Model copy;
     copy.counts = committed_counts;
     copy.steps = committed_steps;
     return copy.serialize();
+  }
+
+  std::vector<std::string_view> committed_views() const override {
+    if (!lends_views) return {};
+    return {{reinterpret_cast<const char*>(&committed_steps), sizeof committed_steps},
+            {reinterpret_cast<const char*>(committed_counts.data()), committed_counts.size() * sizeof(int64_t)}};
+  }
+  Status deserialize_shared(const std::shared_ptr<const void>& owner, std::string_view bytes) override {
+    received_owner = owner;
+    received = bytes;
+    return deserialize(bytes);
   }
 
   std::string serialize() const override {
@@ -78,6 +99,8 @@ struct WorkerResult {
   Placement first;         // placement() before run()
   int64_t steps = 0;       // steps the model went through
   int serialized = 0;      // calls of the model's serialize()
+  int copies = 0;          // calls of the model's committed_bytes()
+  std::string received;    // the state it received last, read after run() from where it arrived
   std::vector<TransferStats> transfers;  // at each reset
 };
 
@@ -131,6 +154,7 @@ class ElasticJob {
   int commit_every = kCommitEvery;
   bool check_every_step = false;  // check_host_updates() at the steps without a commit
   bool keeps_commit = false;      // Model::keeps_commit
+  bool lends_views = false;       // Model::lends_views
 
  private:
   WorkerResult work(const std::string& id, int64_t die_at_step) {
@@ -149,6 +173,7 @@ class ElasticJob {
     }
     Model model;
     model.keeps_commit = keeps_commit;
+    model.lends_views = lends_views;
     ElasticSampler sampler({.num_samples = kSamples, .seed = 42});
     state.value()->add("model", &model);
     state.value()->add("sampler", &sampler);
@@ -190,6 +215,8 @@ class ElasticJob {
     result.counts = model.counts;
     result.steps = model.steps;
     result.serialized = model.serialized;
+    result.copies = model.copies;
+    result.received = std::string(model.received);  // still mapped: the model holds its owner
     result.resets = state.value()->resets();
     return result;
   }
@@ -293,6 +320,25 @@ TEST(ElasticState, AnObjectThatKeepsItsCommitIsNeverSerialized) {
     expect_exactly_once(r);
     EXPECT_EQ(r.sizes, (std::vector<int>{3, 2}));
     EXPECT_EQ(r.serialized, 0);
+  }
+}
+
+// An object that lends its commit in several pieces sends them as one
+// state, by slices (a joiner) and by the broadcast of a job's start, and
+// never copies it; a receiver may keep reading what arrived.
+TEST(ElasticState, AnObjectLendsItsCommitInPiecesAndReadsWhatArrivedInPlace) {
+  ElasticJob grown;
+  grown.keeps_commit = grown.lends_views = true;
+  auto r = grow_two_to_three(grown);
+  for (const auto& w : r) EXPECT_EQ(w.serialized + w.copies, 0);
+  EXPECT_EQ(r[2].received.size(), sizeof(int64_t) * (kSamples + 1));
+  ElasticJob started;
+  started.keeps_commit = started.lends_views = true;
+  auto abc = started.start({{"a", 0}, {"b", 1}, {"c", 2}});
+  for (auto& f : abc) {
+    auto w = f.get();
+    expect_exactly_once(w);
+    EXPECT_EQ(w.serialized + w.copies, 0);
   }
 }
 

@@ -121,6 +121,12 @@ class State:
         """The committed copy as bytes, for a worker that joins."""
         return self._encode(self._committed_state())
 
+    def committed_views(self):
+        """committed_bytes() as a list of buffers that the job sends one
+        after the other, read where they lie (a framework's tensors need no
+        copy into one bytes object)."""
+        return [self.committed_bytes()]
+
     def deserialize(self, data):
         self._load_state(self._decode(data))
 
@@ -258,6 +264,9 @@ class _Registered:
 
     def committed_bytes(self):
         return self._state.committed_bytes()
+
+    def committed_views(self):
+        return self._state.committed_views()
 
     def on_reset(self, rank, size):
         self._state._placed(rank, size)

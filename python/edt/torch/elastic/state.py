@@ -44,6 +44,9 @@ class State(_common.State):
     def _decode(data):
         return _from_bytes(data)
 
+    def committed_views(self):
+        return _to_views(self._committed_state())
+
 
 class ObjectState(State, _common.ObjectState):
     """State made of picklable attributes: ObjectState(epoch=0, batch=0)."""
@@ -237,6 +240,13 @@ def _to_bytes(state):
     replaced by a _TensorAt, and each tensor's dtype, shape and offset), then
     the tensors' bytes. A state with tensors that have no plain bytes
     (sparse, quantized) goes through torch.save."""
+    return b"".join(_to_views(state))
+
+
+def _to_views(state):
+    """_to_bytes(state) as the buffers it joins: the header, then each
+    tensor's bytes as a view of the tensor (no copy of a CPU tensor) and its
+    padding."""
     tensors = []
 
     def outline(value, _):
@@ -249,7 +259,7 @@ def _to_bytes(state):
     if any(t.layout != torch.strided or t.is_quantized for t in tensors):
         buffer = io.BytesIO()
         torch.save(state, buffer)
-        return buffer.getvalue()
+        return [buffer.getvalue()]
     table, parts, at = [], [], 0
     for t in tensors:
         nbytes = t.numel() * t.element_size()
@@ -260,12 +270,13 @@ def _to_bytes(state):
         at += nbytes + pad
     head = pickle.dumps((skeleton, table), protocol=pickle.HIGHEST_PROTOCOL)
     start = -(len(_MAGIC) + 8 + len(head)) % _ALIGN
-    return b"".join([_MAGIC, struct.pack("<Q", len(head) + start), head, bytes(start)] + parts)
+    return [b"".join([_MAGIC, struct.pack("<Q", len(head) + start), head, bytes(start)])] + parts
 
 
 def _from_bytes(data):
-    """The state _to_bytes wrote; its tensors read `data` in place."""
-    if not data.startswith(_MAGIC):
+    """The state _to_bytes wrote (bytes, or a buffer such as the memoryview
+    of a received state); its tensors read `data` in place."""
+    if bytes(memoryview(data)[:len(_MAGIC)]) != _MAGIC:
         # A whole state as torch.save wrote it on a rank of this job: any
         # object, which weights_only (torch 2.6's default) would refuse.
         return torch.load(io.BytesIO(data), weights_only=False)
