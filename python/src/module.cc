@@ -245,6 +245,7 @@ class PyStateObject final : public elastic::StateObject {
   // committed_bytes() too.
   bool commit() override {
     py::gil_scoped_acquire gil;
+    release_views();  // what was lent is of the commit this one replaces
     return py::hasattr(target_, "commit") && target_.attr("commit")().cast<bool>();
   }
 
@@ -264,11 +265,11 @@ class PyStateObject final : public elastic::StateObject {
   }
 
   // The buffers committed_views() returns, held (with their views) until
-  // the next call: the committed copy's own tensors, sent without a copy.
+  // the next commit or call: the committed copy's own tensors, sent
+  // without a copy.
   std::vector<std::string_view> committed_views() const override {
     py::gil_scoped_acquire gil;
-    lent_.clear();
-    lent_objects_ = py::object();
+    release_views();
     if (!py::hasattr(target_, "committed_views")) return {};
     std::vector<std::string_view> views;
     try {
@@ -286,6 +287,11 @@ class PyStateObject final : public elastic::StateObject {
   }
 
  private:
+  void release_views() const {
+    lent_.clear();
+    lent_objects_ = py::object();
+  }
+
   Status deserialize_from(const py::object& data) {
     try {
       target_.attr("deserialize")(data);
