@@ -102,12 +102,14 @@ Status make_cgroup(const std::string& dir, const std::string& controller, const 
                    const ContainerLimits& limits) {
   std::error_code ec;
   // Another container leaving removes the parent once it is empty, which
-  // may fall between making the parent and making this one in it: make
-  // both again (once this one exists the parent cannot go).
+  // may fall between making the parent and making this one in it (ENOENT),
+  // or between another start making the parent and this one seeing it
+  // there (EEXIST, with nothing there): make both again (once this one
+  // exists the parent cannot go).
   for (int tries = 0; tries < 100; ++tries) {
     ec.clear();
     fs::create_directories(dir, ec);
-    if (ec != std::errc::no_such_file_or_directory) break;
+    if (ec != std::errc::no_such_file_or_directory && ec != std::errc::file_exists) break;
   }
   if (ec) return Status(StatusCode::kIoError, "make cgroup " + dir + ": " + ec.message());
   if (controller.empty())
