@@ -82,7 +82,7 @@ struct Model final : edt::elastic::StateObject {
 // optimizer state (fp32 parameters and Adam's two moments: 12 bytes per
 // parameter). Its bytes are a fixed pattern that never changes, so the
 // bench holds only the committed buffer (commit() copies nothing, the
-// slices go out from committed_view()). A worker that receives it checks a
+// slices go out from committed_views()). A worker that receives it checks a
 // sample of the bytes and makes the pattern again when it must send it.
 struct Bulk final : edt::elastic::StateObject {
   static constexpr size_t kBlock = 1 << 20;
@@ -99,11 +99,14 @@ struct Bulk final : edt::elastic::StateObject {
     while (bytes.size() < size) bytes.append(block, 0, std::min(block.size(), size - bytes.size()));
   }
   bool commit() override { return true; }
-  std::string_view committed_view() const override {
+  std::vector<std::string_view> committed_views() const override {
+    fill();
+    return {bytes};
+  }
+  std::string committed_bytes() const override {
     fill();
     return bytes;
   }
-  std::string committed_bytes() const override { return std::string(committed_view()); }
   std::string serialize() const override { return committed_bytes(); }
   Status deserialize(std::string_view in) override {
     if (in.size() != size)

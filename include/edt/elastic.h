@@ -75,20 +75,13 @@ class StateObject {
   virtual bool commit() { return false; }
   virtual Status restore() { return Status::ok(); }
   virtual std::string committed_bytes() const { return serialize(); }
-  // Optional, with commit(): the committed bytes without a copy, valid
-  // until the next commit() or restore(); empty when the object has none
-  // to lend (then committed_bytes() is called). A large state sends its
-  // slices straight from there.
-  virtual std::string_view committed_view() const { return {}; }
-  // Optional, with commit(), instead of committed_view(): the committed
-  // bytes as pieces lent where they lie (a header, then each tensor's
-  // buffer), which are sent one after the other as committed_bytes() would
-  // be; valid until the next commit() or restore(). Empty: none to lend.
-  virtual std::vector<std::string_view> committed_views() const {
-    const std::string_view view = committed_view();
-    if (view.empty()) return {};
-    return {view};
-  }
+  // Optional, with commit(): the committed bytes without a copy, as
+  // pieces lent where they lie (one buffer, or a header and then each
+  // tensor's), sent one after the other as committed_bytes() would be;
+  // valid until the next commit() or restore(). Empty when the object has
+  // none to lend (then committed_bytes() is called). A large state sends
+  // its slices straight from there.
+  virtual std::vector<std::string_view> committed_views() const { return {}; }
 
   // Optional: deserialize() from bytes that the object may keep using
   // after it returns (its values read in place, no copy): `owner` keeps

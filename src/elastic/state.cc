@@ -142,10 +142,10 @@ struct State::Impl {
     has_snapshot = true;
   }
 
-  // `owner`, when given, keeps `bytes` alive for objects that keep them.
-  Status load(const std::vector<std::string_view>& bytes, const std::shared_ptr<const void>& owner = nullptr) {
+  // `owner` keeps `bytes` alive for objects that keep them.
+  Status load(const std::vector<std::string_view>& bytes, const std::shared_ptr<const void>& owner) {
     for (size_t i = 0; i < objects.size(); ++i) {
-      Status s = owner ? objects[i].second->deserialize_shared(owner, bytes[i]) : objects[i].second->deserialize(bytes[i]);
+      Status s = objects[i].second->deserialize_shared(owner, bytes[i]);
       if (!s.is_ok()) return s.with_context("state object '" + objects[i].first + "'");
     }
     return Status::ok();
