@@ -98,8 +98,12 @@ int ssh_into(const SshOptions& o) {
   if (auto f = client.call("GET", "/clusters/" + o.name + "/ssh", nullptr, &info)) return fail(*f);
   const std::string container = o.container.empty() ? o.name + "-launcher" : o.container;
   std::string address;
-  for (const auto& c : info[key(access::containers)])
-    if (c["name"] == container) address = c["address"];
+  int port = info[key(access::port)].get<int>();
+  for (const auto& c : info[key(access::containers)]) {
+    if (c["name"] != container) continue;
+    address = c["address"];
+    if (c.contains("port")) port = c["port"].get<int>();  // its own sshd's port, where it has one
+  }
   if (address.empty())
     return usage_error("cluster " + o.name + " has no container " + container, "see edt cluster get " + o.name);
   // The key, and the cluster's host CA that vouches for its containers'
@@ -110,10 +114,12 @@ int ssh_into(const SshOptions& o) {
     for (const auto& f : {key_path, hosts_path}) unlink(f.c_str());
     return usage_error("cannot write the session's key files in /tmp", "check that /tmp is writable and not full");
   }
-  std::vector<std::string> argv = {"ssh", "-i", key_path, "-p", std::to_string(info[key(access::port)].get<int>()),
+  std::vector<std::string> argv = {"ssh", "-i", key_path, "-p", std::to_string(port),
                                    "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + hosts_path,
                                    "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                                   "root@" + address};
+                                   // Its certificate names it; the address may be its node's.
+                                   "-o", "HostKeyAlias=" + container,
+                                   info[key(access::user)].get<std::string>() + "@" + address};
   if (!o.command.empty()) argv.push_back(join_command(o.command));
   return run_program(argv, {key_path, hosts_path});
 }

@@ -76,6 +76,20 @@ std::string format_host_port(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
 }
 
+Result<std::string> resolve_ipv4(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* out = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &out);
+  if (rc != 0 || out == nullptr)
+    return Status(StatusCode::kNotFound, "resolve " + host + ": " + gai_strerror(rc == 0 ? EAI_NONAME : rc));
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(out->ai_addr)->sin_addr, text, sizeof(text));
+  freeaddrinfo(out);
+  return std::string(text);
+}
+
 Result<int> listen_tcp(const std::string& host, uint16_t port, int backlog) {
   EDT_ASSIGN_OR_RETURN(AddrInfoPtr ai, resolve(host, port, true));
   int last_err = 0;

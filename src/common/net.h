@@ -27,6 +27,9 @@ Result<HostPort> parse_host_port(const std::string& text, bool allow_port_zero =
 // "host:port", with brackets for IPv6 literals.
 std::string format_host_port(const std::string& host, uint16_t port);
 
+// The first IPv4 address of `host` (a name or a dotted quad), as text.
+Result<std::string> resolve_ipv4(const std::string& host);
+
 // A listening socket on host:port (port 0 picks a free one). Close-on-exec.
 Result<int> listen_tcp(const std::string& host, uint16_t port, int backlog = 128);
 

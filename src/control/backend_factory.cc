@@ -41,7 +41,8 @@ std::unique_ptr<LocalBackend> make_backend(const Flags& flags, const Settings& s
                             flags.slurm_gateway,
                             settings.range.prefix(),
                             settings.login_address,
-                            settings.range.cidr()});
+                            settings.range.cidr(),
+                            settings.slurm_own_user});
   }
   if (!settings.pids_warning.empty()) log::warn("{}", settings.pids_warning);
   // The warm interpreter is the containers' python3: the venv's where its

@@ -226,6 +226,32 @@ Status check_passable_above(const std::string& data_dir) {
   return Status::ok();
 }
 
+// --slurm-mode user: edtd runs as the account its jobs run as, never root;
+// each container's slot is a port of --slurm-ports (slurm_jobs.h
+// slot_port), so no address of the nodes' network is edt's.
+Status check_slurm_user_mode(const Flags& flags, Settings& settings) {
+  if (::geteuid() == 0)
+    return invalid_argument("--slurm-mode user runs every job as edtd's own user, and edtd runs as root: start it "
+                            "as the service account the site gives it (e.g. runuser -u edt -- edtd ...), or use "
+                            "--slurm-mode root");
+  if (!flags.address_range.empty())
+    return invalid_argument("--address-range is --slurm-mode root's: with --slurm-mode user containers use their "
+                            "nodes' addresses, each with a port of --slurm-ports; drop it");
+  int first = 0, last = 0;
+  char tail = 0;
+  if (std::sscanf(flags.slurm_ports.c_str(), "%d-%d%c", &first, &last, &tail) != 2 || first < 1024 ||
+      last > 65535 || first > last)
+    return invalid_argument("--slurm-ports '" + flags.slurm_ports + "' is not FIRST-LAST, two ports from 1024 to "
+                            "65535, FIRST not above LAST; write e.g. --slurm-ports 41000-41999");
+  settings.slurm_own_user = true;
+  settings.range.base = 0;
+  settings.range.first = static_cast<uint32_t>(first);
+  settings.range.size = static_cast<uint32_t>(last) + 2;
+  settings.range.what = "port is left in --slurm-ports " + flags.slurm_ports;
+  settings.range.larger = "--slurm-ports";
+  return SlurmBackend::partition_gpus(flags.slurm_partition).status();
+}
+
 // --backend slurm's flags: the containers' addresses are a block of the
 // nodes' network (--address-range, which the site keeps for them), so
 // --network and --outbound have no say; the partition must exist.
@@ -239,6 +265,10 @@ Status check_slurm(const Flags& flags, Settings& settings) {
   if (flags.slurm_shared_dir.empty() || !fs::path(flags.slurm_shared_dir).is_absolute())
     return invalid_argument("--backend slurm needs --slurm-shared-dir, an absolute directory on a file system that "
                             "the login node and every node of the partition mount at the same path");
+  if (flags.slurm_mode != "root" && flags.slurm_mode != "user")
+    return invalid_argument("--slurm-mode '" + flags.slurm_mode + "' is not root or user; write --slurm-mode user to "
+                            "run the jobs as edtd's own user");
+  if (flags.slurm_mode == "user") return check_slurm_user_mode(flags, settings);
   if (flags.address_range.empty())
     return invalid_argument("--backend slurm needs --address-range: a block of the nodes' network kept for "
                             "containers (nothing else may use it), e.g. --address-range 10.20.128.0/20");
@@ -374,6 +404,14 @@ void add_slurm_flags(CLI::App& app, Flags& flags) {
   app.add_option("--slurm-gateway", flags.slurm_gateway,
                  "with --backend slurm: the containers' default gateway on the nodes' network (default: none, "
                  "every address on-link)");
+  app.add_option("--slurm-mode", flags.slurm_mode,
+                 "with --backend slurm: root (jobs as root, each container its own address: --address-range) or "
+                 "user (jobs as edtd's own user, no root anywhere; containers on their nodes' network, each "
+                 "with a port of --slurm-ports; docs/slurm.md)")
+      ->capture_default_str();
+  app.add_option("--slurm-ports", flags.slurm_ports,
+                 "with --slurm-mode user: the ports the containers' sshd listen on, one each, FIRST-LAST")
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -428,6 +466,9 @@ Result<Settings> check_flags(const Flags& flags) {
   EDT_ASSIGN_OR_RETURN(settings.container_disk, parse_disk_flag("--container-disk", flags.container_disk, "20GiB"));
   EDT_ASSIGN_OR_RETURN(settings.volume_size, parse_disk_flag("--volume-size", flags.volume_size, "100GiB"));
   EDT_ASSIGN_OR_RETURN(settings.first_subordinate_id, parse_user_namespaces(flags.user_namespaces));
+  // --slurm-mode user: each container's user namespace is bubblewrap's,
+  // mapping edtd's user alone.
+  if (settings.slurm_own_user) settings.first_subordinate_id = 0;
   if (settings.first_subordinate_id != 0) {
     EDT_RETURN_IF_ERROR(check_user_namespaces_allowed());
     EDT_RETURN_IF_ERROR(check_passable_above(flags.data_dir));

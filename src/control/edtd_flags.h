@@ -52,6 +52,8 @@ struct Flags {
   std::string backend = "local";
   std::string slurm_partition, slurm_account, slurm_qos, slurm_shared_dir, slurm_gateway;
   std::string slurm_interface = "eth0";
+  std::string slurm_mode = "root";          // root: root jobs, a macvlan each; user: jobs as edtd's user
+  std::string slurm_ports = "41000-41999";  // --slurm-mode user: the containers' sshd ports
   bool network_given = false;  // --network or --outbound on the command line
 };
 
@@ -94,6 +96,7 @@ struct Settings {
   uint64_t container_disk = 0;        // bytes; 0: no bound
   uint64_t volume_size = 0;           // bytes; 0: no bound
   bool slurm = false;                 // --backend slurm
+  bool slurm_own_user = false;        // --slurm-mode user
   std::string login_address;         // with slurm: this host's address toward the containers
   std::string image_store;           // --image-store, or its default: <data-dir>/images; <shared>/images with slurm
   uint64_t job_log_limit = kDefaultJobLogLimit;

@@ -76,7 +76,8 @@ slurmd registers again (ReturnToService=2). A finished job stays in squeue
 for MinJobAge=30 s; log/jobcomp.log keeps every job's final state.
 
 All files live in one state directory (default /tmp/edt-slurm): slurm.conf,
-cgroup.conf, gres.conf, munge/ (key, socket), ctld/ (StateSaveLocation),
+cgroup.conf, gres.conf, munge/ (the key, 0700, as /etc/munge), munge-run/
+(the socket, open to every user, as /run/munge), ctld/ (StateSaveLocation),
 spool/<node>/, log/ (slurmctld.log, slurmd-<node>.log, <daemon>.out: its
 stdout and stderr, jobcomp.log), run/ (the daemons' pids: as the harness
 started them, or as a daemonized slurmd wrote its own), nodes/<node>/dev/. /run/edtsh.state names the state
@@ -327,8 +328,9 @@ TaskPlugin=task/none
 """
 
 
-def slurm_conf(state_dir, nodes, config="site"):
-    """slurm.conf; `nodes` is node_lines()'s or DYNAMIC_NODES."""
+def slurm_conf(state_dir, nodes, config="site", root_jobs=True):
+    """slurm.conf; `nodes` is node_lines()'s or DYNAMIC_NODES; root_jobs=False refuses root's jobs
+    (DisableRootJobs=YES, as shared clusters set it)."""
     s = state_dir
     return f"""\
 # Written by tests/harness/slurm.py: a cluster whose nodes are network namespaces.
@@ -340,7 +342,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={s}/munge/munge.socket
+AuthInfo=socket={s}/munge-run/munge.socket
 StateSaveLocation={s}/ctld
 SlurmdSpoolDir={spool_dir(s, config)}/%n
 SlurmctldPidFile={s}/run/slurmctld.slurm.pid
@@ -371,7 +373,7 @@ JobRequeue=0
 InactiveLimit=0
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=100000,bf_interval=1
 MinJobAge=30
-""" + nodes
+""" + ("" if root_jobs else "DisableRootJobs=YES\n") + nodes
 
 
 DYNAMIC_NODES = f"""\
@@ -479,7 +481,7 @@ class SlurmHarness:
     """The cluster; a context manager that builds it and always tears it down."""
 
     def __init__(self, state_dir=DEFAULT_STATE_DIR, nodes=3, gpus=2, cpus=2, memory_mb=4096, log=print,
-                 up_timeout=60, nodes_style="static", config="site", hidden=()):
+                 up_timeout=60, nodes_style="static", config="site", hidden=(), root_jobs=True):
         if not 1 <= nodes <= MAX_NODES:
             raise ValueError(f"nodes must be 1..{MAX_NODES}")
         if nodes_style not in NODES_STYLES:
@@ -491,6 +493,7 @@ class SlurmHarness:
         self.state_dir = os.path.abspath(state_dir)
         self.nodes, self.gpus, self.cpus, self.memory_mb = nodes, gpus, cpus, memory_mb
         self.nodes_style, self.config = nodes_style, config
+        self.root_jobs = root_jobs  # False: DisableRootJobs=YES
         self.log = log
         self.up_timeout = up_timeout  # seconds for the nodes to be IDLE in the `with` statement
         self.node_names = [node_name(i) for i in range(1, nodes + 1)]
@@ -603,9 +606,11 @@ class SlurmHarness:
         for sub in ("ctld", "log", "run", "spool"):
             os.makedirs(self.path(sub), exist_ok=True)
         os.makedirs(self.path("munge"), mode=0o700)
+        os.makedirs(self.path("munge-run"), mode=0o755)  # any user's Slurm commands reach munged
+        os.chmod(self.path("munge-run"), 0o755)
         nodes = DYNAMIC_NODES if self.nodes_style == "dynamic" else node_lines(
             self.node_names, map(self.node_address, self.node_names), self.cpus, self.memory_mb, self.gpus)
-        self._write("slurm.conf", slurm_conf(self.state_dir, nodes, self.config))
+        self._write("slurm.conf", slurm_conf(self.state_dir, nodes, self.config, self.root_jobs))
         self._write("cgroup.conf", cgroup_conf(self.config))
         self._write("job_container.conf", job_container_conf(self.state_dir))
         self._write("gres.conf", gres_conf(self.state_dir, self.node_names, self.gpus))
@@ -687,11 +692,11 @@ class SlurmHarness:
                 self._node_mounts + ' && hostname "$0" && exec "$@"', hostname] + argv
 
     def _start_munged(self):
-        m = self.path("munge")
-        self._spawn("munged", ["/usr/sbin/munged", "--foreground", "--force", "--socket", f"{m}/munge.socket",
+        m, run = self.path("munge"), self.path("munge-run")
+        self._spawn("munged", ["/usr/sbin/munged", "--foreground", "--force", "--socket", f"{run}/munge.socket",
                                "--key-file", f"{m}/munge.key", "--pid-file", f"{m}/munged.pid",
                                "--log-file", self.path("log", "munged.log"), "--seed-file", f"{m}/munged.seed"])
-        self._wait_for("munged", lambda: os.path.exists(f"{m}/munge.socket"), 10, self.path("log", "munged.out"))
+        self._wait_for("munged", lambda: os.path.exists(f"{run}/munge.socket"), 10, self.path("log", "munged.out"))
 
     def _start_slurmctld(self):
         self._spawn("slurmctld", self._in_host(CONTROLLER, CONTROLLER, ["/usr/sbin/slurmctld", "-D", "-f", self.conf]))

@@ -95,10 +95,10 @@ def check(ok, what):
 class Edtd(harness.edtd.Edtd):
     """edtd --backend slurm on the login node, with the edt CLI."""
 
-    def __init__(self, args, h, shared, data):
+    def __init__(self, args, h, shared, data, preexec_fn=lambda: os.umask(0o077)):
         self.args, self.h, self.shared = args, h, shared
         super().__init__(args.edtd, data, self.backend_flags(), ssh_port=False, env=dict(h.env), error=Failed,
-                         timeout=30, preexec_fn=lambda: os.umask(0o077))
+                         timeout=30, preexec_fn=preexec_fn)
         self.api = self.url
 
     def backend_flags(self, partition="edt"):
@@ -122,15 +122,15 @@ class Edtd(harness.edtd.Edtd):
             raise Failed("`edt %s` failed (%d):\n%s%s" % (" ".join(argv), run.returncode, run.stdout, run.stderr))
         return run
 
-    def cluster(self):
-        return json.loads(self.edt("cluster", "get", NAME, "-o", "json").stdout)
+    def cluster(self, name=NAME):
+        return json.loads(self.edt("cluster", "get", name, "-o", "json").stdout)
 
-    def containers(self):
-        return self.cluster()["status"]["containers"]
+    def containers(self, name=NAME):
+        return self.cluster(name)["status"]["containers"]
 
-    def run_in(self, command, timeout=600):
+    def run_in(self, command, timeout=600, name=NAME):
         """`edt run` in the launcher (through srun --overlap into its job)."""
-        return self.edt("run", NAME, "--", "sh", "-c", command, timeout=timeout)
+        return self.edt("run", name, "--", "sh", "-c", command, timeout=timeout)
 
 
 def get(url, token):
@@ -165,17 +165,27 @@ def wait(what, test, seconds):
     raise Failed("%s: not within %d s" % (what, seconds))
 
 
-def helper_netns(shared, job):
-    """The network namespace inode of job `job`'s `edtd slurm-node` process."""
+def sandbox_pid(shared, job):
+    """The pid of job `job`'s sandbox, as its node wrote it."""
     with open(os.path.join(shared, "slurm", "jobs", str(job))) as f:
-        pid = int(f.read().split()[0])
+        return int(f.read().split()[0])
+
+
+def helper_pid(shared, job):
+    """The pid of job `job`'s `edtd slurm-node` process (above its sandbox)."""
+    pid = sandbox_pid(shared, job)
     while pid > 1:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             if b"slurm-node" in f.read():
-                return os.stat("/proc/%d/ns/net" % pid).st_ino
+                return pid
         with open("/proc/%d/stat" % pid) as f:
             pid = int(f.read().rsplit(")", 1)[1].split()[1])
     raise Failed("no slurm-node process above the sandbox of job %d" % job)
+
+
+def helper_netns(shared, job):
+    """The network namespace inode of job `job`'s `edtd slurm-node` process."""
+    return os.stat("/proc/%d/ns/net" % helper_pid(shared, job)).st_ino
 
 
 def check_placement(e, h, count):
@@ -385,16 +395,11 @@ def survive_node_crash(e, h):
     h.wait_nodes_state("IDLE", [victim["node"]], 60)
 
 
-def sandbox_pid(e, job):
-    with open(os.path.join(e.shared, "slurm", "jobs", str(job))) as f:
-        return int(f.read().split()[0])
-
-
 def survive_slurmd_kill(e, h):
     """A node whose slurmd alone is killed: Slurm ends its jobs NODE_FAIL while
     their processes live on; the container's helper ends it."""
     victim = next(c for c in e.containers() if c["name"] == NAME + "-worker-0")
-    old = sandbox_pid(e, victim["slurm_job"])
+    old = sandbox_pid(e.shared, victim["slurm_job"])
     h.kill_slurmd(victim["node"])
     started = time.time()
 

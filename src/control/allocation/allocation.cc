@@ -69,8 +69,9 @@ Result<std::vector<std::string>> pick_addresses(const AddressRange& range, const
     if (!taken.count(candidate)) picked.push_back(std::move(candidate));
   }
   if (static_cast<int>(picked.size()) < count)
-    return conflict("containers", "no free address is left in " + range.cidr(),
-                    "delete a cluster, or start edtd with a larger --address-range");
+    return conflict("containers", "no free " + (range.what.empty() ? "address is left in " + range.cidr() : range.what),
+                    "delete a cluster, or start edtd with a larger " +
+                        (range.larger.empty() ? std::string("--address-range") : range.larger));
   return picked;
 }
 

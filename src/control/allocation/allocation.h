@@ -32,6 +32,9 @@ struct AddressRange {
   uint32_t base = 0;  // host order
   uint32_t size = 0;
   uint32_t first = 1;  // the lowest offset given out: 2 on a bridge, whose gateway is offset 1
+  // What it is when full, and how to get a larger one; "": the block and
+  // --address-range. (--slurm-mode user: ports, slurm_jobs.h slot_port.)
+  std::string what, larger;
   static Result<AddressRange> parse(const std::string& cidr, NetworkMode mode = NetworkMode::kLoopback);
   std::string gateway() const { return address(1); }  // on a bridge
   int prefix() const { return 32 - __builtin_ctz(size); }

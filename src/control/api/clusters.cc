@@ -74,11 +74,16 @@ Answer cluster_ssh(ApiContext& ctx, const Request& req, const User& user) {
   auto access = ctx.service->ssh_access(user, name_in_path(req));
   if (!access.is_ok()) return access.status();
   json containers = json::array();
-  for (const auto& c : access->cluster.containers) containers.push_back({{"name", c.name}, {"address", c.address}});
+  std::string login = "root";
+  for (const auto& c : access->cluster.containers) {
+    const SshEndpoint& at = access->endpoints.at(c.name);
+    containers.push_back({{"name", c.name}, {"address", at.address}, {"port", at.port}});
+    login = at.user;
+  }
   return json_reply(200, {{"private_key", access->private_key},
                           {"known_hosts", access->known_hosts},
                           {"port", access->port},
-                          {"user", "root"},
+                          {"user", login},
                           {"containers", containers}});
 }
 

@@ -61,6 +61,12 @@ struct SandboxSpec {
   // user_ranges), which a backend with user namespaces maps the container's
   // ids to; 0: the owner has none.
   int64_t id_range = 0;
+  // Runs as the starting process's own user and group, mapped to
+  // themselves in a user namespace bubblewrap makes (no other id exists in
+  // it, no capability), on the host's network, its sshd on the backend's
+  // port on every address: a Slurm job's container with --slurm-mode user
+  // (docs/slurm.md). false: as the local backend runs it (its root).
+  bool own_user = false;
 };
 
 enum class SandboxState {
@@ -76,6 +82,16 @@ struct SandboxPlacement {
   std::string node;    // the machine it runs on; "" while queued
   int64_t job = 0;     // the engine's id for it (a Slurm job id); 0: none
   std::string reason;  // queued: why it waits ("Resources"); gone: how it ended ("CANCELLED")
+};
+
+// Where this host reaches a container's sshd, and whom it logs in as.
+struct SshEndpoint {
+  std::string address;
+  int port = 0;
+  std::string user;
+  // The container shares its node's network and addresses (Slurm's
+  // --slurm-mode user): a server of its own takes a port free there.
+  bool node_network = false;
 };
 
 // The files every container of a cluster sees under /etc/mpi.
@@ -151,6 +167,11 @@ class Backend {
     return not_found("this backend knows no SSH host keys");
   }
   virtual int ssh_port() const = 0;
+  // Container `name`'s sshd, whose address in the store is `address`: there,
+  // at ssh_port(), as root, unless the backend places it otherwise.
+  virtual SshEndpoint ssh_endpoint(const std::string& /*name*/, const std::string& address) {
+    return {address, ssh_port(), "root", false};
+  }
 };
 
 }  // namespace edt::control

@@ -43,8 +43,9 @@ Answer open_terminal(const ConsoleOptions& options, const Request& req, const Us
                     "wait until it is Running");
   auto access = options.service->ssh_access(user, cluster.spec.name);
   if (!access.is_ok()) return access.status();
+  const SshEndpoint& ssh = access->endpoints.at(name);
   const std::string id = options.terminals->open_session(
-      {name, c->address, access->port, access->private_key, access->known_hosts}, console_origins(req));
+      {name, ssh.address, ssh.port, ssh.user, access->private_key, access->known_hosts}, console_origins(req));
   return json_reply(201, {{"port", options.terminals->port()},
                           {"path", "/terminal/" + id},
                           {"expires_in", TerminalServer::kSessionTtl.count()}});

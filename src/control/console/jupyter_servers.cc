@@ -2,8 +2,10 @@
 
 #include <poll.h>
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "common/io.h"
@@ -65,7 +67,7 @@ std::string JupyterServers::command(const JupyterEndpoint& e, const std::string&
   // The pid file lets a later start end the server an earlier edtd started
   // (only if that pid is still a Jupyter server); `exec` keeps the pid.
   const std::string common = " --ip=" + e.address + " --port=" + std::to_string(e.port) +
-                             " --port-retries=0 --no-browser --allow-root --notebook-dir=" + shell_quote(root);
+                             " --port-retries=" + std::to_string(e.port_retries) + " --no-browser --allow-root --notebook-dir=" + shell_quote(root);
   // A terminal's shell is bash with the server's environment, a job's (edt's
   // tools and venv on PATH), rather than Jupyter's login shell, which gets
   // them back only from /etc/profile.d/edt.sh after /etc/profile's reset.
@@ -102,17 +104,37 @@ Result<JupyterEndpoint> JupyterServers::ensure(const Cluster& cluster, const Con
 }
 
 constexpr uint16_t kOwnNamespacePort = 8888;
+constexpr int kNodePortRetries = 100;
+
+// The port in the server's "is running at http://ADDRESS:PORT/..." line.
+std::optional<int> serving_port(const std::string& log) {
+  const size_t line = log.find(kServingLine);
+  if (line == std::string::npos) return std::nullopt;
+  const size_t scheme = log.find("://", line);
+  const size_t colon = scheme == std::string::npos ? scheme : log.find(':', scheme + 3);
+  if (colon == std::string::npos) return std::nullopt;
+  int port = 0;
+  auto [end, ec] = std::from_chars(log.data() + colon + 1, log.data() + log.size(), port);
+  if (ec != std::errc() || port <= 0 || port > 65535 || end == log.data() + log.size() || *end != '/')
+    return std::nullopt;
+  return port;
+}
 
 Result<JupyterEndpoint> JupyterServers::start(const Cluster& cluster, const ContainerRecord& launcher) {
   const std::string& name = cluster.spec.name;
   // A 127.x address is in edtd's own network namespace (loopback mode), where
   // any port may be taken; any other is a launcher's own namespace on a
   // bridge (container_network.h), where a fixed port is the server's.
+  // A launcher on its node's network (Slurm's --slurm-mode user) shares the
+  // node's ports with all that runs there: the server tries ports from
+  // kOwnNamespacePort on and says which it took.
   const bool own_namespace = !launcher.status.address.starts_with("127.");
+  const SshEndpoint ssh = backend_->ssh_endpoint(launcher.status.name, launcher.status.address);
   auto port = own_namespace ? Result<uint16_t>(kOwnNamespacePort) : net::free_port(launcher.status.address);
   if (!port.is_ok()) return conflict("name", "no free port on " + launcher.status.address + ": " + port.status().message(),
                                      "retry; if it persists, see edtd's log");
-  JupyterEndpoint endpoint{launcher.status.address, *port, random_hex(32), base_url(name)};
+  JupyterEndpoint endpoint{ssh.node_network ? ssh.address : launcher.status.address, *port, random_hex(32),
+                           base_url(name), ssh.node_network ? kNodePortRetries : 0};
   ExecSpec exec;
   exec.command = command(endpoint, root_dir(cluster.spec));
   exec.log_path = dir_ + "/" + name + ".log";
@@ -134,6 +156,7 @@ Result<JupyterEndpoint> JupyterServers::start(const Cluster& cluster, const Cont
                     "run make deps, which puts JupyterLab in edt's venv (the default image's, edtd --venv), or "
                     "use an image with jupyter-lab or jupyter-notebook on its PATH");
   }
+  if (endpoint.port_retries > 0) endpoint.port = serving_port(io::read_file(exec.log_path)).value_or(endpoint.port);
   std::lock_guard<std::mutex> lock(mu_);
   running_[name] = Running{endpoint, launcher.sandbox, *process};
   return endpoint;

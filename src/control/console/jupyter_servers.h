@@ -44,6 +44,7 @@ struct JupyterEndpoint {
   int port = 0;
   std::string token;
   std::string base_url;  // "/c/<cluster>/jupyter/"
+  int port_retries = 0;   // other ports it may try after `port`: then it says which it took
 };
 
 class JupyterServers {

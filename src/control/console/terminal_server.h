@@ -41,8 +41,9 @@ namespace edt::control {
 
 struct TerminalTarget {
   std::string container;
-  std::string address;
+  std::string address;  // of its sshd
   int ssh_port = 22;
+  std::string user = "root";  // who the session logs in as
   std::string private_key;  // OpenSSH format
   std::string known_hosts;  // the cluster's known_hosts: its host CA (Backend::ssh_known_hosts)
 };

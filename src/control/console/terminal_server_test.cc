@@ -28,7 +28,7 @@ class TerminalServerTest : public ::testing::Test {
   }
   std::string open() {
     // Port 1 on loopback: ssh, if it runs at all, is refused and ends.
-    return server_->open_session({"c-launcher", "127.0.0.1", 1, "not a key", "not a known_hosts"}, {"http://console.test:7470"});
+    return server_->open_session({"c-launcher", "127.0.0.1", 1, "root", "not a key", "not a known_hosts"}, {"http://console.test:7470"});
   }
   // Sends an upgrade request for session `id` with `origin` (none if
   // empty); returns the status line of the answer.

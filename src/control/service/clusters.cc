@@ -230,7 +230,10 @@ Result<SshAccess> Service::ssh_access(const User& by, const std::string& name) {
   if (!key.is_ok()) return conflict("name", key.status().message(), fix);
   auto known_hosts = options_.backend->ssh_known_hosts(found->spec.name);
   if (!known_hosts.is_ok()) return conflict("name", known_hosts.status().message(), fix);
-  return SshAccess{std::move(*found), std::move(*key), std::move(*known_hosts), options_.backend->ssh_port()};
+  std::map<std::string, SshEndpoint> endpoints;
+  for (const auto& c : found->containers) endpoints[c.name] = options_.backend->ssh_endpoint(c.name, c.address);
+  return SshAccess{std::move(*found), std::move(*key), std::move(*known_hosts), options_.backend->ssh_port(),
+                   std::move(endpoints)};
 }
 
 int64_t Service::version() { return db_->lock().version(); }

@@ -84,6 +84,8 @@ struct SshAccess {
   std::string private_key;
   std::string known_hosts;
   int port = 0;
+  // Each container's sshd (Backend::ssh_endpoint), by name.
+  std::map<std::string, SshEndpoint> endpoints;
 };
 
 // A job's log, for streaming: where it is, and whether the job still runs

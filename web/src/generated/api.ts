@@ -197,11 +197,16 @@ export type SshAccess = {
   private_key: string;
   /** an OpenSSH known_hosts file that trusts the cluster's SSH host certificate authority (@cert-authority); use it with StrictHostKeyChecking=yes */
   known_hosts: string;
+  /** the port of the containers' sshd, unless a container gives its own */
   port: number;
+  /** who to log in as: root, or with edtd --backend slurm --slurm-mode user edtd's own user, as whom the containers run */
   user: string;
   containers: {
     name: string;
+    /** where edtd's host reaches the container's sshd: the container's address, or with --slurm-mode user its node's */
     address: string;
+    /** the port of the container's sshd: the top-level port, or with --slurm-mode user one of its own */
+    port: number;
   }[];
 };
 

@@ -1,5 +1,7 @@
 #include "control/backends/local/bwrap_args.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <set>
 
@@ -18,11 +20,15 @@ using Args = std::vector<std::string>;
 void append(Args& a, const Args& more) { a.insert(a.end(), more.begin(), more.end()); }
 
 // Its own UTS, PID and IPC namespaces (and network in bridge mode), and
-// the capabilities it keeps.
+// the capabilities it keeps; as its own user, a user namespace that maps
+// this process's user and group alone, and no capability.
 Args namespace_args(const SandboxSpec& spec, const BwrapLayout& layout) {
-  Args a = {"/usr/bin/bwrap", "--info-fd", "3", "--seccomp", "4", "--unshare-uts",
-            "--unshare-pid", "--unshare-ipc", "--hostname", spec.name, "--cap-drop", "ALL"};
-  for (const auto& cap : kept_capabilities()) a.insert(a.end(), {"--cap-add", cap});
+  Args a = {"/usr/bin/bwrap", "--info-fd", "3", "--seccomp", "4"};
+  if (spec.own_user)
+    append(a, {"--unshare-user", "--uid", std::to_string(::getuid()), "--gid", std::to_string(::getgid())});
+  append(a, {"--unshare-uts", "--unshare-pid", "--unshare-ipc", "--hostname", spec.name, "--cap-drop", "ALL"});
+  if (!spec.own_user)
+    for (const auto& cap : kept_capabilities()) a.insert(a.end(), {"--cap-add", cap});
   // Bridge mode: start() gives the namespace its interface, then writes fd 5.
   if (layout.own_network) a.insert(a.end(), {"--unshare-net", "--block-fd", "5"});
   return a;
@@ -98,6 +104,8 @@ Args container_tree_args(const SandboxSpec& spec, const BwrapLayout& layout, con
              "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs",
              "/dev/shm", "--dir", "/run/sshd", "--ro-bind", dir + "/conf", "/run/edt"});
   if (spec.job_dir) append(a, {"--ro-bind", layout.cluster_dir + "/mpi", "/job"});
+  if (spec.own_user)
+    append(a, {"--ro-bind", dir + "/etc/passwd", "/etc/passwd", "--ro-bind", dir + "/etc/group", "/etc/group"});
   return a;
 }
 

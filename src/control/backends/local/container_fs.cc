@@ -1,5 +1,7 @@
 #include "control/backends/local/container_fs.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +24,9 @@ namespace {
 
 // Where a container sees the cluster's known_hosts (its mpi directory).
 constexpr std::string_view kKnownHostsInContainer = "/etc/mpi/known_hosts";
+// Where a container that runs as its own user sees where each of its
+// cluster's peers listens (the cluster's mpi/ssh_config).
+constexpr std::string_view kSshConfigInContainer = "/etc/mpi/ssh_config";
 // Where a container sees its login profile (conf/ is bound at /run/edt).
 constexpr std::string_view kLoginProfileInContainer = "/run/edt/profile.sh";
 // The version of etc_links()'s layout, part of its key: a data dir's links
@@ -57,11 +62,65 @@ std::string quote_env(const std::string& key, const std::string& value) {
 
 std::string image_etc(const SandboxSpec& spec) { return (spec.image_root == "/" ? "" : spec.image_root) + "/etc"; }
 
+// What etc_links() makes besides the image's links: the mount points of a
+// Slurm cluster's files, and of a container's own passwd and group when it
+// runs as its own user.
+struct EtcKind {
+  bool slurm = false, own_user = false;
+};
+
 // The entries of a container's /etc that are its own: bound over the
 // shared links (etc_links), or a mount point there.
-bool own_etc_entry(const std::string& name, bool slurm) {
+bool own_etc_entry(const std::string& name, EtcKind kind) {
   return name == "hosts" || name == "hostname" || name == "mpi" || name == "shadow" || name == "profile.d" ||
-         (slurm && (name == "slurm" || name == "munge"));  // a Slurm cluster's own, bound there
+         (kind.slurm && (name == "slurm" || name == "munge")) ||  // a Slurm cluster's own, bound there
+         (kind.own_user && (name == "passwd" || name == "group"));
+}
+
+// The login shell of the container's own user: the image's bash, or its sh.
+std::string own_shell(const SandboxSpec& spec) {
+  std::error_code ec;
+  const std::string root = spec.image_root == "/" ? "" : spec.image_root;
+  return fs::exists(root + "/usr/bin/bash", ec) || fs::exists(root + "/bin/bash", ec) ? "/bin/bash" : "/bin/sh";
+}
+
+// The lines of `table` (passwd or group) but those whose name is `name` or
+// whose id (the third field) is `id`, and but `drop`'s.
+std::string without_entries(const std::string& table, const std::string& name, unsigned id,
+                            const std::string& drop = "") {
+  std::istringstream lines(table);
+  std::string line, out;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f;
+    for (size_t at = 0, next; at <= line.size(); at = next + 1) {
+      next = std::min(line.find(':', at), line.size());
+      f.push_back(line.substr(at, next - at));
+    }
+    if (f.size() < 3 || f[0] == name || f[0] == drop || f[2] == std::to_string(id)) continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+// A container that runs as its own user: the image's passwd and group with
+// that user (this process's) and its group in them, at home in /root, the
+// container's home. No tty group: sshd gives a session's terminal to it,
+// which the user namespace does not map.
+Status write_own_user(const SandboxSpec& spec, const std::string& dir) {
+  const uid_t uid = ::getuid();
+  const gid_t gid = ::getgid();
+  const struct passwd* me = ::getpwuid(uid);
+  const struct group* mine = ::getgrgid(gid);
+  const std::string user = me ? me->pw_name : "edt", group = mine ? mine->gr_name : user;
+  const std::string etc = image_etc(spec);
+  const std::string passwd = without_entries(io::read_file(etc + "/passwd"), user, uid) + user + ":x:" +
+                             std::to_string(uid) + ":" + std::to_string(gid) + ":edt:/root:" + own_shell(spec) + "\n";
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/passwd", passwd, 0644));
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/group",
+                                     without_entries(io::read_file(etc + "/group"), group, gid, "tty") + group +
+                                         ":x:" + std::to_string(gid) + ":\n",
+                                     0644));
+  return io::write_file(dir + "/etc/shadow", shadow_for(passwd), 0600);
 }
 
 // The names in the image's `dir` (its /etc, or a directory in it) that any
@@ -97,7 +156,7 @@ struct EtcListing {
 
 // Makes in `dir` the links of etc_links() and the mount points of the
 // container's own entries.
-Status make_etc_links(const std::string& dir, const EtcListing& listing, bool slurm) {
+Status make_etc_links(const std::string& dir, const EtcListing& listing, EtcKind kind) {
   EDT_RETURN_IF_ERROR(make_dirs(dir + "/mpi", 0755));
   EDT_RETURN_IF_ERROR(make_dirs(dir + "/profile.d", 0755));
   for (const auto& name : listing.names) EDT_RETURN_IF_ERROR(make_link("/run/host/etc/" + name, dir + "/" + name));
@@ -107,8 +166,11 @@ Status make_etc_links(const std::string& dir, const EtcListing& listing, bool sl
   EDT_RETURN_IF_ERROR(make_link("mpi/hosts", dir + "/hosts"));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/hostname", "", 0644));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/shadow", "", 0600));
-  if (slurm) {
+  if (kind.slurm) {
     for (const char* sub : {"/slurm", "/munge"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
+  }
+  if (kind.own_user) {
+    for (const char* file : {"/passwd", "/group"}) EDT_RETURN_IF_ERROR(io::write_file(dir + file, "", 0644));
   }
   return Status::ok();
 }
@@ -164,6 +226,7 @@ Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
   fs::create_symlink("/run/lock", disk + "/var/lock", ec);
   if (spec.slurm) EDT_RETURN_IF_ERROR(make_dirs(dir + "/munge-run", 0755));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
+  if (spec.own_user) return write_own_user(spec, dir);
   return io::write_file(dir + "/etc/shadow", shadow_for(io::read_file(image_etc(spec) + "/passwd")), 0600);
 }
 
@@ -173,18 +236,22 @@ Status write_ssh_config(const SandboxSpec& spec, const std::string& dir, const s
   EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519.pub", io::read_file(keys + "id_ed25519.pub"), 0644));
   EDT_RETURN_IF_ERROR(io::write_file(ssh + "authorized_keys", io::read_file(keys + "id_ed25519.pub"), 0600));
   const std::string port = std::to_string(port_number);
+  // As its own user, the container shares its node's addresses: each peer
+  // is at its node's address and a port of its own (the cluster's
+  // ssh_config), and sshd listens on its port on every address.
+  const std::string client = spec.own_user ? "Include " + std::string(kSshConfigInContainer) + "\nHost *\n  Port " + port
+                                           : "Host *\n  Port " + port + "\n  BindAddress " + spec.address;
   EDT_RETURN_IF_ERROR(io::write_file(ssh + "config",
-                                 "Host *\n  Port " + port + "\n  BindAddress " + spec.address +
-                                     "\n  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking yes\n"
+                                 client + "\n  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking yes\n"
                                      "  UserKnownHostsFile " + std::string(kKnownHostsInContainer) +
                                      "\n  LogLevel ERROR\n",
                                  0600));
   std::string set_env;
   for (const auto& [key, value] : spec.env) set_env += " " + quote_env(key, value);
   return io::write_file(dir + "/conf/sshd_config",
-                        "ListenAddress " + spec.address + ":" + port +
-                            "\nHostKey /run/edt/host_ed25519\nHostCertificate /run/edt/host_ed25519-cert.pub\n"
-                            "PermitRootLogin prohibit-password\n"
+                        "ListenAddress " + (spec.own_user ? std::string("0.0.0.0") : spec.address) + ":" + port +
+                            "\nHostKey /run/edt/host_ed25519\nHostCertificate /run/edt/host_ed25519-cert.pub\n" +
+                            (spec.own_user ? "PermitRootLogin no\n" : "PermitRootLogin prohibit-password\n") +
                             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
                             "PidFile none\nPrintMotd no\nAcceptEnv LANG LC_*\nMaxStartups 100:30:200\n"
                             "SetEnv" + set_env + "\n",
@@ -202,11 +269,12 @@ Status write_login_profile(const SandboxSpec& spec, const std::string& dir) {
 
 Result<std::string> etc_links(const SandboxSpec& spec, const std::string& data_dir) {
   const std::string etc = image_etc(spec);
-  const bool slurm = spec.slurm.has_value();
+  const EtcKind kind{spec.slurm.has_value(), spec.own_user};
   EtcListing found;
-  EDT_ASSIGN_OR_RETURN(found.names, readable_names(etc, [slurm](const std::string& n) { return own_etc_entry(n, slurm); }));
+  EDT_ASSIGN_OR_RETURN(found.names, readable_names(etc, [kind](const std::string& n) { return own_etc_entry(n, kind); }));
   EDT_ASSIGN_OR_RETURN(found.profiles, readable_names(etc + "/profile.d", [](const std::string& n) { return n == "edt.sh"; }));
-  std::string listing = etc + (slurm ? "\nslurm" : "") + "\n" + std::string(kEtcLinksLayout);
+  std::string listing = etc + (kind.slurm ? "\nslurm" : "") + (kind.own_user ? "\nown user" : "") + "\n" +
+                        std::string(kEtcLinksLayout);
   for (const auto& name : found.names) listing += "\n" + name;
   for (const auto& name : found.profiles) listing += "\nprofile.d/" + name;
   char key[17];
@@ -218,7 +286,7 @@ Result<std::string> etc_links(const SandboxSpec& spec, const std::string& data_d
   // made, and two starts that make it at once both end with the same.
   const std::string tmp = dir + ".tmp-" + std::to_string(::gettid());
   fs::remove_all(tmp, ec);
-  Status made = make_etc_links(tmp, found, slurm);
+  Status made = make_etc_links(tmp, found, kind);
   if (made.is_ok() && ::rename(tmp.c_str(), dir.c_str()) != 0 && !fs::is_directory(dir, ec))
     made = io_error("rename " + tmp, errno);
   fs::remove_all(tmp, ec);

@@ -5,8 +5,9 @@
 // /etc (bound at /run/host/etc) for what any user may read there, shared by
 // the containers of an image (etc_links), with the image's secrets masked
 // (unreadable_entries) and the container's own entries bound over the
-// links: hostname and shadow (its own), hosts and mpi (the cluster's), and
-// on a Slurm cluster slurm and munge. Its profile.d is a directory of links
+// links: hostname and shadow (its own), hosts and mpi (the cluster's), on a
+// Slurm cluster slurm and munge, and for a container that runs as its own
+// user (SandboxSpec::own_user) passwd and group. Its profile.d is a directory of links
 // to the image's scripts plus edt.sh, which links to the container's own
 // login profile (write_login_profile).
 //
@@ -38,14 +39,18 @@ Status hand_over(const std::string& path, uint32_t owner);
 
 // A container's own directories in `dir`: /root, /tmp, /var on its disk
 // (`dir`/disk, mounted already), its own files of /etc (hostname; a shadow
-// with no password for the image's users), conf/, and what masks the
-// image's secrets (masked/, masked-file).
+// with no password for the image's users; as its own user, the image's
+// passwd and group with this process's user and group in them, at home in
+// /root, and no tty group), conf/, and what masks the image's secrets
+// (masked/, masked-file).
 Status make_own_tree(const SandboxSpec& spec, const std::string& dir);
 
 // SSH in the container `dir`: the cluster's key pair (from `keys`, its
 // ssh/ directory) for root, a client that binds the container's address on
 // `port` and checks host keys against the cluster's CA, and sshd's config
-// (conf/sshd_config) on that address with the spec's environment.
+// (conf/sshd_config) on that address with the spec's environment. As its
+// own user: sshd on `port` of every address (its node's), and a client
+// that finds each peer's node and port in /etc/mpi/ssh_config.
 Status write_ssh_config(const SandboxSpec& spec, const std::string& dir, const std::string& keys, int port);
 
 // The login shells' profile, conf/profile.sh (seen at /run/edt/profile.sh,

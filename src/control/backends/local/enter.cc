@@ -4,6 +4,8 @@
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,8 +27,8 @@ namespace {
 
 constexpr int kCannotEnter = 125;
 
-// The namespaces a container has, in the order they are entered: user
-// first (it owns the others), mnt last (/proc/<pid>/ns is read from ours).
+// The namespaces a container has, in the order they are entered (enter()
+// says where user goes); mnt last of the others.
 constexpr const char* kNamespaces[] = {"user", "cgroup", "ipc", "uts", "net", "pid", "mnt"};
 
 int fail(const std::string& what, int error = 0) {
@@ -62,25 +64,44 @@ int open_target(int64_t pid, uint64_t start_time, Target& target) {
   return 0;
 }
 
-// Enters the target's namespaces and root; returns 0 or an exit code.
+// Whether namespace fd `fd` is the one this process is in (`kind`, from
+// /proc/self/ns).
+bool ours(int fd, const char* kind) {
+  struct stat theirs {}, mine {};
+  return fstat(fd, &theirs) == 0 && stat((std::string("/proc/self/ns/") + kind).c_str(), &mine) == 0 &&
+         theirs.st_ino == mine.st_ino && theirs.st_dev == mine.st_dev;
+}
+
+// Enters the target's namespaces and root; returns 0 or an exit code. The
+// user namespace that owns its other namespaces first: the container's own
+// (it made them), or, where bubblewrap nested the container's user
+// namespace in the one it made them in (unprivileged, a container that
+// runs as its own user), that outer one; the container's own last.
 int enter(const Target& target) {
-  bool user_namespace = false;
-  for (size_t i = 0; i < std::size(kNamespaces); ++i) {
-    struct stat theirs {}, ours {};
-    const bool same = fstat(target.ns[i], &theirs) == 0 &&
-                      stat((std::string("/proc/self/ns/") + kNamespaces[i]).c_str(), &ours) == 0 &&
-                      theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev;
-    if (!same && setns(target.ns[i], 0) != 0)
+  const uid_t host_uid = getuid();
+  bool entered[std::size(kNamespaces)];
+  for (size_t i = 0; i < std::size(kNamespaces); ++i) entered[i] = !ours(target.ns[i], kNamespaces[i]);
+  const int owner = ioctl(target.ns[2], NS_GET_USERNS);  // the ipc namespace's
+  if (owner < 0) return fail("find the user namespace of the container's namespaces", errno);
+  const bool enter_owner = !ours(owner, "user");
+  if (enter_owner && setns(owner, CLONE_NEWUSER) != 0) return fail("enter the container's outer user namespace", errno);
+  struct stat own {}, user {};
+  const bool nested = fstat(owner, &own) == 0 && fstat(target.ns[0], &user) == 0 && own.st_ino != user.st_ino;
+  ::close(owner);
+  for (size_t i = 1; i < std::size(kNamespaces); ++i)
+    if (entered[i] && setns(target.ns[i], 0) != 0)
       return fail(std::string("enter the container's ") + kNamespaces[i] + " namespace", errno);
-    user_namespace = user_namespace || (!same && i == 0);
-    ::close(target.ns[i]);
-  }
+  if (entered[0] && (nested || !enter_owner) && setns(target.ns[0], CLONE_NEWUSER) != 0)
+    return fail("enter the container's user namespace", errno);
+  for (int fd : target.ns) ::close(fd);
   if (fchdir(target.root) != 0 || chroot(".") != 0 || chdir("/") != 0)
     return fail("enter the container's root", errno);
   ::close(target.root);
   // In the container's user namespace our host ids are not mapped: become
-  // its root, as a login is.
-  if (user_namespace && (setresgid(0, 0, 0) != 0 || setgroups(0, nullptr) != 0 || setresuid(0, 0, 0) != 0))
+  // its root, as a login is. A container that runs as its own user maps
+  // that user alone, to itself: we stay it.
+  if (entered[0] && getuid() != host_uid &&
+      (setresgid(0, 0, 0) != 0 || setgroups(0, nullptr) != 0 || setresuid(0, 0, 0) != 0))
     return fail("become root of the container's user namespace", errno);
   return 0;
 }

@@ -1,8 +1,15 @@
+#include "common/io.h"
+#include "control/backends/local/bwrap_args.h"
+#include "control/backends/local/container_fs.h"
 #include "control/backends/local/proc_scan.h"
 #include "control/backends/local/sandbox_process.h"
 #include "control/backends/local/sandbox_record.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 
 namespace edt::control {
 namespace {
@@ -73,6 +80,60 @@ TEST(LocalBackendIdentifyTest, TheCgroupIsReadFromTheProcFileOfEitherLayout) {
   EXPECT_EQ(cgroup_container("0::/edt-ffff/acl-worker-0\n", "edt-ab12"), std::nullopt);
   EXPECT_EQ(cgroup_container("0::/edt-ab12/acl-worker-0/sub\n", "edt-ab12"), std::nullopt);
   EXPECT_EQ(cgroup_container("", "edt-ab12"), std::nullopt);
+}
+
+// A container that runs as its own user (Slurm's --slurm-mode user): a user
+// namespace that maps this process's ids alone, no capability, its own
+// passwd and group.
+TEST(SandboxOwnUserTest, BubblewrapMapsTheOwnUserAloneAndKeepsNoCapability) {
+  SandboxSpec spec;
+  spec.name = "c-launcher";
+  spec.image_root = "/";
+  spec.own_user = true;
+  const auto a = bwrap_args(spec, {"/d", "/e", "/cl", "", false}, {});
+  auto after = [&](const std::string& flag) {
+    auto it = std::find(a.begin(), a.end(), flag);
+    return it == a.end() || it + 1 == a.end() ? std::string() : *(it + 1);
+  };
+  EXPECT_NE(std::find(a.begin(), a.end(), "--unshare-user"), a.end());
+  EXPECT_EQ(after("--uid"), std::to_string(::getuid()));
+  EXPECT_EQ(after("--gid"), std::to_string(::getgid()));
+  EXPECT_EQ(std::find(a.begin(), a.end(), "--cap-add"), a.end());
+  EXPECT_EQ(std::find(a.begin(), a.end(), "--unshare-net"), a.end());
+  EXPECT_NE(std::find(a.begin(), a.end(), "/d/etc/passwd"), a.end());
+  EXPECT_NE(std::find(a.begin(), a.end(), "/d/etc/group"), a.end());
+  spec.own_user = false;
+  const auto root = bwrap_args(spec, {"/d", "/e", "/cl", "", false}, {});
+  EXPECT_EQ(std::find(root.begin(), root.end(), "--unshare-user"), root.end());
+  EXPECT_NE(std::find(root.begin(), root.end(), "--cap-add"), root.end());
+}
+
+TEST(SandboxOwnUserTest, ItsPasswdHasTheUserAtHomeInRootAndItsGroupHasNoTty) {
+  char tmpl[] = "/tmp/edt-own-user-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string top = tmpl, image = top + "/image", dir = top + "/c";
+  const std::string uid = std::to_string(::getuid()), gid = std::to_string(::getgid());
+  ASSERT_TRUE(make_dirs(image + "/etc", 0755).is_ok());
+  // The image names another user with our uid, and has a tty group.
+  ASSERT_TRUE(io::write_file(image + "/etc/passwd", "other:x:54321:54321::/home/other:/bin/sh\nimg:x:" + uid +
+                                                        ":" + gid + "::/home/img:/bin/sh\n", 0644).is_ok());
+  ASSERT_TRUE(io::write_file(image + "/etc/group", "other:x:54321:\ntty:x:5:\n", 0644).is_ok());
+  SandboxSpec spec;
+  spec.name = "c-launcher";
+  spec.image_root = image;
+  spec.own_user = true;
+  ASSERT_TRUE(make_dirs(dir + "/disk", 0755).is_ok());
+  ASSERT_TRUE(make_own_tree(spec, dir).is_ok());
+  const std::string passwd = io::read_file(dir + "/etc/passwd"), group = io::read_file(dir + "/etc/group");
+  EXPECT_NE(passwd.find("other:x:54321:54321::/home/other:/bin/sh\n"), std::string::npos) << passwd;
+  EXPECT_EQ(passwd.find("img:"), std::string::npos) << passwd;
+  EXPECT_NE(passwd.find(":x:" + uid + ":" + gid + ":edt:/root:/bin/sh\n"), std::string::npos) << passwd;
+  EXPECT_EQ(group.find("tty:"), std::string::npos) << group;
+  EXPECT_NE(group.find(":x:" + gid + ":\n"), std::string::npos) << group;
+  EXPECT_NE(io::read_file(dir + "/etc/shadow").find("other:*:"), std::string::npos);
+  EXPECT_NE(group.find("other:x:54321:\n"), std::string::npos) << group;
+  std::error_code ec;
+  std::filesystem::remove_all(top, ec);
 }
 
 }  // namespace

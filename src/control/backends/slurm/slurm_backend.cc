@@ -1,6 +1,8 @@
 #include "control/backends/slurm/slurm_backend.h"
 
+#include <pwd.h>
 #include <signal.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 
 #include "common/io.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/shell.h"
 #include "control/backends/local/cgroups.h"
 #include "control/backends/local/enter.h"
@@ -63,6 +66,8 @@ LocalBackendOptions with_shared_dir(LocalBackendOptions files) {
 
 SlurmBackend::SlurmBackend(LocalBackendOptions files, SlurmBackendOptions options)
     : LocalBackend(with_shared_dir(std::move(files))), options_(std::move(options)), key_(cgroup_key(home())) {
+  const struct passwd* me = ::getpwuid(::geteuid());
+  user_ = me ? me->pw_name : std::to_string(::geteuid());
   std::error_code ec;
   fs::create_directories(slurm_dir() + "/jobs", ec);
   ::chmod(slurm_dir().c_str(), 0700);
@@ -105,16 +110,26 @@ Result<SandboxRef> SlurmBackend::start(const SandboxSpec& spec) {
   std::error_code ec;
   fs::remove_all(container_dir(spec.name), ec);
   LocalBackendOptions node = options();
-  ContainerNetworkOptions network;
-  network.parent = options_.interface;
-  network.gateway = options_.gateway;
-  network.prefix = options_.prefix;
-  network.login_address = options_.login_address;
-  network.range = options_.range;
-  network.containers_dir = node.data_dir + "/containers";
-  node.network = network;
+  SandboxSpec placed = spec;
+  if (options_.own_user) {
+    placed.own_user = true;
+    node.ssh_port = slurm_jobs::slot_port(spec.address);
+    if (placed.slurm)
+      return failed_precondition("a cluster of type slurm runs Slurm's daemons as root in its containers, and with "
+                                 "--slurm-mode user they run as edtd's user; make it of another type, or run edtd "
+                                 "with --slurm-mode root");
+  } else {
+    ContainerNetworkOptions network;
+    network.parent = options_.interface;
+    network.gateway = options_.gateway;
+    network.prefix = options_.prefix;
+    network.login_address = options_.login_address;
+    network.range = options_.range;
+    network.containers_dir = node.data_dir + "/containers";
+    node.network = network;
+  }
   const std::string file = slurm_dir() + "/" + spec.name + ".json";
-  EDT_RETURN_IF_ERROR(io::replace_file(file, slurm_jobs::job_file(spec, node).dump(), 0600));
+  EDT_RETURN_IF_ERROR(io::replace_file(file, slurm_jobs::job_file(placed, node).dump(), 0600));
   const std::string command = shell_quote(options_.node_program) + " slurm-node " + shell_quote(file);
   auto out = run_host_command(slurm_jobs::sbatch_argv(spec, options_.placement, key_,
                                                       slurm_dir() + "/" + spec.name + ".out", command),
@@ -236,6 +251,60 @@ Status SlurmBackend::remove(const std::string& name) {
   std::error_code ec;
   for (const char* suffix : {".json", ".out"}) fs::remove(slurm_dir() + "/" + name + suffix, ec);
   return LocalBackend::remove(name);
+}
+
+Result<std::string> SlurmBackend::node_address(const std::string& node) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = node_addresses_.find(node); it != node_addresses_.end()) return it->second;
+  }
+  EDT_ASSIGN_OR_RETURN(std::string out,
+                       run_host_command({"/usr/bin/scontrol", "-o", "show", "node", node}, kSlurmPackages));
+  const std::string name = slurm_jobs::parse_node_address(out);
+  if (name.empty()) return not_found("Slurm gives node " + node + " no NodeAddr");
+  EDT_ASSIGN_OR_RETURN(std::string address, net::resolve_ipv4(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  node_addresses_[node] = address;
+  return address;
+}
+
+std::string SlurmBackend::node_address_of(const std::string& name) {
+  auto all = jobs();
+  if (!all.is_ok()) return "";
+  for (const auto& [id, job] : *all) {
+    if (job.node.empty() || slurm_jobs::waiting(job.state) || slurm_jobs::ended(job.state) ||
+        slurm_jobs::container_of(key_, job.name) != name)
+      continue;
+    auto address = node_address(job.node);
+    if (address.is_ok()) return *address;
+    log::warn("container {} runs on node {}, whose address edtd cannot tell: {}", name, job.node,
+              address.status().message());
+  }
+  return "";
+}
+
+Status SlurmBackend::write_cluster_files(const std::string& cluster, const ClusterFiles& files) {
+  if (!options_.own_user) return LocalBackend::write_cluster_files(cluster, files);
+  ClusterFiles placed = files;
+  placed.hosts = "127.0.0.1\tlocalhost\n";
+  std::string ssh = "# Where each container of cluster " + cluster + " listens: its node, its own port.\n";
+  std::istringstream lines(files.hosts);
+  for (std::string slot, name; lines >> slot >> name;) {
+    const int port = slurm_jobs::slot_port(slot);
+    const std::string address = port == 0 ? "" : node_address_of(name);
+    if (address.empty()) continue;
+    placed.hosts += address + "\t" + name + "\n";
+    // Its host certificate names it; the address is its node's.
+    ssh += "Host " + name + "\n  HostName " + address + "\n  Port " + std::to_string(port) + "\n  HostKeyAlias " +
+           name + "\n";
+  }
+  EDT_RETURN_IF_ERROR(LocalBackend::write_cluster_files(cluster, placed));
+  return io::replace_file(home() + "/clusters/" + cluster + "/mpi/ssh_config", ssh, 0644);
+}
+
+SshEndpoint SlurmBackend::ssh_endpoint(const std::string& name, const std::string& address) {
+  if (!options_.own_user) return LocalBackend::ssh_endpoint(name, address);
+  return {node_address_of(name), slurm_jobs::slot_port(address), user_, true};
 }
 
 Result<std::vector<std::string>> SlurmBackend::enter_command(const SandboxRef& container) {

@@ -25,6 +25,15 @@
 // directory; only start, observe, signal, exec and the worker count go
 // through Slurm.
 //
+// --slurm-mode user (SlurmBackendOptions::own_user): edtd runs as the
+// site's service account and so do its jobs; on the node the sandbox runs
+// as that account (SandboxSpec::own_user: a user namespace bubblewrap
+// makes, mapping it alone) on the node's network, its sshd on the port of
+// the container's slot (its address in the store: slurm_jobs.h slot_port).
+// write_cluster_files() puts each container at its node's address (Slurm's
+// NodeAddr) in /etc/hosts and its port in mpi/ssh_config; ssh_endpoint()
+// gives edtd's terminals, Jupyter and `edt ssh` the same.
+//
 // Names: each job is `edt-<key>-<container>` (key: a hash of the shared
 // directory), its comment the cluster, so running_sandboxes() finds this
 // edtd's jobs after a restart, whether or not the store has their ids.
@@ -55,6 +64,11 @@ struct SlurmBackendOptions {
   // cluster's own containers that may connect to them (container_network.h).
   std::string login_address;
   std::string range;  // the containers' block (--address-range), a.b.c.d/len
+  // --slurm-mode user: each container runs as edtd's own user on its
+  // node's network, its sshd on the port of its slot (slurm_jobs.h:
+  // slot_port); no macvlan, no filter (interface, gateway, prefix,
+  // login_address and range unused).
+  bool own_user = false;
 };
 
 class SlurmBackend : public LocalBackend {
@@ -74,6 +88,11 @@ class SlurmBackend : public LocalBackend {
   Result<int> end_sandboxes_except(const std::vector<SandboxRef>& keep) override;
   // Also its job file and the job's output.
   Status remove(const std::string& name) override;
+  // --slurm-mode user: each name at its node's address, and mpi/ssh_config
+  // with each container's port; those without a running job left out.
+  Status write_cluster_files(const std::string& cluster, const ClusterFiles& files) override;
+  // --slurm-mode user: its node's address, its slot's port, edtd's user.
+  SshEndpoint ssh_endpoint(const std::string& name, const std::string& address) override;
 
   // The GPUs of the partition's nodes, by model, from sinfo; an error
   // naming the partition when Slurm does not know it.
@@ -92,12 +111,18 @@ class SlurmBackend : public LocalBackend {
   Result<std::map<int64_t, slurm_jobs::Job>> jobs(bool fresh = false);
   // The next jobs() asks squeue again (after a change edtd made).
   void forget_jobs();
+  // --slurm-mode user: the address of the node that runs container `name`
+  // (Slurm's NodeAddr, resolved), "" while none does.
+  std::string node_address_of(const std::string& name);
+  Result<std::string> node_address(const std::string& node);
 
   SlurmBackendOptions options_;
   std::string key_;
   std::mutex mu_;
   std::map<int64_t, slurm_jobs::Job> jobs_;  // under mu_
   std::chrono::steady_clock::time_point jobs_at_{};  // under mu_
+  std::map<std::string, std::string> node_addresses_;  // under mu_: node -> address
+  std::string user_;  // edtd's own user's name
 };
 
 }  // namespace edt::control

@@ -127,6 +127,20 @@ std::map<std::string, int> parse_gres_inventory(const std::string& text) {
   return models;
 }
 
+int slot_port(const std::string& slot) {
+  const std::vector<std::string> f = split(slot, '.');
+  if (f.size() != 4 || f[0] != "0" || f[1] != "0") return 0;
+  auto high = to_int(f[2]), low = to_int(f[3]);
+  if (!high || !low || *high < 0 || *high > 255 || *low < 0 || *low > 255) return 0;
+  return static_cast<int>(*high * 256 + *low);
+}
+
+std::string parse_node_address(const std::string& text) {
+  for (const std::string& field : split(text, ' '))
+    if (field.starts_with("NodeAddr=")) return field.substr(9);
+  return "";
+}
+
 json job_file(const SandboxSpec& spec, const LocalBackendOptions& node) {
   json mounts = json::array();
   for (const auto& m : spec.mounts) mounts.push_back({{"host_path", m.host_path}, {"path", m.path}, {"read_only", m.read_only}});
@@ -140,7 +154,8 @@ json job_file(const SandboxSpec& spec, const LocalBackendOptions& node) {
   return {{"spec",
            {{"cluster", spec.cluster}, {"name", spec.name}, {"address", spec.address}, {"image_root", spec.image_root},
             {"shm_bytes", spec.shm_bytes}, {"mounts", mounts}, {"env", spec.env}, {"job_dir", spec.job_dir},
-            {"gpu_count", spec.gpus.size()}, {"gpu_model", spec.gpu_model}, {"id_range", spec.id_range}}},
+            {"gpu_count", spec.gpus.size()}, {"gpu_model", spec.gpu_model}, {"id_range", spec.id_range},
+            {"own_user", spec.own_user}}},
           {"node",
            {{"data_dir", node.data_dir}, {"ssh_port", node.ssh_port}, {"tool_binds", node.tool_binds},
             {"tool_path", node.tool_path}, {"python_path", node.python_path}, {"network", network},
@@ -164,6 +179,7 @@ Result<std::pair<SandboxSpec, LocalBackendOptions>> read_job_file(const json& j)
     spec.gpus.assign(s.at("gpu_count").get<size_t>(), -1);  // Slurm says which
     spec.gpu_model = s.at("gpu_model").get<std::string>();
     spec.id_range = s.at("id_range").get<int64_t>();
+    spec.own_user = s.value("own_user", false);
     LocalBackendOptions node;
     const json& n = j.at("node");
     node.data_dir = n.at("data_dir").get<std::string>();

@@ -73,6 +73,13 @@ std::map<std::string, int> parse_gres_inventory(const std::string& text);
 
 // What a node's helper reads (slurm_node.h): the container and the
 // backend options it starts it with.
+// --slurm-mode user: a container's slot, its address in edtd's store
+// ("0.0.x.y", never an address on a network), is its sshd's port in its
+// low 16 bits, x * 256 + y; 0 for text of another form.
+int slot_port(const std::string& slot);
+// The `NodeAddr` of `scontrol -o show node` output, or "".
+std::string parse_node_address(const std::string& text);
+
 nlohmann::json job_file(const SandboxSpec& spec, const LocalBackendOptions& node);
 Result<std::pair<SandboxSpec, LocalBackendOptions>> read_job_file(const nlohmann::json& j);
 

@@ -137,6 +137,32 @@ TEST(SlurmJobsTest, JobFileRoundTrips) {
   EXPECT_FALSE(read_job_file(nlohmann::json{{"spec", 1}}).is_ok());
 }
 
+// --slurm-mode user: a container's slot is its port, and its node's address
+// is Slurm's NodeAddr.
+TEST(SlurmJobsTest, SlotsArePortsAndNodeAddressesAreSlurms) {
+  EXPECT_EQ(slot_port("0.0.160.40"), 41000);
+  EXPECT_EQ(slot_port("0.0.255.255"), 65535);
+  for (const char* other : {"10.0.160.40", "0.1.0.1", "0.0.256.1", "0.0.1", "0.0.a.1", ""})
+    EXPECT_EQ(slot_port(other), 0) << other;
+  EXPECT_EQ(parse_node_address("NodeName=n1 Arch=x86_64 CoresPerSocket=1 NodeAddr=198.18.190.11 NodeHostName=n1\n"),
+            "198.18.190.11");
+  EXPECT_EQ(parse_node_address("NodeName=n1 NodeHostName=n1"), "");
+}
+
+TEST(SlurmJobsTest, AJobFileSaysTheContainerRunsAsItsOwnUser) {
+  SandboxSpec spec = two_gpu_worker();
+  spec.own_user = true;
+  LocalBackendOptions node;
+  node.data_dir = "/shared/edt";
+  node.ssh_port = 41003;
+  auto read = read_job_file(job_file(spec, node));
+  ASSERT_TRUE(read.is_ok()) << read.status().message();
+  EXPECT_TRUE(read->first.own_user);
+  EXPECT_EQ(read->second.ssh_port, 41003);
+  EXPECT_FALSE(read->second.network.has_value());
+  EXPECT_FALSE(read_job_file(job_file(two_gpu_worker(), node))->first.own_user);
+}
+
 mode_t mode_of(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;

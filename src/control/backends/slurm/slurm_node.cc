@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -75,16 +77,20 @@ Status take_gpus(SandboxSpec& spec) {
 // What the helper keeps current while its container runs.
 class Watch {
  public:
-  Watch(LocalBackend& backend, const SandboxSpec& spec, const ContainerNetworkOptions& options, SandboxRef ref,
-        std::string job, std::string jobs_path)
-      : backend_(backend), spec_(spec), network_(options), ref_(ref), job_(std::move(job)),
-        workers_path_(std::move(jobs_path) + ".workers"), peers_(network_.cluster_peers(spec.cluster)) {}
+  // `network`: the container's macvlan's, if it has one.
+  Watch(LocalBackend& backend, const SandboxSpec& spec, const std::optional<ContainerNetworkOptions>& network,
+        SandboxRef ref, std::string job, std::string jobs_path)
+      : backend_(backend), spec_(spec), ref_(ref), job_(std::move(job)), workers_path_(std::move(jobs_path) + ".workers") {
+    if (network) network_ = std::make_unique<ContainerNetwork>(*network);
+    if (network_) peers_ = network_->cluster_peers(spec.cluster);
+  }
 
   // The filter, when the cluster's addresses changed.
   void filter() {
-    auto now = network_.cluster_peers(spec_.cluster);
+    if (!network_) return;
+    auto now = network_->cluster_peers(spec_.cluster);
     if (now == peers_) return;
-    Status st = network_.filter_macvlan(spec_.name, static_cast<pid_t>(ref_.pid), now);
+    Status st = network_->filter_macvlan(spec_.name, static_cast<pid_t>(ref_.pid), now);
     if (st.is_ok()) peers_ = now;
     else if (proc::alive(ref_)) std::fprintf(stderr, "edt slurm-node: warning: %s\n", st.message().c_str());
   }
@@ -118,7 +124,7 @@ class Watch {
  private:
   LocalBackend& backend_;
   const SandboxSpec& spec_;
-  ContainerNetwork network_;
+  std::unique_ptr<ContainerNetwork> network_;
   SandboxRef ref_;
   std::string job_, workers_path_;
   std::vector<std::string> peers_;
@@ -154,7 +160,7 @@ int slurm_node_main(int argc, char** argv) {
   auto read = slurm_jobs::read_job_file(parsed);
   if (!read.is_ok()) return fail(read.status().message());
   auto [spec, options] = std::move(read).value();
-  if (!options.network) return fail("the job file names no network for the container");
+  if (!options.network && !spec.own_user) return fail("the job file names no network for the container");
   if (Status st = take_gpus(spec); !st.is_ok()) return fail(st.message());
   if (Status st = prepare_node(options); !st.is_ok()) return fail(st.message());
   // What the sandbox leaves behind when its monitor exits is this
@@ -173,7 +179,7 @@ int slurm_node_main(int argc, char** argv) {
               static_cast<long long>(ref->pid));
   std::fflush(stdout);
   (void)io::replace_file(jobs, std::to_string(ref->pid) + " " + spec.name + "\n", 0644);
-  Watch watch(backend, spec, *options.network, *ref, job, jobs);
+  Watch watch(backend, spec, options.network, *ref, job, jobs);
   stay(backend, *ref, watch, signals);
   std::error_code ec;
   fs::remove(jobs, ec);
