@@ -11,8 +11,8 @@ edt-svc can work in them, as on a root-squashed NFS export. Checked:
   - bad input: edtd as root with --slurm-mode user, --address-range with
     it, a malformed --slurm-ports: each refused, naming the fix;
   - Slurm here refuses a root job (the site's setting holds);
-  - create `tthvd` (horovod, 2 containers): Running; each a Slurm job of
-    edt-svc; every process of each job (helper, bubblewrap, sshd, sessions)
+  - create `tthvd` (horovod, 2 containers, a GPU each): Running; each a
+    Slurm job of edt-svc; the GPU Slurm gave as CUDA's 0, its device bound; every process of each job (helper, bubblewrap, sshd, sessions)
     runs as edt-svc; in the container `id -un` is edt-svc; /etc/hosts gives
     each container its node's address, and /etc/mpi/ssh_config its own port;
     no network namespace of its own (the node's); ssh, mpirun and edtrun
@@ -26,7 +26,9 @@ edt-svc can work in them, as on a root-squashed NFS export. Checked:
   - scale to 3: the third container's node and port in the files;
   - every file edtd and the jobs wrote in the shared directory and the data
     dir is edt-svc's;
-  - delete: nothing of edtd's is left in squeue.
+  - delete: nothing of edtd's is left in squeue;
+  - a port of --slurm-ports taken on every node by another program: the
+    container given it fails, its message saying why (sshd's words).
 
   slurm_user_mode_test.py --edtd build/src/control/edtd --edt build/src/cli/edt --build build
 """
@@ -147,19 +149,19 @@ def put_mnist(e, account):
     e.edt("volume", "create", "mnist")
     path = next(v["host_path"] for v in json.loads(e.edt("volume", "list", "-o", "json").stdout)
                 if v["name"] == "mnist")
-    cached = os.path.join(e.args.build, "mnist-data")
+    cached = os.path.join(os.path.abspath(e.args.build), "mnist-data")
     if os.path.isfile(os.path.join(cached, "t10k-labels-idx1-ubyte")):
         copy = ["cp", "-r", cached, os.path.join(path, "mnist-data")]
     else:
         copy = [sys.executable, "-m", "edt.datasets.mnist_synthetic", "--out", os.path.join(path, "mnist-data")]
-    env = dict(os.environ, PYTHONPATH=os.path.join(e.args.build, "python"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.abspath(e.args.build), "python"))
     for argv in (copy, ["cp", os.path.join(ROOT, "examples", "mnist", TRAIN), path]):
         subprocess.run(argv, check=True, env=env, preexec_fn=as_service(account), cwd="/")
 
 
 def create_and_train(e, h, account):
     e.edt("cluster", "create", NAME, "--framework", "horovod", "--containers", "2", "--cpus", "2",
-          "--shm", "128Mi", "--mount", "mnist:", "--wait")
+          "--gpu", "NVIDIA-P4:1", "--shm", "128Mi", "--mount", "mnist:", "--wait")
     containers = e.containers()
     check(all(c["phase"] == "Running" for c in containers) and len({c["node"] for c in containers}) == 2,
           "2 containers Running on 2 nodes: %s" % [(c["name"], c["node"], c["phase"]) for c in containers])
@@ -172,6 +174,10 @@ def create_and_train(e, h, account):
         sandbox = sandbox_pid(e.shared, c["slurm_job"])
         check(os.stat("/proc/%d/ns/net" % sandbox).st_ino == net, "%s is on its node's network" % c["name"])
     nodes = {c["name"]: h.node_address(c["node"]) for c in containers}
+    gpu = e.run_in("echo CUDA=$CUDA_VISIBLE_DEVICES HOST=$EDT_HOST_GPUS $(ls /dev/nvidia*)").stdout.strip()
+    found = re.match(r"CUDA=0 HOST=(\d+) /dev/nvidia(\d+)$", gpu)
+    check(found is not None and found.group(1) == found.group(2),
+          "the GPU Slurm gave is CUDA's 0 and its device file is bound, unprivileged: " + gpu)
     out = e.run_in("id -un; cat /etc/hosts /etc/mpi/ssh_config; ssh %s-worker-0 id -un" % NAME).stdout
     check(out.splitlines()[0] == USER and out.splitlines()[-1] == USER,
           "in the launcher and, over ssh, in the worker: %s (id -un)" % USER)
@@ -252,6 +258,28 @@ def stored_image(e, top):
     e.edt("cluster", "delete", "tiny", "--wait")
 
 
+def port_taken(e, h):
+    """Every node's first port of --slurm-ports taken by another program: the
+    container given it fails, and its message says why (sshd's words)."""
+    hold = ("import socket, sys, time\ns = socket.socket()\ns.bind(('0.0.0.0', %s))\ns.listen()\n"
+            "print('held', flush=True)\ntime.sleep(300)" % PORTS.split("-")[0])
+    holders = [subprocess.Popen(["ip", "netns", "exec", h.netns(n), sys.executable, "-c", hold],
+                                stdout=subprocess.PIPE, text=True) for n in h.node_names]
+    try:
+        for holder in holders:
+            holder.stdout.readline()
+        run = e.edt("cluster", "create", "taken", "--containers", "2", "--cpus", "1", "--shm", "64Mi", "--wait",
+                    check_rc=False, timeout=120)
+        check(run.returncode != 0 and "ended on its own" in run.stderr and "Address already in use" in run.stderr,
+              "a container whose port is taken on its node fails, saying why: "
+              + " ".join(run.stderr[run.stderr.find("edt: error:"):].split()))
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()
+    e.edt("cluster", "delete", "taken", "--wait")
+
+
 def walk(top):
     for root, dirs, files in os.walk(top):
         yield root
@@ -279,7 +307,7 @@ def main():
         os.chown(d, account.pw_uid, account.pw_gid)
     e = None
     try:
-        with SlurmHarness(state_dir=args.state_dir, nodes=3, gpus=0, cpus=2, memory_mb=4096, hidden=[login],
+        with SlurmHarness(state_dir=args.state_dir, nodes=3, gpus=2, cpus=2, memory_mb=4096, hidden=[login],
                           root_jobs=False) as h:
             bad_input(args, h, shared, os.path.join(login, "data"))
             e = Edtd(args, h, account, shared, os.path.join(login, "data"))
@@ -291,6 +319,7 @@ def main():
                 tenants_apart(e)
                 stored_image(e, top)
                 scale_and_delete(e, h, account)
+                port_taken(e, h)
             except BaseException:
                 print("edtd's log:\n" + e.log(), flush=True)
                 subprocess.run(["squeue", "-t", "all"], env=h.env)

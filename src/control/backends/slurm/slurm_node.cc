@@ -14,10 +14,12 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "common/io.h"
 #include "common/log.h"
 #include "common/process.h"
+#include "control/backends/local/container_log.h"
 #include "control/backends/local/host_command.h"
 #include "control/backends/slurm/slurm_jobs.h"
 #include "control/model/container_files.h"
@@ -134,18 +136,45 @@ class Watch {
 
 // Waits for the sandbox to end, passing SIGTERM and SIGINT on, keeping
 // `watch` current, and ending it when Slurm lost its job; reaps what was
-// reparented to it.
-void stay(LocalBackend& backend, const SandboxRef& ref, Watch& watch, const sigset_t& signals) {
+// reparented to it. Returns whether it was asked to end (a signal, or
+// Slurm's word); false: it ended on its own.
+bool stay(LocalBackend& backend, const SandboxRef& ref, Watch& watch, const sigset_t& signals) {
+  bool asked = false;
   while (proc::alive(ref)) {
     watch.filter();
     const timespec tick{0, 200'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &tick);
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
-    if (sig == SIGTERM || sig == SIGINT) (void)backend.signal(ref, SIGTERM);
+    if (sig == SIGTERM || sig == SIGINT) {
+      asked = true;
+      (void)backend.signal(ref, SIGTERM);
+    }
     watch.workers();
-    if (watch.lost()) (void)backend.signal(ref, SIGKILL);
+    if (watch.lost()) {
+      asked = true;
+      (void)backend.signal(ref, SIGKILL);
+    }
   }
+  return asked;
+}
+
+// Why a container that ended on its own ended: the last lines of its log
+// (sshd's "Bind to port ... failed", a daemon's error), once its log
+// writer, reparented to this process, has written everything and ended
+// (at most 2 s).
+std::string own_end(const std::string& container_dir) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (waitpid(-1, nullptr, WNOHANG) >= 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::istringstream lines(container_log_tail(container_dir, 1024));
+  std::string line, last, before;
+  while (std::getline(lines, line))
+    if (!line.empty()) {
+      before = std::move(last);
+      last = std::move(line);
+    }
+  return before.empty() ? last : before + "\n" + last;
 }
 
 }  // namespace
@@ -180,10 +209,14 @@ int slurm_node_main(int argc, char** argv) {
   std::fflush(stdout);
   (void)io::replace_file(jobs, std::to_string(ref->pid) + " " + spec.name + "\n", 0644);
   Watch watch(backend, spec, options.network, *ref, job, jobs);
-  stay(backend, *ref, watch, signals);
+  const bool asked = stay(backend, *ref, watch, signals);
   std::error_code ec;
   fs::remove(jobs, ec);
   fs::remove(jobs + ".workers", ec);
+  if (!asked) {
+    const std::string why = own_end(options.data_dir + "/containers/" + spec.name);
+    return fail("container " + spec.name + " ended on its own" + (why.empty() ? "" : ": " + why));
+  }
   std::printf("container %s ended\n", spec.name.c_str());
   return 0;
 }
