@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "control/model/cluster.h"
+#include "control/model/error.h"
 #include "edt/status.h"
 
 namespace edt::control {
@@ -167,6 +168,9 @@ class Backend {
     return not_found("this backend knows no SSH host keys");
   }
   virtual int ssh_port() const = 0;
+  // Whether this backend can run a cluster of `spec`: a refusal (field,
+  // message, fix; control/model/error.h) when it cannot.
+  virtual Status accepts(const ClusterSpec& /*spec*/) const { return Status::ok(); }
   // Container `name`'s sshd, whose address in the store is `address`: there,
   // at ssh_port(), as root, unless the backend places it otherwise.
   virtual SshEndpoint ssh_endpoint(const std::string& /*name*/, const std::string& address) {

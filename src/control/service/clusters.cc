@@ -65,6 +65,7 @@ Result<std::vector<std::string>> Service::queue_request(Database::Tx& tx, const 
 }
 
 Result<Cluster> Service::create_cluster(const User& by, const ClusterSpec& spec) {
+  if (options_.backend) EDT_RETURN_IF_ERROR(options_.backend->accepts(spec));
   auto tx = db_->transaction();
   EDT_RETURN_IF_ERROR(check_still_a_user(tx, by));
   if (tx.cluster(spec.name))

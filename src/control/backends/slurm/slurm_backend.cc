@@ -25,6 +25,9 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kSlurmPackages = "slurm-client";
+constexpr const char* kNoSlurmClusters =
+    "a cluster of framework slurm runs Slurm's daemons as root in its containers, and with --slurm-mode user "
+    "edtd's containers run as edtd's own user; ask the admin for an edtd with --slurm-mode root";
 
 const char* signal_name(int sig) {
   switch (sig) {
@@ -114,10 +117,7 @@ Result<SandboxRef> SlurmBackend::start(const SandboxSpec& spec) {
   if (options_.own_user) {
     placed.own_user = true;
     node.ssh_port = slurm_jobs::slot_port(spec.address);
-    if (placed.slurm)
-      return failed_precondition("a cluster of type slurm runs Slurm's daemons as root in its containers, and with "
-                                 "--slurm-mode user they run as edtd's user; make it of another type, or run edtd "
-                                 "with --slurm-mode root");
+    if (placed.slurm) return failed_precondition(kNoSlurmClusters);
   } else {
     ContainerNetworkOptions network;
     network.parent = options_.interface;
@@ -300,6 +300,12 @@ Status SlurmBackend::write_cluster_files(const std::string& cluster, const Clust
   }
   EDT_RETURN_IF_ERROR(LocalBackend::write_cluster_files(cluster, placed));
   return io::replace_file(home() + "/clusters/" + cluster + "/mpi/ssh_config", ssh, 0644);
+}
+
+Status SlurmBackend::accepts(const ClusterSpec& spec) const {
+  if (options_.own_user && spec.framework == "slurm")
+    return invalid("framework", kNoSlurmClusters, "choose framework horovod, deepspeed or megatron");
+  return Status::ok();
 }
 
 SshEndpoint SlurmBackend::ssh_endpoint(const std::string& name, const std::string& address) {

@@ -91,6 +91,8 @@ class SlurmBackend : public LocalBackend {
   // --slurm-mode user: each name at its node's address, and mpi/ssh_config
   // with each container's port; those without a running job left out.
   Status write_cluster_files(const std::string& cluster, const ClusterFiles& files) override;
+  // --slurm-mode user: no cluster of framework slurm (its daemons need root).
+  Status accepts(const ClusterSpec& spec) const override;
   // --slurm-mode user: its node's address, its slot's port, edtd's user.
   SshEndpoint ssh_endpoint(const std::string& name, const std::string& address) override;
 
