@@ -43,6 +43,7 @@ edt_test_resources(slurm_harness_plain LOCK edt_slurm_harness COST 23)
 edt_test_resources(slurm_backend_plain LOCK edt_slurm_harness COST 70)
 edt_test_resources(demo_slurm LOCK edt_slurm_harness COST 25)
 edt_test_resources(slurm_user_mode LOCK edt_slurm_harness COST 60)
+edt_test_resources(slurm_user_mode_dynamic LOCK edt_slurm_harness COST 60)
 # Builds in the build tree itself (ninja: one at a time per tree); the
 # layering tests take the same lock in tests/layering/CMakeLists.txt.
 edt_test_resources(mnist_cpp_build LOCK edt_build_tree COST 36)

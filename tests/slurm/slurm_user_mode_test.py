@@ -3,7 +3,8 @@
 refuses root's jobs (docs/slurm.md, "--slurm-mode user").
 
 tests/harness/slurm.py builds 3 nodes (network namespaces with their own
-hostname and slurmd, 2 CPUs each, Slurm's own cgroups) and slurmctld, with
+hostname and slurmd, 2 CPUs and 2 GPUs each, Slurm's own cgroups; static
+nodes, or with --nodes-style dynamic dynamic ones) and slurmctld, with
 DisableRootJobs=YES. edtd runs on the "login node" as the service account
 edt-svc (made here if the machine lacks it), never as root; its data dir
 and the shared directory belong to edt-svc and are 0700, so nothing but
@@ -32,6 +33,7 @@ edt-svc can work in them, as on a root-squashed NFS export. Checked:
     container given it fails, its message saying why (sshd's words).
 
   slurm_user_mode_test.py --edtd build/src/control/edtd --edt build/src/cli/edt --build build
+                          [--nodes-style dynamic]
 """
 import argparse
 import io
@@ -294,6 +296,7 @@ def main():
     p.add_argument("--edt", required=True)
     p.add_argument("--build", required=True)
     p.add_argument("--state-dir", default="/tmp/edt-slurm-user-test")
+    p.add_argument("--nodes-style", choices=("static", "dynamic"), default="static")
     args = p.parse_args()
     account = service_account()
     top = tempfile.mkdtemp(prefix="edt-slurm-user-")
@@ -309,7 +312,7 @@ def main():
     e = None
     try:
         with SlurmHarness(state_dir=args.state_dir, nodes=3, gpus=2, cpus=2, memory_mb=4096, hidden=[login],
-                          root_jobs=False) as h:
+                          nodes_style=args.nodes_style, root_jobs=False) as h:
             bad_input(args, h, shared, os.path.join(login, "data"))
             e = Edtd(args, h, account, shared, os.path.join(login, "data"))
             e.log_path = os.path.join(top, "edtd.log")
