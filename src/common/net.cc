@@ -29,9 +29,9 @@ struct AddrInfoDeleter {
 };
 using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
 
-Result<AddrInfoPtr> resolve(const std::string& host, uint16_t port, bool passive) {
+Result<AddrInfoPtr> resolve(const std::string& host, uint16_t port, bool passive, int family = AF_UNSPEC) {
   addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
+  hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = passive ? AI_PASSIVE : 0;
   addrinfo* out = nullptr;
@@ -77,16 +77,9 @@ std::string format_host_port(const std::string& host, uint16_t port) {
 }
 
 Result<std::string> resolve_ipv4(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* out = nullptr;
-  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &out);
-  if (rc != 0 || out == nullptr)
-    return Status(StatusCode::kNotFound, "resolve " + host + ": " + gai_strerror(rc == 0 ? EAI_NONAME : rc));
+  EDT_ASSIGN_OR_RETURN(AddrInfoPtr ai, resolve(host, 0, false, AF_INET));
   char text[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(out->ai_addr)->sin_addr, text, sizeof(text));
-  freeaddrinfo(out);
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_addr, text, sizeof(text));
   return std::string(text);
 }
 

@@ -66,8 +66,9 @@ JupyterServers::JupyterServers(Backend* backend, std::string dir, std::map<std::
 std::string JupyterServers::command(const JupyterEndpoint& e, const std::string& root) {
   // The pid file lets a later start end the server an earlier edtd started
   // (only if that pid is still a Jupyter server); `exec` keeps the pid.
-  const std::string common = " --ip=" + e.address + " --port=" + std::to_string(e.port) +
-                             " --port-retries=" + std::to_string(e.port_retries) + " --no-browser --allow-root --notebook-dir=" + shell_quote(root);
+  const std::string common = " --ip=" + e.address + " --port=" + std::to_string(e.port) + " --port-retries=" +
+                             std::to_string(e.port_retries) + " --no-browser --allow-root --notebook-dir=" +
+                             shell_quote(root);
   // A terminal's shell is bash with the server's environment, a job's (edt's
   // tools and venv on PATH), rather than Jupyter's login shell, which gets
   // them back only from /etc/profile.d/edt.sh after /etc/profile's reset.
