@@ -16,9 +16,10 @@ BLOCK = re.compile(r"^\d+/\d+ Test: (?P<name>\S+)\n.*?^Output:\n-+\n(?P<output>.
 
 
 def failed_outputs(log_text):
-    """(name, seconds, result line, output) of each test whose result is not a pass."""
+    """(name, seconds, result line, output) of each test whose result is not a pass. A test that
+    passes by its PASS_REGULAR_EXPRESSION or WILL_FAIL (the layering probes) says "Test Pass Reason"."""
     for m in BLOCK.finditer(log_text):
-        if m.group("result").strip() != "Test Passed.":
+        if not m.group("result").startswith("Test Pass"):
             yield m.group("name"), m.group("seconds"), m.group("result").strip(), m.group("output")
 
 
