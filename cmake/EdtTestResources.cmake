@@ -66,27 +66,23 @@ endforeach()
 
 # --- the longest, so that they start first ---------------------------------
 edt_test_resources(slurm_cluster_bridge COST 70)
-# The TensorFlow tests (only where edt's TensorFlow ops are built): 2 to 4
-# workers that compute each. Two lanes (locks) run them two at a time, from
-# the start, beside the other tests. Not PROCESSORS 2: ctest -j4 refills each
-# slot as it frees, two slots are never free at once, and PROCESSORS 2 tests
-# waited until every other test had run (a 15-minute tail). COST: seconds
-# measured two at a time; the lanes are balanced by them (about 1,100 s each).
+# Two TensorFlow workers that compute (only where edt's TensorFlow ops are built).
 if(TARGET edt_tf_ops)
-  # Horovod's TensorFlow suites (tests/horovod), the longest tests of all.
-  edt_test_resources(horovod_test_tensorflow_np4 LOCK edt_tensorflow_lane_a COST 900)
-  edt_test_resources(horovod_tf2_mnist_elastic LOCK edt_tensorflow_lane_a COST 105)
-  edt_test_resources(horovod_tf2_mnist_np2 LOCK edt_tensorflow_lane_a COST 55)
-  edt_test_resources(horovod_test_tensorflow2_keras_np4 LOCK edt_tensorflow_lane_a COST 45)
-  edt_test_resources(horovod_test_tensorflow_np3 LOCK edt_tensorflow_lane_b COST 610)
-  edt_test_resources(horovod_test_tensorflow_np2 LOCK edt_tensorflow_lane_b COST 335)
-  edt_test_resources(horovod_tf2_keras_mnist_np2 LOCK edt_tensorflow_lane_b COST 36)
-  edt_test_resources(horovod_test_tensorflow2_keras_np2 LOCK edt_tensorflow_lane_b COST 35)
-  edt_test_resources(horovod_test_tensorflow2_keras_np3 LOCK edt_tensorflow_lane_b COST 22)
-  edt_test_resources(python_tensorflow_np3 LOCK edt_tensorflow_lane_b COST 15)
-  edt_test_resources(python_tensorflow_np2 LOCK edt_tensorflow_lane_b COST 14)
-  edt_test_resources(horovod_test_tensorflow_keras_np2 LOCK edt_tensorflow_lane_b COST 14)
-  edt_test_resources(python_tensorflow_elastic_np2 LOCK edt_tensorflow_lane_b COST 5)
+  edt_test_resources(horovod_tf2_mnist_np2 PROCESSORS 2 COST 45)
+  edt_test_resources(horovod_tf2_keras_mnist_np2 PROCESSORS 2 COST 60)
+  edt_test_resources(horovod_tf2_mnist_elastic PROCESSORS 2 COST 120)
+  edt_test_resources(python_tensorflow_np2 PROCESSORS 2 COST 15)
+  edt_test_resources(python_tensorflow_np3 PROCESSORS 2 COST 30)
+  # Horovod's TensorFlow suites (tests/horovod): seconds measured at a load
+  # average of 10-30; the np2 suite is the longest test of all.
+  edt_test_resources(horovod_test_tensorflow_np2 PROCESSORS 2 COST 600)
+  edt_test_resources(horovod_test_tensorflow_np3 PROCESSORS 2 COST 630)
+  edt_test_resources(horovod_test_tensorflow_np4 PROCESSORS 2 COST 940)
+  foreach(np 2 3 4)
+    edt_test_resources(horovod_test_tensorflow2_keras_np${np} PROCESSORS 2 COST 100)
+  endforeach()
+  edt_test_resources(horovod_test_tensorflow_keras_np2 PROCESSORS 2 COST 30)
+  edt_test_resources(python_tensorflow_elastic_np2 PROCESSORS 2 COST 15)
 endif()
 edt_test_resources(slurm_cluster COST 46)
 edt_test_resources(horovod_elastic_scenarios COST 40)
