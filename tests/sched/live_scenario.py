@@ -137,14 +137,20 @@ class Scenario:
         for g in body["gpus"]:
             self.holders.setdefault(g["index"], []).append((now, g["holder"] if g["held"] else ""))
 
+    def last_gpu_sample(self):
+        return max((samples[-1][0] for samples in list(self.holders.values()) if samples), default=0)
+
     def idle_to_taken(self, since, cluster="eb"):
         """The longest any GPU that `cluster` took after `since` was idle
         before: from the first GET /gpus sample that shows it idle (or, if
         no sample caught it idle, the last that showed its former holder,
         an upper bound) to the first that shows `cluster` holding it."""
         longest = None
-        for samples in self.holders.values():
-            after = [(t, holder) for t, holder in samples if t >= since]
+        for samples in list(self.holders.values()):
+            # From the last sample before `since`: a sampler that a loaded
+            # machine held back past the whole handover still bounds it.
+            before = [(t, holder) for t, holder in samples if t < since][-1:]
+            after = before + [(t, holder) for t, holder in samples if t >= since]
             mine = [i for i, (_, holder) in enumerate(after) if holder.startswith(cluster + "-")]
             if not mine or mine[0] == 0 or after[0][1].startswith(cluster + "-"):
                 continue  # not taken by it after `since`
@@ -209,8 +215,8 @@ class Scenario:
     def idle_taken(self, cluster, user, freed, size):
         since = time.time()
         self.edt(user, "cluster", "delete", cluster)
-        self.wait("eb to take the %d idle GPUs" % freed, lambda: self.held_by("eb") == size, timeout=120)
-        time.sleep(0.1)  # the GPU sampler's next look
+        taken = self.wait("eb to take the %d idle GPUs" % freed, lambda: self.held_by("eb") == size, timeout=120)
+        self.wait("the GPU sampler's next look", lambda: self.last_gpu_sample() > taken, timeout=30)
         seconds = self.idle_to_taken(since)
         self.result.check(seconds is not None, "the GPU sampler never saw eb take a GPU after deleting " + cluster)
         self.result.figures["idle GPU -> taken by eb (%s deleted; longest of its GPUs) (s)" % cluster] = seconds
