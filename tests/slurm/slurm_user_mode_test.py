@@ -177,6 +177,9 @@ def create_and_train(e, h, account):
         sandbox = sandbox_pid(e.shared, c["slurm_job"])
         check(os.stat("/proc/%d/ns/net" % sandbox).st_ino == net, "%s is on its node's network" % c["name"])
     nodes = {c["name"]: h.node_address(c["node"]) for c in containers}
+    check(all(c["address"] == nodes[c["name"]] for c in containers),
+          "the API shows each container at its node's address: %s"
+          % [(c["name"], c["address"], c["node"]) for c in containers])
     gpu = e.run_in("echo CUDA=$CUDA_VISIBLE_DEVICES HOST=$EDT_HOST_GPUS $(ls /dev/nvidia*)").stdout.strip()
     found = re.match(r"CUDA=0 HOST=(\d+) /dev/nvidia(\d+)$", gpu)
     check(found is not None and found.group(1) == found.group(2),

@@ -12,6 +12,11 @@ namespace {
 
 std::string name_in_path(const Request& req) { return req.matches[1]; }
 
+// The cluster's JSON, each container at the address users reach it by.
+auto shown_json(ApiContext& ctx) {
+  return [&ctx](const Cluster& cluster) { return cluster_to_json(ctx.service->shown(cluster)); };
+}
+
 }  // namespace
 
 Answer list_clusters(ApiContext& ctx, const Request&, const User& user) {
@@ -23,7 +28,7 @@ Answer list_clusters(ApiContext& ctx, const Request&, const User& user) {
     if (it != cache.bodies.end() && it->second.first == version) return text_reply(it->second.second, "application/json");
   }
   json items = json::array();
-  for (const auto& c : ctx.service->clusters(user)) items.push_back(cluster_to_json(c));
+  for (const auto& c : ctx.service->clusters(user)) items.push_back(shown_json(ctx)(c));
   std::string body = json_text({{"clusters", items}});
   std::lock_guard lock(cache.mu);
   cache.bodies[user.name] = {version, body};
@@ -33,11 +38,11 @@ Answer list_clusters(ApiContext& ctx, const Request&, const User& user) {
 Answer create_cluster(ApiContext& ctx, const Request& req, const User& user) {
   auto spec = read_body(req, parse_cluster_spec);
   if (!spec.is_ok()) return spec.status();
-  return json_answer(201, ctx.service->create_cluster(user, *spec), cluster_to_json);
+  return json_answer(201, ctx.service->create_cluster(user, *spec), shown_json(ctx));
 }
 
 Answer get_cluster(ApiContext& ctx, const Request& req, const User& user) {
-  return json_answer(200, ctx.service->cluster(user, name_in_path(req)), cluster_to_json);
+  return json_answer(200, ctx.service->cluster(user, name_in_path(req)), shown_json(ctx));
 }
 
 Answer scale_cluster(ApiContext& ctx, const Request& req, const User& user) {
@@ -49,11 +54,11 @@ Answer scale_cluster(ApiContext& ctx, const Request& req, const User& user) {
   ScaleRequest scale;
   EDT_RETURN_IF_ERROR(parse_scale_request(*body, &scale));
   return json_answer(200, ctx.service->scale_cluster(user, cluster->spec.name, scale.containers, scale.drain_timeout),
-                     cluster_to_json);
+                     shown_json(ctx));
 }
 
 Answer delete_cluster(ApiContext& ctx, const Request& req, const User& user) {
-  return json_answer(202, ctx.service->delete_cluster(user, name_in_path(req)), cluster_to_json);
+  return json_answer(202, ctx.service->delete_cluster(user, name_in_path(req)), shown_json(ctx));
 }
 
 Answer cluster_hostfile(ApiContext& ctx, const Request& req, const User& user) {

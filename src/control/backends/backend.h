@@ -176,6 +176,9 @@ class Backend {
   virtual SshEndpoint ssh_endpoint(const std::string& /*name*/, const std::string& address) {
     return {address, ssh_port(), "root", false};
   }
+  // The address users reach container `c` at, which the API shows: the
+  // store's, unless the backend places it otherwise.
+  virtual std::string shown_address(const ContainerStatus& c) { return c.address; }
 };
 
 }  // namespace edt::control

@@ -207,6 +207,11 @@ std::vector<Cluster> Service::clusters(const User& by) {
   return out;
 }
 
+Cluster Service::shown(Cluster cluster) {
+  if (options_.backend)
+    for (auto& c : cluster.containers) c.address = options_.backend->shown_address(c);
+  return cluster;
+}
 
 Result<std::vector<ClusterEvent>> Service::events(const User& by, const std::string& name) {
   auto tx = db_->lock();

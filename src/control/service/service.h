@@ -135,6 +135,9 @@ class Service {
   Result<Cluster> delete_cluster(const User& by, const std::string& name);
   Result<Cluster> cluster(const User& by, const std::string& name);
   std::vector<Cluster> clusters(const User& by);
+  // `cluster` as the API shows it: each container at the address users
+  // reach it by (Backend::shown_address), not its slot in the store.
+  Cluster shown(Cluster cluster);
   Result<std::vector<ClusterEvent>> events(const User& by, const std::string& name);
   // The container records of a cluster `by` may see (for jobs and terminals).
   Result<std::vector<ContainerRecord>> containers(const User& by, const std::string& name);

@@ -313,6 +313,13 @@ SshEndpoint SlurmBackend::ssh_endpoint(const std::string& name, const std::strin
   return {node_address_of(name), slurm_jobs::slot_port(address), user_, true};
 }
 
+std::string SlurmBackend::shown_address(const ContainerStatus& c) {
+  if (!options_.own_user) return LocalBackend::shown_address(c);
+  if (c.node.empty()) return "";
+  auto address = node_address(c.node);
+  return address.is_ok() ? *address : "";
+}
+
 Result<std::vector<std::string>> SlurmBackend::enter_command(const SandboxRef& container) {
   // "<pid> <container>", written by the node once the sandbox runs.
   std::istringstream in(io::read_file(job_path(container.pid)));

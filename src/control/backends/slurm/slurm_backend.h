@@ -95,6 +95,9 @@ class SlurmBackend : public LocalBackend {
   Status accepts(const ClusterSpec& spec) const override;
   // --slurm-mode user: its node's address, its slot's port, edtd's user.
   SshEndpoint ssh_endpoint(const std::string& name, const std::string& address) override;
+  // --slurm-mode user: its node's address ("" before it has a node), not
+  // its slot in the store.
+  std::string shown_address(const ContainerStatus& c) override;
 
   // The GPUs of the partition's nodes, by model, from sinfo; an error
   // naming the partition when Slurm does not know it.
