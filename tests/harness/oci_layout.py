@@ -1,7 +1,8 @@
 """OCI image layouts written by the tests (tests/images, tests/slurm) and the
 image benchmarks: Layout writes blobs, gzip layers, configs, manifests and
 index.json with Python's tarfile and gzip; tiny_root() makes a root a
-container runs (the host's sshd, bash and their libraries)."""
+container runs (the host's sshd, bash and their libraries); add_trainer()
+puts an image User's entries in a layer."""
 import gzip
 import hashlib
 import io
@@ -13,10 +14,10 @@ import tarfile
 
 
 def tiny_root(root):
-    """The host's sshd, bash, sh, env, cat and their libraries, /etc's users, merged /usr's links, /work."""
+    """The host's sshd, ssh, bash, sh, env, cat and their libraries, /etc's users, merged /usr's links, /work."""
     os.makedirs(root + "/etc")
     files = set()
-    for program in ("/usr/sbin/sshd", "/bin/bash", "/bin/sh", "/usr/bin/env", "/usr/bin/cat"):
+    for program in ("/usr/sbin/sshd", "/usr/bin/ssh", "/bin/bash", "/bin/sh", "/usr/bin/env", "/usr/bin/cat"):
         files.add(program)
         for word in subprocess.run(["ldd", program], check=True, capture_output=True, text=True).stdout.split():
             if word.startswith("/"):
@@ -28,6 +29,33 @@ def tiny_root(root):
     for top in ("bin", "sbin", "lib", "lib64"):
         if os.path.islink("/" + top):
             os.symlink(os.readlink("/" + top), root + "/" + top)
+
+
+# A User for the tests' images: trainer (uid and gid 1234), also in group crew (2345).
+TRAINER = ("trainer:x:1234:1234:Trainer:/home/trainer:/bin/bash\n", "trainer:x:1234:\ncrew:x:2345:trainer\n")
+
+
+def add_file(tar, name, data, mode=0o644, uid=0):
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.uid = len(data), mode, uid
+    tar.addfile(info, io.BytesIO(data))
+
+
+def add_dir(tar, name, uid=0):
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.uid = tarfile.DIRTYPE, 0o755, uid
+    tar.addfile(info)
+
+
+def add_trainer(tar, root):
+    """In a layer over tiny_root(`root`): its /etc/passwd and /etc/group with TRAINER's lines, and trainer's
+    home, /home/trainer, holding from-image ("the image's home")."""
+    for name, extra in zip(("passwd", "group"), TRAINER):
+        with open(root + "/etc/" + name, "rb") as f:
+            add_file(tar, "etc/" + name, f.read() + extra.encode())
+    add_dir(tar, "home")
+    add_dir(tar, "home/trainer", 1234)
+    add_file(tar, "home/trainer/from-image", b"the image's home\n", uid=1234)
 
 
 class Layout:

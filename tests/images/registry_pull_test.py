@@ -8,7 +8,10 @@ Bearer mirror (harness/oci_registry.py, serving the test's layout over
 http) stands for a registry that cannot be reached. Then edtd pulls:
 
   - an image (gzip layers), by the CLI with --password-stdin, then a cluster
-    of it runs a command with the image's Env and WorkingDir;
+    of it runs a command with the image's Env and WorkingDir, as its User
+    (a name in its /etc/passwd, with a group it lists it in), at a writable
+    home that holds what the image had there; `edt ssh` logs in as that
+    user, and ssh from the launcher reaches a worker as it (mpirun's way);
   - a second image sharing its base layer: only the new blobs are fetched
     (bytes counted), and a third pushed with zstd layers;
   - a manifest list of linux/arm64 and linux/amd64: amd64 is chosen;
@@ -22,21 +25,19 @@ http) stands for a registry that cannot be reached. Then edtd pulls:
 import argparse
 import base64
 import hashlib
-import io
 import json
 import os
 import shutil
 import ssl
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
 import urllib.request
 
 from harness import oci_registry
-from harness.oci_layout import Layout, tiny_root
+from harness.oci_layout import Layout, add_dir, add_file, add_trainer, tiny_root
 from harness.edtd import ScratchEdtd, cleanup
 
 USER, PASSWORD = "puller", "s3cret-Pa55-%d" % os.getpid()
@@ -61,22 +62,22 @@ def start_registry(d, port):
 
 
 def build_images(d):
-    """A layout with tags a, b, zst, big (24 MiB), liar, corrupt: each the base layer and a /work of its own."""
+    """A layout with tags a, b, zst, big (24 MiB), liar, corrupt, ghost: each the base layer and a layer of its own
+    (/work, the User's entries in /etc, its home); ghost's User is a name its /etc/passwd lacks."""
     tiny_root(d + "/root")
     layout = Layout(d + "/layout")
     base = layout.layer(lambda tar: [tar.add(d + "/root/" + top, arcname=top) for top in sorted(os.listdir(d + "/root"))])
-    for tag, size in (("a", 1000), ("b", 2000), ("zst", 3000), ("big", 24 << 20), ("liar", 4000), ("corrupt", 5000)):
+    for tag, size in (("a", 1000), ("b", 2000), ("zst", 3000), ("big", 24 << 20), ("liar", 4000), ("corrupt", 5000),
+                      ("ghost", 6000)):
         data = b"in image %s\n" % tag.encode() + os.urandom(size)
 
         def add(tar, data=data):
-            work = tarfile.TarInfo("work")
-            work.type, work.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(work)
-            info = tarfile.TarInfo("work/marker")
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
+            add_dir(tar, "work")
+            add_file(tar, "work/marker", data)
+            add_trainer(tar, d + "/root")
         layout.image(tag, [base, layout.layer(add)],
-                     {"WorkingDir": "/work", "Env": ["PATH=/usr/bin:/bin", "EDT_PULLED=" + tag], "User": "1000",
+                     {"WorkingDir": "/work", "Env": ["PATH=/usr/bin:/bin", "EDT_PULLED=" + tag],
+                      "User": "ghost" if tag == "ghost" else "trainer",
                       "Labels": {"org.example.tag": tag}})
     return layout.path
 
@@ -136,7 +137,7 @@ def test_pull_and_run(edtd, reg, edt):
     check(out.returncode == 0 and "pulled-a" in out.stdout, "edt image pull: " + out.stdout + out.stderr)
     status, listed = edtd.api("GET", "/images")
     image = [i for i in listed["images"] if i["name"] == "pulled-a"]
-    check(len(image) == 1 and image[0]["source"] == reg + "/edt/a:1" and image[0]["user"] == "1000"
+    check(len(image) == 1 and image[0]["source"] == reg + "/edt/a:1" and image[0]["user"] == "trainer"
           and image[0]["labels"].get("org.example.tag") == "a" and "EDT_PULLED=a" in image[0]["env"],
           "the pulled image's record: %s" % image)
     made = edt_cli([edt, "cluster", "create", "pulled", "--image", "pulled-a", "--containers", "2", "--wait"], env)
@@ -145,7 +146,26 @@ def test_pull_and_run(edtd, reg, edt):
                    env)
     check(seen.stdout.split("\n")[:3] == ["/work", "in image a", "a"], "a command in the container: %r %r"
           % (seen.stdout, seen.stderr))
+    check_user(edtd, edt, env)
     edt_cli([edt, "cluster", "delete", "--wait", "pulled"], env)
+
+
+def check_user(edtd, edt, env):
+    """The image's User runs the cluster's jobs and SSH sessions, at its home."""
+    who = 'echo "$EUID $USER $HOME"; echo ${GROUPS[*]}; cat ~/from-image; echo made > ~/made && cat ~/made; ' \
+          'touch /work/x 2>/dev/null || echo "/work is read-only"'
+    seen = edt_cli([edt, "exec", "pulled-worker-0", "--", "bash", "-c", who], env)
+    lines = seen.stdout.split("\n")
+    check(lines[0] == "1234 trainer /home/trainer" and sorted(lines[1].split()) == ["1234", "2345"],
+          "a job runs as the image's User trainer, in its groups: %r %r" % (seen.stdout, seen.stderr))
+    check(lines[2:5] == ["the image's home", "made", "/work is read-only"],
+          "its home holds the image's files and is writable; the image is not: %r" % seen.stdout)
+    status, access = edtd.api("GET", "/clusters/pulled/ssh")
+    check(status == 200 and access["user"] == "trainer", "GET /ssh names the login user: %s" % access.get("user"))
+    hop = 'echo "$EUID $USER $PWD"; ssh pulled-worker-0 \'echo "$USER@$(cat /etc/hostname)"\''
+    seen = edt_cli([edt, "ssh", "pulled", "pulled-launcher", "--", "bash", "-c", hop], env)
+    check(seen.stdout.split("\n")[:2] == ["1234 trainer /home/trainer", "trainer@pulled-worker-0"],
+          "edt ssh logs in as trainer, and its ssh reaches a worker as trainer: %r %r" % (seen.stdout, seen.stderr))
 
 
 def test_shared_layers(edtd, reg, registry):
@@ -249,8 +269,12 @@ def test_refusals(edtd, reg, registry, d):
         f.write(bytes([byte[0] ^ 0xFF]))
     status, got = pull(edtd, reg + "/edt/corrupt:1", "corrupt")
     check(status == 422 and "its content's digest is" in json.dumps(got), "a wrong digest: %s %s" % (status, got))
+    status, got = pull(edtd, reg + "/edt/ghost:1", "ghost")
+    check(status == 422 and "the image's User 'ghost': no user 'ghost' in the image's /etc/passwd" in json.dumps(got),
+          "a User the image's /etc/passwd lacks: %s %s" % (status, got))
     names = [i["name"] for i in edtd.api("GET", "/images")[1]["images"]]
-    check(not set(names) & {"wrong-creds", "no-creds", "no-tag", "liar", "corrupt"}, "no refused image is listed: %s" % names)
+    check(not set(names) & {"wrong-creds", "no-creds", "no-tag", "liar", "corrupt", "ghost"},
+          "no refused image is listed: %s" % names)
 
 
 def test_kill_mid_pull(edtd, reg):
@@ -313,7 +337,7 @@ def main():
         registry_proc = start_registry(d, port)
         layout = build_images(d)
         reg = "127.0.0.1:%d" % port
-        for tag in ("a", "b", "big", "liar", "corrupt"):
+        for tag in ("a", "b", "big", "liar", "corrupt", "ghost"):
             push(d, layout, tag, port, "edt/%s:1" % tag)
         push(d, layout, "b", port, "edt/a:b")  # an index names manifests of its own repository
         push(d, layout, "zst", port, "edt/zst:1", compress="zstd")

@@ -55,7 +55,6 @@ site, where it is on the login node's own disk.
                         [--config site|site-tmpfs|plain]
 """
 import argparse
-import io
 import json
 import os
 import re
@@ -64,7 +63,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import urllib.error
@@ -72,7 +70,7 @@ import urllib.request
 
 import check_run  # the example's own checks of its epoch lines (examples/mnist, on PYTHONPATH)
 import harness.edtd
-from harness.oci_layout import Layout, tiny_root
+from harness.oci_layout import Layout, add_file, add_trainer, tiny_root
 from harness.slurm import CONFIGS, SlurmHarness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -444,20 +442,22 @@ def stored_image(e, h, top):
     base = layout.layer(lambda tar: [tar.add(os.path.join(root, t), arcname=t) for t in sorted(os.listdir(root))])
 
     def work(tar):
-        info = tarfile.TarInfo("work/marker")
-        data = b"from the stored image\n"
-        info.size, info.mode = len(data), 0o644
-        tar.addfile(info, io.BytesIO(data))
-    layout.image("tiny", [base, layout.layer(work)], {"WorkingDir": "/work", "Env": ["PATH=/usr/bin:/bin"]})
+        add_file(tar, "work/marker", b"from the stored image\n")
+        add_trainer(tar, root)
+    layout.image("tiny", [base, layout.layer(work)],
+                 {"WorkingDir": "/work", "Env": ["PATH=/usr/bin:/bin"], "User": "trainer"})
     e.edt("image", "import", layout.path, "--name", "tiny")
     image = next(i for i in json.loads(e.edt("image", "list", "-o", "json").stdout) if i["name"] == "tiny")
     check(image["root"].startswith(os.path.join(e.shared, "images") + "/"),
           "the imported image's root is in the shared directory's store: " + image["root"])
     e.edt("cluster", "create", "tiny", "--framework", "horovod", "--image", "tiny", "--containers", "2", "--wait")
     nodes = {c["name"]: c["node"] for c in json.loads(e.edt("cluster", "get", "tiny", "-o", "json").stdout)["status"]["containers"]}
-    out = e.edt("run", "tiny", "--", "sh", "-c", "pwd; cat marker").stdout.split("\n")
-    check(out[:2] == ["/work", "from the stored image"], "a cluster of it runs on nodes %s with its files: %r"
-          % (sorted(nodes.values()), out))
+    out = e.edt("run", "tiny", "--", "sh", "-c", 'pwd; cat marker; echo "$USER $HOME"; cat ~/from-image').stdout.split("\n")
+    check(out[:4] == ["/work", "from the stored image", "trainer /home/trainer", "the image's home"],
+          "a cluster of it runs on nodes %s with its files, as its User: %r" % (sorted(nodes.values()), out))
+    hop = 'echo "$USER"; ssh tiny-worker-0 \'echo "$USER@$(cat /etc/hostname)"\''
+    out = e.edt("ssh", "tiny", "tiny-launcher", "--", "bash", "-c", hop).stdout.split("\n")
+    check(out[:2] == ["trainer", "trainer@tiny-worker-0"], "edt ssh logs in as trainer, who reaches a worker: %r" % out)
     e.edt("cluster", "delete", "tiny", "--wait")
     e.edt("image", "rm", "tiny")
 

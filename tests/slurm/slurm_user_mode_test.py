@@ -36,7 +36,6 @@ edt-svc can work in them, as on a root-squashed NFS export. Checked:
                           [--nodes-style dynamic]
 """
 import argparse
-import io
 import json
 import os
 import pwd
@@ -44,11 +43,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 
 import check_run  # the example's own checks of its epoch lines (examples/mnist, on PYTHONPATH)
-from harness.oci_layout import Layout, tiny_root
+from harness.oci_layout import Layout, add_file, add_trainer, tiny_root
 from harness.slurm import SlurmHarness
 from slurm_backend_test import Edtd as SlurmEdtd, Failed, check, get, helper_pid, sandbox_pid
 
@@ -244,17 +242,17 @@ def scale_and_delete(e, h, account):
 
 def stored_image(e, top):
     """An image imported as edt-svc into the store in the shared directory: a
-    cluster of it runs, as edt-svc, with the image's own files."""
+    cluster of it runs, as edt-svc, with the image's own files. Its User
+    (trainer) cannot apply where a container maps one id: it runs as edt-svc."""
     root, layout = os.path.join(top, "image-root"), Layout(os.path.join(top, "layout"))
     tiny_root(root)
     base = layout.layer(lambda tar: [tar.add(os.path.join(root, t), arcname=t) for t in sorted(os.listdir(root))])
 
     def work(tar):
-        data = b"from the stored image\n"
-        info = tarfile.TarInfo("work/marker")
-        info.size, info.mode = len(data), 0o644
-        tar.addfile(info, io.BytesIO(data))
-    layout.image("tiny", [base, layout.layer(work)], {"WorkingDir": "/work", "Env": ["PATH=/usr/bin:/bin"]})
+        add_file(tar, "work/marker", b"from the stored image\n")
+        add_trainer(tar, root)
+    layout.image("tiny", [base, layout.layer(work)],
+                 {"WorkingDir": "/work", "Env": ["PATH=/usr/bin:/bin"], "User": "trainer"})
     e.edt("image", "import", layout.path, "--name", "tiny")
     image = next(i for i in json.loads(e.edt("image", "list", "-o", "json").stdout) if i["name"] == "tiny")
     check(image["root"].startswith(os.path.join(e.shared, "images") + "/"),

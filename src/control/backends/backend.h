@@ -21,6 +21,7 @@
 
 #include "control/model/cluster.h"
 #include "control/model/error.h"
+#include "control/model/image_user.h"
 #include "edt/status.h"
 
 namespace edt::control {
@@ -68,6 +69,12 @@ struct SandboxSpec {
   // port on every address: a Slurm job's container with --slurm-mode user
   // (docs/slurm.md). false: as the local backend runs it (its root).
   bool own_user = false;
+  // The image's User (its config's field, "" for root): whom its sessions,
+  // jobs and notebooks run as, unless it runs as its own user.
+  std::string image_user;
+  // image_user resolved in the image's /etc/passwd and /etc/group, by the
+  // backend that starts it (LocalBackend::start); root until then.
+  ContainerUser login;
 };
 
 enum class SandboxState {
@@ -111,6 +118,7 @@ struct FoundSandbox {
 };
 
 struct ExecSpec {
+  std::string container;  // its name: the command runs as its login user (Backend::ssh_endpoint's)
   std::string command;  // run with /bin/bash -c
   std::string log_path;   // stdout and stderr, on the host
   std::string exit_path;  // the exit code is written here when it ends
@@ -172,7 +180,8 @@ class Backend {
   // message, fix; control/model/error.h) when it cannot.
   virtual Status accepts(const ClusterSpec& /*spec*/) const { return Status::ok(); }
   // Container `name`'s sshd, whose address in the store is `address`: there,
-  // at ssh_port(), as root, unless the backend places it otherwise.
+  // at ssh_port(), as root, unless the backend places it otherwise or its
+  // image names another User.
   virtual SshEndpoint ssh_endpoint(const std::string& /*name*/, const std::string& address) {
     return {address, ssh_port(), "root", false};
   }

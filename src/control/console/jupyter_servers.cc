@@ -52,8 +52,11 @@ std::string log_tail(const std::string& path) {
   return start == std::string::npos ? text : text.substr(start + 1);
 }
 
-// Where the server's files go: the first volume, else the home.
-std::string root_dir(const ClusterSpec& spec) { return spec.mounts.empty() ? "/root" : spec.mounts.front().path; }
+// Where the server's files go, for the shell: the first volume, else the
+// home of the user it runs as (the image's User, or root).
+std::string root_dir(const ClusterSpec& spec) {
+  return spec.mounts.empty() ? "\"$HOME\"" : shell_quote(spec.mounts.front().path);
+}
 
 }  // namespace
 
@@ -67,8 +70,7 @@ std::string JupyterServers::command(const JupyterEndpoint& e, const std::string&
   // The pid file lets a later start end the server an earlier edtd started
   // (only if that pid is still a Jupyter server); `exec` keeps the pid.
   const std::string common = " --ip=" + e.address + " --port=" + std::to_string(e.port) + " --port-retries=" +
-                             std::to_string(e.port_retries) + " --no-browser --allow-root --notebook-dir=" +
-                             shell_quote(root);
+                             std::to_string(e.port_retries) + " --no-browser --allow-root --notebook-dir=" + root;
   // A terminal's shell is bash with the server's environment, a job's (edt's
   // tools and venv on PATH), rather than Jupyter's login shell, which gets
   // them back only from /etc/profile.d/edt.sh after /etc/profile's reset.
@@ -137,6 +139,7 @@ Result<JupyterEndpoint> JupyterServers::start(const Cluster& cluster, const Cont
   JupyterEndpoint endpoint{ssh.node_network ? ssh.address : launcher.status.address, *port, random_hex(32),
                            base_url(name), ssh.node_network ? kNodePortRetries : 0};
   ExecSpec exec;
+  exec.container = launcher.status.name;
   exec.command = command(endpoint, root_dir(cluster.spec));
   exec.log_path = dir_ + "/" + name + ".log";
   exec.exit_path = dir_ + "/" + name + ".exit";

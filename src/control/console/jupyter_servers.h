@@ -62,7 +62,8 @@ class JupyterServers {
 
   // The base URL of a cluster's server.
   static std::string base_url(const std::string& cluster) { return "/c/" + cluster + "/jupyter/"; }
-  // The shell command that starts the server (for tests and the docs).
+  // The shell command that starts the server (for tests and the docs), its
+  // files in `root` (a shell word: quoted, or "$HOME").
   static std::string command(const JupyterEndpoint& endpoint, const std::string& root);
 
  private:

@@ -111,6 +111,7 @@ Result<Job> JobRunner::start(const Cluster& cluster, const std::vector<Container
   if (!id.is_ok()) return as_refusal(id.status(), "container");
   job.id = *id;
   ExecSpec exec;
+  exec.container = container;
   // The image's WorkingDir, unless the job names its own; its Env (catalog.h).
   const Image image = image_named(*db_, cluster.spec.image);
   exec.command = in_directory(start.cwd.empty() ? image.working_dir : start.cwd, start.command);

@@ -162,6 +162,7 @@ SandboxSpec Reconciler::sandbox_spec(const Cluster& cluster, const ContainerReco
   s.address = record.status.address;
   auto image = catalog.images.find(spec.image);
   s.image_root = image == catalog.images.end() ? "/" : image->second.root;
+  s.image_user = image == catalog.images.end() ? "" : image->second.user;
   s.shm_bytes = spec.shm_bytes;
   s.memory_bytes = spec.memory_bytes;
   s.cpu_millis = spec.cpu_millis;

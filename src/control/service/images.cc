@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/units.h"
+#include "control/backends/local/container_fs.h"
 #include "control/service/service.h"
 #include "image/import.h"
 #include "image/registry.h"
@@ -83,6 +84,12 @@ Status check_runnable_root(const std::string& root) {
                      "import an image of a Linux distribution's root (with /usr and /etc)");
   }
   return Status::ok();
+}
+
+// The image's User must name a user its containers can run as
+// (container_fs.h, resolve_in_image).
+Status check_image_user(const image::ImageRecord& record) {
+  return resolve_in_image(record.root, record.config_fields.user).status();
 }
 
 Image image_of_record(const StoredAs& request, const image::ImageRecord& record) {
@@ -168,6 +175,7 @@ Status check_new_image_name(const std::string& name, const std::string& store, c
 Result<Image> keep_stored_image(Database& db, const StoredAs& as, image::Store& store,
                                 const Result<image::ImageRecord>& record, Status st, bool undo) {
   if (st.is_ok()) st = check_runnable_root(record.value().root);
+  if (st.is_ok()) st = check_image_user(record.value());
   if (st.is_ok()) {
     Image image = image_of_record(as, record.value());
     image.frameworks = image_frameworks(as, record.value());

@@ -78,7 +78,8 @@ void image_tree(Args& a, const std::string& root, const std::string& dir, const 
 // top-level directories (/opt, /workspace, /app: where images keep their
 // software and WorkingDir), read-only: an imported image's root is hard
 // links shared with the image store (docs/images.md).
-Args image_args(const std::string& root, const std::vector<SandboxMount>& shared) {
+// `home`, when given, is a path edt mounts (the login user's home).
+Args image_args(const std::string& root, const std::vector<SandboxMount>& shared, const std::string& home) {
   Args a = {"--ro-bind", root + "/usr", "/usr"};
   for (const char* top : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) image_entry(a, root, top);
   if (root.empty()) return a;
@@ -86,6 +87,7 @@ Args image_args(const std::string& root, const std::vector<SandboxMount>& shared
                                              "root", "tmp", "dev", "proc", "sys", "run", "job"};
   std::vector<std::string> edt_paths;
   for (const auto& m : shared) edt_paths.push_back(fs::path(m.path).lexically_normal().string());
+  if (!home.empty()) edt_paths.push_back(home);
   image_tree(a, root, "", kOwn, edt_paths);
   return a;
 }
@@ -104,8 +106,10 @@ Args container_tree_args(const SandboxSpec& spec, const BwrapLayout& layout, con
              "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs",
              "/dev/shm", "--dir", "/run/sshd", "--ro-bind", dir + "/conf", "/run/edt"});
   if (spec.job_dir) append(a, {"--ro-bind", layout.cluster_dir + "/mpi", "/job"});
-  if (spec.own_user)
-    append(a, {"--ro-bind", dir + "/etc/passwd", "/etc/passwd", "--ro-bind", dir + "/etc/group", "/etc/group"});
+  if (spec.own_user || !spec.login.root()) append(a, {"--ro-bind", dir + "/etc/passwd", "/etc/passwd"});
+  if (spec.own_user) append(a, {"--ro-bind", dir + "/etc/group", "/etc/group"});
+  // The image's User at home on the container's disk (container_fs.h).
+  if (!spec.login.root()) append(a, {"--bind", dir + "/disk/home", spec.login.home});
   return a;
 }
 
@@ -162,7 +166,7 @@ std::vector<std::string> bwrap_args(const SandboxSpec& spec, const BwrapLayout& 
                                     const std::vector<SandboxMount>& shared) {
   const std::string root = spec.image_root == "/" ? "" : spec.image_root;
   Args a = namespace_args(spec, layout);
-  append(a, image_args(root, shared));
+  append(a, image_args(root, shared, spec.login.root() ? "" : spec.login.home));
   append(a, container_tree_args(spec, layout, root));
   append(a, extra_binds(spec, layout, shared));
   append(a, command_args(spec, layout));

@@ -1,7 +1,10 @@
 #include "control/backends/local/container_fs.h"
 
+#include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <pwd.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +15,8 @@
 #include <functional>
 #include <sstream>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "common/io.h"
 #include "common/shell.h"
@@ -60,13 +65,17 @@ std::string quote_env(const std::string& key, const std::string& value) {
   return "\"" + key + "=" + value + "\"";
 }
 
-std::string image_etc(const SandboxSpec& spec) { return (spec.image_root == "/" ? "" : spec.image_root) + "/etc"; }
+// The image's root on the host: "" for the host's own.
+std::string image_root(const SandboxSpec& spec) { return spec.image_root == "/" ? "" : spec.image_root; }
+
+std::string image_etc(const SandboxSpec& spec) { return image_root(spec) + "/etc"; }
 
 // What etc_links() makes besides the image's links: the mount points of a
-// Slurm cluster's files, and of a container's own passwd and group when it
-// runs as its own user.
+// Slurm cluster's files, of a container's own passwd and group when it
+// runs as its own user, and of its own passwd when its login user's entry
+// is its own (make_login_user).
 struct EtcKind {
-  bool slurm = false, own_user = false;
+  bool slurm = false, own_user = false, own_passwd = false;
 };
 
 // The entries of a container's /etc that are its own: bound over the
@@ -74,13 +83,13 @@ struct EtcKind {
 bool own_etc_entry(const std::string& name, EtcKind kind) {
   return name == "hosts" || name == "hostname" || name == "mpi" || name == "shadow" || name == "profile.d" ||
          (kind.slurm && (name == "slurm" || name == "munge")) ||  // a Slurm cluster's own, bound there
-         (kind.own_user && (name == "passwd" || name == "group"));
+         ((kind.own_user || kind.own_passwd) && name == "passwd") || (kind.own_user && name == "group");
 }
 
 // The login shell of the container's own user: the image's bash, or its sh.
 std::string own_shell(const SandboxSpec& spec) {
   std::error_code ec;
-  const std::string root = spec.image_root == "/" ? "" : spec.image_root;
+  const std::string root = image_root(spec);
   return fs::exists(root + "/usr/bin/bash", ec) || fs::exists(root + "/bin/bash", ec) ? "/bin/bash" : "/bin/sh";
 }
 
@@ -100,6 +109,100 @@ std::string without_entries(const std::string& table, const std::string& name, u
     out += line + "\n";
   }
   return out;
+}
+
+// Opens `path` (absolute) of the image whose root is `root` ("": the
+// host's), its links resolved as inside the image, never out of it; -1 and
+// errno when it cannot.
+int open_in_image(const std::string& root, const std::string& path, int flags) {
+  if (root.empty()) return ::open(path.c_str(), flags | O_CLOEXEC);
+  const int dir = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return -1;
+  struct open_how how {};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  const int fd = static_cast<int>(::syscall(SYS_openat2, dir, path.c_str(), &how, sizeof(how)));
+  const int error = errno;
+  ::close(dir);
+  errno = error;
+  return fd;
+}
+
+// The image's file `path` (at most 4 MiB, the most a passwd or group
+// needs); "" when it has none.
+Result<std::string> read_image_file(const std::string& root, const std::string& path) {
+  constexpr size_t kMaxBytes = 4 << 20;
+  const int fd = open_in_image(root, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0 && errno == ENOENT) return std::string();
+  if (fd < 0) return io_error("open the image's " + path, errno);
+  std::string text;
+  char buf[16384];
+  ssize_t n = 0;
+  while (text.size() <= kMaxBytes && (n = ::read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  const int error = errno;
+  ::close(fd);
+  if (n < 0) return io_error("read the image's " + path, error);
+  if (text.size() > kMaxBytes) return invalid_argument("the image's " + path + " is larger than 4 MiB");
+  return text;
+}
+
+// The login shell of the image's User: its passwd's, where that is a shell
+// the image has, else the image's bash or sh (a container is worked in:
+// nologin and false would shut its sessions out).
+std::string login_shell(const SandboxSpec& spec) {
+  const std::string& shell = spec.login.shell;
+  const bool refuses = shell.empty() || shell.ends_with("/nologin") || shell.ends_with("/false");
+  const int fd = refuses ? -1 : open_in_image(image_root(spec), shell, O_PATH);
+  if (fd < 0) return own_shell(spec);
+  ::close(fd);
+  return shell;
+}
+
+// Where the login user's home is on the container's disk; bound at its
+// home (bwrap_args.h).
+std::string home_on_disk(const std::string& dir) { return dir + "/disk/home"; }
+
+// The container's home for the image's User at `to`: a copy of what the
+// image has at that home (links copied as links, never followed), or empty;
+// never writable by others, which sshd would refuse.
+Status copy_image_home(const SandboxSpec& spec, const std::string& to) {
+  const int fd = open_in_image(image_root(spec), spec.login.home, O_PATH | O_DIRECTORY);
+  if (fd < 0) return make_dirs(to, 0755);
+  std::error_code ec;
+  // "/." : the directory the descriptor names, not the magic link to it.
+  fs::copy("/proc/self/fd/" + std::to_string(fd) + "/.", to,
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  ::close(fd);
+  if (ec) return Status(StatusCode::kIoError, "copy the image's " + spec.login.home + " to " + to + ": " + ec.message());
+  fs::permissions(to, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove, ec);
+  return Status::ok();
+}
+
+// A container whose image names a User: the image's passwd with that
+// user's entry (at its login home, with a shell that logs in), its shadow,
+// and its home on the container's disk.
+Status make_login_user(const SandboxSpec& spec, const std::string& dir) {
+  EDT_ASSIGN_OR_RETURN(const std::string image_passwd, read_image_file(image_root(spec), "/etc/passwd"));
+  const std::string passwd = passwd_with(image_passwd, spec.login, login_shell(spec));
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/passwd", passwd, 0644));
+  EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/shadow", shadow_for(passwd), 0600));
+  return copy_image_home(spec, home_on_disk(dir));
+}
+
+// A login's SSH files in `ssh` (its ~/.ssh/): the cluster's key pair
+// (from `keys`), authorized for it, and the client's `config`. What was
+// there goes first, whole: a home copied from an image may hold a link
+// there, which host root must never write through.
+Status write_user_ssh(const std::string& ssh, const std::string& keys, const std::string& config) {
+  std::error_code ec;
+  const std::string here = ssh.substr(0, ssh.find_last_not_of('/') + 1);  // a link itself, not where it leads
+  fs::remove_all(here, ec);
+  if (ec) return Status(StatusCode::kIoError, "remove " + here + ": " + ec.message());
+  EDT_RETURN_IF_ERROR(make_dirs(ssh, 0700));
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519", io::read_file(keys + "id_ed25519"), 0600));
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519.pub", io::read_file(keys + "id_ed25519.pub"), 0644));
+  EDT_RETURN_IF_ERROR(io::write_file(ssh + "authorized_keys", io::read_file(keys + "id_ed25519.pub"), 0600));
+  return io::write_file(ssh + "config", config, 0600);
 }
 
 // A container that runs as its own user: the image's passwd and group with
@@ -169,9 +272,8 @@ Status make_etc_links(const std::string& dir, const EtcListing& listing, EtcKind
   if (kind.slurm) {
     for (const char* sub : {"/slurm", "/munge"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
   }
-  if (kind.own_user) {
-    for (const char* file : {"/passwd", "/group"}) EDT_RETURN_IF_ERROR(io::write_file(dir + file, "", 0644));
-  }
+  if (kind.own_user || kind.own_passwd) EDT_RETURN_IF_ERROR(io::write_file(dir + "/passwd", "", 0644));
+  if (kind.own_user) EDT_RETURN_IF_ERROR(io::write_file(dir + "/group", "", 0644));
   return Status::ok();
 }
 
@@ -199,12 +301,12 @@ std::vector<std::pair<std::string, bool>> unreadable_entries(const std::string& 
   return out;
 }
 
-Status hand_over(const std::string& path, uint32_t owner) {
-  if (::lchown(path.c_str(), owner, owner) != 0) return io_error("chown " + path, errno);
+Status hand_over(const std::string& path, uint32_t uid, uint32_t gid) {
+  if (::lchown(path.c_str(), uid, gid) != 0) return io_error("chown " + path, errno);
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec))
-    if (::lchown(it->path().c_str(), owner, owner) != 0) return io_error("chown " + it->path().string(), errno);
+    if (::lchown(it->path().c_str(), uid, gid) != 0) return io_error("chown " + it->path().string(), errno);
   if (ec) return Status(StatusCode::kIoError, "read " + path + ": " + ec.message());
   return Status::ok();
 }
@@ -226,26 +328,59 @@ Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
   fs::create_symlink("/run/lock", disk + "/var/lock", ec);
   if (spec.slurm) EDT_RETURN_IF_ERROR(make_dirs(dir + "/munge-run", 0755));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
+  EDT_RETURN_IF_ERROR(write_login(spec.login, dir));
   if (spec.own_user) return write_own_user(spec, dir);
+  if (!spec.login.root()) return make_login_user(spec, dir);
   return io::write_file(dir + "/etc/shadow", shadow_for(io::read_file(image_etc(spec) + "/passwd")), 0600);
 }
 
+Result<ContainerUser> resolve_in_image(const std::string& root, const std::string& user) {
+  if (user.empty()) return ContainerUser{};
+  const std::string on_host = root == "/" ? "" : root;
+  EDT_ASSIGN_OR_RETURN(const std::string passwd, read_image_file(on_host, "/etc/passwd"));
+  EDT_ASSIGN_OR_RETURN(const std::string group, read_image_file(on_host, "/etc/group"));
+  return resolve_image_user(user, passwd, group);
+}
+
+Result<ContainerUser> image_login(const SandboxSpec& spec) {
+  if (spec.own_user) return ContainerUser{};
+  return resolve_in_image(spec.image_root, spec.image_user);
+}
+
+Status give_home(const SandboxSpec& spec, const std::string& dir, uint32_t first_id) {
+  if (spec.login.root()) return Status::ok();
+  return hand_over(home_on_disk(dir), first_id + spec.login.uid, first_id + spec.login.gid);
+}
+
+Status write_login(const ContainerUser& login, const std::string& dir) {
+  const nlohmann::json j = {{"name", login.name}, {"uid", login.uid}, {"gid", login.gid},
+                            {"groups", login.groups}, {"home", login.home}};
+  return io::write_file(dir + "/conf/login.json", j.dump() + "\n", 0644);
+}
+
+ContainerUser read_login(const std::string& dir) {
+  const auto j = nlohmann::json::parse(io::read_file(dir + "/conf/login.json"), nullptr, false);
+  ContainerUser login;
+  if (!j.is_object()) return login;  // a container started before edtd wrote it: root's
+  login.name = j.value("name", login.name);
+  login.uid = j.value("uid", 0u);
+  login.gid = j.value("gid", 0u);
+  login.groups = j.value("groups", std::vector<uint32_t>{});
+  login.home = j.value("home", login.home);
+  return login;
+}
+
 Status write_ssh_config(const SandboxSpec& spec, const std::string& dir, const std::string& keys, int port_number) {
-  const std::string ssh = dir + "/disk/root/.ssh/";
-  EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519", io::read_file(keys + "id_ed25519"), 0600));
-  EDT_RETURN_IF_ERROR(io::write_file(ssh + "id_ed25519.pub", io::read_file(keys + "id_ed25519.pub"), 0644));
-  EDT_RETURN_IF_ERROR(io::write_file(ssh + "authorized_keys", io::read_file(keys + "id_ed25519.pub"), 0600));
   const std::string port = std::to_string(port_number);
   // As its own user, the container shares its node's addresses: each peer
   // is at its node's address and a port of its own (the cluster's
   // ssh_config), and sshd listens on its port on every address.
   const std::string client = spec.own_user ? "Include " + std::string(kSshConfigInContainer) + "\nHost *\n  Port " + port
                                            : "Host *\n  Port " + port + "\n  BindAddress " + spec.address;
-  EDT_RETURN_IF_ERROR(io::write_file(ssh + "config",
-                                 client + "\n  IdentityFile /root/.ssh/id_ed25519\n  StrictHostKeyChecking yes\n"
-                                     "  UserKnownHostsFile " + std::string(kKnownHostsInContainer) +
-                                     "\n  LogLevel ERROR\n",
-                                 0600));
+  const std::string config = client + "\n  IdentityFile ~/.ssh/id_ed25519\n  StrictHostKeyChecking yes\n"
+                             "  UserKnownHostsFile " + std::string(kKnownHostsInContainer) + "\n  LogLevel ERROR\n";
+  EDT_RETURN_IF_ERROR(write_user_ssh(dir + "/disk/root/.ssh/", keys, config));
+  if (!spec.login.root()) EDT_RETURN_IF_ERROR(write_user_ssh(home_on_disk(dir) + "/.ssh/", keys, config));
   std::string set_env;
   for (const auto& [key, value] : spec.env) set_env += " " + quote_env(key, value);
   return io::write_file(dir + "/conf/sshd_config",
@@ -269,11 +404,12 @@ Status write_login_profile(const SandboxSpec& spec, const std::string& dir) {
 
 Result<std::string> etc_links(const SandboxSpec& spec, const std::string& data_dir) {
   const std::string etc = image_etc(spec);
-  const EtcKind kind{spec.slurm.has_value(), spec.own_user};
+  const EtcKind kind{spec.slurm.has_value(), spec.own_user, !spec.login.root()};
   EtcListing found;
   EDT_ASSIGN_OR_RETURN(found.names, readable_names(etc, [kind](const std::string& n) { return own_etc_entry(n, kind); }));
   EDT_ASSIGN_OR_RETURN(found.profiles, readable_names(etc + "/profile.d", [](const std::string& n) { return n == "edt.sh"; }));
-  std::string listing = etc + (kind.slurm ? "\nslurm" : "") + (kind.own_user ? "\nown user" : "") + "\n" +
+  std::string listing = etc + (kind.slurm ? "\nslurm" : "") + (kind.own_user ? "\nown user" : "") +
+                        (kind.own_passwd ? "\nown passwd" : "") + "\n" +
                         std::string(kEtcLinksLayout);
   for (const auto& name : found.names) listing += "\n" + name;
   for (const auto& name : found.profiles) listing += "\nprofile.d/" + name;

@@ -34,19 +34,41 @@ Status make_dirs(const std::string& path, mode_t mode);
 std::vector<std::pair<std::string, bool>> unreadable_entries(const std::string& etc);
 
 // Gives `path` and everything under it (links themselves, not where they
-// lead) to the host's `owner`, as uid and gid.
-Status hand_over(const std::string& path, uint32_t owner);
+// lead) to the host's `uid` and `gid`.
+Status hand_over(const std::string& path, uint32_t uid, uint32_t gid);
+
+// An image's User `user` (config.User) resolved in the /etc/passwd and
+// /etc/group of the image whose root is `root` ("/": the host's), read with
+// their links resolved inside the image, so that an image's link never
+// names a host file; root for "". Refusals are kInvalidArgument.
+Result<ContainerUser> resolve_in_image(const std::string& root, const std::string& user);
+
+// The spec's image_user resolved in its image (resolve_in_image); root for
+// a container that runs as its own user, where no other id exists.
+Result<ContainerUser> image_login(const SandboxSpec& spec);
+
+// Gives the login user's home on the container's disk (make_own_tree) to
+// its ids, which the container maps from the host's `first_id` on (0: no
+// user namespace).
+Status give_home(const SandboxSpec& spec, const std::string& dir, uint32_t first_id);
+
+// The container's login user (SandboxSpec::login) in `dir`/conf/login.json,
+// which read_login() reads back (root's where there is none).
+Status write_login(const ContainerUser& login, const std::string& dir);
+ContainerUser read_login(const std::string& dir);
 
 // A container's own directories in `dir`: /root, /tmp, /var on its disk
 // (`dir`/disk, mounted already), its own files of /etc (hostname; a shadow
 // with no password for the image's users; as its own user, the image's
 // passwd and group with this process's user and group in them, at home in
-// /root, and no tty group), conf/, and what masks the image's secrets
-// (masked/, masked-file).
+// /root, and no tty group; for an image's User, the image's passwd with
+// that user's entry at its login home, and that home on the disk, disk/home,
+// a copy of what the image has there), conf/ (login.json among it), and
+// what masks the image's secrets (masked/, masked-file).
 Status make_own_tree(const SandboxSpec& spec, const std::string& dir);
 
 // SSH in the container `dir`: the cluster's key pair (from `keys`, its
-// ssh/ directory) for root, a client that binds the container's address on
+// ssh/ directory) for root and the image's User, a client that binds the container's address on
 // `port` and checks host keys against the cluster's CA, and sshd's config
 // (conf/sshd_config) on that address with the spec's environment. As its
 // own user: sshd on `port` of every address (its node's), and a client

@@ -14,8 +14,10 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/process.h"
 #include "control/backends/local/cgroups.h"
@@ -118,6 +120,24 @@ bool parse_target(std::string_view text, int64_t& pid, uint64_t& start_time) {
   return ec2 == std::errc() && end2 == start.data() + start.size() && start_time > 0;
 }
 
+// An id of the container's (below kContainerIds), in decimal.
+std::optional<uint32_t> container_id(std::string_view text) {
+  uint32_t id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || id >= kContainerIds) return std::nullopt;
+  return id;
+}
+
+// Becomes `user` of the container, with its groups; no capability stays
+// (a uid other than 0 loses them all).
+int become(const ContainerUser& user) {
+  std::vector<gid_t> groups(user.groups.begin(), user.groups.end());
+  if (setgroups(groups.size(), groups.data()) != 0 || setresgid(user.gid, user.gid, user.gid) != 0 ||
+      setresuid(user.uid, user.uid, user.uid) != 0)
+    return fail("become the container's user " + std::to_string(user.uid), errno);
+  return 0;
+}
+
 // The child's exit status as an exit code, once it ends; SIGTERM, SIGINT
 // and SIGHUP meanwhile go to it.
 int wait_for(pid_t child) {
@@ -136,11 +156,45 @@ int wait_for(pid_t child) {
 
 }  // namespace
 
+std::string user_ids(const ContainerUser& user) {
+  std::string ids = std::to_string(user.uid) + ":" + std::to_string(user.gid);
+  for (size_t i = 0; i < user.groups.size(); ++i) ids += (i == 0 ? ":" : ",") + std::to_string(user.groups[i]);
+  return ids;
+}
+
+std::optional<ContainerUser> parse_user_ids(std::string_view text) {
+  const size_t first = text.find(':');
+  if (first == std::string_view::npos) return std::nullopt;
+  const std::string_view rest = text.substr(first + 1);
+  const size_t second = rest.find(':');
+  auto uid = container_id(text.substr(0, first));
+  auto gid = container_id(rest.substr(0, second));
+  if (!uid || !gid || (second != std::string_view::npos && second + 1 == rest.size())) return std::nullopt;
+  ContainerUser user;
+  user.uid = *uid;
+  user.gid = *gid;
+  for (std::string_view groups = second == std::string_view::npos ? "" : rest.substr(second + 1); !groups.empty();) {
+    const size_t comma = groups.find(',');
+    auto group = container_id(groups.substr(0, comma));
+    if (!group || comma + 1 == groups.size()) return std::nullopt;
+    user.groups.push_back(*group);
+    groups = comma == std::string_view::npos ? "" : groups.substr(comma + 1);
+  }
+  return user;
+}
+
 int enter_container_main(int argc, char** argv) {
   int64_t pid = 0;
   uint64_t start_time = 0;
-  if (argc < 5 || !parse_target(argv[2], pid, start_time) || std::string_view(argv[3]) != "--")
-    return fail("usage: edtd enter-container <pid of the container's init>[:<its start time>] -- <program> [args...]");
+  std::optional<ContainerUser> user;
+  int command = 4;
+  if (argc > 5 && std::string_view(argv[3]) == "--user") {
+    user = parse_user_ids(argv[4]);
+    command = user ? 6 : argc;
+  }
+  if (argc <= command || !parse_target(argv[2], pid, start_time) || std::string_view(argv[command - 1]) != "--")
+    return fail("usage: edtd enter-container <pid of the container's init>[:<its start time>] "
+                "[--user UID:GID[:GROUP,...]] -- <program> [args...]");
   // Blocked before the fork, so the child's SIGCHLD is not lost; the child
   // unblocks them.
   sigset_t signals, old;
@@ -154,13 +208,15 @@ int enter_container_main(int argc, char** argv) {
     return fail("join the container's cgroups: " + st.message());
   if (int rc = enter(target); rc != 0) return rc;
   if (Status st = confine_self(); !st.is_ok()) return fail(st.message());
+  if (user && getuid() == 0)
+    if (int rc = become(*user); rc != 0) return rc;
   // The PID namespace applies to children only.
   const pid_t child = fork();
   if (child < 0) return fail("fork", errno);
   if (child == 0) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
-    execvp(argv[4], argv + 4);
-    std::fprintf(stderr, "edtd enter-container: cannot run %s: %s\n", argv[4], std::strerror(errno));
+    execvp(argv[command], argv + command);
+    std::fprintf(stderr, "edtd enter-container: cannot run %s: %s\n", argv[command], std::strerror(errno));
     _exit(127);
   }
   return wait_for(child);

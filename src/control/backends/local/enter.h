@@ -12,12 +12,26 @@
 // nsenter(1) would.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "control/model/image_user.h"
+
 namespace edt::control {
+
+// enter-container's --user argument for `user`: "UID:GID[:G1,G2...]",
+// and back (uid, gid and groups); nullopt for any other text, or an id
+// past kContainerIds.
+std::string user_ids(const ContainerUser& user);
+std::optional<ContainerUser> parse_user_ids(std::string_view text);
 
 // The first argument edtd's main() hands to enter_container_main().
 inline constexpr const char* kEnterContainerCommand = "enter-container";
 
-// argv: {"edtd", "enter-container", "<pid>[:<start time>]", "--", program, args...}.
+// argv: {"edtd", "enter-container", "<pid>[:<start time>]", ["--user", user_ids()], "--", program, args...}.
+// With --user, the command runs as that user of the container (its image's
+// User), with its groups, rather than as the container's root.
 // Returns the command's exit code (128 + N for a signal N), or 125 with a
 // message on stderr when the container cannot be entered.
 int enter_container_main(int argc, char** argv);

@@ -130,12 +130,12 @@ LocalBackend::LocalBackend(LocalBackendOptions options)
 Result<uint32_t> LocalBackend::hand_over_to_container(const SandboxSpec& spec, const std::string& dir) {
   if (options_.first_subordinate_id == 0) return 0u;
   EDT_ASSIGN_OR_RETURN(const uint32_t first_id, subordinate_ids(options_.first_subordinate_id, spec.id_range));
-  EDT_RETURN_IF_ERROR(hand_over(dir, first_id));
+  EDT_RETURN_IF_ERROR(hand_over(dir, first_id, first_id));
   ::chmod(dir.c_str(), 0700);
   if (spec.slurm) {
     std::lock_guard<std::mutex> lock(cluster_files_mu_);
-    EDT_RETURN_IF_ERROR(hand_over(cluster_dir(spec.cluster) + "/munge", first_id));
-    if (spec.slurm->controller) EDT_RETURN_IF_ERROR(hand_over(cluster_dir(spec.cluster) + "/slurmctld", first_id));
+    EDT_RETURN_IF_ERROR(hand_over(cluster_dir(spec.cluster) + "/munge", first_id, first_id));
+    if (spec.slurm->controller) EDT_RETURN_IF_ERROR(hand_over(cluster_dir(spec.cluster) + "/slurmctld", first_id, first_id));
   }
   const std::string volumes = options_.data_dir + "/volumes/";
   for (const auto& m : spec.mounts) {
@@ -244,7 +244,26 @@ Status LocalBackend::attach_network(const SandboxSpec& spec, const SandboxRef& r
   return st;
 }
 
-Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
+namespace {
+
+// The spec with its login user resolved (image_login), whose HOME and
+// USER every session and job sees.
+Result<SandboxSpec> with_login(const SandboxSpec& requested) {
+  SandboxSpec spec = requested;
+  EDT_ASSIGN_OR_RETURN(spec.login, image_login(spec));
+  if (!spec.login.root()) {
+    spec.env["HOME"] = spec.login.home;
+    spec.env["USER"] = spec.login.name;
+  }
+  return spec;
+}
+
+}  // namespace
+
+Result<SandboxRef> LocalBackend::start(const SandboxSpec& requested) {
+  auto resolved = with_login(requested);
+  if (!resolved.is_ok()) return resolved.status().with_context("start container " + requested.name);
+  const SandboxSpec& spec = *resolved;
   const std::string dir = container_dir(spec.name);
   // A container directory left from an earlier try is stale: start clean
   // (its disk unmounted first, or remove_all stops there).
@@ -261,7 +280,9 @@ Result<SandboxRef> LocalBackend::start(const SandboxSpec& spec) {
 Result<uint32_t> LocalBackend::make_sandbox_files(const SandboxSpec& spec, const std::string& dir) {
   EDT_RETURN_IF_ERROR(make_container_dir(spec, dir));
   if (spec.slurm) EDT_RETURN_IF_ERROR(write_slurm_files(spec, dir));
-  return hand_over_to_container(spec, dir);
+  EDT_ASSIGN_OR_RETURN(const uint32_t first_id, hand_over_to_container(spec, dir));
+  EDT_RETURN_IF_ERROR(give_home(spec, dir, first_id));
+  return first_id;
 }
 
 Result<SandboxRef> LocalBackend::start_in(const SandboxSpec& spec, const std::string& dir) {
@@ -468,8 +489,13 @@ Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpe
   std::vector<std::string> argv = {"/bin/sh", "-c", "f=$1; shift; \"$@\"; echo $? > \"$f.tmp\"; mv \"$f.tmp\" \"$f\"",
                                    "edt-job", spec.exit_path};
   argv.insert(argv.end(), enter.begin(), enter.end());
-  argv.insert(argv.end(), {"--", "/usr/bin/env", "-i", "-C", "/root"});
-  for (const auto& [key, value] : spec.env) argv.push_back(key + "=" + value);
+  // As the container's login user (its image's User), at its home.
+  const ContainerUser login = read_login(container_dir(spec.container));
+  if (!login.root()) argv.insert(argv.end(), {"--user", user_ids(login)});
+  argv.insert(argv.end(), {"--", "/usr/bin/env", "-i", "-C", login.home});
+  std::map<std::string, std::string> env = spec.env;
+  if (!login.root()) env.insert_or_assign("HOME", login.home), env.insert_or_assign("USER", login.name);
+  for (const auto& [key, value] : env) argv.push_back(key + "=" + value);
   argv.insert(argv.end(), {"/bin/bash", "-c", spec.command});
   Spawn job;
   job.argv = std::move(argv);
@@ -479,6 +505,10 @@ Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpe
   // The wrapper may already have ended (a short command): then it is known by
   // its pid alone, and alive() says it is gone.
   return proc::identify(pid).value_or(SandboxRef{pid, 0});
+}
+
+SshEndpoint LocalBackend::ssh_endpoint(const std::string& name, const std::string& address) {
+  return {address, ssh_port(), read_login(container_dir(name)).name, false};
 }
 
 Result<std::string> LocalBackend::ssh_private_key(const std::string& cluster) {

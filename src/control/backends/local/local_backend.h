@@ -161,6 +161,8 @@ class LocalBackend : public Backend {
   Status write_cluster_files(const std::string& cluster, const ClusterFiles& files) override;
   Status remove_cluster(const std::string& cluster) override;
   Result<SandboxRef> exec(const SandboxRef& container, const ExecSpec& spec) override;
+  // As the login user its image names (container_fs.h, read_login).
+  SshEndpoint ssh_endpoint(const std::string& name, const std::string& address) override;
   Result<std::string> ssh_private_key(const std::string& cluster) override;
   Result<std::string> ssh_known_hosts(const std::string& cluster) override;
   int ssh_port() const override { return options_.ssh_port; }

@@ -1,6 +1,7 @@
 #include "common/io.h"
 #include "control/backends/local/bwrap_args.h"
 #include "control/backends/local/container_fs.h"
+#include "control/backends/local/enter.h"
 #include "control/backends/local/proc_scan.h"
 #include "control/backends/local/sandbox_process.h"
 #include "control/backends/local/sandbox_record.h"
@@ -134,6 +135,127 @@ TEST(SandboxOwnUserTest, ItsPasswdHasTheUserAtHomeInRootAndItsGroupHasNoTty) {
   EXPECT_NE(group.find("other:x:54321:\n"), std::string::npos) << group;
   std::error_code ec;
   std::filesystem::remove_all(top, ec);
+}
+
+// A container whose image names a User (container_fs.h): the image's links
+// are resolved inside the image, never on the host, and nothing of edt's
+// is written through a link the image's home holds.
+class SandboxImageUserTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/edt-image-user-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    top = tmpl;
+    image = top + "/image";
+    for (const char* d : {"/etc", "/home/trainer", "/usr/bin"}) ASSERT_TRUE(make_dirs(image + d, 0755).is_ok());
+    ASSERT_TRUE(make_dirs(top + "/victim", 0755).is_ok());
+    ASSERT_TRUE(make_dirs(top + "/keys", 0700).is_ok());
+    for (const char* key : {"/keys/id_ed25519", "/keys/id_ed25519.pub"})
+      ASSERT_TRUE(io::write_file(top + key, "key\n", 0600).is_ok());
+    ASSERT_TRUE(make_dirs(dir() + "/disk", 0755).is_ok());
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(top, ec);
+  }
+  void link(const std::string& target, const std::string& path) {
+    std::filesystem::create_symlink(target, image + path);
+  }
+  SandboxSpec spec(const std::string& user) {
+    SandboxSpec s;
+    s.name = "c-worker-0";
+    s.address = "127.0.0.2";
+    s.image_root = image;
+    s.image_user = user;
+    auto login = image_login(s);
+    EXPECT_TRUE(login.is_ok()) << login.status().message();
+    if (login.is_ok()) s.login = *login;
+    return s;
+  }
+  std::string dir() const { return top + "/c"; }
+  std::string top, image;
+};
+
+TEST_F(SandboxImageUserTest, PasswdAndGroupLinksResolveInsideTheImage) {
+  // /etc/passwd links to an absolute path: the image's, not the host's.
+  ASSERT_TRUE(io::write_file(image + "/etc/real-passwd", "trainer:x:1234:1234::/home/trainer:/bin/nologin\n", 0644).is_ok());
+  link("/etc/real-passwd", "/etc/passwd");
+  // /etc/group climbs out to a host file that lists trainer in a group.
+  ASSERT_TRUE(io::write_file(top + "/victim/group", "crew:x:77:trainer\n", 0644).is_ok());
+  link("../../../../../../../.." + top + "/victim/group", "/etc/group");
+  const SandboxSpec s = spec("trainer");
+  EXPECT_EQ(s.login.uid, 1234u);
+  EXPECT_TRUE(s.login.groups.empty()) << "read the host's " << top << "/victim/group";
+  ASSERT_TRUE(make_own_tree(s, dir()).is_ok());
+  // A shell that refuses logins is swapped for the image's sh.
+  EXPECT_NE(io::read_file(dir() + "/etc/passwd").find("trainer:x:1234:1234::/home/trainer:/bin/sh\n"),
+            std::string::npos) << io::read_file(dir() + "/etc/passwd");
+  const ContainerUser read = read_login(dir());
+  EXPECT_EQ(read.name, "trainer");
+  EXPECT_EQ(read.uid, 1234u);
+  EXPECT_EQ(read.home, "/home/trainer");
+}
+
+TEST_F(SandboxImageUserTest, TheHomeIsACopyAndItsLinksAreNeverWrittenThrough) {
+  ASSERT_TRUE(io::write_file(image + "/etc/passwd", "trainer:x:1234:1234::/home/trainer:/bin/sh\n", 0644).is_ok());
+  ASSERT_TRUE(io::write_file(image + "/home/trainer/notes", "mine\n", 0644).is_ok());
+  link(top + "/victim", "/home/trainer/.ssh");
+  link("/etc/shadow", "/home/trainer/shadow");
+  const SandboxSpec s = spec("trainer");
+  ASSERT_TRUE(make_own_tree(s, dir()).is_ok());
+  const Status written = write_ssh_config(s, dir(), top + "/keys/", 22);
+  ASSERT_TRUE(written.is_ok()) << written.message();
+  const std::string home = dir() + "/disk/home";
+  EXPECT_EQ(io::read_file(home + "/notes"), "mine\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(home + "/shadow"));  // copied as a link, not followed
+  EXPECT_TRUE(std::filesystem::is_directory(std::filesystem::symlink_status(home + "/.ssh")));
+  EXPECT_EQ(io::read_file(home + "/.ssh/authorized_keys"), "key\n");
+  EXPECT_TRUE(std::filesystem::is_empty(top + "/victim")) << "wrote through the image's ~/.ssh link";
+  EXPECT_FALSE(std::filesystem::exists(image + "/home/trainer/.ssh/authorized_keys"));
+}
+
+TEST_F(SandboxImageUserTest, AHomeThatLinksOutStartsEmpty) {
+  ASSERT_TRUE(io::write_file(top + "/victim/secret", "host\n", 0600).is_ok());
+  ASSERT_TRUE(io::write_file(image + "/etc/passwd", "out:x:1300:1300::/home/out:/bin/sh\n", 0644).is_ok());
+  link(top + "/victim", "/home/out");
+  const SandboxSpec s = spec("out");
+  ASSERT_TRUE(make_own_tree(s, dir()).is_ok());
+  EXPECT_FALSE(std::filesystem::exists(dir() + "/disk/home/secret"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir() + "/disk/home"));
+}
+
+TEST_F(SandboxImageUserTest, BubblewrapBindsTheHomeAndTheOwnPasswd) {
+  ASSERT_TRUE(io::write_file(image + "/etc/passwd", "trainer:x:1234:1234::/home/trainer:/bin/sh\n", 0644).is_ok());
+  const auto a = bwrap_args(spec("trainer"), {"/d", "/e", "/cl", "", false}, {});
+  auto bound = [&](const std::string& from, const std::string& to) {
+    for (size_t i = 0; i + 2 < a.size(); ++i)
+      if ((a[i] == "--bind" || a[i] == "--ro-bind") && a[i + 1] == from && a[i + 2] == to) return true;
+    return false;
+  };
+  EXPECT_TRUE(bound("/d/disk/home", "/home/trainer"));
+  EXPECT_TRUE(bound("/d/etc/passwd", "/etc/passwd"));
+  EXPECT_FALSE(bound(image + "/home", "/home"));  // the image's /home is filled entry by entry
+  EXPECT_FALSE(bound("/d/etc/group", "/etc/group"));
+  const auto root = bwrap_args(spec(""), {"/d", "/e", "/cl", "", false}, {});
+  EXPECT_EQ(std::find(root.begin(), root.end(), "/d/disk/home"), root.end());
+  EXPECT_EQ(std::find(root.begin(), root.end(), "/d/etc/passwd"), root.end());
+}
+
+TEST(EnterUserTest, UserIdsListTheGroups) {
+  ContainerUser u;
+  u.uid = 1234;
+  u.gid = 1234;
+  EXPECT_EQ(user_ids(u), "1234:1234");
+  u.groups = {44, 2345};
+  EXPECT_EQ(user_ids(u), "1234:1234:44,2345");
+  auto back = parse_user_ids(user_ids(u));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->uid, 1234u);
+  EXPECT_EQ(back->gid, 1234u);
+  EXPECT_EQ(back->groups, u.groups);
+  EXPECT_TRUE(parse_user_ids("0:0"));
+  for (const char* bad : {"", "1234", "1234:", ":1", "1:2:", "1:2:3,", "1:2:,3", "1:2:3:4", "65536:1", "1:x", "-1:0"})
+    EXPECT_FALSE(parse_user_ids(bad)) << bad;
 }
 
 }  // namespace

@@ -155,7 +155,7 @@ json job_file(const SandboxSpec& spec, const LocalBackendOptions& node) {
            {{"cluster", spec.cluster}, {"name", spec.name}, {"address", spec.address}, {"image_root", spec.image_root},
             {"shm_bytes", spec.shm_bytes}, {"mounts", mounts}, {"env", spec.env}, {"job_dir", spec.job_dir},
             {"gpu_count", spec.gpus.size()}, {"gpu_model", spec.gpu_model}, {"id_range", spec.id_range},
-            {"own_user", spec.own_user}}},
+            {"own_user", spec.own_user}, {"image_user", spec.image_user}}},
           {"node",
            {{"data_dir", node.data_dir}, {"ssh_port", node.ssh_port}, {"tool_binds", node.tool_binds},
             {"tool_path", node.tool_path}, {"python_path", node.python_path}, {"network", network},
@@ -180,6 +180,7 @@ Result<std::pair<SandboxSpec, LocalBackendOptions>> read_job_file(const json& j)
     spec.gpu_model = s.at("gpu_model").get<std::string>();
     spec.id_range = s.at("id_range").get<int64_t>();
     spec.own_user = s.value("own_user", false);
+    spec.image_user = s.value("image_user", "");
     LocalBackendOptions node;
     const json& n = j.at("node");
     node.data_dir = n.at("data_dir").get<std::string>();
