@@ -14,10 +14,11 @@ import tarfile
 
 
 def tiny_root(root):
-    """The host's sshd, ssh, bash, sh, env, cat and their libraries, /etc's users, merged /usr's links, /work."""
+    """The host's bash, sh, env, cat and their libraries, /etc's users (but sshd's), merged /usr's links: no
+    OpenSSH, which edt brings (its tool bundle, docs/images.md)."""
     os.makedirs(root + "/etc")
     files = set()
-    for program in ("/usr/sbin/sshd", "/usr/bin/ssh", "/bin/bash", "/bin/sh", "/usr/bin/env", "/usr/bin/cat"):
+    for program in ("/bin/bash", "/bin/sh", "/usr/bin/env", "/usr/bin/cat"):
         files.add(program)
         for word in subprocess.run(["ldd", program], check=True, capture_output=True, text=True).stdout.split():
             if word.startswith("/"):
@@ -26,6 +27,10 @@ def tiny_root(root):
         real = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
         os.makedirs(root + os.path.dirname(real), exist_ok=True)
         shutil.copy2(path, root + real)
+    with open("/etc/passwd") as f:
+        users = [line for line in f if not line.startswith("sshd:")]
+    with open(root + "/etc/passwd", "w") as f:
+        f.writelines(users)
     for top in ("bin", "sbin", "lib", "lib64"):
         if os.path.islink("/" + top):
             os.symlink(os.readlink("/" + top), root + "/" + top)

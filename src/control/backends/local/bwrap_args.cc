@@ -106,7 +106,7 @@ Args container_tree_args(const SandboxSpec& spec, const BwrapLayout& layout, con
              "--proc", "/proc", "--ro-bind", "/sys", "/sys", "--size", std::to_string(spec.shm_bytes), "--tmpfs",
              "/dev/shm", "--dir", "/run/sshd", "--ro-bind", dir + "/conf", "/run/edt"});
   if (spec.job_dir) append(a, {"--ro-bind", layout.cluster_dir + "/mpi", "/job"});
-  if (spec.own_user || !spec.login.root()) append(a, {"--ro-bind", dir + "/etc/passwd", "/etc/passwd"});
+  if (spec.own_user || own_passwd(spec)) append(a, {"--ro-bind", dir + "/etc/passwd", "/etc/passwd"});
   if (spec.own_user) append(a, {"--ro-bind", dir + "/etc/group", "/etc/group"});
   // The image's User at home on the container's disk (container_fs.h).
   if (!spec.login.root()) append(a, {"--bind", dir + "/disk/home", spec.login.home});
@@ -144,6 +144,23 @@ Args extra_binds(const SandboxSpec& spec, const BwrapLayout& layout, const std::
   return a;
 }
 
+// The directories edt mounts below (/run, and the parents of the tool
+// trees, volumes and the login user's home), made first, as --dir makes
+// them (0755): where bubblewrap makes a mount point's parents itself, they
+// are its root's alone, which a container whose login user is not root
+// could not pass through to /opt/edt or /run/edt.
+Args mount_point_dirs(const SandboxSpec& spec, const std::vector<SandboxMount>& shared) {
+  std::set<std::string> dirs = {"/run"};
+  std::vector<std::string> paths;
+  for (const auto& m : shared) paths.push_back(fs::path(m.path).lexically_normal().string());
+  if (!spec.login.root()) paths.push_back(spec.login.home);
+  for (const auto& p : paths)
+    for (fs::path up = fs::path(p).parent_path(); up.has_relative_path(); up = up.parent_path()) dirs.insert(up);
+  Args a;
+  for (const auto& d : dirs) a.insert(a.end(), {"--dir", d});  // sorted: each parent before its children
+  return a;
+}
+
 // What the sandbox runs: sshd, behind the waits and daemons it needs.
 Args command_args(const SandboxSpec& spec, const BwrapLayout& layout) {
   Args a;
@@ -156,7 +173,11 @@ Args command_args(const SandboxSpec& spec, const BwrapLayout& layout) {
                "done < /proc/net/route; echo 'edt: eth0 was not configured' >&2; exit 1",
                "sh"});
   if (spec.slurm) append(a, slurm_init_command(spec));
-  append(a, {"/usr/sbin/sshd", "-D", "-e", "-f", "/run/edt/sshd_config"});
+  // edt's sshd runs through its bundle's loader: -r, as it cannot re-exec
+  // itself by its own path.
+  if (layout.tools) append(a, bundled_argv(*layout.tools, "sshd")), a.push_back("-r");
+  else a.push_back("/usr/sbin/sshd");
+  append(a, {"-D", "-e", "-f", "/run/edt/sshd_config"});
   return a;
 }
 
@@ -166,6 +187,7 @@ std::vector<std::string> bwrap_args(const SandboxSpec& spec, const BwrapLayout& 
                                     const std::vector<SandboxMount>& shared) {
   const std::string root = spec.image_root == "/" ? "" : spec.image_root;
   Args a = namespace_args(spec, layout);
+  append(a, mount_point_dirs(spec, shared));
   append(a, image_args(root, shared, spec.login.root() ? "" : spec.login.home));
   append(a, container_tree_args(spec, layout, root));
   append(a, extra_binds(spec, layout, shared));

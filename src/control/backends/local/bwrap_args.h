@@ -11,10 +11,12 @@
 // which GPU devices and warm socket exist; any thread may call it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "control/backends/backend.h"
+#include "control/backends/local/tool_bundle.h"
 
 namespace edt::control {
 
@@ -25,6 +27,9 @@ struct BwrapLayout {
   std::string cluster_dir;  // its cluster's directory (clusters/<cluster>)
   std::string warm_dir;     // the warm interpreter's socket directory; "": none
   bool own_network = false; // bridge mode: a network namespace of its own
+  // edt's OpenSSH (tool_bundle.h), bound with the tool trees: sshd runs
+  // from it; nullopt: the image's own /usr/sbin/sshd.
+  std::optional<ToolBundle> tools = std::nullopt;
 };
 
 // `shared`: the tool tree and the volumes (with user namespaces, their

@@ -72,8 +72,7 @@ std::string image_etc(const SandboxSpec& spec) { return image_root(spec) + "/etc
 
 // What etc_links() makes besides the image's links: the mount points of a
 // Slurm cluster's files, of a container's own passwd and group when it
-// runs as its own user, and of its own passwd when its login user's entry
-// is its own (make_login_user).
+// runs as its own user, and of its own passwd (own_passwd()).
 struct EtcKind {
   bool slurm = false, own_user = false, own_passwd = false;
 };
@@ -178,15 +177,33 @@ Status copy_image_home(const SandboxSpec& spec, const std::string& to) {
   return Status::ok();
 }
 
-// A container whose image names a User: the image's passwd with that
-// user's entry (at its login home, with a shell that logs in), its shadow,
-// and its home on the container's disk.
-Status make_login_user(const SandboxSpec& spec, const std::string& dir) {
-  EDT_ASSIGN_OR_RETURN(const std::string image_passwd, read_image_file(image_root(spec), "/etc/passwd"));
-  const std::string passwd = passwd_with(image_passwd, spec.login, login_shell(spec));
+// Whether `passwd` has an entry named `name`.
+bool has_entry(const std::string& passwd, const std::string& name) {
+  return passwd.starts_with(name + ":") || passwd.find("\n" + name + ":") != std::string::npos;
+}
+
+// `passwd` with the users edt's sshd needs where the image lacks them:
+// root, and sshd (privilege separation's user; a uid the image does not use).
+std::string with_sshd_users(std::string passwd, const std::string& shell) {
+  if (!passwd.empty() && passwd.back() != '\n') passwd += '\n';
+  if (!has_entry(passwd, "root")) passwd = "root:x:0:0:root:/root:" + shell + "\n" + passwd;
+  if (has_entry(passwd, "sshd")) return passwd;
+  uint32_t uid = 65533;
+  while (uid > 1 && passwd.find(":x:" + std::to_string(uid) + ":") != std::string::npos) --uid;
+  return passwd + "sshd:x:" + std::to_string(uid) + ":65534::/run/sshd:/usr/sbin/nologin\n";
+}
+
+// A container of an image other than the host's, or whose image names a
+// User: the image's passwd with root and sshd's users where it lacks them
+// and the User's entry (at its login home, with a shell that logs in), its
+// shadow, and the User's home on the container's disk.
+Status make_own_passwd(const SandboxSpec& spec, const std::string& dir) {
+  EDT_ASSIGN_OR_RETURN(std::string passwd, read_image_file(image_root(spec), "/etc/passwd"));
+  if (!spec.login.root()) passwd = passwd_with(passwd, spec.login, login_shell(spec));
+  passwd = with_sshd_users(passwd, own_shell(spec));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/passwd", passwd, 0644));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/shadow", shadow_for(passwd), 0600));
-  return copy_image_home(spec, home_on_disk(dir));
+  return spec.login.root() ? Status::ok() : copy_image_home(spec, home_on_disk(dir));
 }
 
 // A login's SSH files in `ssh` (its ~/.ssh/): the cluster's key pair
@@ -330,9 +347,11 @@ Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/hostname", spec.name + "\n", 0644));
   EDT_RETURN_IF_ERROR(write_login(spec.login, dir));
   if (spec.own_user) return write_own_user(spec, dir);
-  if (!spec.login.root()) return make_login_user(spec, dir);
+  if (own_passwd(spec)) return make_own_passwd(spec, dir);
   return io::write_file(dir + "/etc/shadow", shadow_for(io::read_file(image_etc(spec) + "/passwd")), 0600);
 }
+
+bool own_passwd(const SandboxSpec& spec) { return !spec.own_user && (spec.image_root != "/" || !spec.login.root()); }
 
 Result<ContainerUser> resolve_in_image(const std::string& root, const std::string& user) {
   if (user.empty()) return ContainerUser{};
@@ -404,7 +423,7 @@ Status write_login_profile(const SandboxSpec& spec, const std::string& dir) {
 
 Result<std::string> etc_links(const SandboxSpec& spec, const std::string& data_dir) {
   const std::string etc = image_etc(spec);
-  const EtcKind kind{spec.slurm.has_value(), spec.own_user, !spec.login.root()};
+  const EtcKind kind{spec.slurm.has_value(), spec.own_user, own_passwd(spec)};
   EtcListing found;
   EDT_ASSIGN_OR_RETURN(found.names, readable_names(etc, [kind](const std::string& n) { return own_etc_entry(n, kind); }));
   EDT_ASSIGN_OR_RETURN(found.profiles, readable_names(etc + "/profile.d", [](const std::string& n) { return n == "edt.sh"; }));

@@ -47,6 +47,12 @@ Result<ContainerUser> resolve_in_image(const std::string& root, const std::strin
 // a container that runs as its own user, where no other id exists.
 Result<ContainerUser> image_login(const SandboxSpec& spec);
 
+// Whether the container has a passwd of its own, made from the image's
+// (make_own_tree): any image but the host's (edt's sshd needs its root and
+// sshd users) and an image whose User is not root; not a container that
+// runs as its own user, whose passwd is its own another way.
+bool own_passwd(const SandboxSpec& spec);
+
 // Gives the login user's home on the container's disk (make_own_tree) to
 // its ids, which the container maps from the host's `first_id` on (0: no
 // user namespace).
@@ -61,9 +67,10 @@ ContainerUser read_login(const std::string& dir);
 // (`dir`/disk, mounted already), its own files of /etc (hostname; a shadow
 // with no password for the image's users; as its own user, the image's
 // passwd and group with this process's user and group in them, at home in
-// /root, and no tty group; for an image's User, the image's passwd with
-// that user's entry at its login home, and that home on the disk, disk/home,
-// a copy of what the image has there), conf/ (login.json among it), and
+// /root, and no tty group; with own_passwd(), the image's passwd with
+// root's and sshd's entries where it lacks them and the image's User's
+// entry at its login home, and that home on the disk, disk/home, a copy of
+// what the image has there), conf/ (login.json among it), and
 // what masks the image's secrets (masked/, masked-file).
 Status make_own_tree(const SandboxSpec& spec, const std::string& dir);
 

@@ -106,6 +106,10 @@ LocalBackend::LocalBackend(LocalBackendOptions options)
     options_.container_disk = {};
   }
   if (options_.enter_program.empty()) options_.enter_program = fs::read_symlink("/proc/self/exe", ec).string();
+  if (auto tools = make_tool_bundle(options_.data_dir); tools.is_ok())
+    tools_ = *tools;
+  else
+    log::warn("containers of images other than the host's run the image's own sshd: {}", tools.status().message());
   // bwrap reads the filter from this file, and so does the warm interpreter.
   if (seccomp_.is_ok()) {
     fs::create_directories(options_.data_dir, ec);
@@ -160,7 +164,8 @@ std::string LocalBackend::container_dir(const std::string& name) const {
 std::string LocalBackend::container_path(const std::vector<std::string>& tool_path) {
   std::string path;
   for (const auto& p : tool_path) path += p + ":";
-  return path + "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  // edt's ssh last (tool_bundle.h): an image's own comes first.
+  return path + "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + std::string(kToolsInContainer) + "/bin";
 }
 
 Status LocalBackend::prepare_cluster(const std::string& cluster) {
@@ -225,9 +230,14 @@ Status LocalBackend::make_container_dir(const SandboxSpec& spec, const std::stri
   return io::write_file(dir + "/session.json", nlohmann::json{{"cluster", spec.cluster}, {"env", spec.env}}.dump(), 0600);
 }
 
+std::optional<ToolBundle> LocalBackend::tools_for(const SandboxSpec& spec) const {
+  return spec.image_root == "/" ? std::nullopt : tools_;
+}
+
 std::vector<SandboxMount> LocalBackend::shared_binds(const SandboxSpec& spec) const {
   std::vector<SandboxMount> binds;
   for (const auto& tree : options_.tool_binds) binds.push_back({tree, tree, true});
+  if (auto tools = tools_for(spec)) binds.push_back({tools->dir, std::string(kToolsInContainer), true});
   binds.insert(binds.end(), spec.mounts.begin(), spec.mounts.end());
   return binds;
 }
@@ -303,7 +313,7 @@ Result<SandboxRef> LocalBackend::start_in(const SandboxSpec& spec, const std::st
   Pipe out;  // the sandbox's stdout and stderr, read by its log writer alone
   if (pipe2(out.fds, O_CLOEXEC) != 0) return io_error("pipe", errno);
   EDT_ASSIGN_OR_RETURN(const SandboxRef writer, start_log_writer(dir, out, cgroups));
-  const BwrapLayout layout{dir, etc, cluster_dir(spec.cluster), warm_.socket_dir(), network_ != nullptr};
+  const BwrapLayout layout{dir, etc, cluster_dir(spec.cluster), warm_.socket_dir(), network_ != nullptr, tools_for(spec)};
   auto monitor = spawn_detached({.argv = bwrap_args(spec, layout, shared),
                                  .env = sandbox_env(home_, spec),
                                  .log_path = {},

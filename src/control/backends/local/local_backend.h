@@ -106,6 +106,7 @@
 #include "control/backends/local/cgroups.h"
 #include "control/backends/local/container_network.h"
 #include "control/backends/local/disk_quota.h"
+#include "control/backends/local/tool_bundle.h"
 #include "control/backends/local/warm_interpreter.h"
 
 namespace edt::control {
@@ -200,6 +201,8 @@ class LocalBackend : public Backend {
   // What the container binds besides its own files and its cluster's: the
   // tool tree (read-only, at the same paths), then the cluster's volumes.
   std::vector<SandboxMount> shared_binds(const SandboxSpec& spec) const;
+  // edt's OpenSSH for the container: an image other than the host's.
+  std::optional<ToolBundle> tools_for(const SandboxSpec& spec) const;
   // With user namespaces: the host's first id of the container's namespace
   // (its root), to which its own files, its cluster's munge key and the top
   // of a managed volume it mounts now belong; 0 without.
@@ -229,7 +232,10 @@ class LocalBackend : public Backend {
   WarmInterpreter warm_;
   Result<std::string> seccomp_;  // the filter (sandbox_policy.h), made once
   ContainerCgroups cgroups_;
-  std::unique_ptr<ContainerNetwork> network_;  // bridge mode only
+  std::unique_ptr<ContainerNetwork> network_;
+  // edt's OpenSSH for images other than the host's; nullopt where it could
+  // not be made (their own sshd then).
+  std::optional<ToolBundle> tools_;  // bridge mode only
   // The files a cluster's containers share (its slurm.conf, its munge key):
   // written by one of the containers starting at once.
   std::mutex cluster_files_mu_;

@@ -5,11 +5,13 @@
 #include "control/backends/local/proc_scan.h"
 #include "control/backends/local/sandbox_process.h"
 #include "control/backends/local/sandbox_record.h"
+#include "control/backends/local/tool_bundle.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 namespace edt::control {
@@ -190,6 +192,10 @@ TEST_F(SandboxImageUserTest, PasswdAndGroupLinksResolveInsideTheImage) {
   // A shell that refuses logins is swapped for the image's sh.
   EXPECT_NE(io::read_file(dir() + "/etc/passwd").find("trainer:x:1234:1234::/home/trainer:/bin/sh\n"),
             std::string::npos) << io::read_file(dir() + "/etc/passwd");
+  // The users edt's sshd needs, which this image lacks.
+  EXPECT_NE(io::read_file(dir() + "/etc/passwd").find("root:x:0:0:root:/root:/bin/sh\n"), std::string::npos);
+  EXPECT_NE(io::read_file(dir() + "/etc/passwd").find("sshd:x:65533:65534::/run/sshd:/usr/sbin/nologin\n"),
+            std::string::npos);
   const ContainerUser read = read_login(dir());
   EXPECT_EQ(read.name, "trainer");
   EXPECT_EQ(read.uid, 1234u);
@@ -238,7 +244,8 @@ TEST_F(SandboxImageUserTest, BubblewrapBindsTheHomeAndTheOwnPasswd) {
   EXPECT_FALSE(bound("/d/etc/group", "/etc/group"));
   const auto root = bwrap_args(spec(""), {"/d", "/e", "/cl", "", false}, {});
   EXPECT_EQ(std::find(root.begin(), root.end(), "/d/disk/home"), root.end());
-  EXPECT_EQ(std::find(root.begin(), root.end(), "/d/etc/passwd"), root.end());
+  // An image's container has its own passwd all the same (edt's sshd's users).
+  EXPECT_NE(std::find(root.begin(), root.end(), "/d/etc/passwd"), root.end());
 }
 
 TEST(EnterUserTest, UserIdsListTheGroups) {
@@ -256,6 +263,62 @@ TEST(EnterUserTest, UserIdsListTheGroups) {
   EXPECT_TRUE(parse_user_ids("0:0"));
   for (const char* bad : {"", "1234", "1234:", ":1", "1:2:", "1:2:3,", "1:2:,3", "1:2:3:4", "65536:1", "1:x", "-1:0"})
     EXPECT_FALSE(parse_user_ids(bad)) << bad;
+}
+
+// edt's OpenSSH (tool_bundle.h): the host's sshd and ssh with their
+// libraries and loader, which run from the bundle alone.
+TEST(ToolBundleTest, SshRunsFromTheBundleThroughItsLoader) {
+  char tmpl[] = "/tmp/edt-tools-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string top = tmpl;
+  auto bundle = make_tool_bundle(top);
+  ASSERT_TRUE(bundle.is_ok()) << bundle.status().message();
+  EXPECT_TRUE(bundle->dir.starts_with(top + "/tools/"));
+  EXPECT_TRUE(std::filesystem::exists(bundle->dir + "/libexec/sshd"));
+  EXPECT_TRUE(std::filesystem::exists(bundle->dir + "/lib/" + bundle->loader));
+  EXPECT_NE(io::read_file(bundle->dir + "/bin/ssh").find("/run/edt-tools/libexec/ssh"), std::string::npos);
+  // The same host programs: the same bundle, not a second copy.
+  auto again = make_tool_bundle(top);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->dir, bundle->dir);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(top + "/tools"), {}), 1);
+  // ssh -V through the bundle's loader, its libraries only.
+  const std::string cmd = bundle->dir + "/lib/" + bundle->loader + " --library-path " + bundle->dir + "/lib " +
+                          bundle->dir + "/libexec/ssh -V 2>&1";
+  FILE* out = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(out, nullptr);
+  char buf[256] = {};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, out);
+  EXPECT_EQ(::pclose(out), 0);
+  EXPECT_NE(std::string(buf, n).find("OpenSSH"), std::string::npos) << buf;
+  const auto argv = bundled_argv(*bundle, "sshd");
+  EXPECT_EQ(argv, (std::vector<std::string>{"/run/edt-tools/lib/" + bundle->loader, "--library-path",
+                                            "/run/edt-tools/lib", "/run/edt-tools/libexec/sshd"}));
+  std::error_code ec;
+  std::filesystem::remove_all(top, ec);
+}
+
+TEST(ToolBundleTest, AnImageContainerRunsTheBundlesSshdAndGetsItsMountPointsOpen) {
+  SandboxSpec spec;
+  spec.name = "c-worker-0";
+  spec.image_root = "/nonexistent-image";
+  BwrapLayout layout{"/d", "/e", "/cl", "", false, ToolBundle{"/t", "ld-linux-x86-64.so.2"}};
+  const auto a = bwrap_args(spec, layout, {{"/t", "/run/edt-tools", true}, {"/opt/edt/venv", "/opt/edt/venv", true}});
+  auto at = [&](const std::string& word) { return std::find(a.begin(), a.end(), word); };
+  ASSERT_NE(at("/run/edt-tools/lib/ld-linux-x86-64.so.2"), a.end());
+  EXPECT_EQ(*(at("/run/edt-tools/libexec/sshd") + 1), "-r");
+  EXPECT_EQ(at("/usr/sbin/sshd"), a.end());
+  // /run, /opt and /opt/edt are made as --dir makes them (0755), before anything is bound there.
+  for (const char* dir : {"/run", "/opt", "/opt/edt"}) {
+    auto made = std::find(a.begin(), a.end(), std::string(dir));
+    ASSERT_NE(made, a.end()) << dir;
+    EXPECT_EQ(*(made - 1), "--dir") << dir;
+    EXPECT_LT(made - a.begin(), at("/run/edt") - a.begin()) << dir;
+  }
+  spec.image_root = "/";
+  layout.tools.reset();
+  const auto host = bwrap_args(spec, layout, {});
+  EXPECT_NE(std::find(host.begin(), host.end(), "/usr/sbin/sshd"), host.end());
 }
 
 }  // namespace
