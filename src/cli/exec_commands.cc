@@ -119,7 +119,8 @@ int ssh_into(const SshOptions& o) {
                                    "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                                    // Its certificate names it; the address may be its node's.
                                    "-o", "HostKeyAlias=" + container,
-                                   info[key(access::user)].get<std::string>() + "@" + address};
+                                   // "--": the destination is never read as an option.
+                                   "--", info[key(access::user)].get<std::string>() + "@" + address};
   if (!o.command.empty()) argv.push_back(join_command(o.command));
   return run_program(argv, {key_path, hosts_path});
 }

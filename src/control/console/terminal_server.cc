@@ -104,7 +104,9 @@ std::vector<std::string> ssh_argv(const TerminalTarget& target, const std::strin
           "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
           "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + files + ".known_hosts",
           "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-          "-o", "ServerAliveInterval=30", "-o", "HostKeyAlias=" + target.container, target.user + "@" + target.address};
+          "-o", "ServerAliveInterval=30", "-o", "HostKeyAlias=" + target.container,
+          // "--": the destination is never read as an option, whatever the user's name.
+          "--", target.user + "@" + target.address};
 }
 
 // The child side of forkpty: runs `argv` (made before the fork: only

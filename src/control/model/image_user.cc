@@ -1,6 +1,7 @@
 #include "control/model/image_user.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <optional>
@@ -97,6 +98,9 @@ Result<ContainerUser> resolve_image_user(std::string_view user, const std::strin
   if (colon != std::string_view::npos) {
     EDT_ASSIGN_OR_RETURN(found.gid, find_group(user, user.substr(colon + 1), groups));
   }
+  if (!valid_login_name(found.name))
+    return refuse(user, "its /etc/passwd name '" + found.name + "' is not a name a login may have (letters, digits, "
+                  "'_', '.', '-'; not first '-', '.' or a digit; at most 32)", kFixImage);
   if (found.uid >= kContainerIds || found.gid >= kContainerIds)
     return refuse(user, "uid " + std::to_string(found.uid) + " and gid " + std::to_string(found.gid) +
                             " must both be below " + std::to_string(kContainerIds) + ", the ids a container maps",
@@ -104,6 +108,12 @@ Result<ContainerUser> resolve_image_user(std::string_view user, const std::strin
   if (found.in_passwd) found.groups = member_of(found.name, found.gid, groups);
   found.home = found.root() ? "/root" : login_home(found.name, found.home);
   return found;
+}
+
+bool valid_login_name(std::string_view name) {
+  auto allowed = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; };
+  return !name.empty() && name.size() <= 32 && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+         name[0] != '-' && name[0] != '.' && std::all_of(name.begin(), name.end(), allowed);
 }
 
 std::string login_home(const std::string& name, const std::string& home) {

@@ -30,9 +30,16 @@ struct ContainerUser {
   bool operator==(const ContainerUser&) const = default;
 };
 
+// Whether `name` may be a login's name: 1 to 32 of letters, digits, '_',
+// '.', '-', not starting with '-', '.' or a digit (useradd's rule). The name
+// goes into ssh's `user@host` argument and /etc/passwd: an image's name
+// such as "-oProxyCommand=..." must never reach them.
+bool valid_login_name(std::string_view name);
+
 // `user` (an image's User; "" is root) resolved in `passwd` and `group`
-// (the image's files' text). A name that is not there, a malformed field
-// or an id past kContainerIds is an error naming the User and what to do.
+// (the image's files' text). A name that is not there, a malformed field,
+// a name valid_login_name() refuses or an id past kContainerIds is an
+// error naming the User and what to do.
 // A uid the image's passwd lacks is user "u<uid>", group 0 unless given,
 // as Docker runs it. `home` is login_home()'s.
 Result<ContainerUser> resolve_image_user(std::string_view user, const std::string& passwd, const std::string& group);

@@ -89,6 +89,20 @@ TEST(ImageUserTest, RefusalsSayWhatAndWhere) {
   EXPECT_NE(refusal("ghost").find("the image's User 'ghost'"), std::string::npos);
 }
 
+// An image's name reaches ssh's user@host argument: one that ssh would read
+// as an option (-oProxyCommand=..., run by edtd's terminal) is refused.
+TEST(ImageUserTest, ANameSshWouldReadAsAnOptionIsRefused) {
+  const std::string passwd = "-oProxyCommand=touch /tmp/x:x:1000:1000::/home/x:/bin/sh\n";
+  for (const char* user : {"1000", "-oProxyCommand=touch /tmp/x"}) {
+    auto found = resolve_image_user(user, passwd, "");
+    ASSERT_FALSE(found.is_ok()) << user;
+    EXPECT_NE(found.status().message().find("is not a name a login may have"), std::string::npos) << user;
+  }
+  for (const char* ok : {"trainer", "_apt", "jovyan", "a.b-c_d", "u4242"}) EXPECT_TRUE(valid_login_name(ok)) << ok;
+  for (const char* bad : {"", "-x", ".x", "1x", "a b", "a@b", "a:b", "a/b", "a\nb", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})
+    EXPECT_FALSE(valid_login_name(bad)) << bad;
+}
+
 TEST(ImageUserTest, PasswdWithReplacesOrAddsTheEntry) {
   const std::string replaced = passwd_with(kPasswd, resolved("rooted"), "/bin/bash");
   EXPECT_NE(replaced.find("rooted:x:1002:1002::/home/rooted:/bin/bash\n"), std::string::npos);

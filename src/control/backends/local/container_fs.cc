@@ -381,12 +381,17 @@ ContainerUser read_login(const std::string& dir) {
   const auto j = nlohmann::json::parse(io::read_file(dir + "/conf/login.json"), nullptr, false);
   ContainerUser login;
   if (!j.is_object()) return login;  // a container started before edtd wrote it: root's
-  login.name = j.value("name", login.name);
-  login.uid = j.value("uid", 0u);
-  login.gid = j.value("gid", 0u);
-  login.groups = j.value("groups", std::vector<uint32_t>{});
-  login.home = j.value("home", login.home);
-  return login;
+  try {
+    login.name = j.value("name", login.name);
+    login.uid = j.value("uid", 0u);
+    login.gid = j.value("gid", 0u);
+    login.groups = j.value("groups", std::vector<uint32_t>{});
+    login.home = j.value("home", login.home);
+  } catch (const nlohmann::json::exception&) {
+    return ContainerUser{};
+  }
+  // Checked again as it is read: the name goes into ssh's argv.
+  return valid_login_name(login.name) && login.home.starts_with("/") ? login : ContainerUser{};
 }
 
 Status write_ssh_config(const SandboxSpec& spec, const std::string& dir, const std::string& keys, int port_number) {
