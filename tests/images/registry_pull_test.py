@@ -2,8 +2,8 @@
 
 Debian's docker-registry (the CNCF distribution registry) on loopback, with
 TLS from a CA this test makes (openssl) and htpasswd (bcrypt) auth. Images
-are written here as an OCI layout from small trees (the host's sshd, bash
-and their libraries: a root a container runs) and pushed with skopeo. An anonymous
+are written here as an OCI layout from small trees (the host's bash and its
+libraries, no OpenSSH: containers run edt's own sshd) and pushed with skopeo. An anonymous
 Bearer mirror (harness/oci_registry.py, serving the test's layout over
 http) stands for a registry that cannot be reached. Then edtd pulls:
 
