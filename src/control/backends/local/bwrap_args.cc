@@ -175,8 +175,12 @@ Args command_args(const SandboxSpec& spec, const BwrapLayout& layout) {
   if (spec.slurm) append(a, slurm_init_command(spec));
   // edt's sshd runs through its bundle's loader: -r, as it cannot re-exec
   // itself by its own path.
-  if (layout.tools) append(a, bundled_argv(*layout.tools, "sshd")), a.push_back("-r");
-  else a.push_back("/usr/sbin/sshd");
+  if (layout.tools) {
+    append(a, bundled_argv(*layout.tools, "sshd"));
+    a.push_back("-r");
+  } else {
+    a.push_back("/usr/sbin/sshd");
+  }
   append(a, {"-D", "-e", "-f", "/run/edt/sshd_config"});
   return a;
 }
