@@ -437,16 +437,20 @@ Result<std::string> etc_links(const SandboxSpec& spec, const std::string& data_d
                         std::string(kEtcLinksLayout);
   for (const auto& name : found.names) listing += "\n" + name;
   for (const auto& name : found.profiles) listing += "\nprofile.d/" + name;
+  return made_once(data_dir + "/etc-links", listing,
+                   [&](const std::string& tmp) { return make_etc_links(tmp, found, kind); });
+}
+
+Result<std::string> made_once(const std::string& parent, const std::string& listing,
+                              const std::function<Status(const std::string&)>& fill) {
   char key[17];
   std::snprintf(key, sizeof(key), "%016zx", std::hash<std::string>{}(listing));
-  const std::string dir = data_dir + "/etc-links/" + key;
+  const std::string dir = parent + "/" + key;
   std::error_code ec;
   if (fs::is_directory(dir, ec)) return dir;
-  // Made aside, then renamed into place: a container never sees it half
-  // made, and two starts that make it at once both end with the same.
   const std::string tmp = dir + ".tmp-" + std::to_string(::gettid());
   fs::remove_all(tmp, ec);
-  Status made = make_etc_links(tmp, found, kind);
+  Status made = fill(tmp);
   if (made.is_ok() && ::rename(tmp.c_str(), dir.c_str()) != 0 && !fs::is_directory(dir, ec))
     made = io_error("rename " + tmp, errno);
   fs::remove_all(tmp, ec);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <sys/types.h>
 #include <utility>
@@ -91,7 +92,15 @@ Status write_login_profile(const SandboxSpec& spec, const std::string& dir);
 
 // The directory of links that is the container's /etc, under
 // <data_dir>/etc-links/<key>: one per listing of the image's /etc, made
-// once (aside, then renamed into place, so no container sees it half made).
+// once (made_once).
 Result<std::string> etc_links(const SandboxSpec& spec, const std::string& data_dir);
+
+// The directory `parent`/<key>, <key> a hash of `listing` (what it is
+// made from): returned as it is when it exists, else made by `fill` in a
+// directory aside (`fill` makes it) and renamed into place, so no reader
+// sees it half made and two callers that make it at once both end with
+// the same. Returns its path.
+Result<std::string> made_once(const std::string& parent, const std::string& listing,
+                              const std::function<Status(const std::string&)>& fill);
 
 }  // namespace edt::control

@@ -1,11 +1,8 @@
 #include "control/backends/local/tool_bundle.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <sstream>
 
@@ -59,6 +56,7 @@ Status fill(const std::string& dir, const Needed& needed) {
   for (const char* program : kPrograms)
     EDT_RETURN_IF_ERROR(copy(program, dir + "/libexec/" + fs::path(program).filename().string(), kProgram));
   const std::string at(kToolsInContainer);
+  ::chmod(dir.c_str(), 0755);  // whatever the umask: the containers' root passes through it
   return io::write_file(dir + "/bin/ssh",
                         "#!/bin/sh\n# edt's ssh (tool_bundle.h), for an image without its own.\nexec " + at + "/lib/" +
                             loader + " --library-path " + at + "/lib " + at + "/libexec/ssh \"$@\"\n",
@@ -81,21 +79,10 @@ Result<ToolBundle> make_tool_bundle(const std::string& data_dir) {
   for (const auto& [name, path] : needed.libraries) listing += name + " " + path + "\n";
   listing += needed.loader;
   if (needed.loader.empty()) return Status(StatusCode::kIoError, "ldd named no dynamic loader for /usr/sbin/sshd");
-  char key[17];
-  std::snprintf(key, sizeof(key), "%016zx", std::hash<std::string>{}(listing));
-  ToolBundle bundle{data_dir + "/tools/" + key, fs::path(needed.loader).filename()};
-  std::error_code ec;
-  if (fs::is_directory(bundle.dir, ec)) return bundle;
   EDT_RETURN_IF_ERROR(make_dirs(data_dir + "/tools", 0755));
-  const std::string tmp = bundle.dir + ".tmp-" + std::to_string(::gettid());
-  fs::remove_all(tmp, ec);
-  Status made = fill(tmp, needed);
-  if (made.is_ok()) ::chmod(tmp.c_str(), 0755);
-  if (made.is_ok() && ::rename(tmp.c_str(), bundle.dir.c_str()) != 0 && !fs::is_directory(bundle.dir, ec))
-    made = io_error("rename " + tmp, errno);
-  fs::remove_all(tmp, ec);
-  if (!made.is_ok()) return made;
-  return bundle;
+  EDT_ASSIGN_OR_RETURN(std::string dir,
+                       made_once(data_dir + "/tools", listing, [&](const std::string& tmp) { return fill(tmp, needed); }));
+  return ToolBundle{std::move(dir), fs::path(needed.loader).filename()};
 }
 
 std::vector<std::string> bundled_argv(const ToolBundle& bundle, const std::string& program) {

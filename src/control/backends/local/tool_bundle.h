@@ -11,9 +11,9 @@
 // libexec/ (sshd, ssh), bin/ssh (a /bin/sh script that runs libexec/ssh
 // through the loader; last on the containers' PATH, so an image's own ssh
 // comes first). The key is a hash of the libraries ldd names and of the
-// programs' sizes and times: an upgraded host OpenSSH makes a new bundle. Made aside,
-// then renamed into place, as etc_links() is. Errors are kIoError or the
-// command's; thread-safe (each call makes its own aside directory).
+// programs' sizes and times: an upgraded host OpenSSH makes a new bundle.
+// Made once (container_fs.h, made_once), as etc_links() is. Errors are
+// kIoError or the command's; thread-safe.
 #pragma once
 
 #include <string>
