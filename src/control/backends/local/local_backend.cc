@@ -256,15 +256,20 @@ Status LocalBackend::attach_network(const SandboxSpec& spec, const SandboxRef& r
 
 namespace {
 
+// `env` with the HOME and USER of `login` where it is not root (root's are
+// container_env()'s).
+void set_login_env(const ContainerUser& login, std::map<std::string, std::string>& env) {
+  if (login.root()) return;
+  env["HOME"] = login.home;
+  env["USER"] = login.name;
+}
+
 // The spec with its login user resolved (image_login), whose HOME and
 // USER every session and job sees.
 Result<SandboxSpec> with_login(const SandboxSpec& requested) {
   SandboxSpec spec = requested;
   EDT_ASSIGN_OR_RETURN(spec.login, image_login(spec));
-  if (!spec.login.root()) {
-    spec.env["HOME"] = spec.login.home;
-    spec.env["USER"] = spec.login.name;
-  }
+  set_login_env(spec.login, spec.env);
   return spec;
 }
 
@@ -504,7 +509,7 @@ Result<SandboxRef> LocalBackend::exec(const SandboxRef& container, const ExecSpe
   if (!login.root()) argv.insert(argv.end(), {"--user", user_ids(login)});
   argv.insert(argv.end(), {"--", "/usr/bin/env", "-i", "-C", login.home});
   std::map<std::string, std::string> env = spec.env;
-  if (!login.root()) env.insert_or_assign("HOME", login.home), env.insert_or_assign("USER", login.name);
+  set_login_env(login, env);
   for (const auto& [key, value] : env) argv.push_back(key + "=" + value);
   argv.insert(argv.end(), {"/bin/bash", "-c", spec.command});
   Spawn job;
