@@ -21,22 +21,12 @@ std::vector<std::vector<std::string>> entries(const std::string& table, size_t m
   std::string line;
   while (std::getline(lines, line)) {
     if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f;
-    for (size_t at = 0, next; at <= line.size(); at = next + 1) {
-      next = std::min(line.find(':', at), line.size());
-      f.push_back(line.substr(at, next - at));
-    }
+    std::vector<std::string> f = passwd_fields(line);
     if (f.size() >= min_fields) out.push_back(std::move(f));
   }
   return out;
 }
 
-std::optional<uint32_t> number(std::string_view text) {
-  uint32_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 Status refuse(std::string_view user, const std::string& why, const std::string& fix) {
   return invalid("", "the image's User '" + std::string(user) + "': " + why, fix);
@@ -47,11 +37,11 @@ constexpr const char* kFixImage = "build the image with a User its /etc/passwd a
 // The uid of `text` (a name or a number) in passwd's `users`, and its entry.
 Result<ContainerUser> find_user(std::string_view user, std::string_view text,
                                 const std::vector<std::vector<std::string>>& users) {
-  const std::optional<uint32_t> uid = number(text);
+  const std::optional<uint32_t> uid = parse_id(text);
   for (const auto& f : users) {
-    if (uid ? number(f[2]) != uid : f[0] != text) continue;
-    auto id = number(f[2]);
-    auto gid = number(f[3]);
+    if (uid ? parse_id(f[2]) != uid : f[0] != text) continue;
+    auto id = parse_id(f[2]);
+    auto gid = parse_id(f[3]);
     if (!id || !gid) return refuse(user, "its /etc/passwd entry '" + f[0] + "' has no numeric uid and gid", kFixImage);
     return ContainerUser{f[0], *id, *gid, {}, f[5], f[6], true};
   }
@@ -62,10 +52,10 @@ Result<ContainerUser> find_user(std::string_view user, std::string_view text,
 // The gid of `text` (a name or a number) in group's `groups`.
 Result<uint32_t> find_group(std::string_view user, std::string_view text,
                             const std::vector<std::vector<std::string>>& groups) {
-  if (auto gid = number(text)) return *gid;
+  if (auto gid = parse_id(text)) return *gid;
   for (const auto& f : groups)
     if (f[0] == text)
-      if (auto gid = number(f[2])) return *gid;
+      if (auto gid = parse_id(f[2])) return *gid;
   return refuse(user, "no group '" + std::string(text) + "' in the image's /etc/group", kFixImage);
 }
 
@@ -76,7 +66,7 @@ std::vector<uint32_t> member_of(const std::string& name, uint32_t gid,
   for (const auto& f : groups) {
     std::istringstream members(f[3]);
     std::string member;
-    auto id = number(f[2]);
+    auto id = parse_id(f[2]);
     while (id && *id != gid && std::getline(members, member, ','))
       if (member == name && std::find(out.begin(), out.end(), *id) == out.end()) out.push_back(*id);
   }
@@ -110,6 +100,22 @@ Result<ContainerUser> resolve_image_user(std::string_view user, const std::strin
   return found;
 }
 
+std::vector<std::string> passwd_fields(const std::string& line) {
+  std::vector<std::string> f;
+  for (size_t at = 0, next; at <= line.size(); at = next + 1) {
+    next = std::min(line.find(':', at), line.size());
+    f.push_back(line.substr(at, next - at));
+  }
+  return f;
+}
+
+std::optional<uint32_t> parse_id(std::string_view text) {
+  uint32_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
 bool valid_login_name(std::string_view name) {
   auto allowed = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; };
   return !name.empty() && name.size() <= 32 && !std::isdigit(static_cast<unsigned char>(name[0])) &&
@@ -133,10 +139,9 @@ std::string passwd_with(const std::string& passwd, const ContainerUser& user, co
   std::string line;
   const std::string gecos = user.in_passwd ? "" : "edt";
   while (std::getline(lines, line)) {
-    const size_t colon = line.find(':');
-    const std::string name = line.substr(0, colon);
-    const auto fields = entries(line, 3);
-    if (name == user.name || (!fields.empty() && number(fields[0][2]) == user.uid)) continue;
+    const auto f = passwd_fields(line);
+    const bool comment = !line.empty() && line[0] == '#';
+    if (f[0] == user.name || (!comment && f.size() >= 3 && parse_id(f[2]) == user.uid)) continue;
     out += line + "\n";
   }
   return out + user.name + ":x:" + std::to_string(user.uid) + ":" + std::to_string(user.gid) + ":" + gecos + ":" +

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,13 @@ struct ContainerUser {
   bool root() const { return uid == 0; }
   bool operator==(const ContainerUser&) const = default;
 };
+
+// The ':'-separated fields of one line of a passwd or group file ("" gives
+// one empty field).
+std::vector<std::string> passwd_fields(const std::string& line);
+
+// A decimal id (uid, gid) as the whole of `text`; nullopt for anything else.
+std::optional<uint32_t> parse_id(std::string_view text);
 
 // Whether `name` may be a login's name: 1 to 32 of letters, digits, '_',
 // '.', '-', not starting with '-', '.' or a digit (useradd's rule). The name

@@ -99,11 +99,7 @@ std::string without_entries(const std::string& table, const std::string& name, u
   std::istringstream lines(table);
   std::string line, out;
   while (std::getline(lines, line)) {
-    std::vector<std::string> f;
-    for (size_t at = 0, next; at <= line.size(); at = next + 1) {
-      next = std::min(line.find(':', at), line.size());
-      f.push_back(line.substr(at, next - at));
-    }
+    const std::vector<std::string> f = passwd_fields(line);
     if (f.size() < 3 || f[0] == name || f[0] == drop || f[2] == std::to_string(id)) continue;
     out += line + "\n";
   }

@@ -122,10 +122,8 @@ bool parse_target(std::string_view text, int64_t& pid, uint64_t& start_time) {
 
 // An id of the container's (below kContainerIds), in decimal.
 std::optional<uint32_t> container_id(std::string_view text) {
-  uint32_t id = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || id >= kContainerIds) return std::nullopt;
-  return id;
+  const std::optional<uint32_t> id = parse_id(text);
+  return id && *id < kContainerIds ? id : std::nullopt;
 }
 
 // Becomes `user` of the container, with its groups; no capability stays
