@@ -52,6 +52,30 @@ function(edt_use_headers target)
   endforeach()
 endfunction()
 
+# edt_link_portable(TARGET ARCHIVES ...): links TARGET so that it needs of
+# the system only glibc (2.35 or later), for what runs inside any image
+# (edtrun, libedt_capi): with the modules' archives themselves, not their
+# targets, whose link interface brings the host's libspdlog and libfmt and
+# with them its libstdc++; with fmt's and spdlog's code
+# (src/common/fmt_spdlog.cc); and with libstdc++ inside, whose one call of
+# glibc 2.36 is answered by src/common/arc4random.cc.
+function(edt_link_portable target)
+  cmake_parse_arguments(ARG "" "" "ARCHIVES" ${ARGN})
+  target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/common/fmt_spdlog.cc
+    ${PROJECT_SOURCE_DIR}/src/common/arc4random.cc)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  edt_use_headers(${target} MODULES ${ARG_ARCHIVES})
+  target_compile_definitions(${target} PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>
+    $<TARGET_PROPERTY:fmt::fmt,INTERFACE_COMPILE_DEFINITIONS>)
+  add_dependencies(${target} ${ARG_ARCHIVES})
+  set(files)
+  foreach(archive ${ARG_ARCHIVES})
+    list(APPEND files $<TARGET_FILE:${archive}>)
+  endforeach()
+  target_link_libraries(${target} PRIVATE -Wl,--start-group ${files} -Wl,--end-group Threads::Threads rt)
+  target_link_options(${target} PRIVATE -static-libstdc++ -Wl,--no-undefined)
+endfunction()
+
 # edt_check_layers(): fails the configure if a module uses a module of a
 # layer above its own. Called once, after every module is defined.
 function(edt_check_layers)
