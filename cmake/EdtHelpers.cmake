@@ -57,7 +57,7 @@ endfunction()
 # (edtrun, libedt_capi): with the modules' archives themselves, not their
 # targets, whose link interface brings the host's libspdlog and libfmt and
 # with them its libstdc++; with fmt's and spdlog's code
-# (src/common/fmt_spdlog.cc); and with libstdc++ inside, whose one call of
+# (src/common/fmt_spdlog.cc); and with libstdc++ and libgcc inside, whose one call of
 # glibc 2.36 is answered by src/common/arc4random.cc.
 function(edt_link_portable target)
   cmake_parse_arguments(ARG "" "" "ARCHIVES" ${ARGN})
@@ -73,7 +73,7 @@ function(edt_link_portable target)
     list(APPEND files $<TARGET_FILE:${archive}>)
   endforeach()
   target_link_libraries(${target} PRIVATE -Wl,--start-group ${files} -Wl,--end-group Threads::Threads rt)
-  target_link_options(${target} PRIVATE -static-libstdc++ -Wl,--no-undefined)
+  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -Wl,--no-undefined)
 endfunction()
 
 # edt_check_layers(): fails the configure if a module uses a module of a

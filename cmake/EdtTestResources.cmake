@@ -111,6 +111,8 @@ edt_test_resources(mnist_np4 COST 9)
 edt_test_resources(python_np4 COST 9)
 # tests/images: its own registry, mirror and edtd on free loopback ports, block 127.236.0.0/24.
 edt_test_resources(image_pull COST 50)
+# tests/images/any_image_test.py: its edtd on block 127.237.0.0/24.
+edt_test_resources(any_image COST 30)
 file(STRINGS ${PROJECT_SOURCE_DIR}/fuzz/targets.txt edt_fuzz_targets)
 foreach(target ${edt_fuzz_targets})
   edt_test_resources(fuzz_${target} COST 21)

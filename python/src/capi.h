@@ -5,7 +5,7 @@
  * whatever Python an image has (3.8 to 3.13, any build), with no Python
  * header at build time and no build per version. It is linked with its C++
  * runtime, fmt and spdlog inside and only glibc (2.35 or later) outside
- * (tests/python/capi_portable_test.py checks), so a process that loaded an
+ * (tests/images/portable_test.py checks), so a process that loaded an
  * older libstdc++ first (torch, TensorFlow) still loads it.
  *
  * Conventions: a function that can fail returns int, 0 on success and -1 on
