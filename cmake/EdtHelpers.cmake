@@ -52,25 +52,47 @@ function(edt_use_headers target)
   endforeach()
 endfunction()
 
-# edt_link_portable(TARGET ARCHIVES ...): links TARGET so that it needs of
-# the system only glibc (2.35 or later), for what runs inside any image
-# (edtrun, libedt_capi): with the modules' archives themselves, not their
+# edt_modules_closure(OUT MODULES ...): MODULES and every edt module they
+# use (DEPS and LINKS), through theirs: what linking them takes.
+function(edt_modules_closure out)
+  set(closure "")
+  set(pending ${ARGN})
+  while(pending)
+    list(POP_FRONT pending module)
+    if(NOT TARGET ${module} OR module IN_LIST closure)
+      continue()
+    endif()
+    get_target_property(uses ${module} EDT_USES)
+    if(NOT uses)  # not an edt module (Threads::Threads, nlohmann_json...)
+      continue()
+    endif()
+    list(APPEND closure ${module})
+    list(APPEND pending ${uses})
+  endwhile()
+  set(${out} ${closure} PARENT_SCOPE)
+endfunction()
+
+# edt_link_portable(TARGET MODULES ...): links TARGET with MODULES so that it
+# needs of the system only glibc (2.35 or later), for what runs inside any
+# image (edtrun, edt-warm-run, libedt_capi): with the modules' archives
+# themselves (those of MODULES and of the modules they use), not their
 # targets, whose link interface brings the host's libspdlog and libfmt and
 # with them its libstdc++; with fmt's and spdlog's code
-# (src/common/fmt_spdlog.cc); and with libstdc++ and libgcc inside, whose one call of
-# glibc 2.36 is answered by src/common/arc4random.cc.
+# (src/common/fmt_spdlog.cc); and with libstdc++ and libgcc inside, whose
+# one call of glibc 2.36 is answered by src/common/arc4random.cc.
 function(edt_link_portable target)
-  cmake_parse_arguments(ARG "" "" "ARCHIVES" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "MODULES" ${ARGN})
+  edt_modules_closure(modules ${ARG_MODULES})
   target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/common/fmt_spdlog.cc
     ${PROJECT_SOURCE_DIR}/src/common/arc4random.cc)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include)
-  edt_use_headers(${target} MODULES ${ARG_ARCHIVES})
+  edt_use_headers(${target} MODULES ${modules})
   target_compile_definitions(${target} PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>
     $<TARGET_PROPERTY:fmt::fmt,INTERFACE_COMPILE_DEFINITIONS>)
-  add_dependencies(${target} ${ARG_ARCHIVES})
+  add_dependencies(${target} ${modules})
   set(files)
-  foreach(archive ${ARG_ARCHIVES})
-    list(APPEND files $<TARGET_FILE:${archive}>)
+  foreach(module ${modules})
+    list(APPEND files $<TARGET_FILE:${module}>)
   endforeach()
   target_link_libraries(${target} PRIVATE -Wl,--start-group ${files} -Wl,--end-group Threads::Threads rt)
   target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -Wl,--no-undefined)
