@@ -138,9 +138,23 @@ def expand_slurm_nodelist(nodelist):
     return joined.split("\n") if joined else []
 
 
-class StoreServer:
+class _Owned:
+    """A Python object over an object of the library's (its `_handle`),
+    freed with it by the class's `_free`."""
+
+    _free = None
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            type(self)._free(self._handle)
+            self._handle = None
+
+
+class StoreServer(_Owned):
     """The job's rendezvous store when no edtrun hosts one (under srun, rank
     0 serves it; edt/_slurm.py). Serves until the object is collected."""
+
+    _free = _lib.edt_store_server_free
 
     def __init__(self, host, port):
         self._handle = _made(_lib.edt_store_server_new, host.encode(), port)
@@ -148,11 +162,6 @@ class StoreServer:
     @property
     def port(self):
         return _lib.edt_store_server_port(self._handle)
-
-    def __del__(self):
-        if getattr(self, "_handle", None):
-            _lib.edt_store_server_free(self._handle)
-            self._handle = None
 
 
 _RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE, _ENDED, _FUSED_BATCHES, _FUSION_THRESHOLD = range(9)
@@ -162,9 +171,11 @@ def _runtime_field(index):
     return property(lambda self: _lib.edt_runtime_field(self._handle, index))
 
 
-class Runtime:
+class Runtime(_Owned):
     """A communicator and the engine over it: Runtime() from edtrun's
     environment (a job of one rank without it)."""
+
+    _free = _lib.edt_runtime_free
 
     def __init__(self, _handle=None):
         self._handle = _handle if _handle is not None else _made(_lib.edt_runtime_new)
@@ -223,15 +234,12 @@ class Runtime:
     def shutdown(self):
         _check(_lib.edt_runtime_shutdown(self._handle))
 
-    def __del__(self):
-        if getattr(self, "_handle", None):
-            _lib.edt_runtime_free(self._handle)
-            self._handle = None
 
-
-class _Output:
+class _Output(_Owned):
     """A finished collective's output; its bytes are read in place by the
     array data() returns, which keeps this alive."""
+
+    _free = _lib.edt_output_free
 
     def __init__(self, handle):
         self._handle = handle
@@ -259,9 +267,6 @@ class _Output:
         values = fn(self._handle, ctypes.byref(count))
         return [values[i] for i in range(count.value)]
 
-    def __del__(self):
-        _lib.edt_output_free(self._handle)
-
 
 def _indices(fn, *args):
     pointer, count = _c_uint64_p(), ctypes.c_size_t()
@@ -279,9 +284,11 @@ def _sampler_field(index, kind=int):
     return property(lambda self: kind(_lib.edt_sampler_field(self._handle, index)))
 
 
-class ElasticSampler:
+class ElasticSampler(_Owned):
     """edt::elastic::ElasticSampler: this worker's share of the samples not
     yet processed in this epoch, kept across membership changes."""
+
+    _free = _lib.edt_sampler_free
 
     def __init__(self, num_samples, seed, shuffle):
         self._handle = _made(_lib.edt_sampler_new, num_samples, seed, 1 if shuffle else 0)
@@ -321,11 +328,6 @@ class ElasticSampler:
     def deserialize(self, data):
         data = bytes(data)
         _check(_lib.edt_sampler_deserialize(self._handle, data, len(data)))
-
-    def __del__(self):
-        if getattr(self, "_handle", None):
-            _lib.edt_sampler_free(self._handle)
-            self._handle = None
 
 
 _SERIALIZE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
@@ -434,11 +436,13 @@ def _job_field(index, kind=int):
     return property(lambda self: kind(_lib.edt_elastic_job_field(self._handle, index)))
 
 
-class ElasticJob:
+class ElasticJob(_Owned):
     """edt::elastic::State and run(), from edtrun's environment: each
     membership generation gets a fresh Runtime over that generation's
     communicator; registered state objects take part in commits, rollbacks
     and the sync to newcomers."""
+
+    _free = _lib.edt_elastic_job_free
 
     def __init__(self):
         self._handle = _made(_lib.edt_elastic_job_new)
@@ -500,8 +504,3 @@ class ElasticJob:
 
     def restore(self):
         _check(_lib.edt_elastic_job_restore(self._handle))
-
-    def __del__(self):
-        if getattr(self, "_handle", None):
-            _lib.edt_elastic_job_free(self._handle)
-            self._handle = None
