@@ -83,8 +83,7 @@ endfunction()
 function(edt_link_portable target)
   cmake_parse_arguments(ARG "" "" "MODULES" ${ARGN})
   edt_modules_closure(modules ${ARG_MODULES})
-  target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/common/fmt_spdlog.cc
-    ${PROJECT_SOURCE_DIR}/src/common/arc4random.cc)
+  target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/common/fmt_spdlog.cc)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include)
   edt_use_headers(${target} MODULES ${modules})
   target_compile_definitions(${target} PRIVATE $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_COMPILE_DEFINITIONS>
@@ -95,7 +94,15 @@ function(edt_link_portable target)
     list(APPEND files $<TARGET_FILE:${module}>)
   endforeach()
   target_link_libraries(${target} PRIVATE -Wl,--start-group ${files} -Wl,--end-group Threads::Threads rt)
-  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -Wl,--no-undefined)
+  target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  edt_own_cxx_runtime(${target})
+endfunction()
+
+# edt_own_cxx_runtime(TARGET): libstdc++ and libgcc linked in, whose one
+# call of glibc 2.36 is answered by src/common/arc4random.cc.
+function(edt_own_cxx_runtime target)
+  target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/common/arc4random.cc)
+  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc)
 endfunction()
 
 # edt_check_layers(): fails the configure if a module uses a module of a

@@ -1,8 +1,9 @@
 """Horovod's collective operations on TensorFlow tensors, as graph ops.
 
 The ops (EdtAllreduce, EdtAllgather, EdtBroadcast, EdtAlltoall,
-EdtReducescatter, EdtBarrier, EdtJoin) are C++ kernels in _edt_tf_ops.so
-(python/src/tensorflow/ops.cc), loaded with tf.load_op_library, so they run
+EdtReducescatter, EdtBarrier, EdtJoin) are kernels in _edt_tf_ops.so
+(python/src/tensorflow/ops.cc, on TensorFlow's C API, so any TensorFlow
+2.13 or later loads them), loaded with tf.load_op_library, so they run
 eagerly and inside tf.function alike. They reach the engine of edt's
 current Runtime through a port this module hands to the library whenever
 the Runtime changes (_adopt); hvd.shutdown() withdraws it, and an op run
@@ -39,7 +40,11 @@ _LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_edt_tf_ops
 if not os.path.exists(_LIBRARY):
     raise ImportError("edt's TensorFlow ops are not built (%s is missing): build edt where its venv's TensorFlow "
                       "is installed (make deps, then cmake; the build names the TensorFlow it found)" % _LIBRARY)
-_ops = tf.load_op_library(_LIBRARY)
+try:
+    _ops = tf.load_op_library(_LIBRARY)
+except tf.errors.NotFoundError as e:  # a TensorFlow without the C API functions the ops call
+    raise ImportError("edt's TensorFlow ops need TensorFlow 2.13 or later, whose C API has asynchronous kernels; "
+                      "this is TensorFlow %s (%s)" % (tf.__version__, str(e).strip())) from None
 _lib = ctypes.CDLL(_LIBRARY)  # the same loaded object: its edt_tf_adopt_port
 _lib.edt_tf_adopt_port.argtypes = [ctypes.c_int, ctypes.c_void_p]
 _lib.edt_tf_adopt_port.restype = None

@@ -3,19 +3,25 @@
 // which edt.tensorflow (horovod.tensorflow) wraps. Graph ops, so they run
 // inside tf.function as well as eagerly; CPU tensors.
 //
-// Built against the installed TensorFlow's headers (tf.sysconfig) into
-// _edt_tf_ops.so, loaded with tf.load_op_library. The ops reach the engines
-// of edt's current Runtime and of its process sets through EnginePorts
-// (../engine_port.h), one per process set id, that edt.tensorflow hands over
-// with edt_tf_adopt_port(); this object links no part of libedt. An op runs
-// on the port of its process_set_id attribute (0: the whole job). Before a
-// port is handed over, or after it was withdrawn (hvd.shutdown()), the op
-// fails with FailedPrecondition.
+// Written against TensorFlow's C API for ops and kernels (tensorflow/c/
+// ops.h and kernels.h), never its C++ classes: _edt_tf_ops.so calls only
+// TF_* C functions of libtensorflow_framework.so.2, so one build loads with
+// tf.load_op_library into any TensorFlow that has them (2.13 and later:
+// TF_NewAsyncKernelBuilder), whatever its compiler, C++ ABI or version, in
+// an image edt did not build (docs/images.md). It carries its own C++
+// runtime (-static-libstdc++) and exports only edt_tf_adopt_port.
 //
-// The kernels are asynchronous (AsyncOpKernel): ComputeAsync submits the
-// request and returns; the waiter thread waits for it and completes the op,
-// so TensorFlow's executor runs other ops meanwhile, and the engine fuses
-// the requests that are pending together (a step's gradients).
+// The ops reach the engines of edt's current Runtime and of its process
+// sets through EnginePorts (../engine_port.h), one per process set id, that
+// edt.tensorflow hands over with edt_tf_adopt_port(); this object links no
+// part of libedt. An op runs on the port of its process_set_id attribute
+// (0: the whole job). Before a port is handed over, or after it was
+// withdrawn (hvd.shutdown()), the op fails with FailedPrecondition.
+//
+// The kernels are asynchronous: the compute function submits the request
+// and returns; the waiter thread waits for it and completes the op, so
+// TensorFlow's executor runs other ops meanwhile, and the engine fuses the
+// requests that are pending together (a step's gradients).
 //
 // Names: the engine matches requests across ranks by name. An op's name is
 // its tensor_name attribute when set (edt.tensorflow sets it for eager
@@ -28,26 +34,28 @@
 // FailedPrecondition on every rank; a collective that failed while it ran
 // is Unknown.
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "../engine_port.h"
 #include "edt/types.h"
-#include "tensorflow/core/framework/common_shape_fns.h"
-#include "tensorflow/core/framework/op.h"
-#include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/c/kernels.h"
+#include "tensorflow/c/ops.h"
+#include "tensorflow/c/tf_status.h"
+#include "tensorflow/c/tf_tensor.h"
 
 namespace edt::python::tf_ops {
 namespace {
 
-namespace tf = ::tensorflow;
 using ::edt::DataType;
 
 // engine::OpType's numbers (src/engine/request.h).
@@ -113,288 +121,335 @@ Waiters& waiters() {
   return *instance;
 }
 
-tf::Status carried(DataType type, int* out) {
-  *out = static_cast<int>(type);
-  return tf::OkStatus();
+// What an op reports: TF_OK, or a TensorFlow error code and its message.
+struct Error {
+  TF_Code code = TF_OK;
+  std::string message;
+
+  bool ok() const { return code == TF_OK; }
+};
+
+Error invalid_argument(std::string message) { return {TF_INVALID_ARGUMENT, std::move(message)}; }
+
+// A TF_Status of our own, for the C API's calls.
+class Status {
+ public:
+  Status() : status_(TF_NewStatus()) {}
+  explicit Status(const Error& error) : Status() { TF_SetStatus(status_, error.code, error.message.c_str()); }
+  ~Status() { TF_DeleteStatus(status_); }
+  Status(const Status&) = delete;
+  Status& operator=(const Status&) = delete;
+
+  TF_Status* get() const { return status_; }
+  Error error(const std::string& what) const {
+    if (TF_GetCode(status_) == TF_OK) return {};
+    return {TF_GetCode(status_), what + ": " + TF_Message(status_)};
+  }
+
+ private:
+  TF_Status* status_;
+};
+
+// A TF_Tensor the C API handed us (an input, an allocated output): a
+// reference to TensorFlow's buffer, released with the object.
+struct TensorDeleter {
+  void operator()(TF_Tensor* t) const { TF_DeleteTensor(t); }
+};
+using Tensor = std::unique_ptr<TF_Tensor, TensorDeleter>;
+
+std::vector<int64_t> dims_of(const TF_Tensor* t) {
+  std::vector<int64_t> dims(TF_NumDims(t));
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = TF_Dim(t, static_cast<int>(i));
+  return dims;
 }
 
 // edt::DataType's number for a TensorFlow type.
-tf::Status engine_dtype(tf::DataType dtype, int* out) {
-  switch (dtype) {
-    case tf::DT_FLOAT: return carried(DataType::kFloat32, out);
-    case tf::DT_DOUBLE: return carried(DataType::kFloat64, out);
-    case tf::DT_HALF: return carried(DataType::kFloat16, out);
-    case tf::DT_BFLOAT16: return carried(DataType::kBFloat16, out);
-    case tf::DT_INT32: return carried(DataType::kInt32, out);
-    case tf::DT_INT64: return carried(DataType::kInt64, out);
-    case tf::DT_UINT8: return carried(DataType::kUInt8, out);
-    default:
-      return tf::errors::InvalidArgument("edt cannot communicate tensors of type ", tf::DataTypeString(dtype),
-                                         "; use float16/32/64, bfloat16, int32, int64 or uint8");
+Error engine_dtype(TF_DataType dtype, int* out) {
+  static const std::map<TF_DataType, DataType> carried = {
+      {TF_FLOAT, DataType::kFloat32}, {TF_DOUBLE, DataType::kFloat64}, {TF_HALF, DataType::kFloat16},
+      {TF_BFLOAT16, DataType::kBFloat16}, {TF_INT32, DataType::kInt32}, {TF_INT64, DataType::kInt64},
+      {TF_UINT8, DataType::kUInt8}};
+  auto it = carried.find(dtype);
+  if (it == carried.end()) {
+    return invalid_argument("edt cannot communicate tensors of TensorFlow's type " + std::to_string(dtype) +
+                            "; use float16/32/64, bfloat16, int32, int64 or uint8");
   }
+  *out = static_cast<int>(it->second);
+  return {};
 }
 
 // An edt error as TensorFlow's (see the notes on top). The engine reports
 // a disagreement between ranks as InvalidArgument when the request
 // completes (`negotiated`); a collective that failed while it ran is
 // Unknown, which Horovod's elastic mode turns into HorovodInternalError.
-tf::Status to_status(const std::string& what, const PortError& e, bool negotiated) {
+Error to_error(const std::string& what, const PortError& e, bool negotiated) {
   std::string message = "edt " + what + ": " + e.message;
-  if (e.code == "InvalidArgument" && !negotiated) return tf::errors::InvalidArgument(message);
-  if (e.code == "InvalidArgument" || e.code == "FailedPrecondition") {
-    return tf::errors::FailedPrecondition(message);
-  }
-  return tf::errors::Unknown(message, " [", e.code, "]");
+  if (e.code == "InvalidArgument" && !negotiated) return invalid_argument(message);
+  if (e.code == "InvalidArgument" || e.code == "FailedPrecondition") return {TF_FAILED_PRECONDITION, message};
+  return {TF_UNKNOWN, message + " [" + e.code + "]"};
 }
 
-// The engine's output buffer (allgather, alltoall, reducescatter) as output
-// `index` of the op.
-tf::Status output_from_engine(tf::OpKernelContext* ctx, int index, const PortOutput& out, const std::string& what) {
-  tf::TensorShape shape;
-  for (int64_t d : out.shape) TF_RETURN_IF_ERROR(shape.AddDimWithStatus(d));
-  tf::Tensor* output = nullptr;
-  TF_RETURN_IF_ERROR(ctx->allocate_output(index, shape, &output));
-  if (output->TotalBytes() != out.data.size()) {
-    return tf::errors::Internal("edt ", what, ": the engine returned ", out.data.size(), " bytes for shape ",
-                                shape.DebugString());
-  }
-  if (!out.data.empty()) std::memcpy(output->data(), out.data.data(), out.data.size());
-  return tf::OkStatus();
-}
+// An op's attributes, read when TensorFlow makes its kernel.
+struct Kernel {
+  int type = 0;
+  std::string node_name;
+  std::string tensor_name;
+  int process_set_id = 0;
+  int reduce_op = 0;
+  float prescale = 1.0f;
+  float postscale = 1.0f;
+  int root = 0;
 
-class EdtCollective : public tf::AsyncOpKernel {
+  const std::string& request_name() const { return tensor_name.empty() ? node_name : tensor_name; }
+};
+
+// Reads attribute `name` of the kernel being made, unless an earlier read
+// failed (`st` then keeps that failure).
+class AttrReader {
  public:
-  EdtCollective(tf::OpKernelConstruction* c, int type) : AsyncOpKernel(c), type_(type) {
-    OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_id_));
-  }
+  explicit AttrReader(TF_OpKernelConstruction* c) : c_(c) {}
 
-  void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
-    std::shared_ptr<EnginePort> engine = current_port(process_set_id_);
-    OP_REQUIRES_ASYNC(ctx, engine != nullptr, not_adopted(), done);
-    PortRequest request;
-    request.name = tensor_name_.empty() ? name() : tensor_name_;
-    request.type = type_;
-    OP_REQUIRES_OK_ASYNC(ctx, prepare(ctx, *engine, &request), done);
-    PortError error;
-    const int64_t handle = type_ == kJoin ? engine->submit_join(&error) : engine->submit(request, &error);
-    OP_REQUIRES_ASYNC(ctx, handle >= 0, to_status(request.name, error, false), done);
-    std::string what = request.name;
-    waiters().run([this, ctx, done = std::move(done), engine, handle, what] {
-      PortOutput output;
-      PortError failure;
-      if (engine->wait(handle, &output, &failure)) {
-        ctx->SetStatus(finish(ctx, output));
-      } else {
-        ctx->SetStatus(to_status(what, failure, true));
+  void read(const char* name, int* value) {
+    if (ok()) TF_OpKernelConstruction_GetAttrInt32(c_, name, value, st_.get());
+  }
+  void read(const char* name, float* value) {
+    if (ok()) TF_OpKernelConstruction_GetAttrFloat(c_, name, value, st_.get());
+  }
+  void read(const char* name, std::string* value) {
+    int32_t list_size = 0, total_size = 0;
+    if (ok()) TF_OpKernelConstruction_GetAttrSize(c_, name, &list_size, &total_size, st_.get());
+    if (!ok() || total_size <= 0) return;
+    value->resize(total_size);
+    TF_OpKernelConstruction_GetAttrString(c_, name, value->data(), total_size, st_.get());
+  }
+  Error error(const std::string& what) const { return st_.error(what); }
+
+ private:
+  bool ok() const { return TF_GetCode(st_.get()) == TF_OK; }
+
+  TF_OpKernelConstruction* c_;
+  Status st_;
+};
+
+Error read_attrs(TF_OpKernelConstruction* c, Kernel* k) {
+  const TF_StringView name = TF_OpKernelConstruction_GetName(c);
+  k->node_name.assign(name.data, name.len);
+  AttrReader attrs(c);
+  attrs.read("tensor_name", &k->tensor_name);
+  attrs.read("process_set_id", &k->process_set_id);
+  if (k->type == kAllreduce || k->type == kReducescatter) {
+    attrs.read("reduce_op", &k->reduce_op);
+    attrs.read("prescale_factor", &k->prescale);
+    attrs.read("postscale_factor", &k->postscale);
+  }
+  if (k->type == kBroadcast) attrs.read("root_rank", &k->root);
+  return attrs.error("edt op " + k->node_name);
+}
+
+template <int kType>
+void* create_kernel(TF_OpKernelConstruction* c) {
+  auto* k = new Kernel;
+  k->type = kType;
+  if (Error e = read_attrs(c, k); !e.ok()) TF_OpKernelConstruction_Failure(c, Status(e).get());
+  return k;
+}
+
+void delete_kernel(void* kernel) { delete static_cast<Kernel*>(kernel); }
+
+// One run of an op: its request, and the tensors whose buffers the engine
+// reads or writes, held until the request completes.
+struct Run {
+  const Kernel* kernel;
+  TF_OpKernelContext* ctx;
+  std::shared_ptr<EnginePort> engine;
+  PortRequest request;
+  Tensor input;
+  Tensor output;
+
+  const std::string& name() const { return kernel->node_name; }
+};
+
+// The request's dtype and shape: input 0's, which the run holds.
+Error describe_input(Run& run) {
+  TF_Tensor* input = nullptr;
+  Status st;
+  TF_GetInput(run.ctx, 0, &input, st.get());
+  if (Error e = st.error("edt op " + run.name()); !e.ok()) return e;
+  run.input.reset(input);
+  run.request.shape = dims_of(input);
+  return engine_dtype(TF_TensorType(input), &run.request.dtype);
+}
+
+// The input, which the engine reads and answers with a buffer of its own.
+Error read_only_input(Run& run) {
+  if (Error e = describe_input(run); !e.ok()) return e;
+  run.request.data = TF_TensorData(run.input.get());
+  return {};
+}
+
+// The output the engine reduces or overwrites in place: the input's buffer
+// when TensorFlow lets it be reused, else a copy of it.
+Error in_place_output(Run& run) {
+  if (Error e = describe_input(run); !e.ok()) return e;
+  const int candidates[] = {0};
+  int forwarded = -1;
+  Status st;
+  TF_Tensor* output =
+      TF_ForwardInputOrAllocateOutput(run.ctx, candidates, 1, 0, run.request.shape.data(),
+                                      static_cast<int>(run.request.shape.size()), &forwarded, st.get());
+  if (Error e = st.error("edt op " + run.name()); !e.ok()) return e;
+  run.output.reset(output);
+  void* in = TF_TensorData(run.input.get());
+  void* out = TF_TensorData(output);
+  const size_t bytes = TF_TensorByteSize(run.input.get());
+  if (out != in && bytes > 0) std::memcpy(out, in, bytes);
+  run.request.data = out;
+  return {};
+}
+
+// Output `index` of the op, of `dims` and `dtype`, filled with `bytes`.
+Error set_output(const Run& run, int index, TF_DataType dtype, const std::vector<int64_t>& dims,
+                 const void* bytes, size_t size) {
+  Status st;
+  Tensor output(TF_AllocateOutput(run.ctx, index, dtype, dims.data(), static_cast<int>(dims.size()), size, st.get()));
+  if (Error e = st.error("edt op " + run.name()); !e.ok()) return e;
+  if (TF_TensorByteSize(output.get()) != size) {
+    return {TF_INTERNAL, "edt " + run.name() + ": the engine returned " + std::to_string(size) +
+                             " bytes for an output of " + std::to_string(TF_TensorByteSize(output.get()))};
+  }
+  if (size > 0) std::memcpy(TF_TensorData(output.get()), bytes, size);
+  return {};
+}
+
+// The engine's output buffer (allgather, alltoall, reducescatter) as output 0.
+Error engine_output(const Run& run, const PortOutput& out) {
+  return set_output(run, 0, TF_TensorType(run.input.get()), out.shape, out.data.data(), out.data.size());
+}
+
+// Rows splits[d] of the input (consecutive, by destination) go to rank d
+// of the process set; empty splits divide the first dimension evenly.
+Error alltoall_splits(Run& run) {
+  TF_Tensor* raw = nullptr;
+  Status st;
+  TF_GetInput(run.ctx, 1, &raw, st.get());
+  if (Error e = st.error("edt op " + run.name()); !e.ok()) return e;
+  Tensor splits(raw);
+  if (const int64_t n = TF_TensorElementCount(raw); n > 0) {
+    const auto* values = static_cast<const int32_t*>(TF_TensorData(raw));
+    run.request.splits.assign(values, values + n);
+    return {};
+  }
+  const int n = run.engine->size();
+  if (run.request.shape[0] % n != 0) {
+    return invalid_argument("edt alltoall " + run.name() + ": without splits the first dimension (" +
+                            std::to_string(run.request.shape[0]) + ") must divide evenly among the " +
+                            std::to_string(n) + " ranks; pass splits");
+  }
+  run.request.splits.assign(n, run.request.shape[0] / n);
+  return {};
+}
+
+// Fills in the request's own fields and its buffer.
+Error prepare(Run& run) {
+  const Kernel& k = *run.kernel;
+  run.request.name = k.request_name();
+  run.request.type = k.type;
+  run.request.op = k.reduce_op;
+  run.request.prescale = k.prescale;
+  run.request.postscale = k.postscale;
+  run.request.root = k.root;
+  switch (k.type) {
+    case kAllreduce:
+    case kBroadcast:
+      return in_place_output(run);
+    case kReducescatter:
+      return read_only_input(run);
+    case kAllgather:
+    case kAlltoall: {
+      if (Error e = read_only_input(run); !e.ok()) return e;
+      if (run.request.shape.empty()) {
+        const char* what = k.type == kAllgather ? "allgather" : "alltoall";
+        return invalid_argument(std::string("edt ") + what + " " + run.name() + ": the tensor is a scalar; " + what +
+                                " works on rows of the first dimension, so give it one (tf.reshape)");
       }
-      done();
-    });
-  }
-
- protected:
-  // Fills in the request's own fields and its buffer; `engine` is the
-  // process set's (its size() is the number of ranks the op runs on).
-  virtual tf::Status prepare(tf::OpKernelContext* ctx, const EnginePort& engine, PortRequest* request) = 0;
-  // Makes the outputs from what the engine returned.
-  virtual tf::Status finish(tf::OpKernelContext*, const PortOutput&) { return tf::OkStatus(); }
-
-  // The request's dtype and shape: input 0's.
-  static tf::Status describe_input(tf::OpKernelContext* ctx, PortRequest* request) {
-    const tf::Tensor& input = ctx->input(0);
-    for (int64_t d : input.shape().dim_sizes()) request->shape.push_back(d);
-    return engine_dtype(input.dtype(), &request->dtype);
-  }
-
-  // The input, which the engine reads and answers with a buffer of its own.
-  static tf::Status read_only_input(tf::OpKernelContext* ctx, PortRequest* request) {
-    TF_RETURN_IF_ERROR(describe_input(ctx, request));
-    request->data = const_cast<char*>(ctx->input(0).tensor_data().data());
-    return tf::OkStatus();
-  }
-
-  // The output the engine reduces or overwrites in place: the input's
-  // buffer when TensorFlow lets it be reused, else a copy of it.
-  static tf::Status in_place_output(tf::OpKernelContext* ctx, PortRequest* request) {
-    TF_RETURN_IF_ERROR(describe_input(ctx, request));
-    const tf::Tensor& input = ctx->input(0);
-    tf::Tensor* output = nullptr;
-    TF_RETURN_IF_ERROR(ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output));
-    if (output->data() != input.data() && input.TotalBytes() > 0) {
-      std::memcpy(output->data(), input.data(), input.TotalBytes());
+      return k.type == kAlltoall ? alltoall_splits(run) : Error{};
     }
-    request->data = output->data();
-    return tf::OkStatus();
+    case kBarrier:
+      run.request.dtype = static_cast<int>(DataType::kUInt8);
+      run.request.shape = {0};
+      return {};
+    default:  // kJoin
+      return {};
   }
+}
 
- private:
-  tf::Status not_adopted() const {
-    if (process_set_id_ == 0) {
-      return tf::errors::FailedPrecondition("edt is not initialized (op ", name(),
-                                            "): call hvd.init() before running edt's collectives");
+// Makes the outputs from what the engine returned.
+Error finish(const Run& run, const PortOutput& out) {
+  switch (run.kernel->type) {
+    case kAllgather:
+    case kReducescatter:
+      return engine_output(run, out);
+    case kAlltoall: {
+      if (Error e = engine_output(run, out); !e.ok()) return e;
+      const std::vector<int32_t> received(out.recv_splits.begin(), out.recv_splits.end());
+      return set_output(run, 1, TF_INT32, {static_cast<int64_t>(received.size())}, received.data(),
+                        received.size() * sizeof(int32_t));
     }
-    return tf::errors::FailedPrecondition("edt op ", name(), ": process set ", process_set_id_,
-                                          " is not registered on this rank (hvd.add_process_set)");
-  }
-
-  const int type_;
-  std::string tensor_name_;
-  int process_set_id_ = 0;
-};
-
-// A collective that reduces: its reduce_op and scale factor attributes.
-class EdtReducing : public EdtCollective {
- public:
-  EdtReducing(tf::OpKernelConstruction* c, int type) : EdtCollective(c, type) {
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduce_op_));
-    OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
-  }
-
- protected:
-  void describe_reduction(PortRequest* request) const {
-    request->op = reduce_op_;
-    request->prescale = prescale_;
-    request->postscale = postscale_;
-  }
-
- private:
-  int reduce_op_ = 0;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
-};
-
-class EdtAllreduceOp : public EdtReducing {
- public:
-  explicit EdtAllreduceOp(tf::OpKernelConstruction* c) : EdtReducing(c, kAllreduce) {}
-
- protected:
-  tf::Status prepare(tf::OpKernelContext* ctx, const EnginePort&, PortRequest* request) override {
-    describe_reduction(request);
-    return in_place_output(ctx, request);
-  }
-};
-
-class EdtBroadcastOp : public EdtCollective {
- public:
-  explicit EdtBroadcastOp(tf::OpKernelConstruction* c) : EdtCollective(c, kBroadcast) {
-    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
-  }
-
- protected:
-  tf::Status prepare(tf::OpKernelContext* ctx, const EnginePort&, PortRequest* request) override {
-    request->root = root_;
-    return in_place_output(ctx, request);
-  }
-
- private:
-  int root_ = 0;
-};
-
-class EdtAllgatherOp : public EdtCollective {
- public:
-  explicit EdtAllgatherOp(tf::OpKernelConstruction* c) : EdtCollective(c, kAllgather) {}
-
- protected:
-  tf::Status prepare(tf::OpKernelContext* ctx, const EnginePort&, PortRequest* request) override {
-    if (ctx->input(0).dims() == 0) {
-      return tf::errors::InvalidArgument("edt allgather ", name(), ": the tensor is a scalar; allgather "
-                                         "concatenates along the first dimension, so give it one (tf.reshape)");
+    case kJoin: {
+      const int32_t last = out.last_joined_rank;
+      return set_output(run, 0, TF_INT32, {}, &last, sizeof(last));
     }
-    return read_only_input(ctx, request);
+    default:  // in place, or no output
+      return {};
   }
+}
 
-  tf::Status finish(tf::OpKernelContext* ctx, const PortOutput& out) override {
-    return output_from_engine(ctx, 0, out, name());
+Error not_adopted(const Kernel& k) {
+  if (k.process_set_id == 0) {
+    return {TF_FAILED_PRECONDITION,
+            "edt is not initialized (op " + k.node_name + "): call hvd.init() before running edt's collectives"};
   }
-};
+  return {TF_FAILED_PRECONDITION, "edt op " + k.node_name + ": process set " + std::to_string(k.process_set_id) +
+                                      " is not registered on this rank (hvd.add_process_set)"};
+}
 
-// Rows splits[d] of the input (consecutive, by destination) go to rank d of
-// the process set; empty splits divide the first dimension evenly. Outputs
-// the rows received, in rank order, and how many came from each rank.
-class EdtAlltoallOp : public EdtCollective {
- public:
-  explicit EdtAlltoallOp(tf::OpKernelConstruction* c) : EdtCollective(c, kAlltoall) {}
+// TensorFlow's C kernels hand the compute function the address of the
+// executor's DoneCallback (AsyncOpKernel::DoneCallback, a
+// std::function<void()>: tensorflow/c/kernels.cc), which lives only until
+// the compute function returns. An op that completes later moves it out
+// into a std::function of its own; libstdc++ keeps std::function's layout
+// stable across its versions, which is what lets this build and
+// TensorFlow's share it.
+using DoneCallback = std::function<void()>;
 
- protected:
-  tf::Status prepare(tf::OpKernelContext* ctx, const EnginePort& engine, PortRequest* request) override {
-    TF_RETURN_IF_ERROR(read_only_input(ctx, request));
-    if (request->shape.empty()) {
-      return tf::errors::InvalidArgument("edt alltoall ", name(), ": the tensor is a scalar; alltoall sends rows "
-                                         "of the first dimension, so give it one (tf.reshape)");
-    }
-    const tf::Tensor& splits = ctx->input(1);
-    if (splits.NumElements() > 0) {
-      auto values = splits.flat<int32_t>();
-      request->splits.assign(values.data(), values.data() + values.size());
-      return tf::OkStatus();
-    }
-    const int n = engine.size();
-    if (request->shape[0] % n != 0) {
-      return tf::errors::InvalidArgument("edt alltoall ", name(), ": without splits the first dimension (",
-                                         request->shape[0], ") must divide evenly among the ", n,
-                                         " ranks; pass splits");
-    }
-    request->splits.assign(n, request->shape[0] / n);
-    return tf::OkStatus();
-  }
+DoneCallback take_done(TF_AsyncOpKernelDoneCallback* done) {
+  return std::move(*reinterpret_cast<DoneCallback*>(done));
+}
 
-  tf::Status finish(tf::OpKernelContext* ctx, const PortOutput& out) override {
-    TF_RETURN_IF_ERROR(output_from_engine(ctx, 0, out, name()));
-    tf::Tensor* received = nullptr;
-    const int64_t n = static_cast<int64_t>(out.recv_splits.size());
-    TF_RETURN_IF_ERROR(ctx->allocate_output(1, tf::TensorShape({n}), &received));
-    auto values = received->flat<int32_t>();
-    for (int64_t i = 0; i < n; ++i) values(i) = static_cast<int32_t>(out.recv_splits[i]);
-    return tf::OkStatus();
-  }
-};
+void complete(TF_OpKernelContext* ctx, const Error& error, const DoneCallback& done) {
+  if (!error.ok()) TF_OpKernelContext_Failure(ctx, Status(error).get());
+  done();
+}
 
-// The reduction over the process set, of which this rank keeps its rows of
-// the first dimension (the first ranks one more when it does not divide).
-class EdtReducescatterOp : public EdtReducing {
- public:
-  explicit EdtReducescatterOp(tf::OpKernelConstruction* c) : EdtReducing(c, kReducescatter) {}
-
- protected:
-  tf::Status prepare(tf::OpKernelContext* ctx, const EnginePort&, PortRequest* request) override {
-    describe_reduction(request);
-    return read_only_input(ctx, request);
-  }
-
-  tf::Status finish(tf::OpKernelContext* ctx, const PortOutput& out) override {
-    return output_from_engine(ctx, 0, out, name());
-  }
-};
-
-class EdtBarrierOp : public EdtCollective {
- public:
-  explicit EdtBarrierOp(tf::OpKernelConstruction* c) : EdtCollective(c, kBarrier) {}
-
- protected:
-  tf::Status prepare(tf::OpKernelContext*, const EnginePort&, PortRequest* request) override {
-    request->dtype = static_cast<int>(DataType::kUInt8);
-    request->shape = {0};
-    return tf::OkStatus();
-  }
-};
-
-// This rank has no more data: until every rank joined, the others'
-// allreduces go on with it adding zeros. Outputs the rank that joined last.
-class EdtJoinOp : public EdtCollective {
- public:
-  explicit EdtJoinOp(tf::OpKernelConstruction* c) : EdtCollective(c, kJoin) {}
-
- protected:
-  tf::Status prepare(tf::OpKernelContext*, const EnginePort&, PortRequest*) override { return tf::OkStatus(); }
-
-  tf::Status finish(tf::OpKernelContext* ctx, const PortOutput& out) override {
-    tf::Tensor* last = nullptr;
-    TF_RETURN_IF_ERROR(ctx->allocate_output(0, tf::TensorShape({}), &last));
-    last->scalar<int32_t>()() = out.last_joined_rank;
-    return tf::OkStatus();
-  }
-};
+void compute_async(void* kernel, TF_OpKernelContext* ctx, TF_AsyncOpKernelDoneCallback* tf_done) {
+  DoneCallback done = take_done(tf_done);
+  auto run = std::make_shared<Run>();
+  run->kernel = static_cast<const Kernel*>(kernel);
+  run->ctx = ctx;
+  run->engine = current_port(run->kernel->process_set_id);
+  if (run->engine == nullptr) return complete(ctx, not_adopted(*run->kernel), done);
+  if (Error e = prepare(*run); !e.ok()) return complete(ctx, e, done);
+  PortError error;
+  const int64_t handle = run->kernel->type == kJoin ? run->engine->submit_join(&error)
+                                                     : run->engine->submit(run->request, &error);
+  if (handle < 0) return complete(ctx, to_error(run->request.name, error, false), done);
+  waiters().run([run, handle, done = std::move(done)] {
+    PortOutput output;
+    PortError failure;
+    const bool ok = run->engine->wait(handle, &output, &failure);
+    complete(run->ctx, ok ? finish(*run, output) : to_error(run->request.name, failure, true), done);
+  });
+}
 
 }  // namespace
 }  // namespace edt::python::tf_ops
@@ -426,108 +481,114 @@ extern "C" __attribute__((visibility("default"))) void edt_tf_adopt_port(int pro
   // The previous ports are released here, outside no lock the engine needs.
 }
 
+// The ops' definitions and kernels, registered when tf.load_op_library
+// loads this object.
+namespace edt::python::tf_ops {
 namespace {
 
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
+constexpr const char* kTypes = "T: {int32, int64, float16, float32, float64, bfloat16, uint8}";
 
-#define EDT_TF_TYPES "T: {int32, int64, float16, float32, float64, bfloat16, uint8}"
-
-::tensorflow::Status first_dim_unknown(InferenceContext* c) {
-  ShapeHandle input;
-  ShapeHandle output;
-  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &input));
-  TF_RETURN_IF_ERROR(c->ReplaceDim(input, 0, c->UnknownDim(), &output));
-  c->set_output(0, output);
-  return ::tensorflow::OkStatus();
+// Shape functions. An unset shape handle is a shape of unknown rank, which
+// WithRank turns into the vector of unknown length that ops.h has no
+// constructor for.
+void same_shape(TF_ShapeInferenceContext* ctx, TF_Status* status) {
+  TF_ShapeHandle* input = TF_NewShapeHandle();
+  TF_ShapeInferenceContextGetInput(ctx, 0, input, status);
+  if (TF_GetCode(status) == TF_OK) TF_ShapeInferenceContextSetOutput(ctx, 0, input, status);
+  TF_DeleteShapeHandle(input);
 }
 
-REGISTER_OP("EdtAllreduce")
-    .Attr(EDT_TF_TYPES)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set_id: int = 0")
-    .Input("tensor: T")
-    .Output("reduced: T")
-    .SetShapeFn(::tensorflow::shape_inference::UnchangedShape)
-    .Doc("The elementwise reduction of `tensor` over every rank (reduce_op: edt::ReduceOp).");
+void unknown_vector(TF_ShapeInferenceContext* ctx, TF_ShapeHandle* out, TF_Status* status) {
+  TF_ShapeHandle* unknown = TF_NewShapeHandle();
+  TF_ShapeInferenceContextWithRank(ctx, unknown, 1, out, status);
+  TF_DeleteShapeHandle(unknown);
+}
 
-REGISTER_OP("EdtBroadcast")
-    .Attr(EDT_TF_TYPES)
-    .Attr("root_rank: int")
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set_id: int = 0")
-    .Input("tensor: T")
-    .Output("output: T")
-    .SetShapeFn(::tensorflow::shape_inference::UnchangedShape)
-    .Doc("root_rank's `tensor`, on every rank (root_rank: the process set's rank).");
+// The input's shape with an unknown first dimension (allgather, alltoall,
+// reducescatter), and for alltoall a vector of unknown length.
+void first_dim_unknown(TF_ShapeInferenceContext* ctx, TF_Status* status) {
+  TF_ShapeHandle* input = TF_NewShapeHandle();
+  TF_ShapeHandle* rest = TF_NewShapeHandle();
+  TF_ShapeHandle* first = TF_NewShapeHandle();
+  TF_ShapeHandle* output = TF_NewShapeHandle();
+  TF_ShapeInferenceContextGetInput(ctx, 0, input, status);
+  if (TF_GetCode(status) == TF_OK) TF_ShapeInferenceContextWithRankAtLeast(ctx, input, 1, input, status);
+  if (TF_GetCode(status) == TF_OK) TF_ShapeInferenceContextSubshape(ctx, input, 1, INT64_MAX, rest, status);
+  if (TF_GetCode(status) == TF_OK) unknown_vector(ctx, first, status);
+  if (TF_GetCode(status) == TF_OK) TF_ShapeInferenceContextConcatenateShapes(ctx, first, rest, output, status);
+  if (TF_GetCode(status) == TF_OK) TF_ShapeInferenceContextSetOutput(ctx, 0, output, status);
+  if (TF_GetCode(status) == TF_OK && TF_ShapeInferenceContextNumInputs(ctx) == 2) {
+    TF_ShapeInferenceContextSetOutput(ctx, 1, first, status);
+  }
+  for (TF_ShapeHandle* h : {input, rest, first, output}) TF_DeleteShapeHandle(h);
+}
 
-REGISTER_OP("EdtAllgather")
-    .Attr(EDT_TF_TYPES)
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set_id: int = 0")
-    .Input("tensor: T")
-    .Output("output: T")
-    .SetShapeFn(first_dim_unknown)
-    .Doc("Every rank's `tensor`, concatenated along the first dimension in rank order.");
+void scalar(TF_ShapeInferenceContext* ctx, TF_Status* status) {
+  TF_ShapeHandle* s = TF_ShapeInferenceContextScalar(ctx);
+  TF_ShapeInferenceContextSetOutput(ctx, 0, s, status);
+  TF_DeleteShapeHandle(s);
+}
 
-REGISTER_OP("EdtAlltoall")
-    .Attr(EDT_TF_TYPES)
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set_id: int = 0")
-    .Input("tensor: T")
-    .Input("splits: int32")
-    .Output("output: T")
-    .Output("received_splits: int32")
-    .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(first_dim_unknown(c));
-      c->set_output(1, c->Vector(c->UnknownDim()));
-      return ::tensorflow::OkStatus();
-    })
-    .Doc("Rows splits[d] of `tensor` to rank d; the rows every rank sent here, and how many from each.");
+void no_outputs(TF_ShapeInferenceContext*, TF_Status* status) { TF_SetStatus(status, TF_OK, ""); }
 
-REGISTER_OP("EdtReducescatter")
-    .Attr(EDT_TF_TYPES)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set_id: int = 0")
-    .Input("tensor: T")
-    .Output("output: T")
-    .SetShapeFn(first_dim_unknown)
-    .Doc("This rank's rows of the reduction of `tensor` over every rank.");
+struct OpSpec {
+  const char* name;
+  std::vector<std::string> attrs;  // besides tensor_name and process_set_id
+  std::vector<const char*> inputs;
+  std::vector<const char*> outputs;
+  void (*shape)(TF_ShapeInferenceContext*, TF_Status*);
+  bool stateful;
+  void* (*create)(TF_OpKernelConstruction*);
+  const char* host_memory;  // an input the kernel reads on the host, or null
+};
 
-REGISTER_OP("EdtBarrier")
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set_id: int = 0")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::NoOutputs)
-    .Doc("Completes once every rank of the process set ran it.");
+const std::vector<std::string> kReduceAttrs = {kTypes, "reduce_op: int", "prescale_factor: float = 1.0",
+                                               "postscale_factor: float = 1.0"};
 
-REGISTER_OP("EdtJoin")
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set_id: int = 0")
-    .Output("last_joined_rank: int32")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc("This rank has no more data; completes once every rank joined, with the rank that joined last.");
+std::vector<OpSpec> op_specs() {
+  return {
+      {"EdtAllreduce", kReduceAttrs, {"tensor: T"}, {"reduced: T"}, same_shape, false, create_kernel<kAllreduce>,
+       nullptr},
+      {"EdtBroadcast", {kTypes, "root_rank: int"}, {"tensor: T"}, {"output: T"}, same_shape, false,
+       create_kernel<kBroadcast>, nullptr},
+      {"EdtAllgather", {kTypes}, {"tensor: T"}, {"output: T"}, first_dim_unknown, false, create_kernel<kAllgather>,
+       nullptr},
+      {"EdtAlltoall", {kTypes}, {"tensor: T", "splits: int32"}, {"output: T", "received_splits: int32"},
+       first_dim_unknown, false, create_kernel<kAlltoall>, "splits"},
+      {"EdtReducescatter", kReduceAttrs, {"tensor: T"}, {"output: T"}, first_dim_unknown, false,
+       create_kernel<kReducescatter>, nullptr},
+      {"EdtBarrier", {}, {}, {}, no_outputs, true, create_kernel<kBarrier>, nullptr},
+      {"EdtJoin", {}, {}, {"last_joined_rank: int32"}, scalar, true, create_kernel<kJoin>, nullptr},
+  };
+}
 
-#undef EDT_TF_TYPES
+Error register_op(const OpSpec& spec) {
+  TF_OpDefinitionBuilder* op = TF_NewOpDefinitionBuilder(spec.name);
+  for (const auto& attr : spec.attrs) TF_OpDefinitionBuilderAddAttr(op, attr.c_str());
+  TF_OpDefinitionBuilderAddAttr(op, "tensor_name: string = ''");
+  TF_OpDefinitionBuilderAddAttr(op, "process_set_id: int = 0");
+  for (const char* input : spec.inputs) TF_OpDefinitionBuilderAddInput(op, input);
+  for (const char* output : spec.outputs) TF_OpDefinitionBuilderAddOutput(op, output);
+  TF_OpDefinitionBuilderSetIsStateful(op, spec.stateful);
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(op, spec.shape);
+  Status st;
+  TF_RegisterOpDefinition(op, st.get());  // takes the builder
+  if (Error e = st.error(std::string("register op ") + spec.name); !e.ok()) return e;
+  TF_KernelBuilder* kernel = TF_NewAsyncKernelBuilder(spec.name, "CPU", spec.create, compute_async, delete_kernel);
+  if (spec.host_memory != nullptr) TF_KernelBuilder_HostMemory(kernel, spec.host_memory);
+  TF_RegisterKernelBuilder(spec.name, kernel, st.get());  // takes the builder
+  return st.error(std::string("register the CPU kernel of ") + spec.name);
+}
 
-REGISTER_KERNEL_BUILDER(Name("EdtAllreduce").Device(::tensorflow::DEVICE_CPU),
-                        edt::python::tf_ops::EdtAllreduceOp);
-REGISTER_KERNEL_BUILDER(Name("EdtBroadcast").Device(::tensorflow::DEVICE_CPU),
-                        edt::python::tf_ops::EdtBroadcastOp);
-REGISTER_KERNEL_BUILDER(Name("EdtAllgather").Device(::tensorflow::DEVICE_CPU),
-                        edt::python::tf_ops::EdtAllgatherOp);
-REGISTER_KERNEL_BUILDER(Name("EdtAlltoall").Device(::tensorflow::DEVICE_CPU).HostMemory("splits"),
-                        edt::python::tf_ops::EdtAlltoallOp);
-REGISTER_KERNEL_BUILDER(Name("EdtReducescatter").Device(::tensorflow::DEVICE_CPU),
-                        edt::python::tf_ops::EdtReducescatterOp);
-REGISTER_KERNEL_BUILDER(Name("EdtBarrier").Device(::tensorflow::DEVICE_CPU), edt::python::tf_ops::EdtBarrierOp);
-REGISTER_KERNEL_BUILDER(Name("EdtJoin").Device(::tensorflow::DEVICE_CPU), edt::python::tf_ops::EdtJoinOp);
+// An op that did not register is missing from the module
+// tf.load_op_library returns, which edt.tensorflow reports on import.
+bool register_all() {
+  for (const OpSpec& spec : op_specs())
+    if (Error e = register_op(spec); !e.ok()) std::fprintf(stderr, "edt's TensorFlow ops: %s\n", e.message.c_str());
+  return true;
+}
+
+[[maybe_unused]] const bool registered = register_all();
 
 }  // namespace
+}  // namespace edt::python::tf_ops
