@@ -50,14 +50,33 @@ Result<std::vector<Gpu>> parse_gpu_flag(const std::string& text) {
   return gpus;
 }
 
+// A tree bound read-only at its own path.
+SandboxMount same_path(const std::string& tree) { return {tree, tree, true}; }
+
+// What containers get of an install under `prefix`, bound at
+// kInstallInContainer: the tools that need only glibc (edtrun, horovodrun,
+// edt-warm-run, libexec/edt), and the Python package with the
+// usercustomize.py that makes horovod_compat a fallback on PYTHONPATH.
+void bind_install(const std::string& prefix, Layout& layout) {
+  const std::string in = kInstallInContainer, bin = EDT_INSTALL_BINDIR, python = EDT_PYTHON_INSTALL_DIR;
+  const std::string customize = std::string(EDT_INSTALL_DATADIR) + "/edt/python";
+  std::error_code ec;
+  for (const std::string& piece : {bin + "/edtrun", bin + "/horovodrun", bin + "/edt-warm-run",
+                                   std::string(EDT_INSTALL_LIBEXECDIR) + "/edt", python + "/edt",
+                                   python + "/horovod_compat", customize})
+    if (fs::exists(prefix + "/" + piece, ec)) layout.tool_binds.push_back({prefix + "/" + piece, in + "/" + piece, true});
+  layout.tool_path = {in + "/" + bin, prefix + "/" + bin};
+  layout.python_path = in + "/" + python + ":" + in + "/" + customize;
+}
+
 Layout find_layout() {
   Layout layout;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   const std::string source_dir = EDT_SOURCE_DIR, binary_dir = EDT_BINARY_DIR;
   if (self.string().starts_with(binary_dir + "/")) {
-    layout.tool_binds.push_back(source_dir);
-    if (!binary_dir.starts_with(source_dir + "/")) layout.tool_binds.push_back(binary_dir);
+    layout.tool_binds.push_back(same_path(source_dir));
+    if (!binary_dir.starts_with(source_dir + "/")) layout.tool_binds.push_back(same_path(binary_dir));
     for (const char* sub : {"/src/launcher", "/bench", "/src/cli", "/src/control"})
       layout.tool_path.push_back(binary_dir + sub);
     layout.python_path = binary_dir + "/python";  // the package with its built extension
@@ -66,12 +85,11 @@ Layout find_layout() {
   }
   const std::string prefix =
       ec ? std::string(EDT_INSTALL_PREFIX) : fs::weakly_canonical(self.parent_path() / EDT_BIN_TO_PREFIX).string();
-  // /usr is in every container already (the image's), and Debian's python3
-  // searches /usr/lib/python3/dist-packages; any other prefix is bound in
-  // and named on PYTHONPATH.
-  if (prefix != "/usr" && !prefix.starts_with("/usr/")) layout.tool_binds.push_back(prefix);
-  if (prefix != "/usr") layout.python_path = prefix + "/" + EDT_PYTHON_INSTALL_DIR;
-  layout.tool_path.push_back(prefix + "/" + EDT_INSTALL_BINDIR);
+  bind_install(prefix, layout);
+  // A prefix of edt's own (/opt/edt) is bound whole too, for the host's
+  // image: its other programs (edt, edt-bench) are on PATH after the
+  // portable ones. /usr and what is under it are every image's own.
+  if (prefix != "/usr" && !prefix.starts_with("/usr/")) layout.tool_binds.push_back(same_path(prefix));
   const std::string console = prefix + "/" + EDT_INSTALL_DATADIR + "/edt/web";
   if (fs::exists(console + "/index.html")) layout.web_dir = console;
   return layout;
@@ -92,7 +110,7 @@ Status add_venv(const std::string& flag, Layout& layout) {
                             ", or where EDT_VENV put it), or --venv none");
   layout.venv = fs::path(venv).lexically_normal().string();
   if (layout.venv.size() > 1 && layout.venv.back() == '/') layout.venv.pop_back();
-  layout.tool_binds.push_back(layout.venv);
+  layout.tool_binds.push_back(same_path(layout.venv));
   layout.tool_path.push_back(layout.venv + "/bin");
   return Status::ok();
 }

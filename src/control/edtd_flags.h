@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "control/allocation/allocation.h"
+#include "control/backends/backend.h"
 #include "control/jobs/job_log.h"
 #include "control/model/catalog.h"
 #include "edt/status.h"
@@ -64,18 +65,24 @@ void add_flags(CLI::App& app, Flags& flags);
 // EDT_VENV there): JupyterLab and the other PyPI packages, on Debian's python3.
 inline constexpr const char* kDefaultVenv = "/opt/edt/venv";
 
+// Where an installed edt's tools and Python package are in every container
+// (find_layout): laid out as under the prefix, whatever the prefix and the
+// image (an image's /usr is its own, without the host's /usr/bin/edtrun).
+inline constexpr const char* kInstallInContainer = "/run/edt-install";
+
 // Where this edtd's own files are: the tools and the Python package that
 // containers get, and the web console. An edtd run from the build tree uses
-// the build and source trees; any other finds them relative to its own
-// executable (<prefix>/bin/edtd), so an installed tree or package works
-// wherever it was put, without flags. The venv (--venv) is bound in the same
-// way, its bin on PATH after edt's tools.
+// the build and source trees, bound at their own paths; any other finds them
+// relative to its own executable (<prefix>/bin/edtd), so an installed tree
+// or package works wherever it was put, without flags, and binds them at
+// kInstallInContainer. The venv (--venv) is bound at its own path, its bin
+// on PATH after edt's tools.
 struct Layout {
-  std::vector<std::string> tool_binds;  // bound read-only into containers
-  std::vector<std::string> tool_path;   // edt's tools, then the venv's bin
-  std::string venv;                     // empty: none
+  std::vector<SandboxMount> tool_binds;  // bound read-only into containers
+  std::vector<std::string> tool_path;     // edt's tools, then the venv's bin
+  std::string venv;                       // empty: none
   std::string python_path;
-  std::string web_dir;  // empty: no console was built
+  std::string web_dir;                    // empty: no console was built
 };
 
 // Everything the flags say, checked. Nothing is created until all of them

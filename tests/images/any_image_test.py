@@ -12,6 +12,9 @@ edt's ssh. The two ranks allreduce and each says which Python it is.
 
 --python names the interpreter the image gets (default: the host's), so
 the same test shows other Python versions where a machine has them.
+--edtd may be an installed one: packaging's test runs this one against the
+Debian package's edtd, with --tools-at /run/edt-install (where an
+installed edtd binds them, edtd_flags.h).
 """
 import argparse
 import os
@@ -102,7 +105,7 @@ def build_image(d, python):
     return layout.path, version, libraries
 
 
-def test_runtime_in_image(edtd, edt, d, python):
+def test_runtime_in_image(edtd, edt, d, python, tools_at):
     layout, version, libraries = build_image(d, python)
     foreign = [lib for lib in libraries if any(name in lib for name in ("libstdc++", "libspdlog", "libfmt"))]
     check(not foreign, "the image's Python links no C++ runtime of the host's: %s" % foreign)
@@ -120,6 +123,12 @@ def test_runtime_in_image(edtd, edt, d, python):
     seen = cli("exec", "any-worker-0", "--", "sh", "-c", probe)
     check(seen.returncode == 0 and seen.stdout.strip() == "",
           "the container has no libstdc++, libspdlog, libfmt, sshd or numpy of its own: %r" % seen.stdout)
+    if tools_at:
+        where = cli("exec", "any-worker-0", "--", "sh", "-c",
+                    "command -v edtrun; python3 -c 'import edt._edt as e; print(e.__file__)'")
+        lines = where.stdout.split()
+        check(where.returncode == 0 and len(lines) == 2 and all(line.startswith(tools_at + "/") for line in lines),
+              "edtrun and the package are the ones under %s: %r %r" % (tools_at, where.stdout, where.stderr))
     out = cli("exec", "any-launcher", "--", "edtrun", "-np", "2", "--hostfile", "/etc/mpi/hostfile", "python3",
               "/" + PROBE, timeout=180)
     lines = sorted(line.split(": ", 1)[1] for line in out.stdout.split("\n") if "<stdout>: rank " in line)
@@ -136,13 +145,15 @@ def main():
     parser.add_argument("--edtd", required=True)
     parser.add_argument("--edt", required=True)
     parser.add_argument("--python", default=sys.executable, help="the interpreter the image gets")
+    parser.add_argument("--addresses", default="127.237.0.0/24", help="edtd's --address-range")
+    parser.add_argument("--tools-at", help="where the containers' edtrun and edt package must be")
     args = parser.parse_args()
     d = tempfile.mkdtemp(prefix="edt-any-image-")
     os.chmod(d, 0o755)
     edtd = None
     try:
-        edtd = ScratchEdtd(args.edtd, addresses="127.237.0.0/24")
-        test_runtime_in_image(edtd, args.edt, d, args.python)
+        edtd = ScratchEdtd(args.edtd, addresses=args.addresses)
+        test_runtime_in_image(edtd, args.edt, d, args.python, args.tools_at)
     finally:
         if edtd:
             if FAILURES:

@@ -186,15 +186,22 @@ def test_installed_edtd_finds_its_console_and_refuses_a_bad_flag(root, tmp_path,
         assert (data / "admin.token").exists()
 
 
-def test_installed_edtd_gives_containers_its_own_tools(root, data):
-    """An edtd outside /usr binds its prefix into containers: edtrun, edt-bench
-    (with libedt through RPATH) and the Python package of the scratch root
-    work inside them, across the cluster's two containers over SSH. The
-    scratch root is under pytest's 0700 directories, which the containers'
-    unprivileged roots could not pass: edtd binds it for them."""
+def scratch_block():
     pid = os.getpid()
-    block = f"127.{210 + pid % 40}.{(pid // 40) % 250}.0/24"
-    with edtd_running(root, data, "--network", "loopback", "--address-range", block, "--ssh-port", str(free_port("0.0.0.0"))) as (api, _):
+    return f"127.{210 + pid % 40}.{(pid // 40) % 250}.0/24"
+
+
+def test_installed_edtd_gives_containers_its_own_tools(root, data):
+    """An installed edtd binds its portable tools and Python package at
+    /run/edt-install (laid out as under its prefix, with the usercustomize.py
+    that makes its horovod_compat a fallback), and a prefix outside
+    /usr whole at its own path: edtrun, edt-bench (with libedt through
+    RPATH) and the Python package of the scratch root work inside the
+    containers, across the cluster's two over SSH. The scratch root is under
+    pytest's 0700 directories, which the containers' unprivileged roots
+    could not pass: edtd binds it for them."""
+    with edtd_running(root, data, "--network", "loopback", "--address-range", scratch_block(),
+                      "--ssh-port", str(free_port("0.0.0.0"))) as (api, _):
         env = clean_env(root, EDT_API=api, EDT_TOKEN=(data / "admin.token").read_text().strip())
         edt = root / "usr/bin/edt"
         try:
@@ -202,17 +209,30 @@ def test_installed_edtd_gives_containers_its_own_tools(root, data):
                 timeout=120)
             out = run([edt, "run", "pkg", "--", "sh", "-c",
                        "command -v edtrun; python3 -c 'import edt._edt as e; print(e.__file__)'; "
+                       "python3 -c 'import horovod; print(horovod.__file__)'; "
                        "edtrun -np 2 --hostfile /etc/mpi/hostfile edt-bench allreduce --max-bytes 4K --check"],
                       env=env, timeout=180).stdout
         finally:
             run([edt, "cluster", "delete", "pkg", "--wait"], env=env, timeout=120, check=False)
     lines = out.splitlines()
-    assert lines[0] == f"{root}/usr/bin/edtrun", out
-    assert lines[1].startswith(f"{root}/usr/lib/python3/dist-packages/edt/_edt"), out
+    assert lines[0] == "/run/edt-install/bin/edtrun", out
+    assert lines[1].startswith("/run/edt-install/lib/python3/dist-packages/edt/_edt"), out
+    assert lines[2] == "/run/edt-install/lib/python3/dist-packages/horovod_compat/horovod/__init__.py", out
     assert "2 ranks on 2 host(s)" in out, out
     rows = [line.split()[1:] for line in lines if line.startswith("[0]<stdout>:")]
     rows = [row for row in rows if row and row[0].isdigit()]
     assert rows and all(row[-1] == "0" for row in rows), out
+
+
+def test_installed_edtd_gives_its_tools_to_an_image_not_made_for_edt(root):
+    """images/any_image_test.py against the package's edtd: an image with
+    only its own Python, whose /usr is not the host's (nor the package's),
+    runs edtrun -np 2 and the package's runtime from /run/edt-install. An
+    edtd installed under /usr reaches images the same way."""
+    done = run(["/usr/bin/python3", f"{SOURCE}/tests/images/any_image_test.py", "--edtd", root / "usr/bin/edtd",
+                "--edt", root / "usr/bin/edt", "--addresses", scratch_block(), "--tools-at", "/run/edt-install"],
+               env=clean_env(root, PYTHONPATH=f"{SOURCE}/tests"), timeout=240, check=False)
+    assert done.returncode == 0, done.stdout
 
 
 def test_python_package_imports_and_trains_from_the_package(root):

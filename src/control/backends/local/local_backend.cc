@@ -235,8 +235,7 @@ std::optional<ToolBundle> LocalBackend::tools_for(const SandboxSpec& spec) const
 }
 
 std::vector<SandboxMount> LocalBackend::shared_binds(const SandboxSpec& spec) const {
-  std::vector<SandboxMount> binds;
-  for (const auto& tree : options_.tool_binds) binds.push_back({tree, tree, true});
+  std::vector<SandboxMount> binds = options_.tool_binds;
   if (auto tools = tools_for(spec)) binds.push_back({tools->dir, std::string(kToolsInContainer), true});
   binds.insert(binds.end(), spec.mounts.begin(), spec.mounts.end());
   return binds;

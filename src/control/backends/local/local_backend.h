@@ -116,9 +116,9 @@ struct Pipe;  // sandbox_process.h
 struct LocalBackendOptions {
   std::string data_dir;
   int ssh_port = 2222;
-  // Directories bound read-only at the same path (edt's build or install
-  // tree), entries put in front of PATH, and PYTHONPATH.
-  std::vector<std::string> tool_binds;
+  // edt's build or install tree and the venv, bound read-only (edtd_flags.h,
+  // Layout), entries put in front of PATH, and PYTHONPATH.
+  std::vector<SandboxMount> tool_binds;
   std::vector<std::string> tool_path;
   std::string python_path;
   // The warm Python interpreter for joining workers (warm_interpreter.h).

@@ -33,6 +33,19 @@ std::optional<int64_t> to_int(const std::string& text) {
 // Bytes to whole MiB, rounded up: sbatch --mem's unit.
 uint64_t mebibytes(uint64_t bytes) { return (bytes + (uint64_t{1} << 20) - 1) >> 20; }
 
+json mounts_json(const std::vector<SandboxMount>& mounts) {
+  json out = json::array();
+  for (const auto& m : mounts) out.push_back({{"host_path", m.host_path}, {"path", m.path}, {"read_only", m.read_only}});
+  return out;
+}
+
+std::vector<SandboxMount> read_mounts(const json& mounts) {
+  std::vector<SandboxMount> out;
+  for (const auto& m : mounts)
+    out.push_back({m.at("host_path").get<std::string>(), m.at("path").get<std::string>(), m.at("read_only").get<bool>()});
+  return out;
+}
+
 }  // namespace
 
 std::vector<Job> parse_squeue(const std::string& text) {
@@ -142,8 +155,6 @@ std::string parse_node_address(const std::string& text) {
 }
 
 json job_file(const SandboxSpec& spec, const LocalBackendOptions& node) {
-  json mounts = json::array();
-  for (const auto& m : spec.mounts) mounts.push_back({{"host_path", m.host_path}, {"path", m.path}, {"read_only", m.read_only}});
   json network = nullptr;
   if (node.network)
     network = {{"parent", node.network->parent},
@@ -153,11 +164,11 @@ json job_file(const SandboxSpec& spec, const LocalBackendOptions& node) {
                {"range", node.network->range}};
   return {{"spec",
            {{"cluster", spec.cluster}, {"name", spec.name}, {"address", spec.address}, {"image_root", spec.image_root},
-            {"shm_bytes", spec.shm_bytes}, {"mounts", mounts}, {"env", spec.env}, {"job_dir", spec.job_dir},
+            {"shm_bytes", spec.shm_bytes}, {"mounts", mounts_json(spec.mounts)}, {"env", spec.env}, {"job_dir", spec.job_dir},
             {"gpu_count", spec.gpus.size()}, {"gpu_model", spec.gpu_model}, {"id_range", spec.id_range},
             {"own_user", spec.own_user}, {"image_user", spec.image_user}}},
           {"node",
-           {{"data_dir", node.data_dir}, {"ssh_port", node.ssh_port}, {"tool_binds", node.tool_binds},
+           {{"data_dir", node.data_dir}, {"ssh_port", node.ssh_port}, {"tool_binds", mounts_json(node.tool_binds)},
             {"tool_path", node.tool_path}, {"python_path", node.python_path}, {"network", network},
             {"first_subordinate_id", node.first_subordinate_id}}}};
 }
@@ -171,9 +182,7 @@ Result<std::pair<SandboxSpec, LocalBackendOptions>> read_job_file(const json& j)
     spec.address = s.at("address").get<std::string>();
     spec.image_root = s.at("image_root").get<std::string>();
     spec.shm_bytes = s.at("shm_bytes").get<uint64_t>();
-    for (const auto& m : s.at("mounts"))
-      spec.mounts.push_back({m.at("host_path").get<std::string>(), m.at("path").get<std::string>(),
-                             m.at("read_only").get<bool>()});
+    spec.mounts = read_mounts(s.at("mounts"));
     spec.env = s.at("env").get<std::map<std::string, std::string>>();
     spec.job_dir = s.at("job_dir").get<bool>();
     spec.gpus.assign(s.at("gpu_count").get<size_t>(), -1);  // Slurm says which
@@ -185,7 +194,7 @@ Result<std::pair<SandboxSpec, LocalBackendOptions>> read_job_file(const json& j)
     const json& n = j.at("node");
     node.data_dir = n.at("data_dir").get<std::string>();
     node.ssh_port = n.at("ssh_port").get<int>();
-    node.tool_binds = n.at("tool_binds").get<std::vector<std::string>>();
+    node.tool_binds = read_mounts(n.at("tool_binds"));
     node.tool_path = n.at("tool_path").get<std::vector<std::string>>();
     node.python_path = n.at("python_path").get<std::string>();
     node.first_subordinate_id = n.at("first_subordinate_id").get<uint32_t>();

@@ -106,7 +106,7 @@ TEST(SlurmJobsTest, CountsEachNodesGpusOnce) {
 TEST(SlurmJobsTest, JobFileRoundTrips) {
   LocalBackendOptions node;
   node.data_dir = "/shared/edt";
-  node.tool_binds = {"/opt/edt"};
+  node.tool_binds = {{"/opt/edt/bin/edtrun", "/run/edt-install/bin/edtrun", true}};
   node.tool_path = {"/opt/edt/bin"};
   node.python_path = "/opt/edt/python";
   node.first_subordinate_id = 1u << 28;
@@ -127,6 +127,9 @@ TEST(SlurmJobsTest, JobFileRoundTrips) {
   EXPECT_EQ(spec.env.at("EDT_CLUSTER"), "tthvd");
   EXPECT_EQ(spec.id_range, 3);
   EXPECT_EQ(options.data_dir, "/shared/edt");
+  ASSERT_EQ(options.tool_binds.size(), 1u);
+  EXPECT_EQ(options.tool_binds[0].host_path, "/opt/edt/bin/edtrun");
+  EXPECT_EQ(options.tool_binds[0].path, "/run/edt-install/bin/edtrun");
   EXPECT_EQ(options.first_subordinate_id, 1u << 28);
   ASSERT_TRUE(options.network.has_value());
   EXPECT_EQ(options.network->parent, "eth0");
