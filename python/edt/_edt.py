@@ -347,19 +347,6 @@ class _Callbacks(ctypes.Structure):
                 ("committed_bytes", _SERIALIZE), ("committed_views", _VIEWS)]
 
 
-def _callback(fn):
-    """A callback the library calls: 0, or -1 with the exception's text as
-    the callback's error (the library then reports it)."""
-    def called(*args):
-        try:
-            fn(*args)
-            return 0
-        except BaseException as e:  # noqa: B902 - nothing may unwind into C
-            _lib.edt_set_callback_error(("%s: %s" % (type(e).__name__, e)).encode(errors="replace"))
-            return -1
-    return called
-
-
 class _Lent:
     """The library's hold on bytes it lent; released with the last view."""
 
@@ -381,13 +368,37 @@ class _StateAdapter:
         self._target = target
         self._held = None
         self._lent = []
+        self.error = None  # the first exception of a callback, until raise_error()
+        guard = self._guarded
         self.callbacks = _Callbacks(
-            None, _SERIALIZE(_callback(lambda _, data, size: self._hand_out(target.serialize(), data, size))),
-            _DESERIALIZE(_callback(self._deserialize)),
-            _ON_RESET(_callback(lambda _, rank, size: target.on_reset(rank, size))),
-            _COMMIT(_callback(self._commit)), _RESTORE(_callback(lambda _: target.restore())),
-            _SERIALIZE(_callback(lambda _, data, size: self._hand_out(target.committed_bytes(), data, size))),
-            _VIEWS(_callback(self._committed_views)))
+            None, _SERIALIZE(guard(lambda _, data, size: self._hand_out(target.serialize(), data, size))),
+            _DESERIALIZE(guard(self._deserialize)),
+            _ON_RESET(guard(lambda _, rank, size: target.on_reset(rank, size))),
+            _COMMIT(guard(self._commit)), _RESTORE(guard(lambda _: target.restore())),
+            _SERIALIZE(guard(lambda _, data, size: self._hand_out(target.committed_bytes(), data, size))),
+            _VIEWS(guard(self._committed_views)))
+
+    def _guarded(self, fn):
+        """fn as a callback the library calls: 0, or -1 with the exception's
+        text as the callback's error. The library reports the failures of
+        deserialize and restore; the others (serialize, on_reset, commit,
+        ...) it cannot, so the exception is kept, and ElasticJob raises it
+        once the library's call returns (raise_error)."""
+        def called(*args):
+            try:
+                fn(*args)
+                return 0
+            except BaseException as e:  # noqa: B902 - nothing may unwind into C
+                if self.error is None:
+                    self.error = e
+                _lib.edt_set_callback_error(("%s: %s" % (type(e).__name__, e)).encode(errors="replace"))
+                return -1
+        return called
+
+    def raise_error(self):
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
 
     def _hand_out(self, value, data, size):
         self._held = bytes(value)
@@ -470,6 +481,7 @@ class ElasticJob(_Owned):
 
         def generation(_, handle):
             try:
+                self._raise_callback_error()  # of the reset before this generation (on_reset, the sync)
                 fn(Runtime(handle))
                 return _DONE
             except HostsUpdatedInterrupt:
@@ -485,6 +497,7 @@ class ElasticJob(_Owned):
                                           ctypes.byref(stayed))
         if raised:
             raise raised[0]
+        self._raise_callback_error()
         _check(result)
         return bool(stayed.value)
 
@@ -501,6 +514,15 @@ class ElasticJob(_Owned):
 
     def save(self):
         _lib.edt_elastic_job_save(self._handle)
+        self._raise_callback_error()
 
     def restore(self):
-        _check(_lib.edt_elastic_job_restore(self._handle))
+        result = _lib.edt_elastic_job_restore(self._handle)
+        self._raise_callback_error()
+        _check(result)
+
+    def _raise_callback_error(self):
+        """The first exception a state object's callback raised inside the
+        library since the last call, raised here."""
+        for adapter in self._objects:
+            adapter.raise_error()

@@ -7,12 +7,13 @@ serialization of the state:
   state, attributes);
 - a worker that joins receives the committed state (the one place it is
   serialized): after a grow from 2 to 3, every rank's parameters and
-  optimizer state are bit-identical.
+  optimizer state are bit-identical;
+- a state whose copy fails inside the library's commit (edt._edt's
+  callbacks) makes commit() raise that error on every rank.
 The time a commit takes is measured by bench/elastic_commit, not here.
 """
 import os
 import sys
-import tempfile
 
 import pytest
 
@@ -23,8 +24,8 @@ WORKER = os.path.join(HERE, "commit_worker.py")
 
 
 @pytest.fixture
-def hostfile():
-    return os.path.join(tempfile.mkdtemp(prefix="edt-commit-"), "hostfile")
+def hostfile(tmp_path):
+    return str(tmp_path / "hostfile")
 
 
 def elastic_job(hostfile, worker_args, timeout=90):
@@ -59,4 +60,14 @@ def test_a_joiner_receives_the_committed_state(hostfile):
     # Commits at size 3 copy in memory too, the newcomer's included.
     at_three = [c for c in job.of("commit") if c["worker"] == "w2"]
     assert at_three and all(c["serializations"] == 0 for c in at_three), at_three
+    assert_nothing_left(job)
+
+
+def test_a_commit_that_cannot_copy_the_state_raises_its_error(hostfile):
+    job = elastic_job(hostfile, ["--steps", "8", "--fail-commit-at", "3"])
+    assert job.finish() != 0, job.stderr()
+    errors = job.of("commit-error")
+    assert {e["worker"] for e in errors} == {"w0", "w1"}, (errors, job.stderr())
+    assert all(e["step"] == 3 and "out of memory" in e["message"] for e in errors), errors
+    assert [c["step"] for c in job.of("commit") if c["worker"] == "w0"] == [1, 2], job.of("commit")
     assert_nothing_left(job)

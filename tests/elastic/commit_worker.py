@@ -3,7 +3,9 @@ every step commits, and for each commit it reports how many times the state
 was serialized (torch.save, pickle) and which buffers hold the committed
 tensors. After --restore-at commits it trains one step without committing,
 calls state.restore() and reports whether the model and the optimizer are
-bit-identical to the last commit. At the end every rank reports a digest of
+bit-identical to the last commit. At step --fail-commit-at the state's copy
+fails inside the library's commit; the worker reports the error commit()
+raised and exits with 3. At the end every rank reports a digest of
 its parameters and optimizer state. One JSON event per line
 (tests/harness/edtrun.py).
 """
@@ -12,10 +14,12 @@ import hashlib
 import json
 import os
 import pickle
+import sys
 import time
 
 import torch
 
+import edt.common.elastic
 import edt.torch as hvd
 
 parser = argparse.ArgumentParser()
@@ -23,6 +27,7 @@ parser.add_argument("--steps", type=int, default=8)
 parser.add_argument("--step-ms", type=float, default=5)
 parser.add_argument("--restore-at", type=int, default=-1)
 parser.add_argument("--grow-to", type=int, default=0, help="go on past --steps until 5 steps ran at this size")
+parser.add_argument("--fail-commit-at", type=int, default=-1)
 args = parser.parse_args()
 
 WORKER = os.environ.get("EDT_WORKER_ID", "static")
@@ -81,6 +86,10 @@ def train_step(step):
     optimizer.step()
 
 
+def out_of_memory(registered):
+    raise MemoryError("the state cannot be copied: out of memory")
+
+
 @hvd.elastic.run
 def train(state):
     while state.step < args.steps or (args.grow_to and state.at_size < 5):
@@ -89,6 +98,8 @@ def train(state):
         state.at_size += hvd.size() == args.grow_to
         emit(event="step", step=state.step, size=hvd.size(), rank=hvd.rank())
         before = serializations[0]
+        if state.step == args.fail_commit_at:
+            edt.common.elastic._Registered.commit = out_of_memory
         state.commit()
         # Where the committed tensors are (none to report where the state
         # keeps its commit as bytes).
@@ -105,5 +116,9 @@ def train(state):
         time.sleep(args.step_ms / 1000)
 
 
-train(state)
+try:
+    train(state)
+except MemoryError as e:
+    emit(event="commit-error", step=state.step, message=str(e))
+    sys.exit(3)
 emit(event="end", rank=hvd.rank(), size=hvd.size(), digest=digest(model, optimizer), step=state.step)
