@@ -72,12 +72,15 @@ int fail(const Status& st) {
   return 1;
 }
 
-// Makes the data dir (0700) and opens the database in it.
-Result<std::unique_ptr<Database>> open_database(const Flags& flags) {
+// Makes the data dir and opens the database in it. The dir is 0700, or 0711
+// with user namespaces: a container's root passes through it to what it
+// binds, and a sandbox an earlier edtd started may be binding while this
+// one starts (it is adopted), so the dir is never narrowed below that.
+Result<std::unique_ptr<Database>> open_database(const Flags& flags, const Settings& settings) {
   std::error_code ec;
   fs::create_directories(flags.data_dir, ec);
   if (ec) return Status(StatusCode::kIoError, "--data-dir " + flags.data_dir + ": " + ec.message());
-  ::chmod(flags.data_dir.c_str(), 0700);
+  ::chmod(flags.data_dir.c_str(), settings.first_subordinate_id != 0 ? 0711 : 0700);
   EDT_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::open(flags.data_dir + "/edtd.db"));
   // SQLite makes its -wal and -shm files with the database's mode.
   ::chmod((flags.data_dir + "/edtd.db").c_str(), 0600);
@@ -123,7 +126,7 @@ int serve(const Flags& flags, const Settings& settings, const sigset_t& signals)
     if (!found.is_ok()) return fail(found.status());
     gpus = *found;
   }
-  auto opened = open_database(flags);
+  auto opened = open_database(flags, settings);
   if (!opened.is_ok()) return fail(opened.status());
   std::unique_ptr<Database> db = std::move(opened).value();
 

@@ -44,9 +44,11 @@ import resource
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -74,6 +76,19 @@ def wait_for(what, check, timeout=TIMEOUT, state=lambda: ""):
         time.sleep(0.05)
 
 
+def watch_passage(path, until, narrowed):
+    """Polls the mode of `path` until `until` is set; appends the first one
+    without o+x to `narrowed`."""
+    while not until.is_set():
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not mode & stat.S_IXOTH:
+            narrowed.append(oct(stat.S_IMODE(mode)))
+            return
+
+
 def no_core_dumps():
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
@@ -91,7 +106,20 @@ class Edtd(harness.edtd.Edtd):
         self.home = os.path.realpath(self.data)
 
     def start(self, fault=None):
-        super().start(env_drop=["EDT_FAULT"], env_extra={"EDT_FAULT": fault} if fault else None)
+        """Starts edtd; fails if the data dir lost others' passage (o+x) at
+        any moment of the start: a sandbox the edtd before started may be
+        binding its files through it, as its container's root."""
+        narrowed, started = [], threading.Event()
+        watcher = threading.Thread(target=watch_passage, args=(self.data, started, narrowed))
+        watcher.start()
+        try:
+            super().start(env_drop=["EDT_FAULT"], env_extra={"EDT_FAULT": fault} if fault else None)
+        finally:
+            started.set()
+            watcher.join()
+        if narrowed:
+            raise AssertionError(f"edtd made its data dir mode {narrowed[0]} while it started: the containers' root "
+                                 "could not pass through it")
 
     def api(self, method, path, body=None):
         """(status, JSON body); (0, None) when edtd died before answering."""
