@@ -10,7 +10,6 @@ the communicator still sees distinct hosts (TCP between them).
 import os
 import signal
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -29,9 +28,8 @@ def sshd():
 
 
 @pytest.fixture
-def hostfile():
-    directory = tempfile.mkdtemp(prefix="edt-elastic-")
-    return os.path.join(directory, "hostfile")
+def hostfile(tmp_path):
+    return str(tmp_path / "hostfile")
 
 
 def test_hosts_added_then_removed(hostfile):

@@ -73,37 +73,37 @@ def run(discovery_schedule=None, exit_schedule=None, exit_mode="exception", num_
         elastic_timeout=None, discovery_wait=30):
     """elastic_common.BaseElasticTests._run with edtrun: the results (one
     dict per epoch, logged by rank 0), or Failed(edtrun's stderr)."""
-    work = tempfile.mkdtemp(prefix="edt-horovod-elastic-")
-    logfile, script = os.path.join(work, "log.txt"), os.path.join(work, "discover.sh")
-    discovery_script(script, logfile, discovery_schedule or [(None, hosts.split(","))])
-    args = [EDTRUN, "-np", str(num_proc), "--min-num-proc", str(min_num_proc), "--log-level", "DEBUG"]
-    if hosts is not None:
-        args += ["-H", hosts]
-    else:
-        args += ["--host-discovery-script", script, "--max-num-proc", str(max_num_proc),
-                 "--discovery-interval", "100ms"]
-    if reset_limit is not None:
-        args += ["--reset-limit", str(reset_limit)]
-    if cooldown_range is not None:
-        args += ["--blacklist-cooldown-range", str(cooldown_range[0]), str(cooldown_range[1])]
-    if elastic_timeout is not None:
-        args += ["--elastic-timeout", str(elastic_timeout)]
-    args += [sys.executable, MAIN, "--logfile", logfile, "--discovery-wait", str(discovery_wait)]
-    if discovery_schedule:
-        args += ["--discovery-schedule", json.dumps(discovery_schedule)]
-    if epoch_wait:
-        args += ["--epoch-wait", json.dumps(epoch_wait)]
-    if epochs:
-        args += ["--epochs", json.dumps(epochs)]
-    if exit_schedule:
-        args += ["--exit-schedule", json.dumps(exit_schedule), "--exit-mode", exit_mode]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=240)
-    if result.returncode != 0:
-        raise Failed("edtrun exited with %d:\n%s" % (result.returncode, result.stderr[-4000:]))
-    with open(logfile) as f:
-        lines = [json.loads(line) for line in f]
-    print(result.stderr[-3000:])
-    return lines
+    with tempfile.TemporaryDirectory(prefix="edt-horovod-elastic-") as work:
+        logfile, script = os.path.join(work, "log.txt"), os.path.join(work, "discover.sh")
+        discovery_script(script, logfile, discovery_schedule or [(None, hosts.split(","))])
+        args = [EDTRUN, "-np", str(num_proc), "--min-num-proc", str(min_num_proc), "--log-level", "DEBUG"]
+        if hosts is not None:
+            args += ["-H", hosts]
+        else:
+            args += ["--host-discovery-script", script, "--max-num-proc", str(max_num_proc),
+                     "--discovery-interval", "100ms"]
+        if reset_limit is not None:
+            args += ["--reset-limit", str(reset_limit)]
+        if cooldown_range is not None:
+            args += ["--blacklist-cooldown-range", str(cooldown_range[0]), str(cooldown_range[1])]
+        if elastic_timeout is not None:
+            args += ["--elastic-timeout", str(elastic_timeout)]
+        args += [sys.executable, MAIN, "--logfile", logfile, "--discovery-wait", str(discovery_wait)]
+        if discovery_schedule:
+            args += ["--discovery-schedule", json.dumps(discovery_schedule)]
+        if epoch_wait:
+            args += ["--epoch-wait", json.dumps(epoch_wait)]
+        if epochs:
+            args += ["--epochs", json.dumps(epochs)]
+        if exit_schedule:
+            args += ["--exit-schedule", json.dumps(exit_schedule), "--exit-mode", exit_mode]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=240)
+        if result.returncode != 0:
+            raise Failed("edtrun exited with %d:\n%s" % (result.returncode, result.stderr[-4000:]))
+        with open(logfile) as f:
+            lines = [json.loads(line) for line in f]
+        print(result.stderr[-3000:])
+        return lines
 
 
 @pytest.mark.parametrize("slots,num_proc,min_num_proc,max_num_proc", [(2, 2, 2, 4), (1, 1, 1, 2)])

@@ -11,7 +11,6 @@ edtrun's elastic mode, end to end:
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -23,8 +22,8 @@ EDTRUN = os.environ["EDTRUN"]
 
 
 @pytest.fixture
-def hostfile():
-    return os.path.join(tempfile.mkdtemp(prefix="edt-hvdloop-"), "hostfile")
+def hostfile(tmp_path):
+    return str(tmp_path / "hostfile")
 
 
 def elastic_job(hostfile, worker_args, hosts=2, timeout=90):

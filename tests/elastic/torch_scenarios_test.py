@@ -15,7 +15,6 @@ epochs first never reaches the size the test waits for.
 import os
 import signal
 import sys
-import tempfile
 import time
 
 import pytest
@@ -34,8 +33,8 @@ def python_job(args, worker_args, **options):
 
 
 @pytest.fixture
-def hostfile():
-    return os.path.join(tempfile.mkdtemp(prefix="edt-pyelastic-"), "hostfile")
+def hostfile(tmp_path):
+    return str(tmp_path / "hostfile")
 
 
 def test_torch_state_survives_scale_up_and_sigkill(hostfile):
