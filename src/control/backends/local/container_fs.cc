@@ -157,18 +157,43 @@ std::string login_shell(const SandboxSpec& spec) {
 // home (bwrap_args.h).
 std::string home_on_disk(const std::string& dir) { return dir + "/disk/home"; }
 
-// The container's home for the image's User at `to`: a copy of what the
-// image has at that home (links copied as links, never followed), or empty;
-// never writable by others, which sshd would refuse.
-Status copy_image_home(const SandboxSpec& spec, const std::string& to) {
-  const int fd = open_in_image(image_root(spec), spec.login.home, O_PATH | O_DIRECTORY);
-  if (fd < 0) return make_dirs(to, 0755);
+// One entry of an image's directory into its copy at `to`: a file or a
+// directory with its mode, a link as a link (never followed), a FIFO made
+// anew. A socket or a device node is left out: edtd makes no device from
+// an image, and a socket is nothing without its process.
+Status copy_image_entry(const fs::directory_entry& from, const fs::path& to) {
   std::error_code ec;
+  const fs::file_status status = from.symlink_status(ec);
+  switch (status.type()) {
+    case fs::file_type::symlink: fs::copy_symlink(from.path(), to, ec); break;
+    case fs::file_type::directory: fs::create_directory(to, ec); break;
+    case fs::file_type::regular: fs::copy_file(from.path(), to, ec); break;
+    case fs::file_type::fifo:
+      if (::mkfifo(to.c_str(), 0600) != 0) ec = std::error_code(errno, std::generic_category());
+      break;
+    default: return Status::ok();
+  }
+  // The mode as the image has it, whatever edtd's umask.
+  if (!ec && !fs::is_symlink(status)) fs::permissions(to, status.permissions(), ec);
+  if (ec) return Status(StatusCode::kIoError, "copy " + to.string() + ": " + ec.message());
+  return Status::ok();
+}
+
+// A directory of the image, `path`, copied to `to` (copy_image_entry's way),
+// or `to` made empty where the image has none; never writable by others,
+// which sshd would refuse of a home.
+Status copy_image_dir(const SandboxSpec& spec, const std::string& path, const std::string& to) {
+  const int fd = open_in_image(image_root(spec), path, O_PATH | O_DIRECTORY);
+  if (fd < 0) return make_dirs(to, 0755);
   // "/." : the directory the descriptor names, not the magic link to it.
-  fs::copy("/proc/self/fd/" + std::to_string(fd) + "/.", to,
-           fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  const std::string from = "/proc/self/fd/" + std::to_string(fd) + "/.";
+  std::error_code ec;
+  Status st = copy_image_entry(fs::directory_entry(from, ec), to);
+  for (fs::recursive_directory_iterator it(from, ec), end; st.is_ok() && !ec && it != end; it.increment(ec))
+    st = copy_image_entry(*it, to + it->path().string().substr(from.size()));
   ::close(fd);
-  if (ec) return Status(StatusCode::kIoError, "copy the image's " + spec.login.home + " to " + to + ": " + ec.message());
+  if (st.is_ok() && ec) st = Status(StatusCode::kIoError, ec.message());
+  if (!st.is_ok()) return st.with_context("copy the image's " + path + " to " + to);
   fs::permissions(to, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove, ec);
   return Status::ok();
 }
@@ -199,7 +224,7 @@ Status make_own_passwd(const SandboxSpec& spec, const std::string& dir) {
   passwd = with_sshd_users(passwd, own_shell(spec));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/passwd", passwd, 0644));
   EDT_RETURN_IF_ERROR(io::write_file(dir + "/etc/shadow", shadow_for(passwd), 0600));
-  return spec.login.root() ? Status::ok() : copy_image_home(spec, home_on_disk(dir));
+  return spec.login.root() ? Status::ok() : copy_image_dir(spec, spec.login.home, home_on_disk(dir));
 }
 
 // A login's SSH files in `ssh` (its ~/.ssh/): the cluster's key pair
@@ -326,12 +351,17 @@ Status hand_over(const std::string& path, uint32_t uid, uint32_t gid) {
 
 Status make_own_tree(const SandboxSpec& spec, const std::string& dir) {
   const std::string disk = dir + "/disk";
-  for (const char* sub : {"/root/.ssh", "/tmp", "/var/tmp", "/var/log", "/var/lib", "/var/cache", "/var/spool"})
+  // Root's home starts as a copy of the image's /root, as a User's home
+  // does (never the host's). Its ~/.ssh is edt's (write_ssh_config), made
+  // there after whatever the copy put there, a link included, is gone.
+  if (spec.image_root != "/" && spec.login.root() && !spec.own_user)
+    EDT_RETURN_IF_ERROR(copy_image_dir(spec, "/root", disk + "/root"));
+  for (const char* sub : {"/root", "/tmp", "/var/tmp", "/var/log", "/var/lib", "/var/cache", "/var/spool"})
     EDT_RETURN_IF_ERROR(make_dirs(disk + sub, 0755));
   // sshd records each login there, and says twice per login that it cannot
   // when the file is missing (it never makes it).
   EDT_RETURN_IF_ERROR(io::write_file(disk + "/var/log/lastlog", "", 0644));
-  for (const auto& [sub, mode] : {std::pair{"/root", 0700}, {"/root/.ssh", 0700}, {"/tmp", 01777}, {"/var/tmp", 01777}})
+  for (const auto& [sub, mode] : {std::pair{"/root", 0700}, {"/tmp", 01777}, {"/var/tmp", 01777}})
     ::chmod((disk + sub).c_str(), mode);
   for (const char* sub : {"/etc", "/conf", "/masked"}) EDT_RETURN_IF_ERROR(make_dirs(dir + sub, 0755));
   ::chmod((dir + "/masked").c_str(), 0555);

@@ -8,10 +8,14 @@
 #include "control/backends/local/tool_bundle.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 namespace edt::control {
@@ -218,6 +222,60 @@ TEST_F(SandboxImageUserTest, TheHomeIsACopyAndItsLinksAreNeverWrittenThrough) {
   EXPECT_EQ(io::read_file(home + "/.ssh/authorized_keys"), "key\n");
   EXPECT_TRUE(std::filesystem::is_empty(top + "/victim")) << "wrote through the image's ~/.ssh link";
   EXPECT_FALSE(std::filesystem::exists(image + "/home/trainer/.ssh/authorized_keys"));
+}
+
+// A home may hold what no plain copy takes: a FIFO is made anew, a socket
+// left out, and the container starts.
+TEST_F(SandboxImageUserTest, TheHomeKeepsItsFifosAndLeavesOutItsSockets) {
+  ASSERT_TRUE(io::write_file(image + "/etc/passwd", "trainer:x:1234:1234::/home/trainer:/bin/sh\n", 0644).is_ok());
+  ASSERT_TRUE(make_dirs(image + "/home/trainer/run", 0750).is_ok());
+  ASSERT_EQ(::chmod((image + "/home/trainer/run").c_str(), 0750), 0);
+  ASSERT_EQ(::mkfifo((image + "/home/trainer/run/pipe").c_str(), 0620), 0);
+  ASSERT_EQ(::chmod((image + "/home/trainer/run/pipe").c_str(), 0620), 0);  // whatever the umask
+  const std::string socket_path = image + "/home/trainer/run/agent.sock";
+  const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(socket_path.size(), sizeof address.sun_path);
+  std::memcpy(address.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ::close(sock);
+  ASSERT_TRUE(io::write_file(image + "/home/trainer/run/notes", "mine\n", 0600).is_ok());
+  const Status made = make_own_tree(spec("trainer"), dir());
+  ASSERT_TRUE(made.is_ok()) << made.message();
+  const std::string run = dir() + "/disk/home/run";
+  struct stat st {};
+  ASSERT_EQ(::lstat((run + "/pipe").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0620u);
+  ASSERT_EQ(::lstat(run.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(run + "/agent.sock")));
+  EXPECT_EQ(io::read_file(run + "/notes"), "mine\n");
+}
+
+// Root's home is a copy of the image's /root (an interpreter installed
+// there, its dotfiles), and its ~/.ssh edt's: a link the image has there
+// is neither followed nor changed through.
+TEST_F(SandboxImageUserTest, RootsHomeIsACopyOfTheImagesRoot) {
+  ASSERT_TRUE(io::write_file(image + "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n", 0644).is_ok());
+  ASSERT_TRUE(make_dirs(image + "/root/.pyenv/bin", 0755).is_ok());
+  ASSERT_TRUE(io::write_file(image + "/root/.pyenv/bin/python3", "#!/bin/sh\n", 0755).is_ok());
+  ASSERT_TRUE(io::write_file(image + "/root/.bashrc", "export PYENV_ROOT=/root/.pyenv\n", 0644).is_ok());
+  link(top + "/victim", "/root/.ssh");
+  const SandboxSpec s = spec("");
+  ASSERT_TRUE(make_own_tree(s, dir()).is_ok());
+  const Status written = write_ssh_config(s, dir(), top + "/keys/", 22);
+  ASSERT_TRUE(written.is_ok()) << written.message();
+  const std::string root = dir() + "/disk/root";
+  EXPECT_EQ(io::read_file(root + "/.bashrc"), "export PYENV_ROOT=/root/.pyenv\n");
+  EXPECT_EQ(io::read_file(root + "/.pyenv/bin/python3"), "#!/bin/sh\n");
+  EXPECT_TRUE(std::filesystem::is_directory(std::filesystem::symlink_status(root + "/.ssh")));
+  EXPECT_EQ(io::read_file(root + "/.ssh/authorized_keys"), "key\n");
+  EXPECT_TRUE(std::filesystem::is_empty(top + "/victim")) << "wrote through the image's /root/.ssh link";
+  struct stat st {};
+  ASSERT_EQ(::stat((top + "/victim").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u) << "changed the mode of what the image's /root/.ssh links to";
 }
 
 TEST_F(SandboxImageUserTest, AHomeThatLinksOutStartsEmpty) {
