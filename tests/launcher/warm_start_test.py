@@ -88,6 +88,21 @@ def server():
     assert not os.path.exists(sock), "the server left its socket behind"
 
 
+def test_a_sigterm_while_the_server_forks_ends_it(tmp_path):
+    """SIGTERM inside a callback of os.fork() (as logging's lock release
+    runs when the server forks a spare), where an exception its handler
+    raised would be lost, still ends the server, with status 0."""
+    (tmp_path / "sigterm_at_fork.py").write_text(
+        "import os, signal\n"
+        "os.register_at_fork(after_in_parent=lambda: signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL\n"
+        "                    and os.kill(os.getpid(), signal.SIGTERM))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PYTHONPATH, str(tmp_path)]))
+    ended = subprocess.run([PYTHON, "-m", "edt._warm", "--socket", str(tmp_path / "python.sock"),
+                            "--preload", "sigterm_at_fork"], env=env, capture_output=True, text=True, timeout=60)
+    assert ended.returncode == 0 and "Exception ignored" not in ended.stderr, ended.stderr
+    assert not (tmp_path / "python.sock").exists(), "the server left its socket behind"
+
+
 def script(server, text, name="worker.py"):
     path = os.path.join(server["dir"], name)
     with open(path, "w") as f:

@@ -33,7 +33,7 @@ def main():
     if args.seccomp:
         seccomp.read_container_filter(args.seccomp)
     server = Server(args.socket, [m for m in args.preload.split(",") if m], args.containers)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    server.stop_on(signal.SIGTERM)
     print("edt._warm: serving on %s (pid %d, preloaded %s)" % (args.socket, os.getpid(), ", ".join(server.packages)),
           file=sys.stderr, flush=True)
     try:

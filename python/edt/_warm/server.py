@@ -62,12 +62,25 @@ class Server:
         self.listener.listen(128)
         self.pid = os.getpid()
         self.relays, self.spares = set(), set()
+        self.stop_fds = []  # stop_on()'s pipe: its read end wakes serve() up
         # Without a pidfd of the client, its pid could name another process
         # by the time the relay reads /proc: every request then starts cold.
         self.no_peer_pidfd = peer_pidfd_missing()
         if self.no_peer_pidfd:
             print("edt._warm: %s (Linux 6.5 or later has it); every request starts cold" % self.no_peer_pidfd,
                   file=sys.stderr, flush=True)
+
+    def stop_on(self, *signals):
+        """serve() ends (SystemExit) once one of `signals` comes. Their
+        handler only wakes serve() up, through the pipe of
+        signal.set_wakeup_fd: an exception raised in a handler is lost where
+        it lands in a callback of os.fork() (logging's lock release, as the
+        server forks a spare), and the server would serve on."""
+        self.stop_fds = list(os.pipe())
+        os.set_blocking(self.stop_fds[1], False)
+        signal.set_wakeup_fd(self.stop_fds[1])
+        for sig in signals:
+            signal.signal(sig, lambda *_: None)
 
     def close(self):
         """Stops listening; removes the socket unless a newer server bound the path since."""
@@ -108,9 +121,11 @@ class Server:
                 self.relays.add(pid)
                 self.spares.add(pid)
             # Without a spare (too many relays), clients are turned away: they start cold.
-            waiting = [taken_r] + ([] if self.spares else [self.listener])
+            waiting = [taken_r] + self.stop_fds[:1] + ([] if self.spares else [self.listener])
             refill = len(self.spares) < SPARES and quiet < REFILL_AFTER
             ready = select.select(waiting, [], [], REFILL_AFTER - quiet if refill else 1.0)[0]
+            if self.stop_fds and self.stop_fds[0] in ready:
+                raise SystemExit(0)
             if taken_r in ready:
                 last_taken = time.monotonic()
                 data = os.read(taken_r, 4 * SPARES)
@@ -123,6 +138,10 @@ class Server:
         dies with the server until it has one."""
         os.setsid()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        for fd in self.stop_fds:
+            os.close(fd)
+        self.stop_fds = []
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != self.pid:
             os._exit(0)
