@@ -411,8 +411,8 @@ TEST_F(Edtd, SshHostKeysAreCheckedAgainstTheClusterCa) {
       "/usr/sbin/sshd -f /dev/null -o ListenAddress=" + worker + ":${p%:*} -o HostKey=/tmp/${p#*:} "
       "-o HostCertificate=/tmp/${p#*:}-cert.pub -o PidFile=/tmp/${p#*:}.pid -o UsePAM=no -E /tmp/${p#*:}.log "
       "</dev/null >/dev/null 2>&1; done; for f in rogue rogue2; do i=0; "
-      "until grep -q \"Server listening\" /tmp/$f.log 2>/dev/null || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done; "
-      "grep \"Server listening\" /tmp/$f.log; done";
+      "until grep -q \"Server listening\" /tmp/$f.log 2>/dev/null || [ $i -ge 600 ]; do sleep 0.05; i=$((i+1)); done; "
+      "grep \"Server listening\" /tmp/$f.log || { echo \"$f did not start; its log:\"; cat /tmp/$f.log; }; done";
   Output started = edt("exec hk-worker-0 -- sh -c '" + impostors + "'");
   ASSERT_EQ(lines(started.text).size(), 2u) << started.text;
   for (int port : {plain, other_ca}) {
