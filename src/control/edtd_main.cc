@@ -21,6 +21,7 @@
 #include "control/backends/local/container_log.h"
 #include "control/backends/local/disk_quota.h"
 #include "control/backends/local/enter.h"
+#include "control/backends/local/local_backend.h"
 #include "control/backends/slurm/slurm_node.h"
 #include "control/console/console_routes.h"
 #include "control/db/database.h"
@@ -72,15 +73,12 @@ int fail(const Status& st) {
   return 1;
 }
 
-// Makes the data dir and opens the database in it. The dir is 0700, or 0711
-// with user namespaces: a container's root passes through it to what it
-// binds, and a sandbox an earlier edtd started may be binding while this
-// one starts (it is adopted), so the dir is never narrowed below that.
+// Makes the data dir, in its mode (data_dir_mode), and opens the database in it.
 Result<std::unique_ptr<Database>> open_database(const Flags& flags, const Settings& settings) {
   std::error_code ec;
   fs::create_directories(flags.data_dir, ec);
   if (ec) return Status(StatusCode::kIoError, "--data-dir " + flags.data_dir + ": " + ec.message());
-  ::chmod(flags.data_dir.c_str(), settings.first_subordinate_id != 0 ? 0711 : 0700);
+  ::chmod(flags.data_dir.c_str(), data_dir_mode(settings.first_subordinate_id));
   EDT_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::open(flags.data_dir + "/edtd.db"));
   // SQLite makes its -wal and -shm files with the database's mode.
   ::chmod((flags.data_dir + "/edtd.db").c_str(), 0600);

@@ -121,12 +121,10 @@ LocalBackend::LocalBackend(LocalBackendOptions options)
     // earlier one left running; a bridge left without any goes.
     if (Status st = network_->forget(); !st.is_ok()) log::warn("{}", st.message());
   }
-  // With user namespaces bwrap runs as the container's root, which must
-  // pass through (not list) the data dir to what it binds.
   if (options_.first_subordinate_id != 0) {
     for (const char* sub : {"", "/containers", "/clusters", "/volumes"}) {
       fs::create_directories(options_.data_dir + sub, ec);
-      ::chmod((options_.data_dir + sub).c_str(), 0711);
+      ::chmod((options_.data_dir + sub).c_str(), data_dir_mode(options_.first_subordinate_id));
     }
   }
 }

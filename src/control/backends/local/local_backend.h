@@ -147,6 +147,13 @@ struct LocalBackendOptions {
   DiskBound container_disk;
 };
 
+// The data dir's mode: 0711 with user namespaces, where bwrap, as the
+// container's root, passes through it (and its containers/, clusters/,
+// volumes/) to what it binds; 0700 without. edtd sets it before anything
+// else, so a sandbox an earlier edtd started, still binding, never meets it
+// narrowed (it is adopted).
+inline int data_dir_mode(uint32_t first_subordinate_id) { return first_subordinate_id != 0 ? 0711 : 0700; }
+
 class LocalBackend : public Backend {
  public:
   explicit LocalBackend(LocalBackendOptions options);
