@@ -16,6 +16,9 @@ Contract:
 - stop() is SIGTERM (containers keep running, edtd's own contract), then
   SIGKILL after `grace` seconds if `kill_after`; kill() is SIGKILL.
   restart() stops and starts edtd again on the same data dir and port.
+  Both raise `error` when edtd, asked to stop, does not exit with status 0
+  (a sanitizer's finding at exit, a crash in the stop); an edtd that had
+  exited before stop() is the test's to judge, not stop()'s.
 - cleanup(path) detaches the mounts edtd left below `path` (loop-mounted
   disks) and removes it: call it after stop(), on success or failure.
 - send()/get_json() speak HTTP to edtd's API with or without the token;
@@ -166,15 +169,24 @@ class Edtd:
         argv = list(self.proc.args)
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=timeout)
+        self._expect_clean_stop()
         if between:
             between()
         self._spawn([*argv, *flags], self._env)
         self._wait("come back", timeout)
 
     def stop(self, grace=30, kill_after=True):
-        """SIGTERM, SIGKILL after `grace` s (kill_after); raises `error` if it had to be killed."""
-        if self.proc and not stop_process(self.proc, grace, kill_after):
+        """SIGTERM, SIGKILL after `grace` s (kill_after); raises `error` if it
+        had to be killed or did not exit with 0 (module contract)."""
+        if not self.proc or self.proc.poll() is not None:
+            return
+        if not stop_process(self.proc, grace, kill_after):
             raise self.error("edtd did not stop within %d s of SIGTERM; its log:\n%s" % (grace, self.log()))
+        self._expect_clean_stop()
+
+    def _expect_clean_stop(self):
+        if self.proc.returncode != 0:
+            raise self.error("edtd exited with %s after SIGTERM; its log:\n%s" % (self.proc.returncode, self.log()))
 
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
@@ -244,8 +256,10 @@ class ScratchEdtd(Edtd):
             deadline = time.time() + 60
             while time.time() < deadline and self.api("GET", "/clusters")[1].get("clusters"):
                 time.sleep(0.2)
-        super().stop()
-        cleanup(self.dir)
+        try:
+            super().stop()
+        finally:
+            cleanup(self.dir)
 
 
 def cleanup(path):
