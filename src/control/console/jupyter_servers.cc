@@ -47,6 +47,7 @@ constexpr std::string_view kLabConfig =
 std::string log_tail(const std::string& path) {
   std::string text = io::read_file(path);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (text.empty()) return "(its log is empty)";
   size_t start = text.size();
   for (int lines = 0; lines < 3 && start != std::string::npos && start > 0; ++lines) start = text.rfind('\n', start - 1);
   return start == std::string::npos ? text : text.substr(start + 1);
