@@ -135,7 +135,7 @@ endfunction()
 # edt_test_binaries builds them all, edt_unit_test_binaries those labelled
 # unit (edt_test_binaries_target()).
 function(edt_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;RESOURCE_LOCK" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   set_property(GLOBAL APPEND PROPERTY EDT_TEST_BINARIES ${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main Threads::Threads)
@@ -148,8 +148,14 @@ function(edt_test name)
   if(unit IN_LIST ARG_LABELS)
     set_property(GLOBAL APPEND PROPERTY EDT_UNIT_TEST_BINARIES ${name})
   endif()
+  # RESOURCE_LOCK: what the binary's tests share on the host (ctest runs
+  # them one at a time, and apart from others naming it).
+  set(lock)
+  if(ARG_RESOURCE_LOCK)
+    set(lock RESOURCE_LOCK ${ARG_RESOURCE_LOCK})
+  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30
-    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}" ${lock})
 endfunction()
 
 # edt_test_binaries_target(): the target edt_test_binaries, which builds
