@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/cpu.h"
+
 namespace edt::image {
 namespace {
 
@@ -71,14 +73,20 @@ Status check_document_size(const Store& store, const Descriptor& d, const std::s
                                                     std::to_string(store.limits().max_document_bytes));
 }
 
-// The layers fetched so far, as the fetching thread tells the unpacking one.
+// The layers fetched so far, as the fetching thread tells the unpacking ones.
 struct FetchProgress {
   std::mutex mu;
   std::condition_variable cv;
-  size_t fetched = 0;        // layers 0..fetched-1 are stored whole
-  Status error;              // the fetch's error, at layer `fetched`
+  size_t fetched = 0;  // layers 0..fetched-1 are stored whole
+  Status error;        // the fetch's error, at layer `fetched`
   bool failed = false;
-  std::atomic<bool> stop{false};  // the unpacking failed: fetch no more
+  std::atomic<bool> stop{false};  // an unpacking failed: fetch and unpack no more
+
+  void stop_all() {
+    std::lock_guard<std::mutex> hold(mu);
+    stop = true;
+    cv.notify_all();
+  }
 };
 
 void fetch_layers(Store& store, const Store::Lock& lock, BlobSource& source, const Store::ImagePlan& plan,
@@ -104,26 +112,82 @@ void fetch_layers(Store& store, const Store::Lock& lock, BlobSource& source, con
   }
 }
 
-Status unpack_layers(Store& store, const Store::Lock& lock, const Store::ImagePlan& plan, FetchProgress& p,
-                     ImportProgress& told) {
-  uint64_t unpacked = 0;
-  for (size_t i = 0; i < plan.manifest.layers.size(); ++i) {
-    {
-      std::unique_lock<std::mutex> hold(p.mu);
-      p.cv.wait(hold, [&] { return p.fetched > i || p.failed; });
-      if (p.fetched <= i) return p.error;
-    }
-    EDT_RETURN_IF_ERROR(store.prepare_layer(lock, plan, i, unpacked).status());
-    ++told.layers_unpacked;
-  }
-  return Status::ok();
+// Layers unpacked at once: each is CPU-bound (inflate, SHA-256, the
+// kernel's writes), so one per core, up to 4.
+size_t unpack_threads(size_t layers) {
+  const size_t cores = static_cast<size_t>(cpu::usable_cores());
+  return std::clamp<size_t>(std::min<size_t>(cores, 4), 1, std::max<size_t>(layers, 1));
 }
 
-// Fetches the layers on a thread of their own while this one unpacks each
+// The unpacking side of a pull: threads take the layers in order, each
+// once it is stored whole, and unpack them at once, counting their bytes
+// into one ImageBytes. A layer whose diff ID an earlier layer has is left
+// to that one (commit_image() finds it made). Errors are kept by layer, so
+// the first in layer order is the one returned, whichever thread met it.
+class LayerUnpacking {
+ public:
+  LayerUnpacking(Store& store, const Store::Lock& lock, const Store::ImagePlan& plan, FetchProgress& p,
+                 ImportProgress& told)
+      : store_(store), lock_(lock), plan_(plan), p_(p), told_(told), image_(store.limits().max_image_bytes),
+        errors_(plan.manifest.layers.size()) {}
+
+  Status run() {
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < unpack_threads(errors_.size()); ++t) threads.emplace_back([this] { work(); });
+    work();
+    for (std::thread& t : threads) t.join();
+    for (const Status& e : errors_) {
+      if (!e.is_ok()) return e;
+    }
+    return Status::ok();
+  }
+
+ private:
+  void work() {
+    for (size_t i; (i = next_++) < errors_.size();) {
+      if (!wait_fetched(i)) return;
+      if (!repeats_an_earlier_layer(i)) {
+        auto layer = store_.prepare_layer(lock_, plan_, i, image_);
+        if (!layer.is_ok()) {
+          errors_[i] = layer.status();
+          p_.stop_all();
+          return;
+        }
+      }
+      ++told_.layers_unpacked;
+    }
+  }
+
+  // Whether layer `i` is stored whole; false when the pull stops first
+  // (the fetch's error is kept at the layer it failed on).
+  bool wait_fetched(size_t i) {
+    std::unique_lock<std::mutex> hold(p_.mu);
+    p_.cv.wait(hold, [&] { return p_.fetched > i || p_.failed || p_.stop; });
+    if (p_.fetched > i && !p_.stop) return true;
+    if (p_.failed) errors_[p_.fetched] = p_.error;
+    return false;
+  }
+
+  bool repeats_an_earlier_layer(size_t i) const {
+    const auto& ids = plan_.config.diff_ids;
+    return std::find(ids.begin(), ids.begin() + i, ids[i]) != ids.begin() + i;
+  }
+
+  Store& store_;
+  const Store::Lock& lock_;
+  const Store::ImagePlan& plan_;
+  FetchProgress& p_;
+  ImportProgress& told_;
+  ImageBytes image_;
+  std::vector<Status> errors_;  // by layer, read after the joins; a fetch's error is written under p_.mu
+  std::atomic<size_t> next_{0};
+};
+
+// Fetches the layers on a thread of their own while others unpack each
 // once it is stored whole (its digest verified): the network, or the copy,
 // overlaps the unpacking, which commit_image() then finds done. The first
 // error wins, in layer order; after an unpacking error no further layer is
-// fetched (the one under way ends first).
+// fetched or unpacked (those under way end first).
 Status fetch_and_unpack(Store& store, const Store::Lock& lock, BlobSource& source, const Store::ImagePlan& plan,
                         ImportProgress& told) {
   uint64_t bytes = 0;
@@ -132,8 +196,8 @@ Status fetch_and_unpack(Store& store, const Store::Lock& lock, BlobSource& sourc
   told.layers = plan.manifest.layers.size();
   FetchProgress progress;
   std::thread fetcher([&] { fetch_layers(store, lock, source, plan, progress, told); });
-  Status status = unpack_layers(store, lock, plan, progress, told);
-  progress.stop = true;
+  Status status = LayerUnpacking(store, lock, plan, progress, told).run();
+  progress.stop_all();
   fetcher.join();
   return status;
 }

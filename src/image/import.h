@@ -5,8 +5,9 @@
 // store, verified against the digest and size of its descriptor. The
 // import resolves the image from an index (indexes and manifest lists to
 // linux/amd64, nested ones too), fetches the config, checks it, then
-// fetches the layers through the source on a thread of its own while it
-// unpacks each one already stored (Store::prepare_layer()), and calls
+// fetches the layers through the source on a thread of its own while
+// others unpack the ones already stored, several at once
+// (Store::prepare_layer()), and calls
 // Store::commit_image(). A registry puller is one more
 // BlobSource. Archives are read in one pass: each file in them is written as
 // a blob as it streams past (an archive need not be seekable, and may be

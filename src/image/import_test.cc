@@ -145,7 +145,39 @@ TEST_F(ImageImportTest, LayersUnpackAsTheyArriveAndTheFirstErrorWins) {
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.status().message().find(sha256_of(hostile[0].blob).str()), std::string::npos)
       << refused.status().message();
-  EXPECT_EQ(count_entries(dir_ + "/store2/images") + count_entries(dir_ + "/store2/layers/sha256"), 0u);
+  // Layers unpacked beside the hostile one may be kept, whole; nothing of it is.
+  EXPECT_EQ(count_entries(dir_ + "/store2/images") + count_entries(dir_ + "/store2/tmp"), 0u);
+  EXPECT_FALSE(fs::exists(dir_ + "/store2/layers/sha256/" + hostile[0].diff_id.hex));
+  for (const auto& layer : fs::directory_iterator(dir_ + "/store2/layers/sha256")) {
+    EXPECT_TRUE(fs::exists(layer.path() / "layer.json")) << layer.path();
+  }
+}
+
+TEST_F(ImageImportTest, LayersUnpackedAtOnceShareTheImageBound) {
+  StoreLimits limits;
+  limits.durable = false;
+  limits.max_image_bytes = 100 << 10;
+  Store store = Store::open(dir_ + "/bounded", limits).value();
+  Layer a = make_layer({file("a", std::string(64 << 10, 'a'))});
+  Layer b = make_layer({file("b", std::string(64 << 10, 'b'))});
+  write_oci_layout(dir_ + "/over", {a, b}, "over:1");
+  auto over = import_path(store, dir_ + "/over", {});
+  ASSERT_FALSE(over.is_ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted) << over.status().to_string();
+  EXPECT_NE(over.status().message().find("bound of 102400 bytes"), std::string::npos) << over.status().message();
+  EXPECT_EQ(count_entries(dir_ + "/bounded/images") + count_entries(dir_ + "/bounded/tmp"), 0u);
+}
+
+TEST_F(ImageImportTest, ALayerTheImageRepeatsIsUnpackedOnce) {
+  const Layer base = layers()[0];
+  const Layer app = layers()[1];
+  write_oci_layout(dir_ + "/twice", {base, app, base}, "twice:1");
+  auto twice = import_path(*store_, dir_ + "/twice", {});
+  ASSERT_TRUE(twice.is_ok()) << twice.status().to_string();
+  EXPECT_EQ(twice->layers.size(), 3u);
+  EXPECT_EQ(count("layers/sha256"), 2u);
+  EXPECT_EQ(count("tmp"), 0u);
+  EXPECT_TRUE(fs::exists(twice->root + "/usr/bin/python3"));  // the last layer puts back what the second hid
 }
 
 TEST_F(ImageImportTest, ClearErrorsForWhatIsNoImage) {

@@ -30,8 +30,17 @@ struct Stream {
   Sha256 hash;
   uint64_t bytes = 0;
   uint64_t max_bytes = 0;
+  ImageBytes* image = nullptr;
   bool over = false;
   std::vector<char> buf = std::vector<char>(1 << 17);
+
+  // Hashes and counts the `n` bytes read into buf; false past a bound.
+  bool count(size_t n) {
+    hash.update(buf.data(), n);
+    bytes += n;
+    const bool image_ok = image == nullptr || image->add(n);
+    return bytes <= max_bytes && image_ok;
+  }
 };
 
 la_ssize_t read_stream(archive* inner, void* opaque, const void** out) {
@@ -41,9 +50,7 @@ la_ssize_t read_stream(archive* inner, void* opaque, const void** out) {
     archive_set_error(inner, EIO, "%s", archive_error_string(s->outer));
     return -1;
   }
-  s->hash.update(s->buf.data(), n);
-  s->bytes += n;
-  if (s->bytes > s->max_bytes) {
+  if (!s->count(n)) {
     s->over = true;
     archive_set_error(inner, EFBIG, "over the bound of unpacked bytes");
     return -1;
@@ -63,7 +70,8 @@ struct DirMode {
 
 class Unpacker {
  public:
-  Unpacker(int root, const LayerLimits& limits) : root_(root), limits_(limits) {}
+  Unpacker(int root, const LayerLimits& limits, const Stream& stream)
+      : root_(root), limits_(limits), stream_(stream) {}
   Status entry(archive* a, archive_entry* e);
   Status finish();
   LayerStats stats;
@@ -77,9 +85,13 @@ class Unpacker {
   Status directory(int parent, const std::vector<std::string>& names, mode_t mode);
   Status whiteout(archive* a, archive_entry* e, int parent, const std::string& name);
   void own(archive_entry* e, int parent, const std::string& name);
+  // What the image's bound leaves this layer: what it has left now and what
+  // this layer's stream has taken of it so far.
+  uint64_t image_left() const { return limits_.image ? limits_.image->left() + stream_.bytes : ~0ull; }
 
   int root_;
   LayerLimits limits_;
+  const Stream& stream_;
   std::vector<DirMode> dirs_;
   bool as_root_ = ::geteuid() == 0;
 };
@@ -103,7 +115,7 @@ void Unpacker::own(archive_entry* e, int parent, const std::string& name) {
 Status Unpacker::regular(archive* a, archive_entry* e, int parent, const std::string& name, mode_t mode) {
   const int64_t size = archive_entry_size(e);
   file_bytes += size > 0 ? size : 0;
-  if (file_bytes > limits_.max_bytes || file_bytes > limits_.image_bytes_left) {
+  if (file_bytes > limits_.max_bytes || file_bytes > image_left()) {
     return Status(StatusCode::kResourceExhausted, "files' sizes pass the bound of unpacked bytes");
   }
   int fd = ::openat(parent, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -263,6 +275,10 @@ Result<ArchivePtr> open_outer(const std::string& path) {
 }
 
 Status over_bound(const Stream& s) {
+  if (s.bytes <= s.max_bytes) {
+    return Status(StatusCode::kResourceExhausted, "the image's layers unpack to more than its bound of " +
+                                                      std::to_string(s.image->bound()) + " bytes");
+  }
   return Status(StatusCode::kResourceExhausted,
                 "more than " + std::to_string(s.max_bytes) + " unpacked bytes (a decompression bomb?)");
 }
@@ -272,9 +288,7 @@ Status drain(Stream& s) {
     la_ssize_t n = archive_read_data(s.outer, s.buf.data(), s.buf.size());
     if (n < 0) return Status(StatusCode::kMalformed, archive_error_string(s.outer));
     if (n == 0) return Status::ok();
-    s.hash.update(s.buf.data(), n);
-    s.bytes += n;
-    if (s.bytes > s.max_bytes) return over_bound(s);
+    if (!s.count(n)) return over_bound(s);
   }
 }
 
@@ -304,7 +318,8 @@ Result<LayerStats> unpack_layer(const std::string& blob_path, const Digest& blob
   if (!outer.is_ok()) return outer.status().with_context(where);
   Stream stream;
   stream.outer = outer->get();
-  stream.max_bytes = std::min(limits.max_bytes, limits.image_bytes_left);
+  stream.max_bytes = limits.max_bytes;
+  stream.image = limits.image;
   ArchivePtr inner(archive_read_new());
   archive_read_support_format_tar(inner.get());
   archive_read_support_format_gnutar(inner.get());
@@ -313,7 +328,7 @@ Result<LayerStats> unpack_layer(const std::string& blob_path, const Digest& blob
                         : Status(StatusCode::kMalformed, std::string("not a tar: ") + archive_error_string(inner.get())))
         .with_context(where);
   }
-  Unpacker unpacker(dest_fd, limits);
+  Unpacker unpacker(dest_fd, limits, stream);
   Status status = unpack_entries(inner.get(), unpacker, stream);
   if (status.is_ok()) status = drain(stream);
   if (status.is_ok()) status = unpacker.finish();

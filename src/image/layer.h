@@ -19,6 +19,7 @@
 // removes it. Thread-safe on distinct destinations.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -29,10 +30,30 @@ namespace edt::image {
 
 enum class SetidPolicy { kStrip, kRefuse };
 
+// The unpacked bytes of one image, counted across its layers as their
+// streams are read, by however many threads unpack them at once: the image
+// bound holds with any number of layers in flight.
+class ImageBytes {
+ public:
+  explicit ImageBytes(uint64_t bound) : bound_(bound) {}
+  // Adds `n`; false once the total is past the bound.
+  bool add(uint64_t n) { return used_.fetch_add(n) + n <= bound_; }
+  uint64_t left() const {
+    const uint64_t used = used_.load();
+    return used < bound_ ? bound_ - used : 0;
+  }
+  bool over() const { return used_.load() > bound_; }
+  uint64_t bound() const { return bound_; }
+
+ private:
+  std::atomic<uint64_t> used_{0};
+  const uint64_t bound_;
+};
+
 struct LayerLimits {
   uint64_t max_bytes = 32ull << 30;    // unpacked bytes of one layer
   uint64_t max_entries = 1'000'000;    // entries of one layer
-  uint64_t image_bytes_left = ~0ull;   // what the image's bound leaves for this layer
+  ImageBytes* image = nullptr;         // the image this layer is part of, if bounded
   SetidPolicy setid = SetidPolicy::kStrip;
 };
 

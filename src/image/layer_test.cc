@@ -150,7 +150,8 @@ TEST_F(ImageLayerTest, DecompressionBombStopsAtTheBound) {
   EXPECT_NE(stats.status().message().find("layer " + sha256_of(bomb).str()), std::string::npos);
   // The same bound read from the image's side.
   limits.max_bytes = 1ull << 40;
-  limits.image_bytes_left = 4 << 20;
+  ImageBytes image(4 << 20);
+  limits.image = &image;
   EXPECT_EQ(unpack(bomb, limits).status().code(), StatusCode::kResourceExhausted);
 }
 

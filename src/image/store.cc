@@ -206,7 +206,7 @@ Status Store::publish_dir(const std::string& tmp, const std::string& final_path)
   return Status::ok();
 }
 
-Result<LayerRecord> Store::ensure_layer(const Descriptor& blob, const Digest& diff_id, uint64_t image_bytes_left) {
+Result<LayerRecord> Store::ensure_layer(const Descriptor& blob, const Digest& diff_id, ImageBytes& image) {
   LayerRecord record{blob.digest, diff_id, blob.media_type, blob.size, 0};
   const std::string final_path = root_ + "/layers/sha256/" + diff_id.hex;
   if (auto info = read_bounded(final_path + "/layer.json", 4096); info.is_ok()) {
@@ -214,6 +214,7 @@ Result<LayerRecord> Store::ensure_layer(const Descriptor& blob, const Digest& di
     auto bytes = doc.is_object() ? doc.find("unpacked_bytes") : doc.end();
     if (bytes != doc.end() && bytes->is_number_unsigned()) {
       record.unpacked_bytes = bytes->get<uint64_t>();
+      image.add(record.unpacked_bytes);
       return record;
     }
     // Not a layer.json this store wrote: unpack the layer again.
@@ -222,7 +223,7 @@ Result<LayerRecord> Store::ensure_layer(const Descriptor& blob, const Digest& di
   const std::string tmp = tmp_path("layer");
   EDT_RETURN_IF_ERROR(make_dirs(tmp + "/tree"));
   LayerLimits limits = limits_.layer;
-  limits.image_bytes_left = image_bytes_left;
+  limits.image = &image;
   auto unpacked = [&]() -> Result<LayerStats> {
     EDT_ASSIGN_OR_RETURN(UniqueFd tree, open_dir(tmp + "/tree"));
     EDT_ASSIGN_OR_RETURN(LayerStats stats, unpack_layer(blob_path(blob.digest), blob.digest, tree.get(), limits));
@@ -285,14 +286,12 @@ Result<Store::ImagePlan> Store::plan_image(const Digest& manifest_digest) const 
   return plan;
 }
 
-Result<LayerRecord> Store::prepare_layer(const Lock&, const ImagePlan& plan, size_t i, uint64_t& unpacked) {
+Result<LayerRecord> Store::prepare_layer(const Lock&, const ImagePlan& plan, size_t i, ImageBytes& image) {
   const std::string what = "manifest " + plan.digest.str();
   const Descriptor& layer = plan.manifest.layers.at(i);
   EDT_RETURN_IF_ERROR(check_blob_size(blob_path(layer.digest), layer, what + " layers[" + std::to_string(i) + "]"));
-  const uint64_t left = unpacked < limits_.max_image_bytes ? limits_.max_image_bytes - unpacked : 0;
-  EDT_ASSIGN_OR_RETURN(LayerRecord l, ensure_layer(layer, plan.config.diff_ids[i], left));
-  unpacked += l.unpacked_bytes;
-  if (unpacked > limits_.max_image_bytes) {
+  EDT_ASSIGN_OR_RETURN(LayerRecord l, ensure_layer(layer, plan.config.diff_ids[i], image));
+  if (image.over()) {
     return Status(StatusCode::kResourceExhausted, what + ": the layers unpack to more than the image bound of " +
                                                       std::to_string(limits_.max_image_bytes) + " bytes");
   }
@@ -306,9 +305,9 @@ Result<ImageRecord> Store::build_record(const Lock& lock, const std::string& nam
   record.manifest = manifest_digest;
   record.config = plan.manifest.config.digest;
   record.config_fields = plan.config;
-  uint64_t unpacked = 0;
+  ImageBytes image(limits_.max_image_bytes);
   for (size_t i = 0; i < plan.manifest.layers.size(); ++i) {
-    EDT_ASSIGN_OR_RETURN(LayerRecord l, prepare_layer(lock, plan, i, unpacked));
+    EDT_ASSIGN_OR_RETURN(LayerRecord l, prepare_layer(lock, plan, i, image));
     record.layers.push_back(std::move(l));
   }
   record.chain_id = chain_id_of(record.layers);

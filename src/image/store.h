@@ -21,10 +21,10 @@
 // has_blob) need none. A source of blobs (a directory, an archive, later a
 // registry) writes each with a BlobWriter, which checks the size and digest
 // it was promised while the bytes stream in, then calls commit_image().
-// A Store is used by one thread at a time, but for one pair: a source may
-// write blobs (begin_blob(), BlobWriter) on one thread while another
-// unpacks the layers already stored (prepare_layer()), so that a pull
-// unpacks layer i while it fetches layer i+1.
+// A Store is used by one thread at a time, but for a pull: a source may
+// write blobs (begin_blob(), BlobWriter) on one thread while others unpack
+// the layers already stored (prepare_layer()), so that a pull unpacks
+// layers i and i+1 at once while it fetches layer i+2.
 #pragma once
 
 #include <atomic>
@@ -139,12 +139,13 @@ class Store {
   };
   Result<ImagePlan> plan_image(const Digest& manifest) const;
   // Unpacks layer `i` of `plan` (its blob stored whole) unless the store
-  // has it, checked against its diff ID, within the image bound less the
-  // `unpacked` bytes of the layers before it, which it adds to. What
-  // commit_image() does for each layer; a pull calls it as each layer
-  // arrives. Layers are unpacked once: a layer made here is what
+  // has it, checked against its diff ID, and counts its bytes into `image`
+  // (an ImageBytes of limits().max_image_bytes), failing once the image's
+  // layers are past the bound. What commit_image() does for each layer; a
+  // pull calls it as each layer arrives, on several threads at once for
+  // distinct diff IDs. Layers are unpacked once: a layer made here is what
   // commit_image() then finds, and gc() frees it when no record names it.
-  Result<LayerRecord> prepare_layer(const Lock& lock, const ImagePlan& plan, size_t i, uint64_t& unpacked);
+  Result<LayerRecord> prepare_layer(const Lock& lock, const ImagePlan& plan, size_t i, ImageBytes& image);
 
   // Makes `name` the image of the stored `manifest` (its config and layer
   // blobs stored too): unpacks the layers it lacks, checks each against the
@@ -170,7 +171,7 @@ class Store {
  private:
   Store(std::string root, StoreLimits limits) : root_(std::move(root)), limits_(limits) {}
   std::string tmp_path(const std::string& kind) const;
-  Result<LayerRecord> ensure_layer(const Descriptor& blob, const Digest& diff_id, uint64_t image_bytes_left);
+  Result<LayerRecord> ensure_layer(const Descriptor& blob, const Digest& diff_id, ImageBytes& image);
   Result<std::string> ensure_root(const Digest& chain_id, const std::vector<LayerRecord>& layers);
   Status publish_dir(const std::string& tmp, const std::string& final_path);
   Result<ImageRecord> build_record(const Lock& lock, const std::string& name, const Digest& manifest);
@@ -179,7 +180,7 @@ class Store {
 
   std::string root_;
   StoreLimits limits_;
-  // Shared by the two threads of a pull (begin_blob, prepare_layer).
+  // Shared by the threads of a pull (begin_blob, prepare_layer).
   std::shared_ptr<std::atomic<uint64_t>> tmp_counter_ = std::make_shared<std::atomic<uint64_t>>(0);
 };
 
