@@ -23,6 +23,7 @@ from edt.common.process_sets import ProcessSet, add_process_set, global_process_
 from edt.tensorflow import mpi_ops
 from edt.tensorflow.compression import Compression
 from edt.tensorflow.gradient_aggregation import aggregator_of
+from edt.tensorflow.util import variable_key
 from edt.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, alltoall,  # noqa: F401
                                     barrier, broadcast, broadcast_, grouped_allgather, join, local_rank_op,
                                     local_size_op, process_set_included_op, rank_op, size_op)
@@ -194,15 +195,15 @@ class _DistributedGradientTape(tf.GradientTape):
     def register_local_source(self, source):
         """Gradients of `source` stay this rank's own (divided by the set's
         size when scale_local_gradients, as in Horovod)."""
-        self._local_sources.add(source.ref())
+        self._local_sources.add(variable_key(source))
 
     def get_local_and_global_gradients(self, target, sources, output_gradients=None, use_generic_names=False):
         """gradient(), split: ([(source, gradient)] of the local sources,
         [(source, gradient)] of the others)."""
         gradients = self.gradient(target, sources, output_gradients, use_generic_names)
         pairs = list(zip(tf.nest.flatten(sources), tf.nest.flatten(gradients)))
-        local = [(s, g) for s, g in pairs if s.ref() in self._local_sources]
-        return local, [(s, g) for s, g in pairs if s.ref() not in self._local_sources]
+        local = [(s, g) for s, g in pairs if variable_key(s) in self._local_sources]
+        return local, [(s, g) for s, g in pairs if variable_key(s) not in self._local_sources]
 
     def gradient(self, target, sources, output_gradients=None, use_generic_names=False):
         """The gradients reduced; with backward_passes_per_step N, summed
@@ -238,12 +239,12 @@ def _reduce_shared(allreduce_grads, grads, sources, local_sources, scale_local, 
     the sources in `local_sources` (refs) stay this rank's own, divided by
     the set's size when scale_local (as in Horovod)."""
     grads = list(grads)
-    shared = [i for i, s in enumerate(sources) if s.ref() not in local_sources]
+    shared = [i for i, s in enumerate(sources) if variable_key(s) not in local_sources]
     for i, g in zip(shared, allreduce_grads([grads[i] for i in shared])):
         grads[i] = g
     if scale_local:
         for i, s in enumerate(sources):
-            if s.ref() in local_sources and grads[i] is not None:
+            if variable_key(s) in local_sources and grads[i] is not None:
                 grads[i] = _scaled(grads[i], 1.0 / mpi_ops._set_size(process_set))
     return grads
 

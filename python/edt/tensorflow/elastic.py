@@ -28,6 +28,7 @@ import tensorflow as tf
 from edt.common import elastic as _common
 from edt.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from edt.tensorflow import allgather_object, broadcast, broadcast_object, broadcast_variables, mpi_ops
+from edt.tensorflow.util import optimizer_variables
 
 # An edt op's failure, as ops.cc's to_status() words it: "edt NAME: MESSAGE [CODE]".
 _EDT_FAILURE = re.compile(r"\bedt .*\[(\w+)\]", re.S)
@@ -151,7 +152,7 @@ class TensorFlowKerasState(_VariablesState):
         super().__init__(**kwargs)
 
     def _groups(self):
-        return {"model": list(self.model.variables), "optimizer": _optimizer_variables(self.optimizer)}
+        return {"model": list(self.model.variables), "optimizer": optimizer_variables(self.optimizer)}
 
     def _trainable(self):
         return self.model.trainable_variables
@@ -188,13 +189,6 @@ class TensorFlowState(_VariablesState):
 
     def _trainable(self):
         return [v for v in self.variables if v.trainable]
-
-
-def _optimizer_variables(optimizer):
-    if optimizer is None:
-        return []
-    variables = optimizer.variables
-    return list(variables() if callable(variables) else variables)
 
 
 __all__ = ["run", "ObjectState", "TensorFlowKerasState", "TensorFlowState"]

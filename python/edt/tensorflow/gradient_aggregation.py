@@ -12,6 +12,8 @@ eagerly and inside tf.function (tf.cond picks the branch)."""
 
 import tensorflow as tf
 
+from edt.tensorflow.util import variable_key
+
 
 class GradientAggregator:
     """The sums and the pass counter (`counter`: passes since the last
@@ -116,7 +118,7 @@ def aggregator_of(sources, backward_passes_per_step, average_aggregated_gradient
     the first source, so they live as long as the variables do (the cycle
     through the keys' refs is the garbage collector's), not as long as the
     process."""
-    key = (tuple(s.ref() for s in sources), int(backward_passes_per_step), bool(average_aggregated_gradients),
+    key = (tuple(variable_key(s) for s in sources), int(backward_passes_per_step), bool(average_aggregated_gradients),
            bool(sparse_as_dense))
     kept = sources[0].__dict__.setdefault("_edt_aggregators", {})
     if key not in kept:

@@ -16,6 +16,7 @@ from edt.tensorflow import (Adasum, Average, Compression, Max, Min, Product, Sum
                             nccl_built, rank, rocm_built, shutdown, size)
 from edt.tensorflow import _allreduce_grads_fn, _local_layer_weights, _reduce_shared, broadcast_variables
 from edt.tensorflow.gradient_aggregation import GradientAggregator
+from edt.tensorflow.util import variable_key
 from edt.tensorflow.keras import callbacks  # noqa: F401
 
 
@@ -42,7 +43,7 @@ class _DistributedOptimizer:
     def register_local_var(self, var):
         """The gradient of `var` stays this rank's own (divided by the set's
         size when scale_local_gradients, as in Horovod)."""
-        self._edt_local_vars = set(self._edt_local_vars) | {var.ref()}
+        self._edt_local_vars = set(self._edt_local_vars) | {variable_key(var)}
 
     def _edt_reduce(self, grads_and_vars):
         """The gradients reduced; with backward_passes_per_step N, summed

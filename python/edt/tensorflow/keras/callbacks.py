@@ -5,6 +5,7 @@ alike on every rank."""
 import tensorflow as tf
 
 import edt.tensorflow as hvd
+from edt.tensorflow.util import optimizer_variables, variable_key
 
 
 class BroadcastGlobalVariablesCallback(tf.keras.callbacks.Callback):
@@ -15,16 +16,15 @@ class BroadcastGlobalVariablesCallback(tf.keras.callbacks.Callback):
     def __init__(self, root_rank, device="", local_variables=None):
         super().__init__()
         self.root_rank = root_rank
-        self.local_variables = {v.ref() for v in (local_variables or [])}
+        self.local_variables = {variable_key(v) for v in (local_variables or [])}
         self.broadcast_done = False
 
     def on_batch_end(self, batch, logs=None):
         if self.broadcast_done:
             return
-        shared = [v for v in self.model.variables if v.ref() not in self.local_variables]
+        shared = [v for v in self.model.variables if variable_key(v) not in self.local_variables]
         hvd.broadcast_variables(shared, root_rank=self.root_rank)
-        if self.model.optimizer is not None:
-            hvd.broadcast_variables(self.model.optimizer.variables(), root_rank=self.root_rank)
+        hvd.broadcast_variables(optimizer_variables(self.model.optimizer), root_rank=self.root_rank)
         self.broadcast_done = True
 
 
@@ -42,7 +42,7 @@ class MetricAverageCallback(tf.keras.callbacks.Callback):
 
 
 def _set_lr(model, lr):
-    tf.keras.backend.set_value(model.optimizer.learning_rate, lr)
+    model.optimizer.learning_rate.assign(lr)  # a tf.Variable, or Keras 3's keras.Variable
 
 
 class LearningRateScheduleCallback(tf.keras.callbacks.Callback):
