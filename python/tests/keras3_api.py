@@ -1,7 +1,9 @@
 """horovod.tensorflow.keras on Keras 3 (TensorFlow 2.16 and later, whose
 tf.keras is Keras 3): the DistributedOptimizer and Horovod's callbacks
 train every rank alike. Run under edtrun -np 2 with a Python whose
-TensorFlow has Keras 3 (EDT_KERAS3_PYTHON, python/tests/CMakeLists.txt)."""
+TensorFlow has Keras 3 (EDT_KERAS3_PYTHON, python/tests/CMakeLists.txt).
+Not named test_*.py: the suites that run this directory (python_np2, on
+Pythons without Keras 3) do not collect it."""
 
 import keras
 import numpy as np
