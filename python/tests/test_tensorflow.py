@@ -77,6 +77,34 @@ def test_broadcast_eager_and_in_tf_function(hvd, root):
     np.testing.assert_allclose(bcast(mine).numpy(), [root * 10.0, 1.0])
 
 
+def test_collectives_in_tf_function_are_not_ordered_by_program_order(hvd):
+    """Only barrier and join are stateful ops, as in Horovod. Inside
+    tf.function the others get no automatic control dependencies: each
+    allreduce of a backward pass runs as soon as its gradient is ready, and
+    the engine fuses those pending together, instead of running them one at
+    a time in the order they were written."""
+    from tensorflow.python.framework import op_def_registry
+    names = ["EdtAllreduce", "EdtAllgather", "EdtBroadcast", "EdtAlltoall", "EdtReducescatter", "EdtBarrier",
+             "EdtJoin"]
+    assert {n for n in names if op_def_registry.get(n).is_stateful} == {"EdtBarrier", "EdtJoin"}
+
+    @tf.function
+    def step(xs):
+        return [hvd.allreduce(x, op=hvd.Sum) for x in xs] + [hvd.allgather(xs[0]), hvd.broadcast(xs[1], 0)]
+
+    xs = [tf.fill([3], float(i + hvd.rank())) for i in range(4)]
+    ops = [op for op in step.get_concrete_function(xs).graph.get_operations() if op.type.startswith("Edt")]
+    assert len(ops) == 6
+    assert {op.name: [c.name for c in op.control_inputs] for op in ops} == {op.name: [] for op in ops}
+    n = hvd.size()
+    for _ in range(2):
+        got = step(xs)
+        for i in range(4):
+            np.testing.assert_allclose(got[i].numpy(), [i * n + n * (n - 1) / 2] * 3)
+        np.testing.assert_allclose(got[4].numpy(), np.concatenate([[float(r)] * 3 for r in range(n)]))
+        np.testing.assert_allclose(got[5].numpy(), [1.0] * 3)
+
+
 def test_broadcast_variables_and_objects(hvd):
     v = tf.Variable([float(hvd.rank()), 5.0])
     hvd.broadcast_variables([v], root_rank=0)

@@ -569,7 +569,12 @@ Error register_op(const OpSpec& spec) {
   TF_OpDefinitionBuilderAddAttr(op, "process_set_id: int = 0");
   for (const char* input : spec.inputs) TF_OpDefinitionBuilderAddInput(op, input);
   for (const char* output : spec.outputs) TF_OpDefinitionBuilderAddOutput(op, output);
-  TF_OpDefinitionBuilderSetIsStateful(op, spec.stateful);
+  // TensorFlow's C API marks the op stateful whatever the flag says, so it
+  // is called only for the ops that are. A stateful op runs in program
+  // order inside tf.function (automatic control dependencies): the
+  // gradients' allreduces would run one after the other, each waiting for
+  // the one before, never fused and never beside the backward pass.
+  if (spec.stateful) TF_OpDefinitionBuilderSetIsStateful(op, true);
   TF_OpDefinitionBuilderSetShapeInferenceFunction(op, spec.shape);
   Status st;
   TF_RegisterOpDefinition(op, st.get());  // takes the builder
