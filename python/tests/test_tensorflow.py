@@ -4,6 +4,7 @@ step. Runs on every rank (python_tensorflow_np2, edt's venv); skipped where
 TensorFlow is not installed (python_np2 runs on Debian's python3)."""
 
 import gc
+import os
 import weakref
 
 import numpy as np
@@ -20,6 +21,15 @@ def hvd():
 
 
 OPS = ["Sum", "Average", "Min", "Max", "Product"]
+
+
+def test_workers_of_one_host_share_its_cores(hvd):
+    """init() gives each worker its share of the host's cores as TensorFlow's
+    intra-op threads (TensorFlow's default is a thread per core in every
+    worker); TF_NUM_INTRAOP_THREADS, when set, is left to TensorFlow."""
+    share = max(1, len(os.sched_getaffinity(0)) // hvd.local_size())
+    want = 0 if hvd.local_size() < 2 or "TF_NUM_INTRAOP_THREADS" in os.environ else share
+    assert tf.config.threading.get_intra_op_parallelism_threads() == want
 
 
 def _expected(op, values):

@@ -9,6 +9,7 @@ tf.function. CPU tensors; every collective takes Horovod's `process_set=`
 it is a job of one rank.
 """
 
+import os
 import pickle
 
 import numpy as np
@@ -33,8 +34,28 @@ def init(comm=None, process_sets=None):
     """Joins the job (see edt.common.basics.init) and hands its engine to
     the TensorFlow ops."""
     _basics.init(comm, process_sets)
+    _share_cores()
     if not _basics._runtime.elastic_mode():
         mpi_ops._adopt()
+
+
+def _share_cores():
+    """Several workers on one host share its cores: each gets its share of
+    TensorFlow's intra-op threads (the cores it may run on / the workers on
+    the host, at least 1) instead of TensorFlow's default of one per core in
+    every worker, which runs more busy threads than cores and starves the
+    threads that communicate (as edtrun's OMP_NUM_THREADS=1 does for
+    PyTorch). Kept: TF_NUM_INTRAOP_THREADS, a count set before init(), and
+    TensorFlow's own once it has started its threads."""
+    workers = _basics.local_size()
+    if workers < 2 or "TF_NUM_INTRAOP_THREADS" in os.environ:
+        return
+    if tf.config.threading.get_intra_op_parallelism_threads() != 0:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(max(1, len(os.sched_getaffinity(0)) // workers))
+    except RuntimeError:  # TensorFlow's runtime has started: its threads are made
+        pass
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
