@@ -73,6 +73,9 @@ if(TARGET edt_tf_ops)
   edt_test_resources(horovod_tf2_mnist_elastic PROCESSORS 2 COST 120)
   edt_test_resources(python_tensorflow_np2 PROCESSORS 2 COST 15)
   edt_test_resources(python_tensorflow_np3 PROCESSORS 2 COST 30)
+  foreach(test python_tensorflow_keras3_np2 python_tensorflow_elastic_keras3_np2 python_keras3_np2)
+    edt_test_resources(${test} PROCESSORS 2 COST 15)
+  endforeach()
   # Horovod's TensorFlow suites (tests/horovod): seconds measured at a load
   # average of 10-30; the np2 suite is the longest test of all.
   edt_test_resources(horovod_test_tensorflow_np2 PROCESSORS 2 COST 600)

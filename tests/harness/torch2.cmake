@@ -4,19 +4,15 @@
 # python/requirements/torch2.txt. Their names end in _torch2.
 #
 #   edt_torch2_test(name...): marks tests registered with EDT_TORCH2_PYTHON:
-#   label torch2, and the fixture torch2_venv, a check that the environment
-#   is there and holds today's torch2.txt. Without it that check fails,
-#   saying to run `make deps`, and ctest counts the tests as failed, unrun.
+#   label torch2, and the fixture of torch2_venv, a check that the
+#   environment is there and holds today's torch2.txt (venv_check.cmake).
 include_guard(GLOBAL)
+include(${CMAKE_CURRENT_LIST_DIR}/venv_check.cmake)
 
 set(EDT_TORCH2_PYTHON /opt/edt/venv-torch2/bin/python3 CACHE FILEPATH
   "Python of the PyTorch 2 environment the *_torch2 tests run on (make deps)")
-
-add_test(NAME torch2_venv COMMAND ${EDT_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/torch2_venv.py ${EDT_TORCH2_PYTHON}
-  ${CMAKE_SOURCE_DIR}/python/requirements/torch2.txt)
-set_tests_properties(torch2_venv PROPERTIES FIXTURES_SETUP edt_torch2_venv LABELS "python;torch2" TIMEOUT 60)
+edt_venv_check(torch2 ${EDT_TORCH2_PYTHON} ${CMAKE_SOURCE_DIR}/python/requirements/torch2.txt torch 2)
 
 function(edt_torch2_test)
-  set_tests_properties(${ARGN} PROPERTIES FIXTURES_REQUIRED edt_torch2_venv)
-  set_property(TEST ${ARGN} APPEND PROPERTY LABELS torch2)
+  edt_venv_tests(torch2 ${ARGN})
 endfunction()
