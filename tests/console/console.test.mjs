@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, before } from 'node:test';
 import fs from 'node:fs';
 import os from 'node:os';
-import { containerPhases as phasesIn, Edtd, launchBrowser, outputDir, runInTerminal as runIn, Steps, terminalBuffer, underscoreInk, waitAllRunning as allRunningIn, waitFor } from './harness.mjs';
+import { containerPhases as phasesIn, Edtd, launchBrowser, outputDir, runInTerminal as runIn, Steps, terminalBuffer, underscoreInk, waitAllRunning as allRunningIn, waitFor, waitForText } from './harness.mjs';
 
 const containerPhases = () => phasesIn(page);
 const waitAllRunning = (n) => allRunningIn(page, n);
@@ -359,7 +359,7 @@ step("jobs start in the first volume's directory, or in the one given; a relativ
   await page.fill('#job-command', 'pwd; cat inputs/hello.txt');
   await page.click('#run-submit');
   await page.waitForURL(/#\/jobs\/\d+$/);
-  await waitFor('the job to run in /root/data', async () => (await page.textContent('#job-log')) === '/root/data\nhello from the console\nmore\n');
+  await waitForText(page, '#job-log', '/root/data\nhello from the console\nmore\n', 'the job to run in /root/data');
   await openApp(page, '#/clusters/tthvd');
   await page.fill('#job-cwd', 'inputs');
   await page.fill('#job-command', 'pwd');
@@ -369,7 +369,7 @@ step("jobs start in the first volume's directory, or in the one given; a relativ
   await page.fill('#job-cwd', '/root/data/inputs');
   await page.click('#run-submit');
   await page.waitForURL(/#\/jobs\/\d+$/);
-  await waitFor('the job to run where it was told', async () => (await page.textContent('#job-log')) === '/root/data/inputs\n');
+  await waitForText(page, '#job-log', '/root/data/inputs\n', 'the job to run where it was told');
 });
 
 step("a volume's files: list with sizes and folders, upload several files and a folder (an overwrite asked first), download, delete", async () => {

@@ -60,6 +60,16 @@ export async function waitFor(what, fn, { timeoutMs = 30000, intervalMs = 200 } 
   }
 }
 
+// Waits until `selector`'s text is `want`; on timeout the error shows the
+// text it held last.
+export async function waitForText(page, selector, want, what, options) {
+  return waitFor(what, async () => {
+    const text = await page.textContent(selector);
+    if (text !== want) throw new Error(`${selector} holds ${JSON.stringify(text)}`);
+    return true;
+  }, options);
+}
+
 export class Edtd {
   static async start() {
     const self = new Edtd();
