@@ -79,6 +79,15 @@ venv_needed() {
   as_shared mkdir -p -m 0755 "$(dirname "$venv")"
 }
 
+# pip_locked VENV ARGS...: VENV's pip installs what ARGS name: each pinned
+# and hashed, none of their dependencies beyond the lock's.
+pip_locked() {
+  local venv=$1
+  shift
+  as_shared "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --no-input --require-hashes \
+    --no-deps "$@"
+}
+
 # venv_made VENV LOCK STARTED: stamps VENV as holding LOCK.
 venv_made() {
   as_shared sh -c 'printf "%s\n" "$1" > "$2"' sh "$(venv_stamp "$2")" "$1/edt-requirements.stamp"
@@ -88,13 +97,10 @@ venv_made() {
 install_venv() {
   local venv=${EDT_VENV:-/opt/edt/venv} requirements="$here/../python/requirements/venv.txt" started=$SECONDS
   venv_needed EDT_VENV "$venv" "$requirements" || return 0
-  # Readable by every user (a container's root may be an unprivileged uid).
-  $sudo sh -c 'umask 022 && "$@"' sh /usr/bin/python3 -m venv --clear --system-site-packages --without-pip "$venv"
+  as_shared /usr/bin/python3 -m venv --clear --system-site-packages --without-pip "$venv"
   # Debian's pip (python3-pip), seen through the system site, installs into
-  # the venv: wheels only, each pinned and hashed, none of their
-  # dependencies beyond the lock's.
-  $sudo sh -c 'umask 022 && "$@"' sh "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check \
-    --no-input --require-hashes --no-deps --only-binary :all: --requirement "$requirements"
+  # the venv: wheels only.
+  pip_locked "$venv" --only-binary :all: --requirement "$requirements"
   venv_made "$venv" "$requirements" "$started"
 }
 
@@ -104,14 +110,13 @@ install_venv_torch2() {
   venv_needed EDT_VENV_TORCH2 "$venv" "$requirements" || return 0
   # Its own pip (ensurepip, from Debian's bundled wheels): it sees none of Debian's.
   as_shared /usr/bin/python3 -m venv --clear "$venv"
-  local pip=("$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --no-input --require-hashes --no-deps)
   # setuptools and wheel of the lock first: DeepSpeed has only a source
   # archive, built with them (--no-build-isolation: pip fetches nothing).
   tools=$(mktemp)
   awk '/^[a-z0-9]/ { keep = ($1 ~ /^(setuptools|wheel)==/) } keep' "$requirements" >"$tools"
-  as_shared "${pip[@]}" --only-binary :all: --requirement "$tools"
+  pip_locked "$venv" --only-binary :all: --requirement "$tools"
   rm -f "$tools"
-  as_shared "${pip[@]}" --only-binary :all: --no-binary deepspeed --no-build-isolation --use-pep517 --requirement "$requirements"
+  pip_locked "$venv" --only-binary :all: --no-binary deepspeed --no-build-isolation --use-pep517 --requirement "$requirements"
   venv_made "$venv" "$requirements" "$started"
 }
 
@@ -120,8 +125,7 @@ install_venv_keras3() {
   local started=$SECONDS
   venv_needed EDT_VENV_KERAS3 "$venv" "$requirements" || return 0
   as_shared /usr/bin/python3 -m venv --clear "$venv"
-  as_shared "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --no-input --require-hashes \
-    --no-deps --only-binary :all: --requirement "$requirements"
+  pip_locked "$venv" --only-binary :all: --requirement "$requirements"
   venv_made "$venv" "$requirements" "$started"
 }
 
